@@ -1,0 +1,135 @@
+//! The HTTP API (AIDIP registry endpoints plus agentmesh's extensions),
+//! served by axum. Handlers are thin: they parse and bound the request,
+//! call the [`Registry`], and map errors to the draft's error object
+//! through [`ApiError`].
+//!
+//! Layers, outermost first: tracing, a concurrency limit, a per-request
+//! timeout and the body size limit; unknown routes and methods answer the
+//! error object too.
+
+mod agents;
+mod error;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tower::ServiceBuilder;
+use tower_http::trace::TraceLayer;
+
+pub use error::{ApiError, ErrorCode};
+
+use crate::config::ApiConfig;
+use crate::registry::Registry;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<StateInner>,
+}
+
+struct StateInner {
+    registry: Registry,
+    config: ApiConfig,
+    peer_id: String,
+    listen_addrs: Vec<String>,
+}
+
+impl AppState {
+    /// State for a node with `registry`, identified by `peer_id` and
+    /// reachable at `listen_addrs` (multiaddrs with `/p2p/<peer id>`).
+    pub fn new(
+        registry: Registry,
+        config: ApiConfig,
+        peer_id: String,
+        listen_addrs: Vec<String>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(StateInner {
+                registry,
+                config,
+                peer_id,
+                listen_addrs,
+            }),
+        }
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    pub(crate) fn config(&self) -> &ApiConfig {
+        &self.inner.config
+    }
+}
+
+/// The whole router.
+pub fn router(state: AppState) -> Router {
+    let config = state.config().clone();
+    Router::new()
+        .route("/agents", get(agents::list).post(agents::register))
+        .route("/agents/search", axum::routing::post(agents::search))
+        .route(
+            "/agents/{id}",
+            get(agents::get_one)
+                .put(agents::update)
+                .delete(agents::delete),
+        )
+        .route("/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new_for_http())
+                .layer(HandleErrorLayer::new(overloaded))
+                .concurrency_limit(config.max_concurrent_requests)
+                .timeout(config.request_timeout),
+        )
+        .with_state(state)
+}
+
+async fn overloaded(err: tower::BoxError) -> ApiError {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "the request took longer than the server allows",
+        )
+        .with_status(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+    } else {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the server could not handle the request: {err}"),
+        )
+    }
+}
+
+async fn health(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "peer_id": state.inner.peer_id,
+        "listen_addrs": state.inner.listen_addrs,
+        "records": state.registry().store().len(),
+        "peers": 0,
+    }))
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidInput,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+    .with_status(axum::http::StatusCode::METHOD_NOT_ALLOWED)
+}
+
+/// How long graceful shutdown waits for in-flight requests.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

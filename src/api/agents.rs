@@ -1,0 +1,270 @@
+//! `/agents` handlers: register, get, update, delete, list and search.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ApiError, AppState, ErrorCode};
+use crate::registry::{Page, SearchQuery};
+use crate::store::{Filter, PutOutcome};
+
+/// Header carrying the cursor of the next page.
+pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
+
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = &state.config().admin_token else {
+        return Ok(());
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthorized,
+                "this node requires 'Authorization: Bearer <token>' for writes",
+            )
+        })?;
+    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "the bearer token is not valid",
+        ))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(super) async fn register(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers)?;
+    let Json(doc) = body?;
+    let (outcome, stored) = state.registry().register(doc).await?;
+    let status = match outcome {
+        PutOutcome::Created => StatusCode::CREATED,
+        PutOutcome::Updated => StatusCode::OK,
+    };
+    let mut response = (status, Json(stored.clone())).into_response();
+    if let Some(location) = stored
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| HeaderValue::from_str(&format!("/agents/{id}")).ok())
+    {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+pub(super) async fn get_one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (doc, _) = state.registry().get(&id)?;
+    Ok(Json(doc))
+}
+
+pub(super) async fn update(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let Json(doc) = body?;
+    Ok(Json(state.registry().update(&id, doc).await?))
+}
+
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    authorize(&state, &headers)?;
+    state.registry().delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Query string of `GET /agents`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListParams {
+    capabilities: Option<String>,
+    tags: Option<String>,
+    language: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn split_csv(v: &Option<String>) -> Vec<&str> {
+    v.as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn bounded_limit(state: &AppState, asked: Option<usize>, field: &str) -> Result<usize, ApiError> {
+    let max = state.config().max_limit;
+    match asked {
+        None => Ok(state.config().default_limit),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            format!("{field} must be between 1 and {max}, got {n}"),
+        )),
+    }
+}
+
+fn decode_cursor(cursor: Option<&str>) -> Result<Option<String>, ApiError> {
+    let bad = || {
+        ApiError::new(
+            ErrorCode::InvalidInput,
+            "cursor is not one this server issued",
+        )
+    };
+    cursor
+        .map(|c| {
+            let bytes = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+            String::from_utf8(bytes).map_err(|_| bad())
+        })
+        .transpose()
+}
+
+fn filter_from<'a>(
+    capabilities: impl IntoIterator<Item = &'a str>,
+    tags: impl IntoIterator<Item = &'a str>,
+    languages: impl IntoIterator<Item = &'a str>,
+) -> Result<Filter, ApiError> {
+    Filter::new(capabilities, tags, languages).map_err(|bad| {
+        ApiError::new(
+            ErrorCode::InvalidInput,
+            format!("{bad:?} is not a well-formed BCP 47 language tag"),
+        )
+    })
+}
+
+fn page_response(page: Page) -> Response {
+    let mut response = Json(page.items).into_response();
+    if let Some(after) = page.next_after {
+        if let Ok(v) = HeaderValue::from_str(&URL_SAFE_NO_PAD.encode(after)) {
+            response.headers_mut().insert(NEXT_CURSOR_HEADER, v);
+        }
+    }
+    response
+}
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(p) = params?;
+    let query = SearchQuery {
+        filter: filter_from(
+            split_csv(&p.capabilities),
+            split_csv(&p.tags),
+            split_csv(&p.language),
+        )?,
+        query: None,
+        after: decode_cursor(p.cursor.as_deref())?,
+        limit: bounded_limit(&state, p.limit, "limit")?,
+    };
+    Ok(page_response(state.registry().search(&query)?))
+}
+
+/// Body of `POST /agents/search`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchBody {
+    #[serde(default)]
+    filters: Filters,
+    query: Option<String>,
+    top: Option<usize>,
+    scope: Option<Scope>,
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Filters {
+    #[serde(default)]
+    capabilities: Vec<String>,
+    #[serde(default)]
+    supported_languages: Vec<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Scope {
+    Local,
+    Mesh,
+}
+
+/// Longest free-text query, in bytes.
+const MAX_QUERY_BYTES: usize = 1024;
+/// Most terms in one filter field.
+const MAX_FILTER_TERMS: usize = 32;
+
+pub(super) async fn search(
+    State(state): State<AppState>,
+    body: Result<Json<SearchBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(b) = body?;
+    let f = &b.filters;
+    for (name, terms) in [
+        ("filters.capabilities", &f.capabilities),
+        ("filters.supported_languages", &f.supported_languages),
+        ("filters.tags", &f.tags),
+    ] {
+        if terms.len() > MAX_FILTER_TERMS {
+            return Err(ApiError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "{name} has {} terms; at most {MAX_FILTER_TERMS} are allowed",
+                    terms.len()
+                ),
+            ));
+        }
+    }
+    if b.query.as_ref().is_some_and(|q| q.len() > MAX_QUERY_BYTES) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            format!("query is longer than {MAX_QUERY_BYTES} bytes"),
+        ));
+    }
+    // Until the mesh lands this node is the whole mesh, so both scopes
+    // search the local store.
+    let _scope = b.scope.unwrap_or(Scope::Mesh);
+    let query = SearchQuery {
+        filter: filter_from(
+            f.capabilities.iter().map(String::as_str),
+            f.tags.iter().map(String::as_str),
+            f.supported_languages.iter().map(String::as_str),
+        )?,
+        query: b.query.filter(|q| !q.trim().is_empty()),
+        after: decode_cursor(b.cursor.as_deref())?,
+        limit: bounded_limit(
+            &state,
+            b.top.or(Some(10.min(state.config().max_limit))),
+            "top",
+        )?,
+    };
+    Ok(page_response(state.registry().search(&query)?))
+}

@@ -1,0 +1,129 @@
+//! The one error type of the HTTP API: the draft's error object
+//! `{"error":{"code","message","details"}}` with the matching status.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::registry::RegistryError;
+
+/// The error codes of DESIGN.md section 7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 400, 413, 405.
+    InvalidInput,
+    /// 401.
+    Unauthorized,
+    /// 403.
+    Forbidden,
+    /// 404.
+    NotFound,
+    /// 429.
+    RateLimited,
+    /// The agent answered with an error.
+    AgentError,
+    /// 502/504: the upstream failed.
+    Upstream,
+    /// 503.
+    Unavailable,
+}
+
+impl ErrorCode {
+    fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidInput => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Self::AgentError | Self::Upstream => StatusCode::BAD_GATEWAY,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// An API error: status, code, message and optional details.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: ErrorCode,
+    message: String,
+    details: Option<Value>,
+}
+
+impl ApiError {
+    /// An error with the code's usual status.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status: code.status(),
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Overrides the status.
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Attaches details.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(details) = self.details {
+            error["details"] = details;
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Invalid { message, problems } => {
+                Self::new(ErrorCode::InvalidInput, message).with_details(json!(problems))
+            }
+            RegistryError::NotFound { .. } => Self::new(ErrorCode::NotFound, e.to_string()),
+            RegistryError::NotLocal { .. } => Self::new(ErrorCode::Forbidden, e.to_string()),
+            RegistryError::TooLarge(_) => Self::new(ErrorCode::InvalidInput, e.to_string())
+                .with_status(StatusCode::PAYLOAD_TOO_LARGE),
+            RegistryError::Store(_) => {
+                tracing::error!(error = %e, "store failure");
+                Self::new(
+                    ErrorCode::Unavailable,
+                    "the store failed; the request was not applied",
+                )
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = r.status();
+        let status = if status.is_client_error() {
+            status
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        Self::new(ErrorCode::InvalidInput, r.body_text()).with_status(status)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        Self::new(ErrorCode::InvalidInput, r.body_text())
+    }
+}

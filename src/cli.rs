@@ -1,0 +1,193 @@
+//! The command line: argument definitions and the commands they run.
+//! `main.rs` only parses and dispatches here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Config;
+use crate::identity;
+use crate::node::Node;
+
+/// agentmesh: a federated, peer-to-peer discovery node for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "agentmesh", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node: the registry API on --listen, data in --data-dir.
+    Node(NodeArgs),
+    /// A one-command tour: a node in a temporary directory with example
+    /// agents registered, searched, then served until Ctrl-C.
+    Demo(DemoArgs),
+    /// Make an Ed25519 key file (PKCS#8 PEM, mode 0600) and print its
+    /// fingerprint and public key.
+    Keygen(KeygenArgs),
+}
+
+/// Flags shared by every command that runs a node.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// TOML config file.
+    #[arg(long, env = "AGENTMESH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (store and node.key).
+    #[arg(long, env = "AGENTMESH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP API listen address.
+    #[arg(long, env = "AGENTMESH_LISTEN", value_name = "IP:PORT")]
+    pub listen: Option<SocketAddr>,
+    /// libp2p listen multiaddr (repeatable).
+    #[arg(long = "p2p-listen", value_name = "MULTIADDR")]
+    pub p2p_listen: Vec<String>,
+    /// Peer to join through (repeatable).
+    #[arg(long, value_name = "MULTIADDR")]
+    pub bootstrap: Vec<String>,
+    #[command(flatten)]
+    pub crawl: CrawlArgs,
+}
+
+/// Flags of every crawling command (DESIGN.md section 1).
+#[derive(Debug, Clone, Default, Args)]
+pub struct CrawlArgs {
+    /// DNS server to ask instead of the system's (repeatable).
+    #[arg(long = "resolver", value_name = "IP:PORT")]
+    pub resolvers: Vec<SocketAddr>,
+    /// Extra trust roots for HTTPS and WSS (PEM; repeatable).
+    #[arg(long = "ca-file", value_name = "PEM")]
+    pub ca_files: Vec<PathBuf>,
+    /// Permit loopback and private targets.
+    #[arg(long)]
+    pub allow_private: bool,
+    /// DNSSEC trust anchors (DS or DNSKEY in zone-file syntax; repeatable).
+    #[arg(long = "trust-anchor", value_name = "FILE")]
+    pub trust_anchors: Vec<PathBuf>,
+}
+
+impl NodeArgs {
+    /// The configuration: file, then environment, then these flags.
+    ///
+    /// # Errors
+    /// When the file or an override is invalid.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut c = Config::load(self.config.as_deref(), std::env::vars())?;
+        if let Some(d) = &self.data_dir {
+            c.data_dir = d.clone();
+        }
+        if let Some(l) = self.listen {
+            c.api.listen = l;
+        }
+        if !self.p2p_listen.is_empty() {
+            c.p2p.listen = self.p2p_listen.clone();
+        }
+        c.p2p.bootstrap.extend(self.bootstrap.iter().cloned());
+        self.crawl.apply(&mut c);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+impl CrawlArgs {
+    fn apply(&self, c: &mut Config) {
+        if !self.resolvers.is_empty() {
+            c.crawl.resolvers = self.resolvers.clone();
+        }
+        c.crawl.ca_files.extend(self.ca_files.iter().cloned());
+        c.crawl.allow_private_addresses |= self.allow_private;
+        c.crawl
+            .dnssec_trust_anchors
+            .extend(self.trust_anchors.iter().cloned());
+    }
+}
+
+/// Flags of `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Keep the demo's data here instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP API listen address.
+    #[arg(long, default_value = "127.0.0.1:7700", value_name = "IP:PORT")]
+    pub listen: SocketAddr,
+    /// Register, search and print, then exit instead of serving.
+    #[arg(long)]
+    pub no_serve: bool,
+}
+
+/// Flags of `keygen`.
+#[derive(Debug, Clone, Args)]
+pub struct KeygenArgs {
+    /// Where to write the key; never overwritten.
+    #[arg(long, short, default_value = "agent.key", value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Runs the parsed command.
+///
+/// # Errors
+/// Whatever the command failed with, with context.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Node(args) => run_node(args.config()?).await,
+        Command::Demo(args) => crate::demo::run(args).await,
+        Command::Keygen(args) => keygen(&args),
+    }
+}
+
+async fn run_node(config: Config) -> anyhow::Result<()> {
+    let node = Node::spawn(config).await.context("starting the node")?;
+    println!(
+        "agentmesh node {} serving http://{}",
+        node.peer_id(),
+        node.api_addr()
+    );
+    shutdown_signal().await;
+    node.shutdown().await.context("stopping the node")
+}
+
+fn keygen(args: &KeygenArgs) -> anyhow::Result<()> {
+    let key = identity::generate();
+    identity::write_key_file(&args.out, &key)?;
+    let public = key.verifying_key();
+    println!("key file:    {}", args.out.display());
+    println!("fingerprint: {}", identity::fingerprint(&public));
+    println!("public key:  {}", identity::encode_public_key(&public));
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested");
+}

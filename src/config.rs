@@ -1,0 +1,368 @@
+//! Node configuration: a TOML file, then `AGENTMESH_*` environment
+//! variables, then command-line flags, each overriding the one before.
+//!
+//! Unknown keys are errors that name the key, so a typo never silently
+//! falls back to a default. [`Config::default`] is a working single-node
+//! setup. Environment variables of the form `AGENTMESH_SECTION__KEY` set
+//! `section.key` (the value is parsed as TOML, else taken as a string);
+//! the flag-style ones (`AGENTMESH_DATA_DIR`, `AGENTMESH_LISTEN`, ...) are
+//! read by the CLI.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Errors from loading or checking a configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file or an override is not valid TOML or names an unknown key.
+    #[error("config {origin}: {message}")]
+    Parse { origin: String, message: String },
+    /// A value is out of its allowed range.
+    #[error("config key {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the store and `node.key` live.
+    pub data_dir: PathBuf,
+    /// The HTTP API.
+    pub api: ApiConfig,
+    /// The libp2p listener and bootstrap peers (used once the mesh lands).
+    pub p2p: P2pConfig,
+    /// How the crawler reaches DNS and HTTPS.
+    pub crawl: CrawlConfig,
+    /// Record lifetime and store tuning.
+    pub store: StoreConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./agentmesh-data"),
+            api: ApiConfig::default(),
+            p2p: P2pConfig::default(),
+            crawl: CrawlConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// `[api]`: the HTTP API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Default page size for `GET /agents` and `top` for searches.
+    pub default_limit: usize,
+    /// Largest page size or `top` a client may ask for.
+    pub max_limit: usize,
+    /// When set, writes (`POST`/`PUT`/`DELETE /agents`) need
+    /// `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+    /// Time allowed for one request, end to end.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Requests handled at once; more wait (then time out).
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            max_body_bytes: 256 * 1024,
+            default_limit: 20,
+            max_limit: 100,
+            admin_token: None,
+            request_timeout: Duration::from_secs(30),
+            max_concurrent_requests: 1024,
+        }
+    }
+}
+
+/// `[p2p]`: the mesh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct P2pConfig {
+    /// Multiaddrs to listen on.
+    pub listen: Vec<String>,
+    /// Multiaddrs (with `/p2p/<peer id>`) of peers to join through.
+    pub bootstrap: Vec<String>,
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec![
+                "/ip4/0.0.0.0/tcp/7701".into(),
+                "/ip4/0.0.0.0/udp/7701/quic-v1".into(),
+            ],
+            bootstrap: Vec::new(),
+        }
+    }
+}
+
+/// `[crawl]`: where the crawler asks and what it may reach.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrawlConfig {
+    /// DNS servers to ask instead of the system's.
+    pub resolvers: Vec<SocketAddr>,
+    /// Extra PEM trust roots for HTTPS and WSS.
+    pub ca_files: Vec<PathBuf>,
+    /// Permit loopback and private targets (off by default).
+    pub allow_private_addresses: bool,
+    /// DNSSEC trust anchors beside the root's.
+    pub dnssec_trust_anchors: Vec<PathBuf>,
+    /// Domains to crawl at start.
+    pub seeds: Vec<String>,
+}
+
+/// `[store]`: records and the embedded database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// How long records this node signs stay valid.
+    #[serde(with = "humantime_serde")]
+    pub record_ttl: Duration,
+    /// sled page cache size, bytes.
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            record_ttl: Duration::from_secs(7 * 24 * 3600),
+            cache_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// Prefix of configuration environment variables.
+pub const ENV_PREFIX: &str = "AGENTMESH_";
+
+impl Config {
+    /// Loads `file` (when given) and applies `AGENTMESH_SECTION__KEY`
+    /// variables from `env`, then validates.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, variable or key at fault.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Parse {
+                        origin: format!("file {}", path.display()),
+                        message: e.to_string(),
+                    })?
+            }
+            None => toml::Table::new(),
+        };
+        let mut overrides: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.contains("__"))
+            .collect();
+        overrides.sort();
+        for (name, value) in overrides {
+            let path: Vec<String> = name[ENV_PREFIX.len()..]
+                .split("__")
+                .map(str::to_lowercase)
+                .collect();
+            set_path(&mut table, &path, parse_env_value(&value)).map_err(|message| {
+                ConfigError::Parse {
+                    origin: format!("variable {name}"),
+                    message,
+                }
+            })?;
+        }
+        let origin = match file {
+            Some(p) => format!("file {} (with environment overrides)", p.display()),
+            None => "environment".into(),
+        };
+        let config: Config =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Parse {
+                    origin,
+                    message: e.message().to_owned(),
+                })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the invariants the node relies on.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                message: message.to_owned(),
+            })
+        };
+        if self.data_dir.as_os_str().is_empty() {
+            return invalid("data_dir", "must not be empty");
+        }
+        if self.api.max_body_bytes < 1024 || self.api.max_body_bytes > 16 * 1024 * 1024 {
+            return invalid("api.max_body_bytes", "must be between 1 KiB and 16 MiB");
+        }
+        if self.api.max_limit == 0 || self.api.max_limit > 10_000 {
+            return invalid("api.max_limit", "must be between 1 and 10000");
+        }
+        if self.api.default_limit == 0 || self.api.default_limit > self.api.max_limit {
+            return invalid("api.default_limit", "must be between 1 and api.max_limit");
+        }
+        if self.api.request_timeout.is_zero() {
+            return invalid("api.request_timeout", "must be above zero");
+        }
+        if self.api.max_concurrent_requests == 0 {
+            return invalid("api.max_concurrent_requests", "must be above zero");
+        }
+        if matches!(&self.api.admin_token, Some(t) if t.len() < 16) {
+            return invalid("api.admin_token", "must be at least 16 characters");
+        }
+        if self.store.record_ttl < Duration::from_secs(60) {
+            return invalid("store.record_ttl", "must be at least 1 minute");
+        }
+        Ok(())
+    }
+
+    /// Path of the node key inside the data directory.
+    pub fn node_key_path(&self) -> PathBuf {
+        self.data_dir.join("node.key")
+    }
+
+    /// Path of the store inside the data directory.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("store")
+    }
+}
+
+fn parse_env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+fn set_path(table: &mut toml::Table, path: &[String], value: toml::Value) -> Result<(), String> {
+    let (last, parents) = path.split_last().ok_or("empty key")?;
+    let mut cur = table;
+    for p in parents {
+        let entry = cur
+            .entry(p.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{p} is not a table"))?;
+    }
+    cur.insert(last.clone(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn default_is_a_working_single_node() {
+        let c = Config::default();
+        c.validate().unwrap();
+        assert_eq!(c.api.listen.to_string(), "127.0.0.1:7700");
+        assert_eq!(c.data_dir, PathBuf::from("./agentmesh-data"));
+        assert_eq!(c.p2p.listen[0], "/ip4/0.0.0.0/tcp/7701");
+        assert!(!c.crawl.allow_private_addresses);
+    }
+
+    #[test]
+    fn file_then_environment_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/var/lib/am\"\n[api]\nlisten = \"127.0.0.1:9000\"\nmax_limit = 50\n[store]\nrecord_ttl = \"2h\"\n",
+        )
+        .unwrap();
+        let c = Config::load(
+            Some(&path),
+            env(&[
+                ("AGENTMESH_API__MAX_LIMIT", "70"),
+                ("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true"),
+                ("OTHER__X", "1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/am"));
+        assert_eq!(c.api.listen.port(), 9000);
+        assert_eq!(c.api.max_limit, 70);
+        assert_eq!(c.store.record_ttl, Duration::from_secs(7200));
+        assert!(c.crawl.allow_private_addresses);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[api]\nlisten_addr = \"127.0.0.1:1\"\n").unwrap();
+        let err = Config::load(Some(&path), vec![]).unwrap_err().to_string();
+        assert!(err.contains("listen_addr"), "{err}");
+        let err = Config::load(None, env(&[("AGENTMESH_API__BOGUS", "1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let err = Config::load(None, env(&[("AGENTMESH_API__MAX_BODY_BYTES", "10")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    key: "api.max_body_bytes",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err =
+            Config::load(None, env(&[("AGENTMESH_API__LISTEN", "not-an-address")])).unwrap_err();
+        assert!(err.to_string().contains("environment"), "{err}");
+        let missing =
+            Config::load(Some(Path::new("/nonexistent/agentmesh.toml")), vec![]).unwrap_err();
+        assert!(matches!(missing, ConfigError::Read { .. }));
+    }
+}

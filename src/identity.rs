@@ -1,0 +1,200 @@
+//! Ed25519 keys: fingerprints, the base64url form of public keys, and key
+//! files (PKCS#8 PEM, mode 0600).
+//!
+//! The node's own key (`node.key` in the data directory) signs every record
+//! the node issues; later it is also the node's libp2p identity. Agent
+//! operators make their keys with `agentmesh keygen`, which uses the same
+//! file format.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use sha2::{Digest, Sha256};
+
+/// Length of a fingerprint string: `ed25519:` (8) and 64 hex digits.
+pub const FINGERPRINT_LEN: usize = 72;
+
+/// Errors from key handling.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// A public key string was not 32 bytes of base64url.
+    #[error("public key is not 32 bytes of base64url without padding: {reason}")]
+    BadPublicKey { reason: String },
+    /// A key file could not be read or written.
+    #[error("key file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key file did not hold a PKCS#8 Ed25519 private key.
+    #[error("key file {path} is not a PKCS#8 PEM Ed25519 private key: {reason}")]
+    BadKeyFile { path: PathBuf, reason: String },
+    /// `keygen` would overwrite an existing key.
+    #[error("key file {path} already exists (refusing to overwrite it)")]
+    Exists { path: PathBuf },
+}
+
+/// The fingerprint of a public key: `ed25519:` + lowercase hex of
+/// SHA-256 over the raw 32-byte key (DESIGN.md section 3).
+pub fn fingerprint(key: &VerifyingKey) -> String {
+    format!("ed25519:{}", hex::encode(Sha256::digest(key.as_bytes())))
+}
+
+/// Whether `s` has the shape of a fingerprint (does not check any key).
+pub fn is_fingerprint(s: &str) -> bool {
+    s.len() == FINGERPRINT_LEN
+        && s.starts_with("ed25519:")
+        && s[8..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The raw key as base64url without padding (`publicKey.full`).
+pub fn encode_public_key(key: &VerifyingKey) -> String {
+    URL_SAFE_NO_PAD.encode(key.as_bytes())
+}
+
+/// Parses `publicKey.full`.
+///
+/// # Errors
+/// [`KeyError::BadPublicKey`] when the text is not base64url of a valid
+/// 32-byte Ed25519 point.
+pub fn decode_public_key(text: &str) -> Result<VerifyingKey, KeyError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .map_err(|e| KeyError::BadPublicKey {
+            reason: e.to_string(),
+        })?;
+    let raw: [u8; 32] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| KeyError::BadPublicKey {
+            reason: format!("{} bytes", b.len()),
+        })?;
+    VerifyingKey::from_bytes(&raw).map_err(|e| KeyError::BadPublicKey {
+        reason: e.to_string(),
+    })
+}
+
+/// A fresh random signing key.
+pub fn generate() -> SigningKey {
+    SigningKey::generate(&mut rand::rngs::OsRng)
+}
+
+/// Reads a PKCS#8 PEM private key.
+///
+/// # Errors
+/// [`KeyError::Io`] or [`KeyError::BadKeyFile`].
+pub fn read_key_file(path: &Path) -> Result<SigningKey, KeyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    SigningKey::from_pkcs8_pem(&text).map_err(|e| KeyError::BadKeyFile {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes `key` as PKCS#8 PEM to a new file with mode 0600; never
+/// overwrites an existing file.
+///
+/// # Errors
+/// [`KeyError::Exists`] when the file exists, [`KeyError::Io`] otherwise.
+pub fn write_key_file(path: &Path, key: &SigningKey) -> Result<(), KeyError> {
+    let io = |source| KeyError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let pem = key
+        .to_pkcs8_pem(Default::default())
+        .map_err(|e| KeyError::BadKeyFile {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            KeyError::Exists {
+                path: path.to_owned(),
+            }
+        } else {
+            io(e)
+        }
+    })?;
+    file.write_all(pem.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)
+}
+
+/// Loads the key at `path`, creating it (0600) when it does not exist.
+///
+/// # Errors
+/// As [`read_key_file`] and [`write_key_file`].
+pub fn load_or_create(path: &Path) -> Result<SigningKey, KeyError> {
+    match write_key_file(path, &generate()) {
+        Ok(()) | Err(KeyError::Exists { .. }) => read_key_file(path),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_is_sha256_of_raw_key() {
+        let key = SigningKey::from_bytes(&[7u8; 32]).verifying_key();
+        let fp = fingerprint(&key);
+        assert_eq!(fp.len(), FINGERPRINT_LEN);
+        assert!(is_fingerprint(&fp));
+        assert_eq!(&fp[8..], hex::encode(Sha256::digest(key.as_bytes())));
+    }
+
+    #[test]
+    fn public_key_round_trips_and_rejects_bad_lengths() {
+        let key = generate().verifying_key();
+        let text = encode_public_key(&key);
+        assert_eq!(text.len(), 43);
+        assert_eq!(decode_public_key(&text).unwrap(), key);
+        assert!(matches!(
+            decode_public_key("AAAA"),
+            Err(KeyError::BadPublicKey { .. })
+        ));
+        assert!(decode_public_key("not base64 !").is_err());
+    }
+
+    #[test]
+    fn key_file_is_private_and_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.key");
+        let first = load_or_create(&path).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let again = load_or_create(&path).unwrap();
+        assert_eq!(first.to_bytes(), again.to_bytes());
+        assert!(matches!(
+            write_key_file(&path, &generate()),
+            Err(KeyError::Exists { .. })
+        ));
+        std::fs::write(&path, "garbage").unwrap();
+        assert!(matches!(
+            read_key_file(&path),
+            Err(KeyError::BadKeyFile { .. })
+        ));
+    }
+}

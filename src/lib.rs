@@ -1,0 +1,28 @@
+//! agentmesh: a federated, peer-to-peer discovery node for AI agents.
+//!
+//! Module map (see `ARCHITECTURE.md` for how a record flows):
+//! - [`config`]: the TOML + environment + flags configuration;
+//! - [`identity`]: Ed25519 keys, fingerprints, key files;
+//! - [`descriptor`]: the normalised agent view both formats map into;
+//! - [`aidip`]: the AIDIP metadata document and its schema validation;
+//! - [`adp`]: the ADP `agent.json` document;
+//! - [`verify`]: trust levels and evidence;
+//! - [`record`]: signed CBOR records (descriptor, tombstone);
+//! - [`store`]: the sled store with its secondary indexes;
+//! - [`registry`]: registration, lookup and search over the store;
+//! - [`api`]: the HTTP API;
+//! - [`node`]: a running node; [`cli`] and [`demo`]: the binary's commands.
+
+pub mod adp;
+pub mod aidip;
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod descriptor;
+pub mod identity;
+pub mod node;
+pub mod record;
+pub mod registry;
+pub mod store;
+pub mod verify;

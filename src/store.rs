@@ -1,0 +1,578 @@
+//! The embedded store (sled): the latest record per agent, secondary
+//! indexes for filter search, the set of local registrations, and the
+//! schema version.
+//!
+//! Trees:
+//! - `records`: agent id -> one kind byte + the encoded [`SignedRecord`]
+//!   (the latest one, descriptor or tombstone);
+//! - `index`: field byte + term + `0x00` + agent id -> empty, for every
+//!   capability (`c`), tag (`t`) and language (`l`, the full tag and its
+//!   primary subtag) of each live descriptor;
+//! - `local`: ids registered through this node's API;
+//! - `meta`: the schema version.
+//!
+//! Every write is one sled transaction across the trees, so an index never
+//! disagrees with the record it points at, and the seq check happens inside
+//! it. Posting-list sizes are kept in memory (rebuilt from the keys at open)
+//! so a search walks the most selective term first. [`Store`] is a cheap
+//! handle; clone it freely.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+
+use crate::descriptor::{self, Descriptor};
+use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
+
+/// The on-disk layout version this code reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const KIND_DESCRIPTOR: u8 = b'd';
+const KIND_TOMBSTONE: u8 = b't';
+const FIELD_CAPABILITY: u8 = b'c';
+const FIELD_TAG: u8 = b't';
+const FIELD_LANGUAGE: u8 = b'l';
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database failed.
+    #[error("store I/O: {0}")]
+    Sled(#[from] sled::Error),
+    /// The record was refused (stale seq, malformed...).
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The data directory holds another layout version.
+    #[error("store schema version {found} is not the supported version {expected}")]
+    SchemaVersion { found: u32, expected: u32 },
+    /// The agent belongs to another registry and cannot be changed here.
+    #[error("agent {agent_id} is not registered at this node")]
+    NotLocal { agent_id: String },
+    /// The agent does not exist (or was deleted).
+    #[error("agent {agent_id} not found")]
+    NotFound { agent_id: String },
+    /// A stored value could not be read back.
+    #[error("corrupt store entry for {key}: {reason}")]
+    Corrupt { key: String, reason: String },
+}
+
+/// What a write may assume about the agent it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Anything (crawled or remote records: seq order decides).
+    Any,
+    /// A registration: the agent is absent, deleted, or registered here.
+    LocalOrAbsent,
+    /// An update or delete: the agent is live and registered here.
+    LocalLive,
+}
+
+/// Who a write comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Registered through this node's API.
+    Local,
+    /// Crawled by this node or received from a peer.
+    Remote,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// No live descriptor was held for the agent before.
+    Created,
+    /// A live descriptor was replaced.
+    Updated,
+}
+
+/// A record as read back from the store.
+#[derive(Debug, Clone)]
+pub struct StoredAgent {
+    /// The signed envelope.
+    pub record: SignedRecord,
+    /// Its decoded payload.
+    pub body: RecordBody,
+}
+
+/// Filter terms for a search: AND across and within fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Capability ids the agent must all have.
+    pub capabilities: Vec<String>,
+    /// Tags the agent must all have.
+    pub tags: Vec<String>,
+    /// Languages the agent must all support; `zh` matches `zh-Hant`.
+    pub languages: Vec<String>,
+}
+
+impl Filter {
+    /// Normalises raw filter values the way descriptors are normalised.
+    ///
+    /// # Errors
+    /// The first language value that is not a well-formed BCP 47 tag.
+    pub fn new<'a>(
+        capabilities: impl IntoIterator<Item = &'a str>,
+        tags: impl IntoIterator<Item = &'a str>,
+        languages: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            capabilities: descriptor::normalise_terms(capabilities),
+            tags: descriptor::normalise_terms(tags),
+            languages: descriptor::normalise_languages(languages)?,
+        })
+    }
+
+    /// Whether the filter has no terms (everything matches).
+    pub fn is_empty(&self) -> bool {
+        self.capabilities.is_empty() && self.tags.is_empty() && self.languages.is_empty()
+    }
+
+    fn prefixes(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        out.extend(
+            self.capabilities
+                .iter()
+                .map(|t| prefix(FIELD_CAPABILITY, t)),
+        );
+        out.extend(self.tags.iter().map(|t| prefix(FIELD_TAG, t)));
+        out.extend(
+            self.languages
+                .iter()
+                .map(|t| prefix(FIELD_LANGUAGE, &t.to_ascii_lowercase())),
+        );
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+fn prefix(field: u8, term: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(term.len() + 2);
+    k.push(field);
+    k.extend_from_slice(term.as_bytes());
+    k.push(0);
+    k
+}
+
+fn index_key(prefix: &[u8], id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + id.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// The index prefixes of a descriptor.
+fn terms_of(d: &Descriptor) -> BTreeSet<Vec<u8>> {
+    let mut out = BTreeSet::new();
+    out.extend(d.capabilities.iter().map(|t| prefix(FIELD_CAPABILITY, t)));
+    out.extend(d.tags.iter().map(|t| prefix(FIELD_TAG, t)));
+    for lang in &d.languages {
+        out.insert(prefix(FIELD_LANGUAGE, &lang.to_ascii_lowercase()));
+        out.insert(prefix(
+            FIELD_LANGUAGE,
+            &descriptor::primary_language(lang).to_ascii_lowercase(),
+        ));
+    }
+    out
+}
+
+fn body_terms(body: &RecordBody) -> BTreeSet<Vec<u8>> {
+    match body {
+        RecordBody::Descriptor(d) => terms_of(&d.descriptor),
+        RecordBody::Tombstone(_) => BTreeSet::new(),
+    }
+}
+
+/// The embedded store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: sled::Db,
+    records: sled::Tree,
+    index: sled::Tree,
+    local: sled::Tree,
+    counts: Mutex<HashMap<Vec<u8>, u64>>,
+    live: AtomicU64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("live", &self.len()).finish()
+    }
+}
+
+struct Change {
+    removed: Vec<Vec<u8>>,
+    added: Vec<Vec<u8>>,
+    was_live: bool,
+    now_live: bool,
+}
+
+impl Store {
+    /// Opens (or creates) the store under `dir`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], or [`StoreError::SchemaVersion`] for a data
+    /// directory written by an incompatible version.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(Some(500))
+            .open()?;
+        let meta = db.open_tree("meta")?;
+        match meta.get("schema_version")? {
+            None => {
+                meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(v.as_ref())
+                    .map(u32::from_be_bytes)
+                    .unwrap_or(0);
+                if found != SCHEMA_VERSION {
+                    return Err(StoreError::SchemaVersion {
+                        found,
+                        expected: SCHEMA_VERSION,
+                    });
+                }
+            }
+        }
+        let records = db.open_tree("records")?;
+        let index = db.open_tree("index")?;
+        let local = db.open_tree("local")?;
+        let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
+        for key in index.iter().keys() {
+            let key = key?;
+            if let Some(end) = key.iter().skip(1).position(|b| *b == 0) {
+                *counts.entry(key[..end + 2].to_vec()).or_default() += 1;
+            }
+        }
+        let mut live = 0;
+        for value in records.iter().values() {
+            if value?.first() == Some(&KIND_DESCRIPTOR) {
+                live += 1;
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db,
+                records,
+                index,
+                local,
+                counts: Mutex::new(counts),
+                live: AtomicU64::new(live),
+            }),
+        })
+    }
+
+    /// Stores `record` (already verified by the caller, with `body` its
+    /// decoded payload) if its seq is above the one held.
+    ///
+    /// # Errors
+    /// [`RecordError::StaleSeq`] (as [`StoreError::Record`]) when not newer;
+    /// [`StoreError::NotLocal`] / [`StoreError::NotFound`] when `expect`
+    /// does not hold; [`StoreError::Sled`].
+    pub fn put(
+        &self,
+        record: &SignedRecord,
+        body: &RecordBody,
+        origin: Origin,
+        expect: Expect,
+    ) -> Result<PutOutcome, StoreError> {
+        let id = body.agent_id().to_owned();
+        let seq = body.seq();
+        let kind = match body {
+            RecordBody::Descriptor(_) => KIND_DESCRIPTOR,
+            RecordBody::Tombstone(_) => KIND_TOMBSTONE,
+        };
+        let mut value = Vec::with_capacity(1 + MAX_ENCODED_HINT);
+        value.push(kind);
+        value.extend_from_slice(&record.encode());
+        let new_terms = body_terms(body);
+        let inner = &self.inner;
+
+        let result = (&inner.records, &inner.index, &inner.local).transaction(|(r, i, l)| {
+            let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
+            let prev = match r.get(id.as_bytes())? {
+                Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
+                None => None,
+            };
+            let is_local = l.get(id.as_bytes())?.is_some();
+            let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
+            match expect {
+                Expect::Any => {}
+                Expect::LocalOrAbsent if was_live && !is_local => {
+                    return Err(abort(StoreError::NotLocal {
+                        agent_id: id.clone(),
+                    }));
+                }
+                Expect::LocalLive if !was_live => {
+                    return Err(abort(StoreError::NotFound {
+                        agent_id: id.clone(),
+                    }));
+                }
+                Expect::LocalLive if !is_local => {
+                    return Err(abort(StoreError::NotLocal {
+                        agent_id: id.clone(),
+                    }));
+                }
+                _ => {}
+            }
+            if let Some(prev) = &prev {
+                if seq <= prev.seq() {
+                    return Err(abort(StoreError::Record(RecordError::StaleSeq {
+                        agent_id: id.clone(),
+                        seq,
+                        held: prev.seq(),
+                    })));
+                }
+            }
+            let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
+            let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
+            let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
+            for p in &removed {
+                i.remove(index_key(p, &id))?;
+            }
+            for p in &added {
+                i.insert(index_key(p, &id), &[][..])?;
+            }
+            r.insert(id.as_bytes(), value.as_slice())?;
+            match (origin, kind) {
+                (Origin::Local, KIND_DESCRIPTOR) => {
+                    l.insert(id.as_bytes(), &[][..])?;
+                }
+                (_, KIND_TOMBSTONE) => {
+                    l.remove(id.as_bytes())?;
+                }
+                _ => {}
+            }
+            Ok(Change {
+                removed,
+                added,
+                was_live,
+                now_live: kind == KIND_DESCRIPTOR,
+            })
+        });
+        let change = match result {
+            Ok(c) => c,
+            Err(TransactionError::Abort(e)) => return Err(e),
+            Err(TransactionError::Storage(e)) => return Err(e.into()),
+        };
+        {
+            let mut counts = inner
+                .counts
+                .lock()
+                .expect("counts lock is never poisoned: no panics while held");
+            for p in change.removed {
+                if let Some(n) = counts.get_mut(&p) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        counts.remove(&p);
+                    }
+                }
+            }
+            for p in change.added {
+                *counts.entry(p).or_default() += 1;
+            }
+        }
+        match (change.was_live, change.now_live) {
+            (false, true) => {
+                inner.live.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                inner.live.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        Ok(if change.was_live {
+            PutOutcome::Updated
+        } else {
+            PutOutcome::Created
+        })
+    }
+
+    /// The latest record held for `id` (descriptor or tombstone).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn get(&self, id: &str) -> Result<Option<StoredAgent>, StoreError> {
+        match self.inner.records.get(id.as_bytes())? {
+            Some(bytes) => decode_stored(id, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `id` was registered through this node's API (and is live).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn is_local(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.inner.local.contains_key(id.as_bytes())?)
+    }
+
+    /// Live descriptors matching `filter`, in id order, starting after the
+    /// id `after`, at most `limit`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn search(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredAgent>, StoreError> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let prefixes = filter.prefixes();
+        if prefixes.is_empty() {
+            let start = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.as_bytes().to_vec()));
+            for entry in self
+                .inner
+                .records
+                .range::<Vec<u8>, _>((start, Bound::Unbounded))
+            {
+                let (key, value) = entry?;
+                if value.first() != Some(&KIND_DESCRIPTOR) {
+                    continue;
+                }
+                out.push(decode_stored(&String::from_utf8_lossy(&key), &value)?);
+                if out.len() == limit {
+                    break;
+                }
+            }
+            return Ok(out);
+        }
+        // Walk the smallest posting list; probe the others.
+        let (driver, others) = {
+            let counts = self
+                .inner
+                .counts
+                .lock()
+                .expect("counts lock is never poisoned: no panics while held");
+            let mut sized: Vec<(u64, Vec<u8>)> = prefixes
+                .into_iter()
+                .map(|p| (counts.get(&p).copied().unwrap_or(0), p))
+                .collect();
+            sized.sort();
+            if sized[0].0 == 0 {
+                return Ok(out);
+            }
+            let driver = sized.remove(0).1;
+            (
+                driver,
+                sized.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
+            )
+        };
+        let start = match after {
+            Some(a) => Bound::Excluded(index_key(&driver, a)),
+            None => Bound::Included(driver.clone()),
+        };
+        let mut end = driver.clone();
+        *end.last_mut().expect("a prefix ends in its 0x00 separator") = 1;
+        'candidates: for key in self
+            .inner
+            .index
+            .range::<Vec<u8>, _>((start, Bound::Excluded(end)))
+            .keys()
+        {
+            let key = key?;
+            let id = &key[driver.len()..];
+            for p in &others {
+                let mut probe = Vec::with_capacity(p.len() + id.len());
+                probe.extend_from_slice(p);
+                probe.extend_from_slice(id);
+                if !self.inner.index.contains_key(probe)? {
+                    continue 'candidates;
+                }
+            }
+            let id = String::from_utf8_lossy(id).into_owned();
+            if let Some(agent) = self.get(&id)? {
+                if agent.record.kind() == RecordType::Descriptor {
+                    out.push(agent);
+                    if out.len() == limit {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of live descriptors held.
+    pub fn len(&self) -> u64 {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// Whether no live descriptor is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many live descriptors carry each term of `filter` (for ranking
+    /// and diagnostics): `(field, term, count)`.
+    pub fn term_count(&self, field: char, term: &str) -> u64 {
+        let field = match field {
+            'c' => FIELD_CAPABILITY,
+            't' => FIELD_TAG,
+            _ => FIELD_LANGUAGE,
+        };
+        let counts = self
+            .inner
+            .counts
+            .lock()
+            .expect("counts lock is never poisoned: no panics while held");
+        counts.get(&prefix(field, term)).copied().unwrap_or(0)
+    }
+
+    /// Makes every write so far durable.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.inner.db.flush_async().await?;
+        Ok(())
+    }
+
+    /// Makes every write so far durable, blocking.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn flush_blocking(&self) -> Result<(), StoreError> {
+        self.inner.db.flush()?;
+        Ok(())
+    }
+}
+
+/// A typical encoded record size, to size buffers.
+const MAX_ENCODED_HINT: usize = 2048;
+
+fn decode_value(id: &str, bytes: &[u8]) -> Result<RecordBody, StoreError> {
+    decode_stored(id, bytes).map(|a| a.body)
+}
+
+fn decode_stored(id: &str, bytes: &[u8]) -> Result<StoredAgent, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: id.to_owned(),
+        reason,
+    };
+    let (_, rest) = bytes
+        .split_first()
+        .ok_or_else(|| corrupt("empty value".into()))?;
+    let record = SignedRecord::decode_trusted(rest).map_err(|e| corrupt(e.to_string()))?;
+    let body = record.body().map_err(|e| corrupt(e.to_string()))?;
+    Ok(StoredAgent { record, body })
+}
+
+#[cfg(test)]
+mod tests;
