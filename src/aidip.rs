@@ -148,10 +148,7 @@ impl MetadataValidator {
             .schema
             .iter_errors(doc)
             .take(MAX_PROBLEMS)
-            .map(|e| FieldProblem {
-                field: e.instance_path.to_string(),
-                message: e.to_string(),
-            })
+            .map(|e| problem_of(&e))
             .collect();
         if !problems.is_empty() {
             return Err(problems);
@@ -184,6 +181,39 @@ impl MetadataValidator {
             Ok(meta)
         } else {
             Err(problems)
+        }
+    }
+}
+
+/// Longest message kept for one problem; schema messages quote the value.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// A schema error as a field problem: a missing property is reported at
+/// its own pointer, and the document-level `anyOf` says what it wants
+/// instead of quoting the whole document.
+fn problem_of(e: &jsonschema::ValidationError<'_>) -> FieldProblem {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let path = e.instance_path.to_string();
+    match &e.kind {
+        Kind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            FieldProblem {
+                field: format!("{path}/{name}"),
+                message: format!("{name:?} is a required property"),
+            }
+        }
+        Kind::AnyOf if path.is_empty() => FieldProblem {
+            field: path,
+            message: "an agent must describe its inputs and outputs: give \"operations\" \
+                      or both top-level \"inputs\" and \"outputs\""
+                .into(),
+        },
+        _ => {
+            let mut message = e.to_string();
+            if message.chars().count() > MAX_MESSAGE_CHARS {
+                message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "...";
+            }
+            FieldProblem { field: path, message }
         }
     }
 }
