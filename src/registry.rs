@@ -289,24 +289,28 @@ impl Registry {
         Ok(())
     }
 
-    /// The stored document of a live agent, with its summary.
+    /// The stored document of a live agent, as the JSON text it was
+    /// stored as (no re-encoding on the read path).
     ///
     /// # Errors
     /// [`RegistryError::NotFound`] for unknown or deleted ids.
-    pub fn get(&self, id: &str) -> Result<(Value, Summary), RegistryError> {
-        let not_found = || RegistryError::NotFound { id: id.to_owned() };
-        let agent = self.store.get(id)?.ok_or_else(not_found)?;
-        let RecordBody::Descriptor(body) = &agent.body else {
-            return Err(not_found());
-        };
-        let doc = serde_json::from_str(&body.document).map_err(|e| {
-            RegistryError::Store(StoreError::Corrupt {
-                key: id.to_owned(),
-                reason: e.to_string(),
-            })
-        })?;
-        let summary = self.summarise(&agent, None)?;
-        Ok((doc, summary))
+    pub fn document(&self, id: &str) -> Result<String, RegistryError> {
+        match self.store.get(id)?.map(|a| a.body) {
+            Some(RecordBody::Descriptor(body)) => Ok(body.document),
+            _ => Err(RegistryError::NotFound { id: id.to_owned() }),
+        }
+    }
+
+    /// The summary of a live agent (what searches answer for it).
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`] for unknown or deleted ids.
+    pub fn summary(&self, id: &str) -> Result<Summary, RegistryError> {
+        let agent = self
+            .store
+            .get(id)?
+            .ok_or_else(|| RegistryError::NotFound { id: id.to_owned() })?;
+        self.summarise(&agent, None)
     }
 
     /// Searches live agents: filters narrow, a free-text query ranks.

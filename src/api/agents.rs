@@ -71,9 +71,16 @@ pub(super) async fn register(
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let (doc, _) = state.registry().get(&id)?;
-    Ok(Json(doc))
+) -> Result<Response, ApiError> {
+    let document = state.registry().document(&id)?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        document,
+    )
+        .into_response())
 }
 
 pub(super) async fn update(
