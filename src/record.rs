@@ -8,7 +8,7 @@
 //! trailing bytes and checks the signature before anything else looks at
 //! the payload.
 
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -206,14 +206,27 @@ impl SignedRecord {
     /// Decodes an envelope from untrusted bytes and checks its signature.
     ///
     /// # Errors
-    /// [`RecordError::TooLarge`], [`RecordError::Malformed`],
+    /// [`RecordError::TooLarge`], [`RecordError::Malformed`] (also for a
+    /// non-canonical encoding or a weak signer key),
     /// [`RecordError::TrailingBytes`], [`RecordError::UnknownType`],
-    /// [`RecordError::BadSignature`].
+    /// [`RecordError::BadSignature`] (strict Ed25519 verification).
     pub fn decode(bytes: &[u8]) -> Result<Self, RecordError> {
         let record = Self::decode_unchecked(bytes)?;
+        // One record, one byte string: gossip ids and de-duplication key on
+        // the bytes, so equivalent non-canonical encodings are refused.
+        if record.encode() != bytes {
+            return Err(RecordError::Malformed {
+                reason: "envelope is not in canonical form".into(),
+            });
+        }
+        if record.signer.is_weak() {
+            return Err(RecordError::Malformed {
+                reason: "signer is a small-order (weak) Ed25519 key".into(),
+            });
+        }
         record
             .signer
-            .verify(
+            .verify_strict(
                 &signed_bytes(record.kind, &record.payload),
                 &record.signature,
             )
@@ -452,6 +465,8 @@ pub fn unix_now() -> u64 {
 
 /// The next seq for an agent: above `held`, and at least the current Unix
 /// time in milliseconds, so seqs keep increasing even if a store is lost.
+/// Saturates at `u64::MAX` (which the store then refuses as stale: an agent
+/// whose seq reached it can only be replaced under a new id).
 pub fn next_seq(held: Option<u64>) -> u64 {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
