@@ -213,7 +213,10 @@ fn problem_of(e: &jsonschema::ValidationError<'_>) -> FieldProblem {
             if message.chars().count() > MAX_MESSAGE_CHARS {
                 message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "...";
             }
-            FieldProblem { field: path, message }
+            FieldProblem {
+                field: path,
+                message,
+            }
         }
     }
 }

@@ -168,7 +168,7 @@ impl Config {
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut table = match file {
+        let table = match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                     path: path.to_owned(),
@@ -187,31 +187,68 @@ impl Config {
             .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.contains("__"))
             .collect();
         overrides.sort();
-        for (name, value) in overrides {
-            let path: Vec<String> = name[ENV_PREFIX.len()..]
-                .split("__")
-                .map(str::to_lowercase)
-                .collect();
-            set_path(&mut table, &path, parse_env_value(&value)).map_err(|message| {
-                ConfigError::Parse {
+        let origin = match file {
+            Some(p) => format!("file {}", p.display()),
+            None => "defaults".into(),
+        };
+        // Each variable's value is read as TOML (numbers, booleans,
+        // arrays), else as a string. A variable whose typed reading does
+        // not fit its key on its own, but whose text does (a token of
+        // digits is still a string), is read as a string.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Reading {
+            Skip,
+            Typed,
+            Text,
+        }
+        let build = |readings: &[Reading]| -> Result<Result<Config, toml::de::Error>, ConfigError> {
+            let mut merged = table.clone();
+            for ((name, value), reading) in overrides.iter().zip(readings) {
+                let value = match reading {
+                    Reading::Skip => continue,
+                    Reading::Typed => parse_env_value(value),
+                    Reading::Text => toml::Value::String(value.clone()),
+                };
+                let path: Vec<String> = name[ENV_PREFIX.len()..]
+                    .split("__")
+                    .map(str::to_lowercase)
+                    .collect();
+                set_path(&mut merged, &path, value).map_err(|message| ConfigError::Parse {
                     origin: format!("variable {name}"),
                     message,
-                }
-            })?;
-        }
-        let origin = match file {
-            Some(p) => format!("file {} (with environment overrides)", p.display()),
-            None => "environment".into(),
+                })?;
+            }
+            Ok(toml::Value::Table(merged).try_into::<Config>())
         };
-        let config: Config =
-            toml::Value::Table(table)
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::Parse {
+        let mut readings = vec![Reading::Typed; overrides.len()];
+        for i in 0..overrides.len() {
+            let mut alone = vec![Reading::Skip; overrides.len()];
+            alone[i] = Reading::Typed;
+            if build(&alone)?.is_err() {
+                alone[i] = Reading::Text;
+                if build(&alone)?.is_ok() {
+                    readings[i] = Reading::Text;
+                }
+            }
+        }
+        match build(&readings)? {
+            Ok(config) => {
+                config.validate()?;
+                Ok(config)
+            }
+            Err(e) => {
+                let names: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
+                let origin = if names.is_empty() {
+                    origin
+                } else {
+                    format!("{origin} with variables {}", names.join(", "))
+                };
+                Err(ConfigError::Parse {
                     origin,
                     message: e.message().to_owned(),
-                })?;
-        config.validate()?;
-        Ok(config)
+                })
+            }
+        }
     }
 
     /// Checks the invariants the node relies on.
@@ -346,6 +383,20 @@ mod tests {
     }
 
     #[test]
+    fn a_value_that_reads_as_a_number_can_still_be_a_string() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("AGENTMESH_API__ADMIN_TOKEN", "2718281828459045"),
+                ("AGENTMESH_API__MAX_LIMIT", "70"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.api.admin_token.as_deref(), Some("2718281828459045"));
+        assert_eq!(c.api.max_limit, 70);
+    }
+
+    #[test]
     fn bad_values_are_refused() {
         let err = Config::load(None, env(&[("AGENTMESH_API__MAX_BODY_BYTES", "10")])).unwrap_err();
         assert!(
@@ -360,7 +411,7 @@ mod tests {
         );
         let err =
             Config::load(None, env(&[("AGENTMESH_API__LISTEN", "not-an-address")])).unwrap_err();
-        assert!(err.to_string().contains("environment"), "{err}");
+        assert!(err.to_string().contains("AGENTMESH_API__LISTEN"), "{err}");
         let missing =
             Config::load(Some(Path::new("/nonexistent/agentmesh.toml")), vec![]).unwrap_err();
         assert!(matches!(missing, ConfigError::Read { .. }));

@@ -157,14 +157,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             true,
         ),
     };
-    let result = run_in(&args, data_dir.clone()).await;
+    let result = run_in(&args, data_dir.clone(), temporary).await;
     if temporary {
         let _ = std::fs::remove_dir_all(&data_dir);
     }
     result
 }
 
-async fn run_in(args: &DemoArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+async fn run_in(args: &DemoArgs, data_dir: PathBuf, temporary: bool) -> anyhow::Result<()> {
+    let place = if temporary {
+        "a temporary directory".to_owned()
+    } else {
+        data_dir.display().to_string()
+    };
     let mut config = Config {
         data_dir,
         ..Config::default()
@@ -174,7 +179,7 @@ async fn run_in(args: &DemoArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         .await
         .context("starting the demo node")?;
     println!(
-        "agentmesh demo: node {} with data in a temporary directory",
+        "agentmesh demo: node {} with data in {place}",
         node.peer_id()
     );
     let outcome = tour(node.registry()).await;

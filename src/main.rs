@@ -11,6 +11,7 @@ async fn main() -> std::process::ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match agentmesh::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

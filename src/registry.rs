@@ -151,7 +151,14 @@ pub struct Registry {
     validator: Arc<MetadataValidator>,
     ttl: Duration,
     max_scan: usize,
+    /// Striped per-agent locks: a local write reads the held seq, signs
+    /// and stores under its agent's lock, so concurrent writes to one
+    /// agent get increasing seqs instead of refusing each other.
+    write_locks: Arc<[tokio::sync::Mutex<()>]>,
 }
+
+/// Number of write-lock stripes.
+const WRITE_LOCK_STRIPES: usize = 64;
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -174,7 +181,19 @@ impl Registry {
             validator: Arc::new(MetadataValidator::new()),
             ttl,
             max_scan: DEFAULT_MAX_SCAN,
+            write_locks: (0..WRITE_LOCK_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
         }
+    }
+
+    async fn lock_agent(&self, id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash =
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
+        self.write_locks[(hash % WRITE_LOCK_STRIPES as u64) as usize]
+            .lock()
+            .await
     }
 
     /// The underlying store.
@@ -191,8 +210,11 @@ impl Registry {
     /// [`RegistryError::TooLarge`], [`RegistryError::Store`].
     pub async fn register(&self, doc: Value) -> Result<(PutOutcome, Value), RegistryError> {
         let id = match doc.get("id") {
+            None | Some(Value::Null) => {
+                format!("agent-{}", hex::encode(rand::random::<[u8; 16]>()))
+            }
             Some(Value::String(id)) => id.clone(),
-            _ => format!("agent-{}", hex::encode(rand::random::<[u8; 16]>())),
+            Some(_) => return Err(RegistryError::invalid("/id", "id must be a string")),
         };
         self.write(&id, doc, Expect::LocalOrAbsent).await
     }
@@ -243,6 +265,7 @@ impl Registry {
             })?;
         let descriptor = meta.to_descriptor(id);
         let document = serde_json::to_string(&doc).expect("a serde_json::Value always serialises");
+        let guard = self.lock_agent(id).await;
         let held = self.store.get(id)?.map(|a| a.body.seq());
         let body = DescriptorRecord::new(
             descriptor,
@@ -260,6 +283,7 @@ impl Registry {
             Origin::Local,
             expect,
         )?;
+        drop(guard);
         self.store.flush().await.map_err(RegistryError::Store)?;
         Ok((outcome, doc))
     }
@@ -270,6 +294,7 @@ impl Registry {
     /// [`RegistryError::NotFound`], [`RegistryError::NotLocal`],
     /// [`RegistryError::Store`].
     pub async fn delete(&self, id: &str) -> Result<(), RegistryError> {
+        let guard = self.lock_agent(id).await;
         let held = self.store.get(id)?.map(|a| a.body.seq());
         let body = TombstoneRecord {
             agent_id: id.to_owned(),
@@ -285,6 +310,7 @@ impl Registry {
             Origin::Local,
             Expect::LocalLive,
         )?;
+        drop(guard);
         self.store.flush().await.map_err(RegistryError::Store)?;
         Ok(())
     }

@@ -112,11 +112,15 @@ impl From<RegistryError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        let status = r.status();
-        let status = if status.is_client_error() {
-            status
-        } else {
-            StatusCode::BAD_REQUEST
+        // Syntax and shape errors are plain 400s (axum's 422 for a
+        // well-formed body of the wrong shape is not in the AIDIP draft);
+        // size (413) and content-type (415) keep their own statuses.
+        let status = match &r {
+            JsonRejection::JsonDataError(_) | JsonRejection::JsonSyntaxError(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            other if other.status().is_client_error() => other.status(),
+            _ => StatusCode::BAD_REQUEST,
         };
         Self::new(ErrorCode::InvalidInput, r.body_text()).with_status(status)
     }

@@ -1,0 +1,536 @@
+//! The `agentmesh` command line, run as users run it: version and help,
+//! configuration from file, environment and flags (and its errors),
+//! `keygen`, `demo`, and `node`'s start-up failures and signals.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use common::{agentmesh, minimal_agent, run, Finished, TestNode, DEADLINE};
+use ed25519_dalek::pkcs8::DecodePrivateKey as _;
+use sha2::{Digest as _, Sha256};
+
+/// Runs `agentmesh args...` with `DEADLINE`.
+fn agentmesh_run(args: &[&str]) -> Finished {
+    run(
+        agentmesh().args(args),
+        DEADLINE,
+        &format!("agentmesh {}", args.join(" ")),
+    )
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("agentmesh-cli-")
+        .tempdir()
+        .expect("a temporary directory can be created")
+}
+
+/// `node` flags that keep a node that does start off shared ports.
+const LOOPBACK: [&str; 4] = [
+    "--listen",
+    "127.0.0.1:0",
+    "--p2p-listen",
+    "/ip4/127.0.0.1/tcp/0",
+];
+
+/// Runs `agentmesh node` on a fresh data directory with `extra` flags and
+/// `env`, expecting it to fail before serving; answers its stderr.
+fn node_fails(extra: &[&str], env: &[(&str, &str)], what: &str) -> String {
+    let dir = tempdir();
+    let mut cmd = agentmesh();
+    cmd.arg("node")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd, DEADLINE, what);
+    out.assert_failure(what);
+    assert!(
+        !out.stdout.contains("serving"),
+        "{what}: the node must not serve: {}",
+        out.stdout
+    );
+    out.stderr
+}
+
+// ------------------------------------------------------------ version, help
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = agentmesh_run(&["--version"]);
+    out.assert_success("agentmesh --version");
+    assert_eq!(
+        out.stdout.trim(),
+        format!("agentmesh {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn help_lists_the_subcommands() {
+    let out = agentmesh_run(&["--help"]);
+    out.assert_success("agentmesh --help");
+    for sub in ["node", "demo", "keygen"] {
+        assert!(
+            out.stdout.lines().any(|l| l.trim_start().starts_with(sub)),
+            "`agentmesh --help` lists {sub}:\n{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn help_of_each_command_lists_its_flags() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "node",
+            &[
+                "--config",
+                "--data-dir",
+                "--listen",
+                "--p2p-listen",
+                "--bootstrap",
+                "--resolver",
+                "--ca-file",
+                "--allow-private",
+                "--trust-anchor",
+            ],
+        ),
+        ("keygen", &["--out"]),
+        ("demo", &["--data-dir", "--listen", "--no-serve"]),
+    ];
+    for (command, flags) in cases {
+        let out = agentmesh_run(&[command, "--help"]);
+        out.assert_success(&format!("agentmesh {command} --help"));
+        for flag in *flags {
+            assert!(
+                out.stdout
+                    .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+                    .any(|w| w == *flag),
+                "`agentmesh {command} --help` lists {flag}:\n{}",
+                out.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["frobnicate"][..],
+        &["node", "--bogus"],
+        &["node", "--listen", "nowhere"],
+    ] {
+        let out = agentmesh_run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "agentmesh {args:?}: a usage error exits 2\n{}",
+            out.stderr
+        );
+        assert!(!out.stderr.is_empty(), "agentmesh {args:?} says why");
+    }
+}
+
+// ------------------------------------------------------------------- config
+
+#[test]
+fn config_file_with_an_unknown_key_fails_naming_it() {
+    let dir = tempdir();
+    for (text, key) in [
+        ("[api]\nlisten_addr = \"127.0.0.1:1\"\n", "listen_addr"),
+        ("datadir = \"/tmp/x\"\n", "datadir"),
+        ("[storage]\ncache_bytes = 1\n", "storage"),
+    ] {
+        let path = dir.path().join("agentmesh.toml");
+        std::fs::write(&path, text).unwrap();
+        let stderr = node_fails(
+            &["--config", path.to_str().unwrap()],
+            &[],
+            &format!("node with config {text:?}"),
+        );
+        assert!(
+            stderr.contains(key),
+            "the error names the unknown key {key}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn unknown_environment_key_fails_naming_it() {
+    let stderr = node_fails(
+        &LOOPBACK,
+        &[("AGENTMESH_API__BOGUS", "1")],
+        "node with AGENTMESH_API__BOGUS",
+    );
+    assert!(
+        stderr.to_lowercase().contains("bogus"),
+        "the error names the key:\n{stderr}"
+    );
+}
+
+#[test]
+fn out_of_range_values_fail_naming_the_key() {
+    for (name, value, key) in [
+        ("AGENTMESH_API__MAX_BODY_BYTES", "10", "api.max_body_bytes"),
+        ("AGENTMESH_API__ADMIN_TOKEN", "short", "api.admin_token"),
+        ("AGENTMESH_API__MAX_LIMIT", "0", "api.max_limit"),
+        ("AGENTMESH_STORE__RECORD_TTL", "\"1s\"", "store.record_ttl"),
+    ] {
+        let stderr = node_fails(
+            &LOOPBACK,
+            &[(name, value)],
+            &format!("node with {name}={value}"),
+        );
+        assert!(
+            stderr.contains(key),
+            "{name}={value}: names {key}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn missing_or_malformed_config_file_fails_naming_it() {
+    let dir = tempdir();
+    let missing = dir.path().join("absent.toml");
+    let stderr = node_fails(
+        &["--config", missing.to_str().unwrap()],
+        &[],
+        "node with a missing config file",
+    );
+    assert!(stderr.contains("absent.toml"), "{stderr}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[api\nlisten = 1").unwrap();
+    let stderr = node_fails(
+        &["--config", bad.to_str().unwrap()],
+        &[],
+        "node with a malformed config file",
+    );
+    assert!(stderr.contains("bad.toml"), "{stderr}");
+}
+
+#[tokio::test]
+async fn file_then_environment_then_flags() {
+    let dir = tempdir();
+    let path = dir.path().join("agentmesh.toml");
+    std::fs::write(
+        &path,
+        "data_dir = \"/nonexistent/overridden-by-the-flag\"\n\
+         [api]\nlisten = \"127.0.0.1:1\"\nmax_limit = 5\ndefault_limit = 2\n",
+    )
+    .unwrap();
+
+    // The file alone: the flags (--data-dir, --listen) override its
+    // data_dir and listen; its limits apply.
+    let node = TestNode::builder()
+        .args(&["--config", path.to_str().unwrap()])
+        .start();
+    let api = node.api();
+    for i in 0..6 {
+        api.register(&minimal_agent(&format!("cfg{i}"))).await;
+    }
+    assert_eq!(
+        api.get("/agents").await.ids().len(),
+        2,
+        "default_limit from the file"
+    );
+    assert_eq!(api.get("/agents?limit=5").await.ids().len(), 5);
+    api.get("/agents?limit=6")
+        .await
+        .expect_error(400, "InvalidInput");
+    assert!(node.data_dir().join("node.key").exists());
+    drop(node);
+
+    // The environment overrides the file; AGENTMESH_LISTEN is overridden
+    // by the --listen flag.
+    let node = TestNode::builder()
+        .args(&["--config", path.to_str().unwrap()])
+        .env("AGENTMESH_API__MAX_LIMIT", "7")
+        .env("AGENTMESH_LISTEN", "127.0.0.1:1")
+        .start();
+    let api = node.api();
+    for i in 0..8 {
+        api.register(&minimal_agent(&format!("cfg{i}"))).await;
+    }
+    assert_eq!(api.get("/agents?limit=7").await.ids().len(), 7);
+    api.get("/agents?limit=8")
+        .await
+        .expect_error(400, "InvalidInput");
+
+    // AGENTMESH_CONFIG names the file like --config.
+    let node = TestNode::builder()
+        .env("AGENTMESH_CONFIG", path.to_str().unwrap())
+        .start();
+    node.api()
+        .get("/agents?limit=6")
+        .await
+        .expect_error(400, "InvalidInput");
+}
+
+// ------------------------------------------------------------------- keygen
+
+/// The value after `label:` on a line of `out`.
+fn field<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .and_then(|rest| rest.strip_prefix(':'))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{out}"))
+}
+
+fn check_key_file(path: &Path, stdout: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} has mode {mode:o}", path.display());
+    }
+    let pem = std::fs::read_to_string(path).unwrap();
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
+    let key = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem)
+        .unwrap_or_else(|e| panic!("{} is not a PKCS#8 Ed25519 key: {e}", path.display()));
+    let raw = key.verifying_key().to_bytes();
+
+    let fingerprint = field(stdout, "fingerprint");
+    assert_eq!(fingerprint.len(), 72, "{fingerprint}");
+    assert_eq!(
+        fingerprint,
+        format!("ed25519:{}", hex::encode(Sha256::digest(raw))),
+        "the fingerprint is ed25519: + hex SHA-256 of the raw public key"
+    );
+    let public = field(stdout, "public key");
+    assert_eq!(public.len(), 43, "{public}");
+    assert_eq!(
+        URL_SAFE_NO_PAD
+            .decode(public)
+            .expect("base64url without padding"),
+        raw,
+        "the printed public key is the file's"
+    );
+}
+
+#[test]
+fn keygen_writes_a_0600_pem_and_prints_fingerprint_and_public_key() {
+    let dir = tempdir();
+    let path = dir.path().join("agent.key");
+    let out = agentmesh_run(&["keygen", "--out", path.to_str().unwrap()]);
+    out.assert_success("keygen --out");
+    check_key_file(&path, &out.stdout);
+
+    // Another key is another key.
+    let other = dir.path().join("other.key");
+    let out2 = agentmesh_run(&["keygen", "-o", other.to_str().unwrap()]);
+    out2.assert_success("keygen -o");
+    check_key_file(&other, &out2.stdout);
+    assert_ne!(
+        field(&out.stdout, "fingerprint"),
+        field(&out2.stdout, "fingerprint")
+    );
+}
+
+#[test]
+fn keygen_refuses_to_overwrite() {
+    let dir = tempdir();
+    let path = dir.path().join("agent.key");
+    agentmesh_run(&["keygen", "--out", path.to_str().unwrap()]).assert_success("keygen");
+    let before = std::fs::read(&path).unwrap();
+    let out = agentmesh_run(&["keygen", "--out", path.to_str().unwrap()]);
+    out.assert_failure("keygen over an existing file");
+    assert!(
+        out.stderr.contains("already exists"),
+        "the error says why:\n{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the key is untouched"
+    );
+
+    // Any existing file, not only keys.
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "precious").unwrap();
+    agentmesh_run(&["keygen", "--out", notes.to_str().unwrap()])
+        .assert_failure("keygen over a text file");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "precious");
+}
+
+#[test]
+fn keygen_defaults_to_agent_key_in_the_working_directory() {
+    let dir = tempdir();
+    let out = run(
+        agentmesh().arg("keygen").current_dir(dir.path()),
+        DEADLINE,
+        "keygen",
+    );
+    out.assert_success("keygen");
+    check_key_file(&dir.path().join("agent.key"), &out.stdout);
+}
+
+#[test]
+fn keygen_into_a_missing_directory_fails_naming_the_path() {
+    let dir = tempdir();
+    let path = dir.path().join("no/such/dir/agent.key");
+    let out = agentmesh_run(&["keygen", "--out", path.to_str().unwrap()]);
+    out.assert_failure("keygen into a missing directory");
+    assert!(out.stderr.contains("no/such/dir"), "{}", out.stderr);
+}
+
+// --------------------------------------------------------------------- demo
+
+#[test]
+fn demo_no_serve_registers_searches_and_cleans_up() {
+    let tmp = tempdir();
+    let out = run(
+        agentmesh()
+            .args(["demo", "--no-serve", "--listen", "127.0.0.1:0"])
+            .env("TMPDIR", tmp.path()),
+        Duration::from_secs(60),
+        "demo --no-serve",
+    );
+    out.assert_success("demo --no-serve");
+    assert!(
+        out.stdout.contains("registered 204 agents"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("agent-12345"), "{}", out.stdout);
+    assert!(out.stdout.contains("agent-67890"), "{}", out.stdout);
+    assert!(out.stdout.contains("score"), "{}", out.stdout);
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "the demo removes its data: {left:?}");
+}
+
+#[tokio::test]
+async fn demo_with_a_data_dir_keeps_its_agents_for_a_node() {
+    let dir = tempdir();
+    let out = run(
+        agentmesh()
+            .args([
+                "demo",
+                "--no-serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(dir.path()),
+        Duration::from_secs(60),
+        "demo --no-serve --data-dir",
+    );
+    out.assert_success("demo --data-dir");
+    let node = TestNode::builder().data_dir(dir).start();
+    let api = node.api();
+    assert_eq!(api.get("/health").await.expect(200)["records"], 204);
+    let doc = api.get("/agents/agent-12345").await;
+    assert_eq!(doc.expect(200)["name"], "Chinese-English Translator");
+}
+
+#[test]
+fn demo_with_a_data_dir_says_where_its_data_is() {
+    let dir = tempdir();
+    let out = run(
+        agentmesh()
+            .args([
+                "demo",
+                "--no-serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(dir.path()),
+        Duration::from_secs(60),
+        "demo --no-serve --data-dir",
+    );
+    out.assert_success("demo --data-dir");
+    assert!(
+        !out.stdout.contains("temporary directory"),
+        "the data is kept, not temporary:\n{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&dir.path().display().to_string()),
+        "the demo says where its data is:\n{}",
+        out.stdout
+    );
+}
+
+// --------------------------------------------------------------------- node
+
+#[test]
+fn node_on_a_taken_port_fails_clearly() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = node_fails(
+        &["--listen", &addr, "--p2p-listen", "/ip4/127.0.0.1/tcp/0"],
+        &[],
+        "node on a taken port",
+    );
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "the error names the address:\n{stderr}"
+    );
+    assert!(
+        stderr.to_lowercase().contains("in use"),
+        "the error says the address is in use:\n{stderr}"
+    );
+    drop(taken);
+}
+
+#[test]
+fn node_with_an_unusable_data_dir_fails_clearly() {
+    let dir = tempdir();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = run(
+        agentmesh()
+            .arg("node")
+            .arg("--data-dir")
+            .arg(&file)
+            .args(LOOPBACK),
+        DEADLINE,
+        "node with a file as data dir",
+    );
+    out.assert_failure("node with a file as data dir");
+    assert!(
+        out.stderr.contains("a-file"),
+        "the error names the path:\n{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn node_creates_its_key_once_and_stops_on_sigterm_and_sigint() {
+    let mut node = TestNode::start();
+    let peer_id = node.peer_id().to_owned();
+    assert!(peer_id.starts_with("12D3KooW"), "{peer_id}");
+    let key = node.data_dir().join("node.key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "node.key has mode {mode:o}");
+    }
+    let pem = std::fs::read(&key).unwrap();
+    node.stop_with("INT");
+    node.start_again();
+    assert_eq!(node.peer_id(), peer_id, "the same key, the same peer id");
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        pem,
+        "node.key is not rewritten"
+    );
+    node.stop_with("TERM");
+    assert!(
+        node.stderr().contains("node stopped"),
+        "the node logs its orderly stop:\n{}",
+        node.stderr()
+    );
+}

@@ -1,0 +1,738 @@
+//! The integration-test harness: runs the real `agentmesh` binary as a child
+//! process on loopback, as users run it.
+//!
+//! - [`TestNode`] starts `agentmesh node` on a fresh data directory with the
+//!   API on `127.0.0.1:0`, learns its port from the "serving" line it
+//!   prints, and kills it on drop (printing its stderr when the test is
+//!   failing). [`TestNode::restart`] stops it with SIGTERM and starts it
+//!   again on the same data directory; [`TestNode::crash_and_restart`] does
+//!   the same with SIGKILL.
+//! - [`run`] runs any command to completion within a deadline, capturing
+//!   its output.
+//! - [`Api`] is a small HTTP client for the node's API whose every request
+//!   has a deadline, answering [`Reply`]s with status, headers and JSON body.
+//!
+//! Every wait has a deadline and says what it waited for when it runs out.
+
+// Each test crate uses a different part of the harness.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long any single wait may take.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentmesh")
+}
+
+/// The repository root (where `README.md` and `proto/` live).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command for the binary with an environment that does not leak the
+/// caller's `AGENTMESH_*` settings into the test, and plain (uncoloured)
+/// logs.
+pub fn agentmesh() -> Command {
+    let mut cmd = Command::new(bin());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AGENTMESH_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("NO_COLOR", "1").stdin(Stdio::null());
+    cmd
+}
+
+/// Text a reader thread collects from a child's output stream.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<String>>);
+
+impl Captured {
+    /// Everything collected so far.
+    pub fn text(&self) -> String {
+        self.0
+            .lock()
+            .expect("the capture lock is never held across a panic")
+            .clone()
+    }
+
+    fn push_line(&self, line: &str) {
+        let mut s = self
+            .0
+            .lock()
+            .expect("the capture lock is never held across a panic");
+        s.push_str(line);
+        s.push('\n');
+    }
+}
+
+/// Reads `stream` line by line into `into` on a thread, calling `on_line`
+/// for each line; the thread ends at end of stream.
+fn capture(
+    stream: impl Read + Send + 'static,
+    into: Captured,
+    mut on_line: impl FnMut(&str) + Send + 'static,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = line.trim_end_matches(['\n', '\r']);
+                    into.push_line(line);
+                    on_line(line);
+                }
+            }
+        }
+    })
+}
+
+/// Waits until `child` exits, at most `deadline`; on timeout kills it and
+/// panics naming `what` it waited for.
+pub fn wait_for_exit(child: &mut Child, deadline: Duration, what: &str) -> ExitStatus {
+    let until = Instant::now() + deadline;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status,
+            Ok(None) if Instant::now() >= until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("timed out after {deadline:?} waiting for {what}");
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("cannot wait for {what}: {e}"),
+        }
+    }
+}
+
+/// Sends `signal` (a `kill -s` name such as `TERM`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `kill -s {signal}`: {e}"));
+    assert!(
+        status.success(),
+        "`kill -s {signal} {}` failed: {status}",
+        child.id()
+    );
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Panics with the output unless the command exited with status 0.
+    pub fn assert_success(&self, what: &str) -> &Self {
+        assert!(
+            self.status.success(),
+            "{what} failed with {}\n--- stdout\n{}--- stderr\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Panics with the output unless the command failed (status not 0).
+    pub fn assert_failure(&self, what: &str) -> &Self {
+        assert!(
+            !self.status.success(),
+            "{what} should have failed but exited 0\n--- stdout\n{}--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `cmd` to completion, at most `deadline`, capturing its output;
+/// `what` names it in failure messages.
+pub fn run(cmd: &mut Command, deadline: Duration, what: &str) -> Finished {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let (out, err) = (Captured::default(), Captured::default());
+    let readers = [
+        capture(
+            child.stdout.take().expect("stdout is piped"),
+            out.clone(),
+            |_| {},
+        ),
+        capture(
+            child.stderr.take().expect("stderr is piped"),
+            err.clone(),
+            |_| {},
+        ),
+    ];
+    let until = Instant::now() + deadline;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "timed out after {deadline:?} waiting for {what} to exit\n--- stdout\n{}--- stderr\n{}",
+                    out.text(),
+                    err.text()
+                );
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("cannot wait for {what}: {e}"),
+        }
+    };
+    // The child has exited, so its pipes close unless it left a grandchild
+    // holding them; the readers end at once in every case this crate has.
+    for r in readers {
+        let _ = r.join();
+    }
+    Finished {
+        status,
+        stdout: out.text(),
+        stderr: err.text(),
+    }
+}
+
+/// A running `agentmesh node` on a loopback port with its own data
+/// directory. Killed on drop.
+pub struct TestNode {
+    child: Option<Child>,
+    readers: Vec<JoinHandle<()>>,
+    data_dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+    addr: SocketAddr,
+    peer_id: String,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+/// What the node prints once its API is listening:
+/// `agentmesh node <peer id> serving http://<addr>`.
+fn parse_serving_line(line: &str) -> Option<(String, SocketAddr)> {
+    let rest = line.strip_prefix("agentmesh node ")?;
+    let (peer_id, url) = rest.split_once(" serving http://")?;
+    Some((peer_id.to_owned(), url.trim().parse().ok()?))
+}
+
+/// Options for [`TestNode`]: extra environment, extra flags, and a data
+/// directory prepared by the test.
+#[derive(Default)]
+pub struct NodeBuilder {
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+    data_dir: Option<tempfile::TempDir>,
+}
+
+impl NodeBuilder {
+    /// Sets an environment variable for the node.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Adds command-line arguments after the harness's own
+    /// (`node --data-dir <dir> --listen 127.0.0.1:0 --p2p-listen ...`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Uses `dir` (already populated, e.g. by `demo --data-dir`) as the
+    /// data directory.
+    pub fn data_dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.data_dir = Some(dir);
+        self
+    }
+
+    /// Starts the node and waits until it serves.
+    pub fn start(self) -> TestNode {
+        let data_dir = self.data_dir.unwrap_or_else(|| {
+            tempfile::Builder::new()
+                .prefix("agentmesh-test-")
+                .tempdir()
+                .expect("a temporary data directory can be created")
+        });
+        let mut node = TestNode {
+            child: None,
+            readers: Vec::new(),
+            data_dir,
+            env: self.env,
+            args: self.args,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            peer_id: String::new(),
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+        };
+        node.spawn();
+        node
+    }
+}
+
+impl TestNode {
+    /// Starts a node with the default configuration.
+    pub fn start() -> Self {
+        Self::builder().start()
+    }
+
+    /// Starts a node with extra environment variables (e.g.
+    /// `AGENTMESH_API__ADMIN_TOKEN`).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Self {
+        env.iter()
+            .fold(Self::builder(), |b, (k, v)| b.env(k, v))
+            .start()
+    }
+
+    /// Options for a node with more than the defaults.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = agentmesh();
+        cmd.arg("node")
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .args(["--listen", "127.0.0.1:0"])
+            // Keep parallel tests off the default p2p port 7701.
+            .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin()));
+        let (tx, rx) = mpsc::channel();
+        let mut tx = Some(tx);
+        self.readers.push(capture(
+            child.stdout.take().expect("stdout is piped"),
+            self.stdout.clone(),
+            move |line| {
+                if let Some(found) = parse_serving_line(line) {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(found);
+                    }
+                }
+            },
+        ));
+        let stderr_reader = capture(
+            child.stderr.take().expect("stderr is piped"),
+            self.stderr.clone(),
+            |_| {},
+        );
+        match rx.recv_timeout(DEADLINE) {
+            Ok((peer_id, addr)) => {
+                self.readers.push(stderr_reader);
+                self.peer_id = peer_id;
+                self.addr = addr;
+                self.child = Some(child);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "timed out after {DEADLINE:?} waiting for the node to print \
+                     'agentmesh node <peer id> serving http://<addr>'\n--- stdout\n{}--- stderr\n{}",
+                    self.stdout.text(),
+                    self.stderr.text()
+                );
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // stdout closed before the line: the node is exiting.
+                let status = wait_for_exit(&mut child, DEADLINE, "the failed node to exit");
+                let _ = stderr_reader.join();
+                panic!(
+                    "the node exited with {status} before serving\n--- stdout\n{}--- stderr\n{}",
+                    self.stdout.text(),
+                    self.stderr.text()
+                );
+            }
+        }
+    }
+
+    /// The API's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The node's peer id, as printed on its serving line.
+    pub fn peer_id(&self) -> &str {
+        &self.peer_id
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// Everything the node (in all its runs) printed on stderr.
+    pub fn stderr(&self) -> String {
+        self.stderr.text()
+    }
+
+    /// A client for this node's API.
+    pub fn api(&self) -> Api {
+        Api::new(self.base_url())
+    }
+
+    /// Stops the node gracefully (SIGTERM), waits for it to exit and
+    /// asserts it exited with status 0.
+    pub fn stop(&mut self) {
+        self.stop_with("TERM");
+    }
+
+    /// Sends `sig` (`TERM`, `INT`), waits for the node to exit and asserts
+    /// it exited with status 0.
+    pub fn stop_with(&mut self, sig: &str) {
+        let mut child = self.child.take().expect("the node is running");
+        signal(&child, sig);
+        let status = wait_for_exit(
+            &mut child,
+            DEADLINE,
+            &format!("the node to exit after SIG{sig}"),
+        );
+        self.join_readers();
+        assert!(
+            status.success(),
+            "the node exited with {status} after SIG{sig}\n--- stderr\n{}",
+            self.stderr.text()
+        );
+    }
+
+    /// Starts the node again on the same data directory after
+    /// [`TestNode::stop_with`] or [`TestNode::kill`].
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the node is still running");
+        self.stderr.push_line("--- harness: start again ---");
+        self.spawn();
+    }
+
+    /// Kills the node (SIGKILL: no chance to flush) and waits for it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the node is running");
+        signal(&child, "KILL");
+        wait_for_exit(&mut child, DEADLINE, "the node to die after SIGKILL");
+        self.join_readers();
+    }
+
+    /// Stops the node with SIGTERM and starts it again on the same data
+    /// directory (on a new port: use [`TestNode::api`] again).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.stderr
+            .push_line("--- harness: restart after SIGTERM ---");
+        self.spawn();
+    }
+
+    /// Kills the node with SIGKILL and starts it again on the same data
+    /// directory (on a new port: use [`TestNode::api`] again).
+    pub fn crash_and_restart(&mut self) {
+        self.kill();
+        self.stderr
+            .push_line("--- harness: restart after SIGKILL ---");
+        self.spawn();
+    }
+
+    fn join_readers(&mut self) {
+        // The child has exited, so its pipes are closed and the readers end.
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- node {} (data {}) stderr\n{}",
+                self.addr,
+                self.data_dir.path().display(),
+                self.stderr.text()
+            );
+        }
+    }
+}
+
+/// A reply from the API.
+#[derive(Debug)]
+pub struct Reply {
+    /// The request, for failure messages.
+    pub request: String,
+    /// The status code.
+    pub status: u16,
+    /// The response headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// The body as text.
+    pub text: String,
+    /// The body as JSON (`Null` when empty or not JSON).
+    pub body: Value,
+}
+
+impl Reply {
+    /// Asserts the status and answers the JSON body.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Value {
+        assert_eq!(
+            self.status, status,
+            "{}: expected status {status}, got {} with body {}",
+            self.request, self.status, self.text
+        );
+        &self.body
+    }
+
+    /// Asserts the status and that the body is the draft's error object
+    /// with `code` and a non-empty message; answers the error object.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) -> &Value {
+        self.expect(status);
+        let error = self
+            .body
+            .get("error")
+            .unwrap_or_else(|| panic!("{}: no error object in {}", self.request, self.text));
+        assert_eq!(
+            error["code"], code,
+            "{}: wrong error code in {}",
+            self.request, self.text
+        );
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{}: the error has no message: {}",
+            self.request,
+            self.text
+        );
+        error
+    }
+
+    /// A response header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The ids of a JSON array of summaries, in order.
+    #[track_caller]
+    pub fn ids(&self) -> Vec<String> {
+        ids(self.expect(200))
+    }
+}
+
+/// The `id` members of a JSON array of objects.
+#[track_caller]
+pub fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("expected a JSON array, got {v}"))
+        .iter()
+        .map(|s| {
+            s["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no id in {s}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A client for a node's API. Every request has a deadline.
+#[derive(Clone)]
+pub struct Api {
+    base: String,
+    client: reqwest::Client,
+    token: Option<String>,
+}
+
+impl Api {
+    /// A client for the API at `base` (`http://host:port`).
+    pub fn new(base: String) -> Self {
+        Self {
+            base,
+            client: reqwest::Client::builder()
+                .timeout(DEADLINE)
+                .build()
+                .expect("a plain HTTP client builds"),
+            token: None,
+        }
+    }
+
+    /// The same client, sending `Authorization: Bearer <token>`.
+    pub fn with_token(&self, token: &str) -> Self {
+        Self {
+            token: Some(token.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// The absolute URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request builder for `method path`, with the token if any.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.client.request(method, self.url(path));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    /// Sends `request`, described as `what` in failure messages.
+    pub async fn send(&self, what: String, request: reqwest::RequestBuilder) -> Reply {
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: no response: {e}"));
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: cannot read the body: {e}"));
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            request: what,
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(
+            format!("GET {path}"),
+            self.request(reqwest::Method::GET, path),
+        )
+        .await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send(
+            format!("POST {path}"),
+            self.request(reqwest::Method::POST, path).json(body),
+        )
+        .await
+    }
+
+    /// `PUT path` with a JSON body.
+    pub async fn put(&self, path: &str, body: &Value) -> Reply {
+        self.send(
+            format!("PUT {path}"),
+            self.request(reqwest::Method::PUT, path).json(body),
+        )
+        .await
+    }
+
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(
+            format!("DELETE {path}"),
+            self.request(reqwest::Method::DELETE, path),
+        )
+        .await
+    }
+
+    /// `POST path` with a raw body and content type.
+    pub async fn post_raw(&self, path: &str, content_type: Option<&str>, body: Vec<u8>) -> Reply {
+        let mut r = self.request(reqwest::Method::POST, path).body(body);
+        if let Some(ct) = content_type {
+            r = r.header(reqwest::header::CONTENT_TYPE, ct);
+        }
+        self.send(format!("POST {path} ({content_type:?})"), r)
+            .await
+    }
+
+    /// `POST /agents/search` with `body`.
+    pub async fn search(&self, body: Value) -> Reply {
+        self.post("/agents/search", &body).await
+    }
+
+    /// Registers `doc` and asserts 201; answers the stored document.
+    pub async fn register(&self, doc: &Value) -> Value {
+        self.post("/agents", doc).await.expect(201).clone()
+    }
+}
+
+/// A valid AIDIP document with the given terms (single implied operation).
+pub fn agent(id: &str, capabilities: &[&str], tags: &[&str], languages: &[&str]) -> Value {
+    json!({
+        "id": id,
+        "name": format!("Agent {id}"),
+        "description": format!("Test agent {id}."),
+        "version": "1.0.0",
+        "capabilities": capabilities,
+        "tags": tags,
+        "endpoint": format!("https://agents.example.net/{id}"),
+        "supported_languages": languages,
+        "authentication": {"type": "api_key"},
+        "inputs": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "outputs": {"type": "object"}
+    })
+}
+
+/// A valid AIDIP document with one capability and nothing else optional.
+pub fn minimal_agent(id: &str) -> Value {
+    agent(id, &["translation"], &[], &["en"])
+}
+
+/// A JSON example from `proto/examples/`, e.g. `aidip/valid/x.json`.
+pub fn example(relative: &str) -> Value {
+    let path: PathBuf = repo_root().join("proto/examples").join(relative);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// The file names in `proto/examples/<dir>`, sorted.
+pub fn examples_in(dir: &str) -> Vec<String> {
+    let path = repo_root().join("proto/examples").join(dir);
+    let mut names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", path.display()))
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+}
