@@ -3,6 +3,9 @@
 //! fields are ignored, never an error). The crawler fetches and validates
 //! these documents against `proto/adp-agent.schema.json`.
 
+pub mod handshake;
+pub mod txt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

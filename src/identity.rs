@@ -60,6 +60,19 @@ pub fn encode_public_key(key: &VerifyingKey) -> String {
     URL_SAFE_NO_PAD.encode(key.as_bytes())
 }
 
+/// Bytes as base64url without padding.
+pub fn encode_bytes(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Parses base64url without padding.
+///
+/// # Errors
+/// The decoder's error.
+pub fn decode_bytes(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    URL_SAFE_NO_PAD.decode(text.trim())
+}
+
 /// Parses `publicKey.full`.
 ///
 /// # Errors
