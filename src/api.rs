@@ -8,6 +8,7 @@
 //! error object too.
 
 mod agents;
+mod crawl;
 mod error;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tower_http::trace::TraceLayer;
 pub use error::{ApiError, ErrorCode};
 
 use crate::config::ApiConfig;
+use crate::crawl::queue::CrawlQueue;
 use crate::registry::Registry;
 
 /// What the handlers share.
@@ -34,16 +36,19 @@ pub struct AppState {
 
 struct StateInner {
     registry: Registry,
+    crawl_queue: Option<CrawlQueue>,
     config: ApiConfig,
     peer_id: String,
     listen_addrs: Vec<String>,
 }
 
 impl AppState {
-    /// State for a node with `registry`, identified by `peer_id` and
-    /// reachable at `listen_addrs` (multiaddrs with `/p2p/<peer id>`).
+    /// State for a node with `registry` (and `crawl_queue`, when it
+    /// crawls), identified by `peer_id` and reachable at `listen_addrs`
+    /// (multiaddrs with `/p2p/<peer id>`).
     pub fn new(
         registry: Registry,
+        crawl_queue: Option<CrawlQueue>,
         config: ApiConfig,
         peer_id: String,
         listen_addrs: Vec<String>,
@@ -51,6 +56,7 @@ impl AppState {
         Self {
             inner: Arc::new(StateInner {
                 registry,
+                crawl_queue,
                 config,
                 peer_id,
                 listen_addrs,
@@ -60,6 +66,10 @@ impl AppState {
 
     pub(crate) fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    pub(crate) fn crawl_queue(&self) -> Option<&CrawlQueue> {
+        self.inner.crawl_queue.as_ref()
     }
 
     pub(crate) fn config(&self) -> &ApiConfig {
@@ -79,6 +89,8 @@ pub fn router(state: AppState) -> Router {
                 .put(agents::update)
                 .delete(agents::delete),
         )
+        .route("/crawl", axum::routing::post(crawl::start))
+        .route("/crawl/{domain}", get(crawl::report))
         .route("/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,8 +1,13 @@
 //! The command line: argument definitions and the commands they run.
-//! `main.rs` only parses and dispatches here.
+//! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
+//! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling.
+
+mod crawl;
+mod publish;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
@@ -31,6 +36,15 @@ pub enum Command {
     /// Make an Ed25519 key file (PKCS#8 PEM, mode 0600) and print its
     /// fingerprint and public key.
     Keygen(KeygenArgs),
+    /// Run the whole ADP chain for one domain and print each step (exit 0
+    /// at key-verified or better, 1 below, 2 on a usage error).
+    Verify(crawl::VerifyArgs),
+    /// Crawl many domains into the data directory, with a summary by trust
+    /// level and failure reason.
+    Crawl(crawl::CrawlCmdArgs),
+    /// Print the DNS records and write the agent.json that put an agent on
+    /// the mesh.
+    Publish(publish::PublishArgs),
 }
 
 /// Flags shared by every command that runs a node.
@@ -96,7 +110,7 @@ impl NodeArgs {
 }
 
 impl CrawlArgs {
-    fn apply(&self, c: &mut Config) {
+    pub(crate) fn apply(&self, c: &mut Config) {
         if !self.resolvers.is_empty() {
             c.crawl.resolvers = self.resolvers.clone();
         }
@@ -134,11 +148,15 @@ pub struct KeygenArgs {
 ///
 /// # Errors
 /// Whatever the command failed with, with context.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        Command::Node(args) => run_node(args.config()?).await,
-        Command::Demo(args) => crate::demo::run(args).await,
-        Command::Keygen(args) => keygen(&args),
+        Command::Node(args) => done(run_node(args.config()?).await),
+        Command::Demo(args) => done(crate::demo::run(args).await),
+        Command::Keygen(args) => done(keygen(&args)),
+        Command::Verify(args) => crawl::verify(args).await,
+        Command::Crawl(args) => crawl::crawl(args).await,
+        Command::Publish(args) => done(publish::run(&args)),
     }
 }
 

@@ -120,7 +120,7 @@ impl Default for P2pConfig {
 }
 
 /// `[crawl]`: where the crawler asks and what it may reach.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CrawlConfig {
     /// DNS servers to ask instead of the system's.
@@ -133,6 +133,27 @@ pub struct CrawlConfig {
     pub dnssec_trust_anchors: Vec<PathBuf>,
     /// Domains to crawl at start.
     pub seeds: Vec<String>,
+    /// Crawl the verified peers that crawled agents list.
+    pub follow_peers: bool,
+    /// Domains crawled at once.
+    pub concurrency: usize,
+    /// Most domains one crawl job may grow to by following peers.
+    pub max_domains_per_job: usize,
+}
+
+impl Default for CrawlConfig {
+    fn default() -> Self {
+        Self {
+            resolvers: Vec::new(),
+            ca_files: Vec::new(),
+            allow_private_addresses: false,
+            dnssec_trust_anchors: Vec::new(),
+            seeds: Vec::new(),
+            follow_peers: true,
+            concurrency: 64,
+            max_domains_per_job: 10_000,
+        }
+    }
 }
 
 /// `[store]`: records and the embedded database.
@@ -282,6 +303,9 @@ impl Config {
         }
         if matches!(&self.api.admin_token, Some(t) if t.len() < 16) {
             return invalid("api.admin_token", "must be at least 16 characters");
+        }
+        if self.crawl.concurrency == 0 || self.crawl.concurrency > 4096 {
+            return invalid("crawl.concurrency", "must be between 1 and 4096");
         }
         if self.store.record_ttl < Duration::from_secs(60) {
             return invalid("store.record_ttl", "must be at least 1 minute");

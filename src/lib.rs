@@ -7,6 +7,7 @@
 //! - [`aidip`]: the AIDIP metadata document and its schema validation;
 //! - [`adp`]: the ADP `agent.json` document;
 //! - [`verify`]: trust levels and evidence;
+//! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents;
 //! - [`record`]: signed CBOR records (descriptor, tombstone);
 //! - [`store`]: the sled store with its secondary indexes;
 //! - [`registry`]: registration, lookup and search over the store;
@@ -18,6 +19,7 @@ pub mod aidip;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod crawl;
 pub mod demo;
 pub mod descriptor;
 pub mod identity;
@@ -25,4 +27,6 @@ pub mod node;
 pub mod record;
 pub mod registry;
 pub mod store;
+#[cfg(feature = "testbed")]
+pub mod testbed;
 pub mod verify;

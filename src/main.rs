@@ -14,7 +14,7 @@ async fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match agentmesh::cli::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

@@ -1,6 +1,6 @@
-//! A running node: wires the store, the registry and the HTTP API, and
-//! shuts them down in order (API first, then a store flush), each step
-//! bounded by a timeout.
+//! A running node: wires the store, the registry, the crawl queue and the
+//! HTTP API, and shuts them down in order (API, crawler, then a store
+//! flush), each step bounded by a timeout.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +12,8 @@ use tracing::Instrument;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
+use crate::crawl::queue::{CrawlQueue, QueueOptions};
+use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::identity::{self, KeyError};
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
@@ -33,6 +35,9 @@ pub enum NodeError {
     /// The store could not be opened or flushed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The crawler could not be set up (TLS roots, resolver).
+    #[error(transparent)]
+    Crawl(#[from] CrawlError),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -50,7 +55,10 @@ pub struct Node {
     peer_id: String,
     registry: Registry,
     cancel: CancellationToken,
+    api_cancel: CancellationToken,
     tasks: JoinSet<()>,
+    crawl_cancel: CancellationToken,
+    crawl_task: tokio::task::JoinHandle<()>,
 }
 
 /// The libp2p peer id of a node key.
@@ -61,7 +69,11 @@ pub fn peer_id_of(key: &ed25519_dalek::SigningKey) -> String {
     keypair.public().to_peer_id().to_string()
 }
 
-fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
+/// Creates the data directory (mode 0700) if it does not exist.
+///
+/// # Errors
+/// [`NodeError::DataDir`].
+pub fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -91,7 +103,31 @@ impl Node {
                 .await
                 .expect("the store-open task does not panic")?
         };
-        let registry = Registry::new(store, Arc::new(key), config.store.record_ttl);
+        let key = Arc::new(key);
+        let registry = Registry::new(store.clone(), key.clone(), config.store.record_ttl);
+        let cancel = CancellationToken::new();
+
+        let mut crawl_options = CrawlerOptions::from_config(&config.crawl);
+        crawl_options.record_ttl = config.store.record_ttl;
+        let crawler = Crawler::new(crawl_options, key, peer_id.clone())?;
+        let crawl_cancel = cancel.child_token();
+        let (crawl_queue, crawl_task) = CrawlQueue::spawn(
+            crawler,
+            store,
+            QueueOptions {
+                capacity: 64,
+                follow_peers: config.crawl.follow_peers,
+                max_domains_per_job: config.crawl.max_domains_per_job,
+            },
+            crawl_cancel.clone(),
+        );
+        if !config.crawl.seeds.is_empty() {
+            let seeds: Vec<String> = config.crawl.seeds.clone();
+            tracing::info!(count = seeds.len(), "queueing seed domains");
+            if let Err(e) = crawl_queue.enqueue(seeds) {
+                tracing::warn!(error = %e, "could not queue the seed domains");
+            }
+        }
 
         let listener = tokio::net::TcpListener::bind(config.api.listen)
             .await
@@ -105,14 +141,15 @@ impl Node {
         })?;
         let state = AppState::new(
             registry.clone(),
+            Some(crawl_queue),
             config.api.clone(),
             peer_id.clone(),
             Vec::new(),
         );
         let router = api::router(state);
-        let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let api_cancel = cancel.child_token();
+        let api_cancel_handle = api_cancel.clone();
         let span = tracing::info_span!("api", addr = %api_addr);
         tasks.spawn(
             async move {
@@ -131,7 +168,10 @@ impl Node {
             peer_id,
             registry,
             cancel,
+            api_cancel: api_cancel_handle,
             tasks,
+            crawl_cancel,
+            crawl_task,
         })
     }
 
@@ -151,12 +191,12 @@ impl Node {
     }
 
     /// Stops the API (in-flight requests get [`api::SHUTDOWN_GRACE`]),
-    /// then flushes the store.
+    /// then the crawler, then flushes the store.
     ///
     /// # Errors
     /// [`NodeError::Store`] when the final flush fails.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
-        self.cancel.cancel();
+        self.api_cancel.cancel();
         let drain = async { while self.tasks.join_next().await.is_some() {} };
         if tokio::time::timeout(api::SHUTDOWN_GRACE, drain)
             .await
@@ -165,6 +205,15 @@ impl Node {
             tracing::warn!("API did not drain in time; aborting open requests");
             self.tasks.abort_all();
         }
+        self.crawl_cancel.cancel();
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.crawl_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("crawler did not stop in time; aborting it");
+            self.crawl_task.abort();
+        }
+        self.cancel.cancel();
         let flush = self.registry.store().flush();
         match tokio::time::timeout(Duration::from_secs(30), flush).await {
             Ok(result) => result?,

@@ -70,8 +70,10 @@ impl RegistryError {
 pub enum Source {
     /// Registered through this node's API.
     Local,
-    /// Crawled by this node or received from the mesh.
-    Remote,
+    /// Crawled and verified by this node.
+    Crawl,
+    /// Attested by another node.
+    Mesh,
 }
 
 /// The evidence flags of a result.
@@ -96,6 +98,8 @@ pub struct TrustView {
     pub evidence: EvidenceFlags,
     /// Fingerprints of the keys that signed the record.
     pub attested_by: Vec<String>,
+    /// Reason codes of what did not verify in this node's latest crawl.
+    pub reasons: Vec<String>,
 }
 
 /// An AIDIP summary object, with agentmesh's `score`, `trust`, `source`.
@@ -391,8 +395,17 @@ impl Registry {
         let e = &body.evidence;
         let source = if self.store.is_local(&d.id)? {
             Source::Local
+        } else if agent.record.signer() == &self.key.verifying_key() {
+            Source::Crawl
         } else {
-            Source::Remote
+            Source::Mesh
+        };
+        let reasons = match self.store.report(&d.id)? {
+            Some(json) => serde_json::from_slice::<Value>(&json)
+                .ok()
+                .and_then(|v| serde_json::from_value::<Vec<String>>(v["reasons"].clone()).ok())
+                .unwrap_or_default(),
+            None => Vec::new(),
         };
         Ok(Summary {
             id: d.id.clone(),
@@ -410,6 +423,7 @@ impl Registry {
                     mutual_peer: e.mutual_peer,
                 },
                 attested_by: vec![identity::fingerprint(agent.record.signer())],
+                reasons,
             },
             source,
         })

@@ -9,6 +9,7 @@
 //!   capability (`c`), tag (`t`) and language (`l`, the full tag and its
 //!   primary subtag) of each live descriptor;
 //! - `local`: ids registered through this node's API;
+//! - `reports`: the latest crawl report (JSON) of agents crawled here;
 //! - `meta`: the schema version.
 //!
 //! Every write is one sled transaction across the trees, so an index never
@@ -200,6 +201,7 @@ struct Inner {
     records: sled::Tree,
     index: sled::Tree,
     local: sled::Tree,
+    reports: sled::Tree,
     counts: Mutex<HashMap<Vec<u8>, u64>>,
     live: AtomicU64,
 }
@@ -249,6 +251,7 @@ impl Store {
         let records = db.open_tree("records")?;
         let index = db.open_tree("index")?;
         let local = db.open_tree("local")?;
+        let reports = db.open_tree("reports")?;
         let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
         for key in index.iter().keys() {
             let key = key?;
@@ -268,6 +271,7 @@ impl Store {
                 records,
                 index,
                 local,
+                reports,
                 counts: Mutex::new(counts),
                 live: AtomicU64::new(live),
             }),
@@ -409,6 +413,24 @@ impl Store {
             Some(bytes) => decode_stored(id, &bytes).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Keeps the latest crawl report of an agent (JSON), shown by the API
+    /// beside the record's evidence.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn put_report(&self, id: &str, report: &[u8]) -> Result<(), StoreError> {
+        self.inner.reports.insert(id.as_bytes(), report)?;
+        Ok(())
+    }
+
+    /// The latest crawl report of an agent, if it was crawled here.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn report(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.reports.get(id.as_bytes())?.map(|v| v.to_vec()))
     }
 
     /// Whether `id` was registered through this node's API (and is live).

@@ -17,7 +17,7 @@ use crate::store::{Filter, PutOutcome};
 /// Header carrying the cursor of the next page.
 pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.config().admin_token else {
         return Ok(());
     };

@@ -1,0 +1,276 @@
+//! Crawling DNS-anchored agents (ADP, DESIGN.md section 4): from a domain
+//! name to a verified, signed descriptor record.
+//!
+//! [`Crawler::crawl`] runs the chain for one domain and returns a
+//! [`CrawlReport`] with every step's outcome, the trust level, the evidence
+//! and stable reason codes for what failed; [`Crawler::crawl_and_store`]
+//! also signs and stores the record so the registry finds crawled agents
+//! beside registered ones. Submodules: [`dns`] (lookups), [`guard`] (the
+//! SSRF policy), [`fetch`] (HTTPS with limits), [`challenge`] (WebSocket),
+//! [`queue`] (the node's crawl actor).
+//! Verification of what was gathered is pure code in [`crate::adp`].
+
+pub mod challenge;
+pub mod dns;
+pub mod fetch;
+pub mod guard;
+mod pipeline;
+pub mod queue;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use pipeline::{normalise_domain, CrawlReport, Crawler, Step, StepOutcome};
+
+use crate::adp::handshake::HandshakeError;
+use crate::adp::txt::TxtError;
+use crate::aidip::FieldProblem;
+use crate::config::CrawlConfig;
+use guard::AddressPolicy;
+
+/// Why a crawl (or a step of it) failed. Each variant has a stable reason
+/// code ([`CrawlError::reason`]) that the API and CLI show.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CrawlError {
+    /// The crawler could not be set up (TLS roots, resolver).
+    #[error("crawler setup: {message}")]
+    Setup { message: String },
+    /// Not a domain name.
+    #[error("{domain:?} is not a domain name: {reason}")]
+    InvalidDomain { domain: String, reason: String },
+    /// The TXT record is missing or unusable.
+    #[error(transparent)]
+    Txt(#[from] TxtError),
+    /// A DNS lookup failed.
+    #[error(transparent)]
+    Dns(#[from] dns::DnsError),
+    /// The target address is internal and this node may not connect to it.
+    #[error("{host} resolves to {ip}, which this node may not connect to (see --allow-private)")]
+    AddressNotAllowed { host: String, ip: IpAddr },
+    /// `http://` or `ws://` where TLS is required.
+    #[error("{url} does not use TLS (https/wss required)")]
+    InsecureUrl { url: String },
+    /// A URL that does not parse.
+    #[error("bad URL {url:?}: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// The TLS handshake failed (untrusted certificate, old version...).
+    #[error("TLS with {url} failed: {message}")]
+    Tls { url: String, message: String },
+    /// The TCP connection failed.
+    #[error("cannot connect to {url}: {message}")]
+    Connect { url: String, message: String },
+    /// A stage exceeded its time.
+    #[error("{stage} timed out after {after:?}")]
+    Timeout {
+        stage: &'static str,
+        after: Duration,
+    },
+    /// A non-success HTTP status.
+    #[error("{url} answered HTTP {status}")]
+    HttpStatus { url: String, status: u16 },
+    /// More redirects than allowed.
+    #[error("more than {limit} redirects from {url}")]
+    RedirectLimit { url: String, limit: usize },
+    /// A redirect to another host.
+    #[error("redirect from {from} to another host ({to})")]
+    RedirectOtherHost { from: String, to: String },
+    /// Not `application/json` or `application/adp+json`.
+    #[error("content type {content_type:?} is not application/json or application/adp+json")]
+    WrongContentType { content_type: String },
+    /// Body over the limit.
+    #[error("agent.json is larger than {limit} bytes")]
+    DocumentTooLarge { limit: usize },
+    /// Not JSON.
+    #[error("agent.json is not valid JSON: {message}")]
+    InvalidJson { message: String },
+    /// Nested too deep.
+    #[error("agent.json nests deeper than {limit} levels")]
+    JsonTooDeep { limit: usize },
+    /// Too many values.
+    #[error("agent.json has more than {limit} values")]
+    JsonTooLarge { limit: usize },
+    /// A protocol version this node does not speak.
+    #[error("agent.json protocol {protocol:?} is not ADP/1.x")]
+    ProtocolUnsupported { protocol: String },
+    /// The document does not match the ADP schema.
+    #[error("agent.json does not match the ADP schema ({} problems)", problems.len())]
+    SchemaInvalid { problems: Vec<FieldProblem> },
+    /// `identity.domain` or `identity.id` is not the domain crawled.
+    #[error("agent.json speaks for {got}, not {expected}")]
+    DomainMismatch { expected: String, got: String },
+    /// The DNS fingerprint is not the document's.
+    #[error("DNS pk {dns} does not match the document's fingerprint {document}")]
+    FingerprintMismatch { dns: String, document: String },
+    /// `publicKey.full` does not hash to the fingerprint.
+    #[error("publicKey.full does not hash to the fingerprint {fingerprint}")]
+    KeyMismatch { fingerprint: String },
+    /// No wss chat endpoint to challenge.
+    #[error("no wss chat endpoint to challenge")]
+    ChallengeUnavailable,
+    /// The agent did not answer the challenge.
+    #[error("the agent did not answer the challenge in time")]
+    ChallengeNoAnswer { after: Duration },
+    /// The answer carries a signature that does not verify.
+    #[error("the challenge answer's signature does not verify")]
+    ChallengeBadSignature,
+    /// The answer is for another nonce.
+    #[error("the challenge answer is for another nonce")]
+    ChallengeWrongNonce,
+    /// The answer is malformed or from another key or agent.
+    #[error("challenge failed: {message}")]
+    ChallengeFailed { message: String },
+    /// Signing or storing the record failed.
+    #[error("storing the record failed: {message}")]
+    Store { message: String },
+}
+
+impl CrawlError {
+    /// The stable reason code.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Setup { .. } => "setup_failed",
+            Self::InvalidDomain { .. } => "invalid_domain",
+            Self::Txt(t) => t.reason(),
+            Self::Dns(dns::DnsError::NxDomain { .. }) => "dns_nxdomain",
+            Self::Dns(dns::DnsError::NoRecords { .. }) => "dns_no_records",
+            Self::Dns(_) => "dns_failure",
+            Self::AddressNotAllowed { .. } => "address_not_allowed",
+            Self::InsecureUrl { .. } => "insecure_url",
+            Self::BadUrl { .. } => "bad_url",
+            Self::Tls { .. } => "tls_failure",
+            Self::Connect { .. } => "connect_failed",
+            Self::Timeout { .. } => "timeout",
+            Self::HttpStatus { .. } => "http_status",
+            Self::RedirectLimit { .. } => "redirect_limit",
+            Self::RedirectOtherHost { .. } => "redirect_other_host",
+            Self::WrongContentType { .. } => "wrong_content_type",
+            Self::DocumentTooLarge { .. } => "document_too_large",
+            Self::InvalidJson { .. } => "invalid_json",
+            Self::JsonTooDeep { .. } => "json_too_deep",
+            Self::JsonTooLarge { .. } => "json_too_large",
+            Self::ProtocolUnsupported { .. } => "protocol_unsupported",
+            Self::SchemaInvalid { .. } => "schema_invalid",
+            Self::DomainMismatch { .. } => "domain_mismatch",
+            Self::FingerprintMismatch { .. } => "fingerprint_mismatch",
+            Self::KeyMismatch { .. } => "key_mismatch",
+            Self::ChallengeUnavailable => "challenge_unavailable",
+            Self::ChallengeNoAnswer { .. } => "challenge_no_answer",
+            Self::ChallengeBadSignature => "challenge_bad_signature",
+            Self::ChallengeWrongNonce => "challenge_wrong_nonce",
+            Self::ChallengeFailed { .. } => "challenge_failed",
+            Self::Store { .. } => "store_failed",
+        }
+    }
+}
+
+impl From<HandshakeError> for CrawlError {
+    fn from(e: HandshakeError) -> Self {
+        match e {
+            HandshakeError::BadSignature => Self::ChallengeBadSignature,
+            HandshakeError::WrongNonce => Self::ChallengeWrongNonce,
+            other => Self::ChallengeFailed {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// How the crawler connects and what it waits for.
+#[derive(Debug, Clone)]
+pub struct CrawlerOptions {
+    /// DNS servers (empty: the system's).
+    pub resolvers: Vec<std::net::SocketAddr>,
+    /// Extra PEM trust roots.
+    pub ca_files: Vec<PathBuf>,
+    /// Which addresses may be connected to.
+    pub policy: AddressPolicy,
+    /// Accept TLS 1.2 as well as 1.3 (ADP 7.3 requires 1.3; off by default).
+    pub allow_tls12: bool,
+    /// Per-query DNS timeout.
+    pub dns_timeout: Duration,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Whole `agent.json` fetch timeout (redirects, headers, body).
+    pub fetch_timeout: Duration,
+    /// Whole challenge timeout.
+    pub challenge_timeout: Duration,
+    /// Domains crawled at once by `crawl_many`.
+    pub concurrency: usize,
+    /// Validity of the records the node signs.
+    pub record_ttl: Duration,
+}
+
+impl Default for CrawlerOptions {
+    fn default() -> Self {
+        Self {
+            resolvers: Vec::new(),
+            ca_files: Vec::new(),
+            policy: AddressPolicy::default(),
+            allow_tls12: false,
+            dns_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(5),
+            fetch_timeout: Duration::from_secs(10),
+            challenge_timeout: Duration::from_secs(5),
+            concurrency: 64,
+            record_ttl: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+impl CrawlerOptions {
+    /// Options from the `[crawl]` config section.
+    pub fn from_config(c: &CrawlConfig) -> Self {
+        Self {
+            resolvers: c.resolvers.clone(),
+            ca_files: c.ca_files.clone(),
+            policy: AddressPolicy {
+                allow_private: c.allow_private_addresses,
+            },
+            concurrency: c.concurrency,
+            ..Self::default()
+        }
+    }
+
+    /// The TLS client configuration: the public web roots plus `ca_files`,
+    /// TLS 1.3 only unless `allow_tls12`.
+    ///
+    /// # Errors
+    /// [`CrawlError::Setup`] for an unreadable or empty CA file.
+    pub fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, CrawlError> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for path in &self.ca_files {
+            let setup = |message: String| CrawlError::Setup {
+                message: format!("CA file {}: {message}", path.display()),
+            };
+            let pem = std::fs::read(path).map_err(|e| setup(e.to_string()))?;
+            let mut added = 0;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let cert = cert.map_err(|e| setup(e.to_string()))?;
+                roots.add(cert).map_err(|e| setup(e.to_string()))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(setup("no PEM certificates in it".into()));
+            }
+        }
+        let versions: &[&rustls::SupportedProtocolVersion] = if self.allow_tls12 {
+            &[&rustls::version::TLS13, &rustls::version::TLS12]
+        } else {
+            &[&rustls::version::TLS13]
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(versions)
+        .map_err(|e| CrawlError::Setup {
+            message: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(Arc::new(config))
+    }
+}

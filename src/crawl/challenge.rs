@@ -1,0 +1,131 @@
+//! The WebSocket side of the key challenge (DESIGN.md 4.5): connect to the
+//! agent's `endpoints.chat` (wss only) at an address the SSRF guard
+//! checked, send the challenge frame, and read one answer frame within a
+//! deadline. Judging the answer is [`crate::adp::handshake`]'s job.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::Connector;
+use url::Url;
+
+use super::CrawlError;
+use crate::adp::handshake::{HandshakeFrame, MAX_FRAME_BYTES};
+
+/// Opens challenge connections. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Challenger {
+    /// TLS client configuration.
+    pub tls: Arc<rustls::ClientConfig>,
+    /// TCP connect timeout, per address.
+    pub connect_timeout: Duration,
+    /// Whole exchange timeout (TLS, upgrade, answer).
+    pub timeout: Duration,
+}
+
+impl Challenger {
+    /// Sends `challenge` to the agent at `url` (host already resolved and
+    /// checked to `ips`) and returns its answer frame.
+    ///
+    /// # Errors
+    /// [`CrawlError::InsecureUrl`] for `ws://`, [`CrawlError::Connect`],
+    /// [`CrawlError::Tls`], [`CrawlError::Timeout`],
+    /// [`CrawlError::ChallengeNoAnswer`] when the agent closes or stays
+    /// silent, [`CrawlError::ChallengeFailed`] for a malformed answer.
+    pub async fn exchange(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        challenge: &HandshakeFrame,
+    ) -> Result<HandshakeFrame, CrawlError> {
+        if url.scheme() != "wss" {
+            return Err(CrawlError::InsecureUrl {
+                url: url.to_string(),
+            });
+        }
+        match tokio::time::timeout(self.timeout, self.exchange_inner(url, ips, challenge)).await {
+            Ok(result) => result,
+            Err(_) => Err(CrawlError::ChallengeNoAnswer {
+                after: self.timeout,
+            }),
+        }
+    }
+
+    async fn exchange_inner(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        challenge: &HandshakeFrame,
+    ) -> Result<HandshakeFrame, CrawlError> {
+        let port = url.port_or_known_default().unwrap_or(443);
+        let mut last_error = None;
+        let mut stream = None;
+        for ip in ips {
+            let addr = SocketAddr::new(*ip, port);
+            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => {
+                    stream = Some(s);
+                    break;
+                }
+                Ok(Err(e)) => last_error = Some(e.to_string()),
+                Err(_) => last_error = Some(format!("connect to {addr} timed out")),
+            }
+        }
+        let stream = stream.ok_or_else(|| CrawlError::Connect {
+            url: url.to_string(),
+            message: last_error.unwrap_or_else(|| "no address".into()),
+        })?;
+        let _ = stream.set_nodelay(true);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_FRAME_BYTES))
+            .max_frame_size(Some(MAX_FRAME_BYTES));
+        let (mut ws, _) = tokio_tungstenite::client_async_tls_with_config(
+            url.as_str(),
+            stream,
+            Some(config),
+            Some(Connector::Rustls(self.tls.clone())),
+        )
+        .await
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Tls(t) => CrawlError::Tls {
+                url: url.to_string(),
+                message: t.to_string(),
+            },
+            other => CrawlError::Connect {
+                url: url.to_string(),
+                message: other.to_string(),
+            },
+        })?;
+        let text = serde_json::to_string(challenge).expect("a handshake frame always serialises");
+        ws.send(Message::text(text))
+            .await
+            .map_err(|e| CrawlError::ChallengeFailed {
+                message: e.to_string(),
+            })?;
+        while let Some(message) = ws.next().await {
+            let message = message.map_err(|e| CrawlError::ChallengeFailed {
+                message: e.to_string(),
+            })?;
+            let bytes = match &message {
+                Message::Text(t) => t.as_bytes(),
+                Message::Binary(b) => b.as_ref(),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            let frame: HandshakeFrame =
+                serde_json::from_slice(bytes).map_err(|e| CrawlError::ChallengeFailed {
+                    message: format!("the answer is not a handshake frame: {e}"),
+                })?;
+            let _ = ws.close(None).await;
+            return Ok(frame);
+        }
+        Err(CrawlError::ChallengeNoAnswer {
+            after: Duration::ZERO,
+        })
+    }
+}

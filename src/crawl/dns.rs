@@ -1,0 +1,224 @@
+//! DNS lookups for the crawler (hickory-resolver): the `_agent` TXT RRset,
+//! the optional `_agent._tcp` SRV record, and a host's addresses.
+//!
+//! The resolver asks the configured servers (`crawl.resolvers`, over UDP
+//! and TCP) or the system's. Answers carry their TTL so the scheduler can
+//! recrawl at min(TTL, 3600 s) (ADP 10.1).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::rr::{RData, RecordType};
+use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::TokioResolver;
+
+/// DNS TTLs are capped here (ADP 10.1).
+pub const MAX_TTL: u32 = 3600;
+/// Most TXT records read from one RRset.
+pub const MAX_TXT_RECORDS: usize = 16;
+/// Most addresses used for one host.
+pub const MAX_ADDRESSES: usize = 8;
+
+/// Errors from lookups.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DnsError {
+    /// The name does not exist.
+    #[error("{name}: no such domain (NXDOMAIN)")]
+    NxDomain { name: String },
+    /// The name exists but has no records of the type.
+    #[error("{name}: no {record_type} records")]
+    NoRecords {
+        name: String,
+        record_type: &'static str,
+    },
+    /// The lookup failed (timeout, SERVFAIL, unreachable server...).
+    #[error("{name}: DNS lookup failed: {message}")]
+    Failed { name: String, message: String },
+    /// The resolver could not be built.
+    #[error("DNS resolver setup: {message}")]
+    Setup { message: String },
+}
+
+/// The crawler's resolver. Cheap to clone.
+#[derive(Clone)]
+pub struct Dns {
+    resolver: Arc<TokioResolver>,
+}
+
+impl std::fmt::Debug for Dns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dns")
+    }
+}
+
+impl Dns {
+    /// A resolver asking `servers` (UDP, then TCP for truncated answers), or
+    /// the system's configured servers when `servers` is empty.
+    ///
+    /// # Errors
+    /// [`DnsError::Setup`] when the system configuration cannot be read.
+    pub fn new(servers: &[SocketAddr], timeout: Duration) -> Result<Self, DnsError> {
+        let mut builder = if servers.is_empty() {
+            TokioResolver::builder_tokio().map_err(|e| DnsError::Setup {
+                message: e.to_string(),
+            })?
+        } else {
+            let mut config = ResolverConfig::default();
+            for server in servers {
+                let mut ns = NameServerConfig::udp_and_tcp(server.ip());
+                for connection in &mut ns.connections {
+                    connection.port = server.port();
+                }
+                config.add_name_server(ns);
+            }
+            TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
+        };
+        let opts: &mut ResolverOpts = builder.options_mut();
+        opts.timeout = timeout;
+        opts.attempts = 2;
+        opts.ndots = 0;
+        opts.cache_size = 4096;
+        let resolver = builder.build().map_err(|e| DnsError::Setup {
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            resolver: Arc::new(resolver),
+        })
+    }
+
+    async fn lookup(
+        &self,
+        name: &str,
+        record_type: RecordType,
+    ) -> Result<hickory_resolver::lookup::Lookup, DnsError> {
+        let fqdn = format!("{}.", name.trim_end_matches('.'));
+        self.resolver
+            .lookup(fqdn.as_str(), record_type)
+            .await
+            .map_err(|e| {
+                if e.is_nx_domain() {
+                    DnsError::NxDomain {
+                        name: name.to_owned(),
+                    }
+                } else if e.is_no_records_found() {
+                    DnsError::NoRecords {
+                        name: name.to_owned(),
+                        record_type: record_type_name(record_type),
+                    }
+                } else {
+                    DnsError::Failed {
+                        name: name.to_owned(),
+                        message: e.to_string(),
+                    }
+                }
+            })
+    }
+
+    /// The TXT records at `name`, each record's strings joined, and the
+    /// smallest TTL (capped at [`MAX_TTL`]).
+    ///
+    /// # Errors
+    /// [`DnsError`].
+    pub async fn txt(&self, name: &str) -> Result<(Vec<String>, u32), DnsError> {
+        let lookup = self.lookup(name, RecordType::TXT).await?;
+        let mut ttl = MAX_TTL;
+        let mut out = Vec::new();
+        for record in lookup.answers() {
+            if let RData::TXT(txt) = &record.data {
+                ttl = ttl.min(record.ttl);
+                let joined: Vec<u8> = txt
+                    .txt_data
+                    .iter()
+                    .flat_map(|s| s.iter().copied())
+                    .collect();
+                out.push(String::from_utf8_lossy(&joined).into_owned());
+                if out.len() == MAX_TXT_RECORDS {
+                    break;
+                }
+            }
+        }
+        Ok((out, ttl))
+    }
+
+    /// The preferred SRV target and port at `name`, if any.
+    ///
+    /// # Errors
+    /// [`DnsError::Failed`]; a missing record is `Ok(None)`.
+    pub async fn srv(&self, name: &str) -> Result<Option<(String, u16)>, DnsError> {
+        match self.lookup(name, RecordType::SRV).await {
+            Ok(lookup) => Ok(lookup
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::SRV(srv) => Some((
+                        srv.priority,
+                        std::cmp::Reverse(srv.weight),
+                        srv.target.to_ascii(),
+                        srv.port,
+                    )),
+                    _ => None,
+                })
+                .min()
+                .map(|(_, _, target, port)| {
+                    (target.trim_end_matches('.').to_ascii_lowercase(), port)
+                })),
+            Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The addresses of `host` (A and AAAA), at most [`MAX_ADDRESSES`].
+    ///
+    /// # Errors
+    /// [`DnsError`] when there is none.
+    pub async fn addresses(&self, host: &str) -> Result<Vec<IpAddr>, DnsError> {
+        if let Ok(ip) = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
+            return Ok(vec![ip]);
+        }
+        let mut out = Vec::new();
+        let mut first_error = None;
+        for record_type in [RecordType::A, RecordType::AAAA] {
+            match self.lookup(host, record_type).await {
+                Ok(lookup) => out.extend(lookup.answers().iter().filter_map(|r| match &r.data {
+                    RData::A(a) => Some(IpAddr::V4(a.0)),
+                    RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+                    _ => None,
+                })),
+                Err(e) => {
+                    // NXDOMAIN for A means there is nothing to ask for AAAA.
+                    let nx = matches!(e, DnsError::NxDomain { .. });
+                    first_error.get_or_insert(e);
+                    if nx {
+                        break;
+                    }
+                }
+            }
+        }
+        out.truncate(MAX_ADDRESSES);
+        match (out.is_empty(), first_error) {
+            (false, _) => Ok(out),
+            (true, Some(e)) => Err(e),
+            (true, None) => Err(DnsError::NoRecords {
+                name: host.to_owned(),
+                record_type: "A/AAAA",
+            }),
+        }
+    }
+}
+
+fn record_type_name(t: RecordType) -> &'static str {
+    match t {
+        RecordType::TXT => "TXT",
+        RecordType::SRV => "SRV",
+        RecordType::A => "A",
+        RecordType::AAAA => "AAAA",
+        _ => "other",
+    }
+}

@@ -1,0 +1,461 @@
+//! The HTTPS fetch of `agent.json` with every limit of DESIGN.md 4.3:
+//! https only, TLS 1.3 by default, at most 3 redirects to the same host,
+//! a body of at most 64 KiB, `application/json` or `application/adp+json`,
+//! bounded JSON depth and size, and timeouts on connect and on the whole
+//! exchange. The caller resolves and checks the host's addresses (the SSRF
+//! guard); each fetch builds a client pinned to exactly those addresses,
+//! whose resolver refuses every other name, so the checked address is the
+//! one connected to and a redirect can never reach an unchecked host.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION};
+use reqwest::StatusCode;
+use url::Url;
+
+use super::guard::AddressPolicy;
+use super::CrawlError;
+
+/// Largest `agent.json` accepted, bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Most redirects followed.
+pub const MAX_REDIRECTS: usize = 3;
+/// Deepest JSON nesting accepted.
+pub const MAX_JSON_DEPTH: usize = 32;
+/// Most JSON values (objects, arrays, scalars) accepted in one document.
+pub const MAX_JSON_VALUES: usize = 20_000;
+
+/// A fetched document.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The body as text (UTF-8).
+    pub text: String,
+    /// The URL that answered (after redirects).
+    pub url: Url,
+    /// The `ETag`, for conditional recrawls.
+    pub etag: Option<String>,
+    /// `Cache-Control: max-age`, seconds.
+    pub max_age: Option<u64>,
+}
+
+/// reqwest's resolver: refuses every name. Fetches are pinned to checked
+/// addresses with `resolve_to_addrs`, so anything reaching this resolver
+/// is a name nobody checked.
+struct RefuseAll;
+
+#[derive(Debug)]
+struct Unchecked(String);
+
+impl std::fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} was not resolved through the address guard", self.0)
+    }
+}
+
+impl std::error::Error for Unchecked {}
+
+impl reqwest::dns::Resolve for RefuseAll {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_owned();
+        Box::pin(async move { Err(Box::new(Unchecked(name)) as _) })
+    }
+}
+
+/// The addresses of `ips` that `policy` permits, or the first refused one
+/// when none is.
+///
+/// # Errors
+/// [`CrawlError::AddressNotAllowed`].
+pub fn allowed(
+    host: &str,
+    ips: &[IpAddr],
+    policy: AddressPolicy,
+) -> Result<Vec<IpAddr>, CrawlError> {
+    let ok: Vec<IpAddr> = ips
+        .iter()
+        .copied()
+        .filter(|ip| policy.check(*ip).is_ok())
+        .collect();
+    match (ok.is_empty(), ips.first()) {
+        (true, Some(ip)) => Err(CrawlError::AddressNotAllowed {
+            host: host.to_owned(),
+            ip: *ip,
+        }),
+        (true, None) => Err(CrawlError::Dns(super::dns::DnsError::NoRecords {
+            name: host.to_owned(),
+            record_type: "A/AAAA",
+        })),
+        (false, _) => Ok(ok),
+    }
+}
+
+/// How a [`Fetcher`] connects and what it accepts.
+#[derive(Debug, Clone)]
+pub struct FetchOptions {
+    /// Address policy.
+    pub policy: AddressPolicy,
+    /// TLS client configuration (roots, versions).
+    pub tls: Arc<rustls::ClientConfig>,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Whole exchange (all redirects, headers and body) timeout.
+    pub timeout: Duration,
+}
+
+/// Fetches `agent.json` documents. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    options: FetchOptions,
+}
+
+impl Fetcher {
+    /// A fetcher with these options.
+    pub fn new(options: FetchOptions) -> Self {
+        Self { options }
+    }
+
+    fn client(&self, host: &str, port: u16, ips: &[IpAddr]) -> Result<reqwest::Client, CrawlError> {
+        let addrs: Vec<SocketAddr> = ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+        reqwest::Client::builder()
+            .use_preconfigured_tls((*self.options.tls).clone())
+            .dns_resolver(Arc::new(RefuseAll))
+            .resolve_to_addrs(host, &addrs)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.options.connect_timeout)
+            .timeout(self.options.timeout)
+            .pool_max_idle_per_host(0)
+            .no_proxy()
+            .user_agent(concat!(
+                "agentmesh/",
+                env!("CARGO_PKG_VERSION"),
+                " (ADP crawler)"
+            ))
+            .build()
+            .map_err(|e| CrawlError::Setup {
+                message: e.to_string(),
+            })
+    }
+
+    /// Fetches `url` from the checked addresses `ips` of its host,
+    /// following same-host redirects; `etag` makes the request conditional
+    /// (`Ok(None)` means 304 Not Modified).
+    ///
+    /// # Errors
+    /// The [`CrawlError`] naming the limit or failure.
+    pub async fn fetch(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        etag: Option<&str>,
+    ) -> Result<Option<Fetched>, CrawlError> {
+        self.check_url(url)?;
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let client = self.client(&host, port, ips)?;
+        let timeout = self.options.timeout;
+        match tokio::time::timeout(
+            timeout,
+            self.fetch_following(&client, url.clone(), &host, etag),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(CrawlError::Timeout {
+                stage: "fetch",
+                after: timeout,
+            }),
+        }
+    }
+
+    async fn fetch_following(
+        &self,
+        client: &reqwest::Client,
+        mut url: Url,
+        origin_host: &str,
+        etag: Option<&str>,
+    ) -> Result<Option<Fetched>, CrawlError> {
+        for hop in 0..=MAX_REDIRECTS {
+            self.check_url(&url)?;
+            let mut request = client
+                .get(url.clone())
+                .header("accept", "application/adp+json, application/json");
+            if let Some(tag) = etag {
+                request = request.header(IF_NONE_MATCH, tag);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| classify(&e, &url, self.options.timeout))?;
+            let status = response.status();
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let location = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or_else(|| CrawlError::HttpStatus {
+                        url: url.to_string(),
+                        status: status.as_u16(),
+                    })?;
+                let next = url.join(location).map_err(|e| CrawlError::BadUrl {
+                    url: location.to_owned(),
+                    reason: e.to_string(),
+                })?;
+                if next.host_str().map(str::to_ascii_lowercase).as_deref() != Some(origin_host)
+                    || next.port_or_known_default() != url.port_or_known_default()
+                {
+                    return Err(CrawlError::RedirectOtherHost {
+                        from: url.to_string(),
+                        to: next.to_string(),
+                    });
+                }
+                if hop == MAX_REDIRECTS {
+                    break;
+                }
+                url = next;
+                continue;
+            }
+            if status == StatusCode::NOT_MODIFIED && etag.is_some() {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(CrawlError::HttpStatus {
+                    url: url.to_string(),
+                    status: status.as_u16(),
+                });
+            }
+            return read_document(response, url, self.options.timeout)
+                .await
+                .map(Some);
+        }
+        Err(CrawlError::RedirectLimit {
+            url: url.to_string(),
+            limit: MAX_REDIRECTS,
+        })
+    }
+
+    fn check_url(&self, url: &Url) -> Result<(), CrawlError> {
+        if url.scheme() != "https" {
+            return Err(CrawlError::InsecureUrl {
+                url: url.to_string(),
+            });
+        }
+        check_literal_host(url, self.options.policy)
+    }
+}
+
+/// A URL whose host is an IP literal is checked here, since it never
+/// reaches the resolver.
+pub(crate) fn check_literal_host(url: &Url, policy: AddressPolicy) -> Result<(), CrawlError> {
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+        Some(url::Host::Domain(_)) => return Ok(()),
+        None => {
+            return Err(CrawlError::BadUrl {
+                url: url.to_string(),
+                reason: "no host".into(),
+            })
+        }
+    };
+    policy.check(ip).map_err(|_| CrawlError::AddressNotAllowed {
+        host: url.host_str().unwrap_or_default().to_owned(),
+        ip,
+    })
+}
+
+/// Maps a reqwest error to the crawl reason it stands for.
+fn classify(e: &reqwest::Error, url: &Url, timeout: Duration) -> CrawlError {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(t) = s.downcast_ref::<rustls::Error>() {
+            return CrawlError::Tls {
+                url: url.to_string(),
+                message: t.to_string(),
+            };
+        }
+        message = format!("{message}: {s}");
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return CrawlError::Timeout {
+            stage: "fetch",
+            after: timeout,
+        };
+    }
+    CrawlError::Connect {
+        url: url.to_string(),
+        message,
+    }
+}
+
+fn max_age(headers: &HeaderMap) -> Option<u64> {
+    let cc = headers.get(CACHE_CONTROL)?.to_str().ok()?;
+    cc.split(',').find_map(|d| {
+        d.trim()
+            .strip_prefix("max-age=")?
+            .trim_matches('"')
+            .parse()
+            .ok()
+    })
+}
+
+async fn read_document(
+    mut response: reqwest::Response,
+    url: Url,
+    timeout: Duration,
+) -> Result<Fetched, CrawlError> {
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if essence != "application/json" && essence != "application/adp+json" {
+        return Err(CrawlError::WrongContentType { content_type });
+    }
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64)
+    {
+        return Err(CrawlError::DocumentTooLarge {
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
+    let etag = response
+        .headers()
+        .get(ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let max_age = max_age(response.headers());
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| classify(&e, &url, timeout))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(CrawlError::DocumentTooLarge {
+                limit: MAX_DOCUMENT_BYTES,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    check_json_shape(&body)?;
+    let text = String::from_utf8(body).map_err(|_| CrawlError::InvalidJson {
+        message: "the body is not UTF-8".into(),
+    })?;
+    Ok(Fetched {
+        text,
+        url,
+        etag,
+        max_age,
+    })
+}
+
+/// Bounds the JSON's nesting depth and value count before any parser
+/// allocates for it.
+///
+/// # Errors
+/// [`CrawlError::JsonTooDeep`] or [`CrawlError::JsonTooLarge`].
+pub fn check_json_shape(body: &[u8]) -> Result<(), CrawlError> {
+    let (mut depth, mut values, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                values += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(CrawlError::JsonTooDeep {
+                        limit: MAX_JSON_DEPTH,
+                    });
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' | b':' => values += 1,
+            _ => {}
+        }
+        if values > MAX_JSON_VALUES {
+            return Err(CrawlError::JsonTooLarge {
+                limit: MAX_JSON_VALUES,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape_limits() {
+        assert!(
+            check_json_shape(br#"{"a":[1,2,{"b":"[[[[[[[[["}]}"#).is_ok(),
+            "brackets in strings do not count"
+        );
+        let deep = "[".repeat(MAX_JSON_DEPTH + 1);
+        assert!(matches!(
+            check_json_shape(deep.as_bytes()),
+            Err(CrawlError::JsonTooDeep { .. })
+        ));
+        let wide = format!("[{}]", "1,".repeat(MAX_JSON_VALUES + 1));
+        assert!(matches!(
+            check_json_shape(wide.as_bytes()),
+            Err(CrawlError::JsonTooLarge { .. })
+        ));
+        assert!(
+            check_json_shape(br#"{"s":"a\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}"#).is_ok(),
+            "escaped quotes stay in the string"
+        );
+    }
+
+    #[test]
+    fn literal_internal_hosts_are_refused() {
+        let strict = AddressPolicy::default();
+        for url in [
+            "https://127.0.0.1/a",
+            "https://[::1]:8443/a",
+            "https://10.0.0.1/",
+            "https://169.254.169.254/latest",
+        ] {
+            let url = Url::parse(url).unwrap();
+            assert!(
+                matches!(
+                    check_literal_host(&url, strict),
+                    Err(CrawlError::AddressNotAllowed { .. })
+                ),
+                "{url}"
+            );
+        }
+        assert!(check_literal_host(&Url::parse("https://93.184.216.34/").unwrap(), strict).is_ok());
+        assert!(check_literal_host(&Url::parse("https://example.org/").unwrap(), strict).is_ok());
+    }
+
+    #[test]
+    fn max_age_is_read_from_cache_control() {
+        let mut h = HeaderMap::new();
+        h.insert(CACHE_CONTROL, "public, max-age=300".parse().unwrap());
+        assert_eq!(max_age(&h), Some(300));
+        h.insert(CACHE_CONTROL, "no-store".parse().unwrap());
+        assert_eq!(max_age(&h), None);
+    }
+}

@@ -1,0 +1,118 @@
+//! The node's crawl queue: an actor that owns a [`Crawler`] and the store
+//! handle, and crawls the domains it is sent in order of arrival (each
+//! job's domains concurrently). [`CrawlQueue`] is the cheap, cloneable
+//! handle: `POST /crawl` and the configured seeds talk to it.
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{CrawlReport, Crawler};
+use crate::store::Store;
+
+/// A job: domains, and where to send the reports if the caller waits.
+struct Job {
+    domains: Vec<String>,
+    reply: Option<oneshot::Sender<Vec<CrawlReport>>>,
+}
+
+/// Errors from the queue handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueError {
+    /// The queue holds as many jobs as it may; try later.
+    #[error("the crawl queue is full")]
+    Full,
+    /// The node is shutting down.
+    #[error("the crawler has stopped")]
+    Stopped,
+}
+
+/// Handle to the crawl queue. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CrawlQueue {
+    tx: mpsc::Sender<Job>,
+}
+
+/// How the queue runs jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueOptions {
+    /// Jobs that may wait.
+    pub capacity: usize,
+    /// Follow verified peers listed by crawled agents.
+    pub follow_peers: bool,
+    /// Most domains one job may grow to with peers.
+    pub max_domains_per_job: usize,
+}
+
+impl CrawlQueue {
+    /// Starts the actor; it stops when `cancel` fires or every handle is
+    /// dropped.
+    pub fn spawn(
+        crawler: Crawler,
+        store: Store,
+        options: QueueOptions,
+        cancel: CancellationToken,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<Job>(options.capacity.max(1));
+        let task = tokio::spawn(
+            async move {
+                loop {
+                    let job = tokio::select! {
+                        () = cancel.cancelled() => break,
+                        job = rx.recv() => match job {
+                            Some(job) => job,
+                            None => break,
+                        },
+                    };
+                    let count = job.domains.len();
+                    let reports = tokio::select! {
+                        () = cancel.cancelled() => break,
+                        reports = crawler.crawl_many(&store, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |_| {}) => reports,
+                    };
+                    tracing::info!(requested = count, crawled = reports.len(), stored = reports.iter().filter(|r| r.stored).count(), "crawl job done");
+                    if let Some(reply) = job.reply {
+                        let _ = reply.send(reports);
+                    }
+                }
+                tracing::debug!("crawl queue stopped");
+            }
+            .instrument(tracing::info_span!("crawl_queue")),
+        );
+        (Self { tx }, task)
+    }
+
+    /// Queues `domains` and returns at once.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] or [`QueueError::Stopped`].
+    pub fn enqueue(&self, domains: Vec<String>) -> Result<(), QueueError> {
+        self.tx
+            .try_send(Job {
+                domains,
+                reply: None,
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => QueueError::Full,
+                mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
+            })
+    }
+
+    /// Queues `domains` and waits for their reports.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] or [`QueueError::Stopped`].
+    pub async fn crawl(&self, domains: Vec<String>) -> Result<Vec<CrawlReport>, QueueError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .try_send(Job {
+                domains,
+                reply: Some(reply),
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => QueueError::Full,
+                mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
+            })?;
+        rx.await.map_err(|_| QueueError::Stopped)
+    }
+}
