@@ -14,15 +14,18 @@ pub mod challenge;
 pub mod dns;
 pub mod fetch;
 pub mod guard;
+mod persist;
 mod pipeline;
 pub mod queue;
+mod report;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use pipeline::{normalise_domain, CrawlReport, Crawler, Step, StepOutcome};
+pub use pipeline::{normalise_domain, Crawler};
+pub use report::{CrawlReport, EvidenceSummary, Step, StepOutcome, TrustSummary};
 
 use crate::adp::handshake::HandshakeError;
 use crate::adp::txt::TxtError;

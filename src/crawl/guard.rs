@@ -107,10 +107,7 @@ fn compatible_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 
 fn classify_v6(ip: Ipv6Addr) -> Class {
     let first = ip.segments()[0];
-    if ip.is_unspecified()
-        || ip.is_multicast()
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8)
-    {
+    if ip.is_unspecified() || ip.is_multicast() || (first == 0x2001 && ip.segments()[1] == 0x0db8) {
         Class::NotRoutable
     } else if ip.is_loopback()
         || (first & 0xfe00) == 0xfc00

@@ -1,12 +1,12 @@
-//! The crawl of one domain, step by step, and its report.
+//! The crawl of one domain, step by step: DNS, address check, fetch,
+//! document, fingerprint chain, challenge. Nothing here writes to the
+//! store (see `persist.rs`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use futures_util::StreamExt;
-use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
@@ -16,108 +16,15 @@ use super::challenge::Challenger;
 use super::dns::{Dns, DnsError, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
 use super::guard::AddressPolicy;
+use super::persist::verified_peers;
+use super::report::{summarise, CrawlReport, EvidenceSummary, Run, TrustSummary};
 use super::{CrawlError, CrawlerOptions};
 use crate::adp::handshake;
 use crate::adp::{txt, AgentDocument};
 use crate::aidip::FieldProblem;
-use crate::descriptor::Descriptor;
 use crate::identity;
-use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
-use crate::store::{Expect, Origin, Store};
+use crate::record;
 use crate::verify::{ChallengeProof, Evidence, TrustLevel};
-
-/// How a step ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StepOutcome {
-    /// It passed.
-    Ok,
-    /// It failed; the report's reasons say why.
-    Failed,
-    /// It did not apply (e.g. no SRV record).
-    Skipped,
-}
-
-/// One step of the chain.
-#[derive(Debug, Clone, Serialize)]
-pub struct Step {
-    /// `dns_txt`, `dns_srv`, `dns_address`, `fetch`, `document`,
-    /// `fingerprint`, `challenge`, `peers`, `record`.
-    pub step: &'static str,
-    /// Its outcome.
-    pub outcome: StepOutcome,
-    /// What happened, for people.
-    pub detail: String,
-    /// The reason code when it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
-    /// Time spent, milliseconds.
-    pub ms: f64,
-}
-
-/// The trust part of a report.
-#[derive(Debug, Clone, Serialize)]
-pub struct TrustSummary {
-    /// The level reached.
-    pub level: TrustLevel,
-    /// The evidence flags.
-    pub evidence: EvidenceSummary,
-}
-
-/// Evidence flags as reported.
-#[derive(Debug, Clone, Serialize)]
-pub struct EvidenceSummary {
-    /// DNSSEC-validated TXT.
-    pub dnssec: bool,
-    /// Fingerprint chain.
-    pub fingerprint: bool,
-    /// Signed challenge.
-    pub challenge: bool,
-    /// Mutual verified peers.
-    pub mutual_peer: bool,
-}
-
-/// The outcome of crawling one domain.
-#[derive(Debug, Clone, Serialize)]
-pub struct CrawlReport {
-    /// The domain crawled (normalised).
-    pub domain: String,
-    /// `agent:{domain}`.
-    pub agent_id: String,
-    /// Level and evidence.
-    pub trust: TrustSummary,
-    /// Reason codes of everything that failed, in order.
-    pub reasons: Vec<&'static str>,
-    /// Every step with its outcome.
-    pub steps: Vec<Step>,
-    /// Recrawl after this many seconds (min of DNS TTL, max-age, 3600).
-    pub recrawl_after_secs: u64,
-    /// Whether a record was stored (only when the document is consistent
-    /// with DNS: fingerprint chain and domain).
-    pub stored: bool,
-    /// Agent ids of verified peers the document lists (the frontier).
-    #[serde(skip)]
-    pub peers: Vec<String>,
-    /// The full evidence (with the challenge proof).
-    #[serde(skip)]
-    pub evidence: Evidence,
-    /// The descriptor, when the document was read.
-    #[serde(skip)]
-    pub descriptor: Option<Descriptor>,
-    /// The document as fetched, when it was read.
-    #[serde(skip)]
-    pub document_text: Option<String>,
-    /// The first failure, for callers that want the error itself.
-    #[serde(skip)]
-    pub error: Option<CrawlError>,
-}
-
-impl CrawlReport {
-    /// The trust level reached.
-    pub fn level(&self) -> TrustLevel {
-        self.trust.level
-    }
-}
 
 /// Normalises a domain: trimmed, lower-case, no trailing dot, IDNA
 /// (punycode), an optional `agent:` prefix dropped.
@@ -168,9 +75,9 @@ pub struct Crawler {
     challenger: Challenger,
     policy: AddressPolicy,
     schema: Arc<jsonschema::Validator>,
-    key: Arc<SigningKey>,
+    pub(super) key: Arc<SigningKey>,
     verifier: String,
-    options: CrawlerOptions,
+    pub(super) options: CrawlerOptions,
 }
 
 impl std::fmt::Debug for Crawler {
@@ -178,61 +85,6 @@ impl std::fmt::Debug for Crawler {
         f.debug_struct("Crawler")
             .field("verifier", &self.verifier)
             .finish()
-    }
-}
-
-struct Run {
-    report: CrawlReport,
-}
-
-impl Run {
-    fn step<T>(
-        &mut self,
-        step: &'static str,
-        started: Instant,
-        result: Result<T, CrawlError>,
-        ok: impl FnOnce(&T) -> String,
-    ) -> Result<T, ()> {
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
-        match result {
-            Ok(v) => {
-                self.report.steps.push(Step {
-                    step,
-                    outcome: StepOutcome::Ok,
-                    detail: ok(&v),
-                    reason: None,
-                    ms,
-                });
-                Ok(v)
-            }
-            Err(e) => {
-                self.fail(step, ms, e);
-                Err(())
-            }
-        }
-    }
-
-    fn fail(&mut self, step: &'static str, ms: f64, e: CrawlError) {
-        let reason = e.reason();
-        self.report.steps.push(Step {
-            step,
-            outcome: StepOutcome::Failed,
-            detail: e.to_string(),
-            reason: Some(reason),
-            ms,
-        });
-        self.report.reasons.push(reason);
-        self.report.error.get_or_insert(e);
-    }
-
-    fn skip(&mut self, step: &'static str, detail: impl Into<String>) {
-        self.report.steps.push(Step {
-            step,
-            outcome: StepOutcome::Skipped,
-            detail: detail.into(),
-            reason: None,
-            ms: 0.0,
-        });
     }
 }
 
@@ -580,244 +432,6 @@ impl Crawler {
             signature,
         })
     }
-
-    /// Crawls `domain` and, when its document is consistent with DNS,
-    /// signs and stores a descriptor record with the evidence; mutual
-    /// verified peers already held are upgraded on both sides.
-    pub async fn crawl_and_store(&self, store: &Store, domain: &str) -> CrawlReport {
-        let mut report = self.crawl(domain).await;
-        if let Some(descriptor) = report.descriptor.clone() {
-            self.store_verified(store, descriptor, &mut report);
-        }
-        let json = serde_json::to_vec(&report).expect("a report always serialises");
-        if let Err(e) = store.put_report(&report.agent_id, &json) {
-            tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
-        }
-        report
-    }
-
-    fn store_verified(&self, store: &Store, descriptor: Descriptor, report: &mut CrawlReport) {
-        let started = Instant::now();
-        let mutual = match self.mutual_peers(store, report) {
-            Ok(m) => m,
-            Err(e) => {
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
-                report.steps.push(Step {
-                    step: "peers",
-                    outcome: StepOutcome::Failed,
-                    detail: e.to_string(),
-                    reason: Some(e.reason()),
-                    ms,
-                });
-                Vec::new()
-            }
-        };
-        if !mutual.is_empty() {
-            report.evidence.mutual_peer = true;
-            report.trust = summarise(&report.evidence);
-            report.steps.push(Step {
-                step: "peers",
-                outcome: StepOutcome::Ok,
-                detail: format!("mutual verified peers: {}", mutual.join(", ")),
-                reason: None,
-                ms: started.elapsed().as_secs_f64() * 1000.0,
-            });
-        }
-        let started = Instant::now();
-        let stored = self.store_record(store, descriptor, report);
-        match stored {
-            Ok(()) => {
-                report.stored = true;
-                report.steps.push(Step {
-                    step: "record",
-                    outcome: StepOutcome::Ok,
-                    detail: format!("signed and stored at {}", report.trust.level),
-                    reason: None,
-                    ms: started.elapsed().as_secs_f64() * 1000.0,
-                });
-                for peer in &mutual {
-                    if let Err(e) = self.upgrade_peer(store, peer) {
-                        tracing::warn!(peer = %peer, error = %e, "could not mark a mutual peer");
-                    }
-                }
-            }
-            Err(e) => {
-                let reason = e.reason();
-                report.steps.push(Step {
-                    step: "record",
-                    outcome: StepOutcome::Failed,
-                    detail: e.to_string(),
-                    reason: Some(reason),
-                    ms: started.elapsed().as_secs_f64() * 1000.0,
-                });
-                report.reasons.push(reason);
-            }
-        }
-    }
-
-    fn store_record(
-        &self,
-        store: &Store,
-        descriptor: Descriptor,
-        report: &CrawlReport,
-    ) -> Result<(), CrawlError> {
-        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
-            message: e.to_string(),
-        };
-        let document = report
-            .document_text
-            .clone()
-            .ok_or_else(|| CrawlError::Store {
-                message: "the report holds no document".into(),
-            })?;
-        let held = store
-            .get(&report.agent_id)
-            .map_err(|e| to_store(&e))?
-            .map(|a| a.body.seq());
-        let body = DescriptorRecord::new(
-            descriptor,
-            document,
-            record::next_seq(held),
-            record::unix_now(),
-            self.options.record_ttl.as_secs(),
-            report.evidence.clone(),
-        );
-        let signed = SignedRecord::sign_descriptor(&body, &self.key).map_err(|e| to_store(&e))?;
-        store
-            .put(
-                &signed,
-                &RecordBody::Descriptor(Box::new(body)),
-                Origin::Remote,
-                Expect::Any,
-            )
-            .map_err(|e| to_store(&e))?;
-        Ok(())
-    }
-
-    /// Verified peers of this report's agent that are held key-verified
-    /// and list this agent back as a verified peer.
-    fn mutual_peers(&self, store: &Store, report: &CrawlReport) -> Result<Vec<String>, CrawlError> {
-        if report.trust.level < TrustLevel::KeyVerified {
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        for peer in &report.peers {
-            let Some(held) = store.get(peer).map_err(|e| CrawlError::Store {
-                message: e.to_string(),
-            })?
-            else {
-                continue;
-            };
-            let RecordBody::Descriptor(body) = &held.body else {
-                continue;
-            };
-            if body.evidence.level() < TrustLevel::KeyVerified {
-                continue;
-            }
-            let Ok(doc) = serde_json::from_str::<AgentDocument>(&body.document) else {
-                continue;
-            };
-            if verified_peers(&doc).contains(&report.agent_id) {
-                out.push(peer.clone());
-            }
-        }
-        Ok(out)
-    }
-
-    fn upgrade_peer(&self, store: &Store, peer: &str) -> Result<(), CrawlError> {
-        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
-            message: e.to_string(),
-        };
-        let Some(held) = store.get(peer).map_err(|e| to_store(&e))? else {
-            return Ok(());
-        };
-        let RecordBody::Descriptor(body) = held.body else {
-            return Ok(());
-        };
-        if body.evidence.mutual_peer {
-            return Ok(());
-        }
-        let mut evidence = body.evidence.clone();
-        evidence.mutual_peer = true;
-        let upgraded = DescriptorRecord::new(
-            body.descriptor.clone(),
-            body.document.clone(),
-            record::next_seq(Some(body.seq)),
-            record::unix_now(),
-            self.options.record_ttl.as_secs(),
-            evidence,
-        );
-        let signed =
-            SignedRecord::sign_descriptor(&upgraded, &self.key).map_err(|e| to_store(&e))?;
-        store
-            .put(
-                &signed,
-                &RecordBody::Descriptor(Box::new(upgraded)),
-                Origin::Remote,
-                Expect::Any,
-            )
-            .map_err(|e| to_store(&e))?;
-        Ok(())
-    }
-
-    /// Crawls `domains` with bounded concurrency (each domain once),
-    /// storing what verifies; with `follow_peers`, peers listed by crawled
-    /// agents join the frontier up to `max_domains` in all. Calls
-    /// `progress` after each domain.
-    pub async fn crawl_many(
-        &self,
-        store: &Store,
-        domains: Vec<String>,
-        follow_peers: bool,
-        max_domains: usize,
-        mut progress: impl FnMut(&CrawlReport),
-    ) -> Vec<CrawlReport> {
-        let mut seen = std::collections::HashSet::new();
-        let mut frontier: Vec<String> = Vec::new();
-        for d in domains {
-            let d = normalise_domain(&d).unwrap_or(d);
-            if seen.insert(d.clone()) {
-                frontier.push(d);
-            }
-        }
-        let mut reports = Vec::new();
-        while !frontier.is_empty() {
-            let batch = std::mem::take(&mut frontier);
-            let mut results = futures_util::stream::iter(batch)
-                .map(|d| async move { self.crawl_and_store(store, &d).await })
-                .buffer_unordered(self.options.concurrency.max(1));
-            while let Some(report) = results.next().await {
-                progress(&report);
-                if follow_peers {
-                    for peer in &report.peers {
-                        let Some(d) = peer.strip_prefix("agent:") else {
-                            continue;
-                        };
-                        if seen.len() < max_domains && seen.insert(d.to_owned()) {
-                            frontier.push(d.to_owned());
-                        }
-                    }
-                }
-                reports.push(report);
-            }
-        }
-        if let Err(e) = store.flush().await {
-            tracing::error!(error = %e, "flushing crawled records failed");
-        }
-        reports
-    }
-}
-
-fn summarise(e: &Evidence) -> TrustSummary {
-    TrustSummary {
-        level: e.level(),
-        evidence: EvidenceSummary {
-            dnssec: e.dnssec,
-            fingerprint: e.fingerprint,
-            challenge: e.challenge.is_some(),
-            mutual_peer: e.mutual_peer,
-        },
-    }
 }
 
 /// The key the fingerprint chain proves: DNS `pk` = document fingerprint,
@@ -847,16 +461,6 @@ fn fingerprint_chain(
             Ok(Some(key))
         }
     }
-}
-
-/// Ids of the peers a document lists with `trust: verified`.
-fn verified_peers(doc: &AgentDocument) -> Vec<String> {
-    doc.relationships
-        .iter()
-        .flatten()
-        .filter(|r| r.kind == "peer" && r.trust.as_deref() == Some("verified"))
-        .map(|r| r.id.to_ascii_lowercase())
-        .collect()
 }
 
 fn join(ips: &[IpAddr]) -> String {
