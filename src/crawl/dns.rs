@@ -182,22 +182,22 @@ impl Dns {
         {
             return Ok(vec![ip]);
         }
+        // A and AAAA in parallel: one round trip, not two.
+        let (v4, v6) = tokio::join!(
+            self.lookup(host, RecordType::A),
+            self.lookup(host, RecordType::AAAA)
+        );
         let mut out = Vec::new();
         let mut first_error = None;
-        for record_type in [RecordType::A, RecordType::AAAA] {
-            match self.lookup(host, record_type).await {
+        for answer in [v4, v6] {
+            match answer {
                 Ok(lookup) => out.extend(lookup.answers().iter().filter_map(|r| match &r.data {
                     RData::A(a) => Some(IpAddr::V4(a.0)),
                     RData::AAAA(a) => Some(IpAddr::V6(a.0)),
                     _ => None,
                 })),
                 Err(e) => {
-                    // NXDOMAIN for A means there is nothing to ask for AAAA.
-                    let nx = matches!(e, DnsError::NxDomain { .. });
                     first_error.get_or_insert(e);
-                    if nx {
-                        break;
-                    }
                 }
             }
         }

@@ -89,8 +89,17 @@ impl std::fmt::Debug for Crawler {
 }
 
 /// What the fetch and document steps produced.
+/// A host name resolved during a crawl, with its permitted addresses.
+#[derive(Debug, Clone)]
+struct Resolved {
+    lookup_host: String,
+    ips: Vec<IpAddr>,
+}
+
 struct Checked {
     document: AgentDocument,
+    srv: Option<(String, u16)>,
+    resolved: Resolved,
     text: String,
     digest: [u8; 32],
     key: Option<VerifyingKey>,
@@ -207,10 +216,14 @@ impl Crawler {
     }
 
     async fn fetch_and_check(&self, domain: &str, run: &mut Run) -> Result<Checked, ()> {
-        // 1. TXT
+        // 1 and 2. TXT and SRV, asked at once.
         let started = Instant::now();
-        let name = format!("_agent.{domain}");
-        let txt = match self.dns.txt(&name).await {
+        let (txt_name, srv_name) = (format!("_agent.{domain}"), format!("_agent._tcp.{domain}"));
+        let ((txt, txt_took), (srv, srv_took)) = tokio::join!(
+            async { (self.dns.txt(&txt_name).await, started.elapsed()) },
+            async { (self.dns.srv(&srv_name).await, started.elapsed()) },
+        );
+        let txt = match txt {
             Ok((records, ttl)) => txt::parse(domain, &records)
                 .map(|t| (t, ttl))
                 .map_err(CrawlError::from),
@@ -221,25 +234,23 @@ impl Crawler {
             }
             Err(e) => Err(CrawlError::Dns(e)),
         };
-        let (txt, ttl) = run.step("dns_txt", started, txt, |(t, ttl)| {
+        let (txt, ttl) = run.step_took("dns_txt", txt_took, txt, |(t, ttl)| {
             format!(
                 "v=ADP1 pk={} wk={} (ttl {ttl}s)",
                 t.fingerprint, t.well_known
             )
         })?;
-
-        // 2. SRV (optional): a port and target for endpoints on the domain.
-        let started = Instant::now();
-        let srv = match self.dns.srv(&format!("_agent._tcp.{domain}")).await {
+        // The SRV record is optional: it supplies a port and target for
+        // endpoints on the domain; a failed lookup is not fatal.
+        let srv = match srv {
             Ok(Some(found)) => run
-                .step("dns_srv", started, Ok(found), |(t, p)| format!("{t}:{p}"))
+                .step_took("dns_srv", srv_took, Ok(found), |(t, p)| format!("{t}:{p}"))
                 .ok(),
             Ok(None) => {
                 run.skip("dns_srv", "no SRV record; the URLs are used as given");
                 None
             }
             Err(e) => {
-                // Not fatal: the TXT record's URL stands on its own.
                 run.skip(
                     "dns_srv",
                     format!("lookup failed ({e}); the URLs are used as given"),
@@ -250,19 +261,25 @@ impl Crawler {
 
         // 3. Address of the well-known URL's host, checked.
         let started = Instant::now();
-        let target = self.target(domain, &txt.well_known, srv.as_ref()).await;
-        let (wk_url, ips) = run.step("dns_address", started, target, |(u, ips)| {
-            format!("{} -> {}", u.host_str().unwrap_or_default(), join(ips))
+        let target = self
+            .target(domain, &txt.well_known, srv.as_ref(), None)
+            .await;
+        let (wk_url, resolved) = run.step("dns_address", started, target, |(u, r)| {
+            format!("{} -> {}", u.host_str().unwrap_or_default(), join(&r.ips))
         })?;
 
         // 4. Fetch.
         let started = Instant::now();
-        let fetched = self.fetcher.fetch(&wk_url, &ips, None).await.and_then(|f| {
-            f.ok_or_else(|| CrawlError::HttpStatus {
-                url: wk_url.to_string(),
-                status: 304,
-            })
-        });
+        let fetched = self
+            .fetcher
+            .fetch(&wk_url, &resolved.ips, None)
+            .await
+            .and_then(|f| {
+                f.ok_or_else(|| CrawlError::HttpStatus {
+                    url: wk_url.to_string(),
+                    status: 304,
+                })
+            });
         let fetched = run.step("fetch", started, fetched, |f| {
             format!("{} bytes from {}", f.text.len(), f.url)
         })?;
@@ -288,6 +305,8 @@ impl Crawler {
 
         let max_age = fetched.max_age.unwrap_or(u64::from(MAX_TTL));
         Ok(Checked {
+            srv,
+            resolved,
             digest: Sha256::digest(fetched.text.as_bytes()).into(),
             text: fetched.text,
             document,
@@ -299,12 +318,17 @@ impl Crawler {
     /// The URL to connect to and its checked addresses. An SRV record for
     /// the agent's domain supplies the port (and target host) of URLs on
     /// the domain that name no port.
+    /// The URL to connect to and its checked addresses. An SRV record for
+    /// the agent's domain supplies the port (and target host) of URLs on
+    /// the domain that name no port. `known` is a host already resolved in
+    /// this crawl (its addresses are reused, not asked again).
     async fn target(
         &self,
         domain: &str,
         raw: &str,
         srv: Option<&(String, u16)>,
-    ) -> Result<(Url, Vec<IpAddr>), CrawlError> {
+        known: Option<&Resolved>,
+    ) -> Result<(Url, Resolved), CrawlError> {
         let mut url = Url::parse(raw).map_err(|e| CrawlError::BadUrl {
             url: raw.to_owned(),
             reason: e.to_string(),
@@ -327,9 +351,12 @@ impl Crawler {
                 lookup_host = target.clone();
             }
         }
-        let ips = self.dns.addresses(&lookup_host).await?;
+        let ips = match known {
+            Some(k) if k.lookup_host == lookup_host => k.ips.clone(),
+            _ => self.dns.addresses(&lookup_host).await?,
+        };
         let ips = fetch::allowed(&host, &ips, self.policy)?;
-        Ok((url, ips))
+        Ok((url, Resolved { lookup_host, ips }))
     }
 
     fn check_document(&self, domain: &str, text: &str) -> Result<AgentDocument, CrawlError> {
@@ -392,7 +419,10 @@ impl Crawler {
             .get("chat")
             .and_then(Value::as_str)
             .ok_or(CrawlError::ChallengeUnavailable)?;
-        let (url, ips) = self.target(domain, chat, None).await?;
+        let (url, resolved) = self
+            .target(domain, chat, checked.srv.as_ref(), Some(&checked.resolved))
+            .await?;
+        let ips = resolved.ips;
         let unix_ms = record::next_seq(None);
         let rand: [u8; 16] = rand::random();
         let nonce = handshake::nonce(&checked.digest, &self.verifier, unix_ms, &rand);

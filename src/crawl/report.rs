@@ -109,6 +109,7 @@ pub(super) struct Run {
 }
 
 impl Run {
+    /// Records a step that started at `started` and ends now.
     pub(super) fn step<T>(
         &mut self,
         step: &'static str,
@@ -116,7 +117,18 @@ impl Run {
         result: Result<T, CrawlError>,
         ok: impl FnOnce(&T) -> String,
     ) -> Result<T, ()> {
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.step_took(step, started.elapsed(), result, ok)
+    }
+
+    /// Records a step that took `took` (for steps run concurrently).
+    pub(super) fn step_took<T>(
+        &mut self,
+        step: &'static str,
+        took: std::time::Duration,
+        result: Result<T, CrawlError>,
+        ok: impl FnOnce(&T) -> String,
+    ) -> Result<T, ()> {
+        let ms = took.as_secs_f64() * 1000.0;
         match result {
             Ok(v) => {
                 self.report.steps.push(Step {

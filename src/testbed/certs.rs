@@ -1,0 +1,181 @@
+//! The testbed's TLS: a throw-away certificate authority made with rcgen
+//! at start, leaf certificates chosen by SNI, and the rustls
+//! configurations of both ends (ring provider, TLS 1.3 and 1.2; the
+//! client decides which it accepts).
+//!
+//! One leaf per organisation zone, `*.{org}.test`, rather than one per
+//! agent: a population of 5,000 agents in 100 zones costs 100 signatures
+//! at start instead of 5,000, each certificate stays small (one name),
+//! and the SNI lookup is one hash probe on the parent name. Agent identity
+//! in ADP comes from the Ed25519 key, not from TLS, so agents of one
+//! organisation sharing a certificate hides nothing a test needs (hosting
+//! providers do the same). A client that sends no SNI (a URL with an IP
+//! literal host) gets the certificate for `127.0.0.1` and `::1`. All
+//! leaves share one ECDSA P-256 key; the CA key never leaves memory.
+//!
+//! Used by [`super::Testbed`]; `agent-host` may use it for a single
+//! domain in a local setup.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+use super::TestbedError;
+
+fn cert_error(e: impl std::fmt::Display) -> TestbedError {
+    TestbedError::Certificate {
+        reason: e.to_string(),
+    }
+}
+
+/// The rustls crypto provider both ends use.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA and the leaves it issued.
+#[derive(Debug, Clone)]
+pub struct TestCa {
+    ca_pem: String,
+    ca_der: CertificateDer<'static>,
+    resolver: Arc<SniResolver>,
+}
+
+/// Picks the leaf for the SNI name: an exact name, else the wildcard of
+/// its parent, else (no SNI) the IP-address leaf.
+#[derive(Debug)]
+struct SniResolver {
+    by_name: HashMap<String, Arc<CertifiedKey>>,
+    ip: Option<Arc<CertifiedKey>>,
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let Some(sni) = hello.server_name() else {
+            return self.ip.clone();
+        };
+        let sni = sni.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(key) = self.by_name.get(&sni) {
+            return Some(key.clone());
+        }
+        let parent = sni.split_once('.')?.1;
+        self.by_name.get(&format!("*.{parent}")).cloned()
+    }
+}
+
+impl TestCa {
+    /// Makes a CA and one leaf for each entry of `names`: a DNS name
+    /// (`a.example.test`), a wildcard (`*.org1.test`), or an IP address
+    /// (all IP addresses share one leaf, served when there is no SNI).
+    ///
+    /// # Errors
+    /// [`TestbedError::Certificate`] when rcgen or rustls refuse a name or
+    /// key.
+    pub fn new<S: AsRef<str>>(names: &[S]) -> Result<Self, TestbedError> {
+        let ca_key = KeyPair::generate().map_err(cert_error)?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_error)?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "agentmesh testbed CA");
+        dn.push(DnType::OrganizationName, "agentmesh testbed");
+        ca_params.distinguished_name = dn;
+        let ca_cert = ca_params.self_signed(&ca_key).map_err(cert_error)?;
+        let ca_pem = ca_cert.pem();
+        let ca_der = ca_cert.der().clone();
+        let issuer = Issuer::new(ca_params, ca_key);
+
+        let leaf_key = KeyPair::generate().map_err(cert_error)?;
+        let signing_key = rustls::crypto::ring::sign::any_supported_type(&PrivateKeyDer::Pkcs8(
+            PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+        ))
+        .map_err(cert_error)?;
+        let leaf = |sans: Vec<String>| -> Result<Arc<CertifiedKey>, TestbedError> {
+            let mut params = CertificateParams::new(sans.clone()).map_err(cert_error)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, sans[0].clone());
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            let cert = params.signed_by(&leaf_key, &issuer).map_err(cert_error)?;
+            Ok(Arc::new(CertifiedKey::new(
+                vec![cert.der().clone()],
+                signing_key.clone(),
+            )))
+        };
+
+        let (ips, dns): (Vec<&str>, Vec<&str>) = names
+            .iter()
+            .map(|n| n.as_ref().trim_end_matches('.'))
+            .partition(|n| n.parse::<IpAddr>().is_ok());
+        let mut by_name = HashMap::with_capacity(dns.len());
+        for name in dns {
+            let name = name.to_ascii_lowercase();
+            let key = leaf(vec![name.clone()])?;
+            by_name.insert(name, key);
+        }
+        let ip = if ips.is_empty() {
+            None
+        } else {
+            Some(leaf(ips.iter().map(|s| (*s).to_owned()).collect())?)
+        };
+        Ok(Self {
+            ca_pem,
+            ca_der,
+            resolver: Arc::new(SniResolver { by_name, ip }),
+        })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The CA certificate, DER.
+    pub fn ca_der(&self) -> &CertificateDer<'static> {
+        &self.ca_der
+    }
+
+    /// A root store holding only this CA.
+    pub fn root_store(&self) -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(self.ca_der.clone())
+            .expect("an rcgen CA certificate parses as a trust anchor");
+        roots
+    }
+
+    /// The server side: TLS 1.3 and 1.2, leaves by SNI, ALPN `http/1.1`.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .expect("the ring provider supports TLS 1.3 and 1.2")
+            .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+
+    /// A client that trusts only this CA (TLS 1.3 and 1.2, no ALPN).
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+                .expect("the ring provider supports TLS 1.3 and 1.2")
+                .with_root_certificates(self.root_store())
+                .with_no_client_auth(),
+        )
+    }
+}

@@ -1,0 +1,267 @@
+//! The crawler against the testbed: real DNS (hickory-server), real TLS
+//! with a test CA, real WebSocket challenges, all on loopback.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentmesh::crawl::guard::AddressPolicy;
+use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::record::RecordBody;
+use agentmesh::store::{Filter, Store};
+use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
+use agentmesh::verify::TrustLevel;
+
+struct Rig {
+    testbed: Testbed,
+    _dir: tempfile::TempDir,
+    ca_file: std::path::PathBuf,
+    store: Store,
+}
+
+async fn rig(config: PopulationConfig) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let testbed = Testbed::start(Population::generate(&config), TestbedOptions::default())
+        .await
+        .expect("the testbed starts");
+    let ca_file = dir.path().join("ca.pem");
+    testbed.write_ca(&ca_file).unwrap();
+    let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
+    Rig {
+        testbed,
+        _dir: dir,
+        ca_file,
+        store,
+    }
+}
+
+impl Rig {
+    fn crawler(&self, allow_private: bool) -> Crawler {
+        let options = CrawlerOptions {
+            resolvers: vec![self.testbed.dns_addr()],
+            ca_files: vec![self.ca_file.clone()],
+            policy: AddressPolicy { allow_private },
+            fetch_timeout: Duration::from_secs(3),
+            challenge_timeout: Duration::from_secs(2),
+            concurrency: 32,
+            ..CrawlerOptions::default()
+        };
+        let key = agentmesh::identity::generate();
+        let verifier = agentmesh::node::peer_id_of(&key);
+        Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
+    }
+
+    fn domain(&self, b: Behaviour) -> String {
+        self.testbed
+            .population()
+            .domain_of(b)
+            .expect("the population has it")
+            .to_owned()
+    }
+}
+
+/// The reason code a correct crawler reports for each misbehaviour (with
+/// loopback allowed, as the testbed lives on loopback).
+fn expected_reason(b: Behaviour) -> Option<&'static str> {
+    Some(match b {
+        Behaviour::Healthy | Behaviour::TxtLarge => return None,
+        Behaviour::TxtMissing => "txt_missing",
+        Behaviour::TxtMalformed => "txt_malformed",
+        Behaviour::TxtTwoRecords => "txt_multiple",
+        Behaviour::TxtWrongVersion => "txt_unsupported_version",
+        Behaviour::FingerprintMismatch => "fingerprint_mismatch",
+        Behaviour::WrongDomain => "domain_mismatch",
+        Behaviour::Oversized => "document_too_large",
+        Behaviour::SlowBody => "timeout",
+        Behaviour::RedirectLoop => "redirect_limit",
+        Behaviour::RedirectOtherHost => "redirect_other_host",
+        Behaviour::PlainHttp => "insecure_url",
+        Behaviour::WrongContentType => "wrong_content_type",
+        Behaviour::InvalidJson => "invalid_json",
+        Behaviour::DeepNesting => "json_too_deep",
+        Behaviour::ChallengeBadSignature => "challenge_bad_signature",
+        Behaviour::ChallengeWrongNonce => "challenge_wrong_nonce",
+        Behaviour::ChallengeSilent => "challenge_no_answer",
+        Behaviour::PrivateTarget | Behaviour::LoopbackTarget => "address_not_allowed",
+        _ => "unknown behaviour",
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_misbehaving_agent_fails_with_its_exact_reason() {
+    // PrivateTarget and LoopbackTarget are crawled with the default policy
+    // below: with loopback allowed the crawler would connect to them.
+    let mut config = PopulationConfig::healthy(7, 4);
+    for b in Behaviour::misbehaviours() {
+        if !matches!(b, Behaviour::PrivateTarget | Behaviour::LoopbackTarget) {
+            config = config.with(b);
+        }
+    }
+    let rig = rig(config).await;
+    let crawler = rig.crawler(true);
+    let domains: Vec<String> = rig
+        .testbed
+        .population()
+        .agents()
+        .iter()
+        .map(|a| a.domain.clone())
+        .collect();
+    let reports = crawler
+        .crawl_many(&rig.store, domains, false, 1000, |_| {})
+        .await;
+    let by_domain: BTreeMap<&str, &CrawlReport> =
+        reports.iter().map(|r| (r.domain.as_str(), r)).collect();
+    let mut wrong = Vec::new();
+    for agent in rig.testbed.population().agents() {
+        let r = by_domain[agent.domain.as_str()];
+        match expected_reason(agent.behaviour) {
+            None => {
+                if r.level() < TrustLevel::KeyVerified {
+                    wrong.push(format!(
+                        "{}: {} expected key-verified, got {} {:?}",
+                        agent.behaviour,
+                        agent.domain,
+                        r.level(),
+                        r.reasons
+                    ));
+                }
+            }
+            Some(reason) => {
+                if r.reasons.first() != Some(&reason) || r.level() != TrustLevel::Unverified {
+                    wrong.push(format!(
+                        "{}: expected {reason}, got {} {:?}",
+                        agent.behaviour,
+                        r.level(),
+                        r.reasons
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "mismatches:\n{}", wrong.join("\n"));
+
+    // A failed challenge still stores the DNS-consistent document, at
+    // unverified with the fingerprint evidence; a broken chain stores nothing.
+    let silent = by_domain[rig.domain(Behaviour::ChallengeSilent).as_str()];
+    assert!(silent.stored && silent.trust.evidence.fingerprint && !silent.trust.evidence.challenge);
+    let mismatch = by_domain[rig.domain(Behaviour::FingerprintMismatch).as_str()];
+    assert!(!mismatch.stored);
+    assert!(rig.store.get(&mismatch.agent_id).unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_policy_never_connects_to_internal_addresses() {
+    let rig = rig(PopulationConfig::healthy(11, 2)
+        .with(Behaviour::PrivateTarget)
+        .with(Behaviour::LoopbackTarget))
+    .await;
+    let crawler = rig.crawler(false);
+    for agent in rig.testbed.population().agents() {
+        let r = crawler.crawl(&agent.domain).await;
+        assert_eq!(
+            r.reasons.first(),
+            Some(&"address_not_allowed"),
+            "{}: {:?}",
+            agent.domain,
+            r.steps
+        );
+        assert_eq!(r.level(), TrustLevel::Unverified);
+    }
+    let served: u64 = rig
+        .testbed
+        .population()
+        .agents()
+        .iter()
+        .filter_map(|a| rig.testbed.site_counts(&a.domain))
+        .map(|c| c.well_known + c.chat + c.landing)
+        .sum();
+    assert_eq!(served, 0, "no request may reach the testbed's sites");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
+    let rig = rig(PopulationConfig::healthy(3, 220)).await;
+    let crawler = rig.crawler(true);
+    let domains: Vec<String> = rig
+        .testbed
+        .population()
+        .agents()
+        .iter()
+        .map(|a| a.domain.clone())
+        .collect();
+    let reports = crawler
+        .crawl_many(&rig.store, domains, false, 1000, |_| {})
+        .await;
+    assert_eq!(reports.len(), 220);
+    let failed: Vec<_> = reports
+        .iter()
+        .filter(|r| r.level() < TrustLevel::KeyVerified)
+        .map(|r| (&r.domain, &r.reasons))
+        .collect();
+    assert!(failed.is_empty(), "not key-verified: {failed:?}");
+
+    // Levels as stored, after every agent was crawled (order-independent).
+    let level = |domain: &str| match rig
+        .store
+        .get(&format!("agent:{domain}"))
+        .unwrap()
+        .map(|a| a.body)
+    {
+        Some(RecordBody::Descriptor(d)) => d.evidence.level(),
+        other => panic!("{domain}: no descriptor ({other:?})"),
+    };
+    let population = rig.testbed.population();
+    let pairs: Vec<(&str, &str)> = population.mutual_pairs().collect();
+    assert!(
+        pairs.len() >= 20,
+        "the population has mutual pairs ({})",
+        pairs.len()
+    );
+    for (a, b) in &pairs {
+        assert_eq!(level(a), TrustLevel::PeerVerified, "{a} (mutual with {b})");
+        assert_eq!(level(b), TrustLevel::PeerVerified, "{b} (mutual with {a})");
+    }
+    let mutual: std::collections::HashSet<&str> =
+        pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+    for agent in population.agents() {
+        if !mutual.contains(agent.domain.as_str()) {
+            assert_eq!(
+                level(&agent.domain),
+                TrustLevel::KeyVerified,
+                "{} has no mutual peer",
+                agent.domain
+            );
+        }
+    }
+
+    // Crawled agents are indexed beside registered ones.
+    let some = &population.agents()[0];
+    let cap = agentmesh::descriptor::normalise_term(&some.capabilities[0].id).unwrap();
+    let found = rig
+        .store
+        .search(&Filter::new([cap.as_str()], [], []).unwrap(), None, 1000)
+        .unwrap();
+    assert!(
+        found.iter().any(|a| a.body.agent_id() == some.id()),
+        "{} found by capability {cap}",
+        some.id()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_feed_the_frontier() {
+    let rig = rig(PopulationConfig::healthy(5, 60)).await;
+    let crawler = rig.crawler(true);
+    let population = rig.testbed.population();
+    let (a, b) = population.mutual_pairs().next().expect("a mutual pair");
+    let reports = crawler
+        .crawl_many(&rig.store, vec![a.to_owned()], true, 1000, |_| {})
+        .await;
+    let crawled: std::collections::HashSet<&str> =
+        reports.iter().map(|r| r.domain.as_str()).collect();
+    assert!(
+        crawled.contains(b),
+        "the peer {b} of {a} was crawled through the relationship"
+    );
+    assert!(reports.len() > 1);
+}
