@@ -2,6 +2,8 @@
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
 //! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling.
 
+#[cfg(feature = "testbed")]
+mod agent_host;
 mod crawl;
 mod publish;
 
@@ -45,6 +47,10 @@ pub enum Command {
     /// Print the DNS records and write the agent.json that put an agent on
     /// the mesh.
     Publish(publish::PublishArgs),
+    /// Serve one agent's agent.json and answer key challenges (what
+    /// `publish` prepared).
+    #[cfg(feature = "testbed")]
+    AgentHost(agent_host::AgentHostArgs),
 }
 
 /// Flags shared by every command that runs a node.
@@ -157,6 +163,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => crawl::verify(args).await,
         Command::Crawl(args) => crawl::crawl(args).await,
         Command::Publish(args) => done(publish::run(&args)),
+        #[cfg(feature = "testbed")]
+        Command::AgentHost(args) => done(agent_host::run(args).await),
     }
 }
 

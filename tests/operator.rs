@@ -1,0 +1,349 @@
+//! The agent operator's workflow as the README tells it (keygen, publish,
+//! agent-host, verify) over a real DNS server and real TLS on loopback,
+//! and a node crawling a testbed population through `POST /crawl`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use agentmesh::testbed::dns::{DnsServer, Zone};
+use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
+use common::{agentmesh, run, TestNode, DEADLINE};
+use serde_json::{json, Value};
+
+/// A child process killed on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `agent-host` and waits (with a deadline) for its "serving" line.
+fn agent_host(args: &[&str]) -> (Running, SocketAddr) {
+    let mut child = agentmesh()
+        .arg("agent-host")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent-host starts");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(DEADLINE)
+        .expect("agent-host prints its address within 10 s");
+    let addr = line
+        .rsplit("://")
+        .next()
+        .expect("an address")
+        .parse()
+        .expect("ip:port");
+    (Running(child), addr)
+}
+
+/// The quoted character-strings of a zone-file TXT line.
+fn txt_strings(line: &str) -> Vec<String> {
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_publishes_hosts_and_verifies_an_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let domain = "agent.example.test";
+
+    // keygen + publish, as the README shows (no --port: the SRV record
+    // carries the port, the URLs name none).
+    tokio::task::block_in_place(|| {
+        run(
+            agentmesh().args(["keygen", "--out", &path("agent.key")]),
+            DEADLINE,
+            "keygen",
+        )
+        .assert_success("keygen");
+    });
+    let published = tokio::task::block_in_place(|| {
+        run(
+            agentmesh().args([
+                "publish",
+                "--domain",
+                domain,
+                "--key",
+                &path("agent.key"),
+                "--capability",
+                "translation",
+                "--language",
+                "en",
+                "--language",
+                "fr",
+                "--out",
+                &path("agent.json"),
+            ]),
+            DEADLINE,
+            "publish",
+        )
+    });
+    published.assert_success("publish");
+    let txt_line = published
+        .stdout
+        .lines()
+        .find(|l| l.contains(" IN TXT "))
+        .expect("publish prints a TXT line")
+        .to_owned();
+    assert!(
+        txt_line.starts_with(&format!("_agent.{domain}. ")),
+        "{txt_line}"
+    );
+    let document: Value =
+        serde_json::from_str(&std::fs::read_to_string(path("agent.json")).unwrap()).unwrap();
+    assert_eq!(
+        document["endpoints"]["chat"],
+        format!("wss://{domain}/agent/chat")
+    );
+
+    // A certificate for the domain from a test CA.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec![domain.to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(path("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(path("cert.key"), leaf_key.serialize_pem()).unwrap();
+
+    let (_host, host_addr) = tokio::task::block_in_place(|| {
+        agent_host(&[
+            "--document",
+            &path("agent.json"),
+            "--key",
+            &path("agent.key"),
+            "--cert",
+            &path("cert.pem"),
+            "--cert-key",
+            &path("cert.key"),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+    });
+
+    // The zone the operator would publish: the printed TXT, an SRV with the
+    // host's port, and the address.
+    let mut zone = Zone::new();
+    zone.add_txt(&format!("_agent.{domain}"), txt_strings(&txt_line))
+        .unwrap();
+    zone.add_srv(
+        &format!("_agent._tcp.{domain}"),
+        0,
+        0,
+        host_addr.port(),
+        domain,
+    )
+    .unwrap();
+    zone.add_a(domain, Ipv4Addr::LOCALHOST).unwrap();
+    let dns = DnsServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), zone)
+        .await
+        .unwrap();
+    let resolver = dns.local_addr().to_string();
+
+    let verify = |extra: &[&str]| {
+        let mut cmd = agentmesh();
+        cmd.args([
+            "verify",
+            domain,
+            "--json",
+            "--resolver",
+            &resolver,
+            "--ca-file",
+            &path("ca.pem"),
+        ])
+        .args(extra);
+        tokio::task::block_in_place(|| run(&mut cmd, Duration::from_secs(20), "verify"))
+    };
+    let ok = verify(&["--allow-private"]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "verify exits 0 when key-verified\n{}\n{}",
+        ok.stdout,
+        ok.stderr
+    );
+    let report: Value = serde_json::from_str(&ok.stdout).expect("--json prints one JSON object");
+    assert_eq!(report["agent_id"], format!("agent:{domain}"));
+    assert_eq!(report["trust"]["level"], "key-verified");
+    assert_eq!(report["trust"]["evidence"]["fingerprint"], true);
+    assert_eq!(report["trust"]["evidence"]["challenge"], true);
+    assert_eq!(report["reasons"], json!([]));
+    let steps: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "dns_txt",
+            "dns_srv",
+            "dns_address",
+            "fetch",
+            "document",
+            "fingerprint",
+            "challenge"
+        ]
+    );
+    assert_eq!(
+        report["steps"][1]["outcome"], "ok",
+        "the SRV record supplied the port"
+    );
+
+    // Without the opt-in, the loopback target is refused: exit 1.
+    let refused = verify(&[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", refused.stdout);
+    let report: Value = serde_json::from_str(&refused.stdout).unwrap();
+    assert_eq!(report["reasons"], json!(["address_not_allowed"]));
+
+    // A usage error: exit 2.
+    let usage = tokio::task::block_in_place(|| {
+        run(
+            agentmesh().args(["verify", "not a domain"]),
+            DEADLINE,
+            "verify",
+        )
+    });
+    assert_eq!(usage.status.code(), Some(2));
+
+    // The host refuses a document that names another key.
+    tokio::task::block_in_place(|| {
+        run(
+            agentmesh().args(["keygen", "--out", &path("other.key")]),
+            DEADLINE,
+            "keygen",
+        )
+        .assert_success("keygen");
+        let wrong = run(
+            agentmesh().args([
+                "agent-host",
+                "--document",
+                &path("agent.json"),
+                "--key",
+                &path("other.key"),
+                "--plain",
+                "--listen",
+                "127.0.0.1:0",
+            ]),
+            DEADLINE,
+            "agent-host with the wrong key",
+        );
+        wrong.assert_failure("agent-host with the wrong key");
+        assert!(wrong.stderr.contains("names the key"), "{}", wrong.stderr);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
+    let testbed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(21, 30)),
+        TestbedOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    testbed.write_ca(&ca).unwrap();
+    let resolver = testbed.dns_addr().to_string();
+    let ca = ca.to_string_lossy().into_owned();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
+            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .start()
+    });
+    let api = node.api();
+    let population = testbed.population();
+    let domains: Vec<&str> = population
+        .agents()
+        .iter()
+        .take(10)
+        .map(|a| a.domain.as_str())
+        .collect();
+
+    let reply = api
+        .post("/crawl", &json!({"domains": domains, "wait": true}))
+        .await;
+    let reports = reply.expect(200)["reports"].as_array().unwrap().clone();
+    assert_eq!(reports.len(), 10);
+    assert!(
+        reports.iter().all(
+            |r| r["trust"]["level"] == "key-verified" || r["trust"]["level"] == "peer-verified"
+        ),
+        "{reports:?}"
+    );
+
+    let agent = &population.agents()[0];
+    let doc = api.get(&format!("/agents/{}", agent.id())).await;
+    assert_eq!(doc.expect(200)["identity"]["domain"], agent.domain.as_str());
+    let report = api.get(&format!("/crawl/{}", agent.domain)).await;
+    assert_eq!(report.expect(200)["agent_id"], agent.id());
+
+    let cap = &agent.capabilities[0].id;
+    let found = api
+        .post(
+            "/agents/search",
+            &json!({"filters": {"capabilities": [cap]}, "top": 50}),
+        )
+        .await;
+    let hit = found
+        .expect(200)
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == agent.id())
+        .cloned()
+        .unwrap_or_else(|| panic!("{} found by its capability {cap}", agent.id()));
+    assert_eq!(hit["source"], "crawl");
+    assert!(
+        hit["trust"]["evidence"]["challenge"] == true
+            && hit["trust"]["evidence"]["fingerprint"] == true,
+        "{hit}"
+    );
+
+    // Asynchronous crawls are queued; bad names are refused with details.
+    let queued = api
+        .post(
+            "/crawl",
+            &json!({"domains": [population.agents()[20].domain]}),
+        )
+        .await;
+    assert_eq!(queued.expect(202)["queued"], 1);
+    let bad = api
+        .post(
+            "/crawl",
+            &json!({"domains": ["ok.example", "not a domain"]}),
+        )
+        .await;
+    let error = bad.expect_error(400, "InvalidInput");
+    assert_eq!(error["details"][0]["field"], "/domains/1");
+    api.get("/crawl/never.example")
+        .await
+        .expect_error(404, "NotFound");
+}
