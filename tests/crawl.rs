@@ -265,3 +265,80 @@ async fn peers_feed_the_frontier() {
     );
     assert!(reports.len() > 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_resolve_to_internal_addresses_are_refused_before_connecting() {
+    use agentmesh::testbed::dns::{DnsServer, Zone};
+    use hickory_proto::rr::rdata::AAAA;
+    use hickory_proto::rr::{Name, RData, Record};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+    let fp = agentmesh::identity::fingerprint(&agentmesh::identity::generate().verifying_key());
+    let mut zone = Zone::new();
+    let mut agent = |domain: &str, wk: &str| {
+        zone.add_txt(
+            &format!("_agent.{domain}"),
+            vec![format!("v=ADP1; pk={fp}; wk={wk}")],
+        )
+        .unwrap();
+    };
+    agent(
+        "metadata.example.test",
+        "https://metadata.example.test/.well-known/agent.json",
+    );
+    agent(
+        "v6.example.test",
+        "https://v6.example.test/.well-known/agent.json",
+    );
+    agent(
+        "ten.example.test",
+        "https://ten.example.test/.well-known/agent.json",
+    );
+    agent(
+        "literal-metadata.example.test",
+        "https://169.254.169.254/latest/meta-data",
+    );
+    agent(
+        "literal-v6.example.test",
+        "https://[::1]:8443/.well-known/agent.json",
+    );
+    zone.add_a("metadata.example.test", Ipv4Addr::new(169, 254, 169, 254))
+        .unwrap();
+    zone.add_a("ten.example.test", Ipv4Addr::new(10, 1, 2, 3))
+        .unwrap();
+    zone.insert(Record::from_rdata(
+        Name::from_ascii("v6.example.test.").unwrap(),
+        300,
+        RData::AAAA(AAAA(Ipv6Addr::LOCALHOST)),
+    ));
+    let dns = DnsServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), zone)
+        .await
+        .unwrap();
+
+    let options = CrawlerOptions {
+        resolvers: vec![dns.local_addr()],
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let crawler = Crawler::new(options, Arc::new(key), "verifier".into()).unwrap();
+    for domain in [
+        "metadata.example.test",
+        "v6.example.test",
+        "ten.example.test",
+        "literal-metadata.example.test",
+        "literal-v6.example.test",
+    ] {
+        let r = crawler.crawl(domain).await;
+        assert_eq!(
+            r.reasons,
+            vec!["address_not_allowed"],
+            "{domain}: {:?}",
+            r.steps
+        );
+        let fetch_ran = r.steps.iter().any(|s| s.step == "fetch");
+        assert!(
+            !fetch_ran,
+            "{domain}: nothing is fetched from a refused address"
+        );
+    }
+}
