@@ -10,6 +10,7 @@
 //! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents;
 //! - [`record`]: signed CBOR records (descriptor, tombstone);
 //! - [`store`]: the sled store with its secondary indexes;
+//! - [`federation`]: judging records that arrive from other nodes;
 //! - [`registry`]: registration, lookup and search over the store;
 //! - [`api`]: the HTTP API;
 //! - [`node`]: a running node; [`cli`] and [`demo`]: the binary's commands.
@@ -22,6 +23,7 @@ pub mod config;
 pub mod crawl;
 pub mod demo;
 pub mod descriptor;
+pub mod federation;
 pub mod identity;
 pub mod node;
 pub mod record;

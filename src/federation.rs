@@ -1,0 +1,224 @@
+//! Judging records that arrive from other nodes (gossip, the DHT, search
+//! answers) before anything stores or shows them (DESIGN.md section 5).
+//!
+//! [`Judge::judge`] is pure with respect to the network: it decodes the
+//! envelope (size, canonical form, signature), checks the validity window,
+//! and re-checks every piece of evidence it can on its own: the challenge
+//! proof is recomputed from the document digest and verified against the
+//! document's key, whose fingerprint it must match. The DNS part of the
+//! chain cannot be re-checked remotely: it is taken as is from attesters
+//! listed in `trusted_peers`, and otherwise the result stays "attested by"
+//! its signer and the agent is handed back for local re-verification.
+//! Tombstones are accepted only from the agent's own key or from the node
+//! that attested the descriptor they replace. Every refusal is counted by
+//! reason.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use ed25519_dalek::VerifyingKey;
+
+use crate::adp::{handshake, AgentDocument};
+use crate::descriptor::DocumentFormat;
+use crate::identity;
+use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord, TombstoneRecord};
+use crate::store::{Expect, Origin, PutOutcome, Store, StoreError};
+
+/// Tolerated clock skew for `issued_at` in the future, seconds.
+pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
+
+/// What happened to a remote record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// Stored (new or newer than what was held).
+    Stored {
+        /// The agent.
+        agent_id: String,
+        /// The signer is in `trusted_peers` (or is this node).
+        trusted: bool,
+        /// An ADP agent to re-verify locally (untrusted attester).
+        reverify: Option<String>,
+    },
+    /// Valid but not newer than what is held: nothing to do, not an offence.
+    Duplicate,
+    /// Refused; the reason code is counted.
+    Refused(&'static str),
+}
+
+/// Judges and stores remote records. Cheap to share behind an `Arc`.
+pub struct Judge {
+    store: Store,
+    own_key: VerifyingKey,
+    trusted: HashSet<[u8; 32]>,
+    refusals: Mutex<BTreeMap<&'static str, u64>>,
+    accepted: Mutex<u64>,
+}
+
+impl std::fmt::Debug for Judge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judge")
+            .field("trusted", &self.trusted.len())
+            .finish()
+    }
+}
+
+impl Judge {
+    /// A judge storing into `store`; records signed by `own_key` or by a
+    /// key in `trusted` carry their DNS evidence as is.
+    pub fn new(
+        store: Store,
+        own_key: VerifyingKey,
+        trusted: impl IntoIterator<Item = VerifyingKey>,
+    ) -> Self {
+        Self {
+            store,
+            own_key,
+            trusted: trusted.into_iter().map(|k| k.to_bytes()).collect(),
+            refusals: Mutex::new(BTreeMap::new()),
+            accepted: Mutex::new(0),
+        }
+    }
+
+    /// Refusals so far, by reason code.
+    pub fn refusals(&self) -> BTreeMap<&'static str, u64> {
+        self.refusals
+            .lock()
+            .expect("the refusal counters are never poisoned")
+            .clone()
+    }
+
+    /// Records stored so far.
+    pub fn accepted(&self) -> u64 {
+        *self.accepted.lock().expect("the counter is never poisoned")
+    }
+
+    fn refuse(&self, reason: &'static str) -> Judgement {
+        *self
+            .refusals
+            .lock()
+            .expect("the refusal counters are never poisoned")
+            .entry(reason)
+            .or_default() += 1;
+        Judgement::Refused(reason)
+    }
+
+    /// Decodes, checks and (when it is new and valid) stores `bytes`.
+    pub fn judge(&self, bytes: &[u8]) -> Judgement {
+        let record = match SignedRecord::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => return self.refuse(e.reason()),
+        };
+        let body = match record.body() {
+            Ok(b) => b,
+            Err(e) => return self.refuse(e.reason()),
+        };
+        let checked = match &body {
+            RecordBody::Descriptor(d) => self.check_descriptor(d),
+            RecordBody::Tombstone(t) => self.check_tombstone(&record, t),
+        };
+        let reverify = match checked {
+            Ok(r) => r,
+            Err(reason) => return self.refuse(reason),
+        };
+        let trusted = self.is_trusted(record.signer());
+        match self.store.put(&record, &body, Origin::Remote, Expect::Any) {
+            Ok(PutOutcome::Created | PutOutcome::Updated) => {
+                *self.accepted.lock().expect("the counter is never poisoned") += 1;
+                Judgement::Stored {
+                    agent_id: body.agent_id().to_owned(),
+                    trusted,
+                    reverify: if trusted { None } else { reverify },
+                }
+            }
+            Err(StoreError::Record(record::RecordError::StaleSeq { .. })) => Judgement::Duplicate,
+            Err(e) => {
+                tracing::error!(error = %e, "storing a remote record failed");
+                self.refuse("store_failed")
+            }
+        }
+    }
+
+    fn is_trusted(&self, key: &VerifyingKey) -> bool {
+        *key == self.own_key || self.trusted.contains(key.as_bytes())
+    }
+
+    /// Checks a descriptor's window and evidence; answers the domain to
+    /// re-verify for ADP agents.
+    fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, &'static str> {
+        let now = record::unix_now();
+        if d.expires_at <= now {
+            return Err("expired");
+        }
+        if d.issued_at > now + MAX_CLOCK_SKEW_SECS {
+            return Err("issued_in_future");
+        }
+        let e = &d.evidence;
+        match d.descriptor.format {
+            DocumentFormat::Aidip => {
+                if d.agent_id.starts_with(crate::aidip::RESERVED_PREFIX) {
+                    return Err("reserved_id");
+                }
+                if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {
+                    return Err("bad_evidence");
+                }
+                Ok(None)
+            }
+            DocumentFormat::Adp => {
+                let doc: AgentDocument =
+                    serde_json::from_str(&d.document).map_err(|_| "bad_document")?;
+                let domain = doc.identity.domain.to_ascii_lowercase();
+                if d.agent_id != format!("agent:{domain}")
+                    || doc.identity.id.to_ascii_lowercase() != d.agent_id
+                {
+                    return Err("bad_document");
+                }
+                if (e.mutual_peer && e.challenge.is_none())
+                    || (e.challenge.is_some() && !e.fingerprint)
+                {
+                    return Err("bad_evidence");
+                }
+                if let Some(proof) = &e.challenge {
+                    let key = document_key(&doc).ok_or("bad_evidence")?;
+                    handshake::check_proof(proof, &d.doc_sha256, &d.agent_id, &key)
+                        .map_err(|_| "bad_evidence")?;
+                }
+                Ok(Some(domain))
+            }
+        }
+    }
+
+    /// A tombstone stands when the agent's own key signed it, or the node
+    /// that attested the descriptor it replaces.
+    fn check_tombstone(
+        &self,
+        record: &SignedRecord,
+        t: &TombstoneRecord,
+    ) -> Result<Option<String>, &'static str> {
+        let held = self.store.get(&t.agent_id).map_err(|_| "store_failed")?;
+        let Some(held) = held else {
+            return Err("tombstone_for_unknown_agent");
+        };
+        if held.record.signer() == record.signer() {
+            return Ok(None);
+        }
+        if let RecordBody::Descriptor(d) = &held.body {
+            if let Ok(doc) = serde_json::from_str::<AgentDocument>(&d.document) {
+                if document_key(&doc).is_some_and(|k| k == *record.signer()) {
+                    return Ok(None);
+                }
+            }
+        }
+        Err("tombstone_not_authorised")
+    }
+}
+
+/// The agent key an ADP document names: `publicKey.full`, when it hashes
+/// to the document's fingerprint.
+fn document_key(doc: &AgentDocument) -> Option<VerifyingKey> {
+    let key = identity::decode_public_key(doc.identity.public_key.full.as_deref()?).ok()?;
+    (identity::fingerprint(&key) == doc.identity.public_key.fingerprint.to_ascii_lowercase())
+        .then_some(key)
+}
+
+#[cfg(all(test, feature = "testbed"))]
+mod tests;

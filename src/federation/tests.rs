@@ -1,0 +1,268 @@
+use super::*;
+use crate::testbed::{Population, Ports};
+use crate::verify::{ChallengeProof, Evidence};
+use ed25519_dalek::SigningKey;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Store,
+    own: SigningKey,
+    friend: SigningKey,
+    stranger: SigningKey,
+    agent_key: SigningKey,
+    agent_id: String,
+    document: String,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), 8 << 20).unwrap();
+    let population = Population::healthy(9, 1);
+    let agent = &population.agents()[0];
+    let doc = population.document(
+        agent,
+        Ports {
+            https: 443,
+            http: 80,
+        },
+    );
+    Fixture {
+        store,
+        _dir: dir,
+        own: SigningKey::from_bytes(&[1; 32]),
+        friend: SigningKey::from_bytes(&[2; 32]),
+        stranger: SigningKey::from_bytes(&[3; 32]),
+        agent_key: agent.key.clone(),
+        agent_id: agent.id(),
+        document: serde_json::to_string(&doc).unwrap(),
+    }
+}
+
+impl Fixture {
+    fn judge(&self) -> Judge {
+        Judge::new(
+            self.store.clone(),
+            self.own.verifying_key(),
+            [self.friend.verifying_key()],
+        )
+    }
+
+    /// A key-verified descriptor as a crawler would sign it.
+    fn descriptor(
+        &self,
+        signer: &SigningKey,
+        seq: u64,
+        proof_key: &SigningKey,
+    ) -> DescriptorRecord {
+        let doc: AgentDocument = serde_json::from_str(&self.document).unwrap();
+        let mut body = DescriptorRecord::new(
+            doc.to_descriptor(),
+            self.document.clone(),
+            seq,
+            record::unix_now(),
+            3600,
+            Evidence::default(),
+        );
+        let (verifier, unix_ms, rand) = ("crawler-node".to_owned(), 1_700_000_000_000, [7u8; 16]);
+        let nonce = handshake::nonce(&body.doc_sha256, &verifier, unix_ms, &rand);
+        let frame = handshake::challenge(&verifier, &signer.verifying_key(), &nonce);
+        let answer = handshake::answer(&frame, &self.agent_id, proof_key);
+        let signature = identity::decode_bytes(answer.signature.as_deref().unwrap()).unwrap();
+        body.evidence = Evidence {
+            fingerprint: true,
+            challenge: Some(ChallengeProof {
+                verifier,
+                unix_ms,
+                rand: rand.to_vec(),
+                signature,
+            }),
+            ..Evidence::default()
+        };
+        body
+    }
+
+    fn signed(&self, body: &DescriptorRecord, signer: &SigningKey) -> Vec<u8> {
+        SignedRecord::sign_descriptor(body, signer)
+            .unwrap()
+            .encode()
+    }
+
+    fn tombstone(&self, seq: u64, signer: &SigningKey) -> Vec<u8> {
+        let body = TombstoneRecord {
+            agent_id: self.agent_id.clone(),
+            seq,
+            issued_at: record::unix_now(),
+            reason: record::TombstoneReason::Revoked,
+        };
+        SignedRecord::sign_tombstone(&body, signer)
+            .unwrap()
+            .encode()
+    }
+}
+
+#[test]
+fn evidence_is_rechecked_and_untrusted_attesters_trigger_reverification() {
+    let f = fixture();
+    let judge = f.judge();
+    let body = f.descriptor(&f.stranger, 10, &f.agent_key);
+    let domain = f.agent_id.strip_prefix("agent:").unwrap().to_owned();
+    assert_eq!(
+        judge.judge(&f.signed(&body, &f.stranger)),
+        Judgement::Stored {
+            agent_id: f.agent_id.clone(),
+            trusted: false,
+            reverify: Some(domain)
+        }
+    );
+    assert_eq!(
+        judge.judge(&f.signed(&body, &f.stranger)),
+        Judgement::Duplicate,
+        "the same seq again is a duplicate, not an offence"
+    );
+    let newer = f.descriptor(&f.friend, 11, &f.agent_key);
+    assert_eq!(
+        judge.judge(&f.signed(&newer, &f.friend)),
+        Judgement::Stored {
+            agent_id: f.agent_id.clone(),
+            trusted: true,
+            reverify: None
+        }
+    );
+    assert!(judge.refusals().is_empty(), "{:?}", judge.refusals());
+    assert_eq!(judge.accepted(), 2);
+}
+
+#[test]
+fn forged_or_inconsistent_evidence_is_refused_and_counted() {
+    let f = fixture();
+    let judge = f.judge();
+    // The challenge signed by a key that is not the document's.
+    let forged = f.descriptor(&f.stranger, 10, &f.stranger);
+    assert_eq!(
+        judge.judge(&f.signed(&forged, &f.stranger)),
+        Judgement::Refused("bad_evidence")
+    );
+    // A proof moved onto another document: the digest no longer matches.
+    let mut moved = f.descriptor(&f.stranger, 11, &f.agent_key);
+    moved.document = moved.document.replacen("\"protocol\"", " \"protocol\"", 1);
+    moved.doc_sha256 = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(
+        moved.document.as_bytes(),
+    ))
+    .to_vec();
+    assert_eq!(
+        judge.judge(&f.signed(&moved, &f.stranger)),
+        Judgement::Refused("bad_evidence")
+    );
+    // A mutual-peer claim without a challenge.
+    let mut claim = f.descriptor(&f.stranger, 12, &f.agent_key);
+    claim.evidence.challenge = None;
+    claim.evidence.mutual_peer = true;
+    assert_eq!(
+        judge.judge(&f.signed(&claim, &f.stranger)),
+        Judgement::Refused("bad_evidence")
+    );
+    // Expired and future records.
+    let mut old = f.descriptor(&f.stranger, 13, &f.agent_key);
+    old.expires_at = record::unix_now() - 1;
+    assert_eq!(
+        judge.judge(&f.signed(&old, &f.stranger)),
+        Judgement::Refused("expired")
+    );
+    let mut future = f.descriptor(&f.stranger, 14, &f.agent_key);
+    future.issued_at = record::unix_now() + 3600;
+    assert_eq!(
+        judge.judge(&f.signed(&future, &f.stranger)),
+        Judgement::Refused("issued_in_future")
+    );
+    // Envelope failures keep the record layer's reason codes.
+    let mut bytes = f.signed(&f.descriptor(&f.stranger, 15, &f.agent_key), &f.stranger);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    assert_eq!(judge.judge(&bytes), Judgement::Refused("bad_signature"));
+    assert_eq!(
+        judge.judge(&vec![0xa4; 20_000]),
+        Judgement::Refused("too_large")
+    );
+
+    let counts = judge.refusals();
+    assert_eq!(counts["bad_evidence"], 3);
+    assert_eq!(counts["expired"], 1);
+    assert!(
+        f.store.get(&f.agent_id).unwrap().is_none(),
+        "nothing refused was stored"
+    );
+}
+
+#[test]
+fn registrations_from_other_registries_carry_no_evidence() {
+    let f = fixture();
+    let judge = f.judge();
+    let mut d = crate::record::tests::sample_descriptor("agent-77");
+    d.format = DocumentFormat::Aidip;
+    let mut body = DescriptorRecord::new(
+        d,
+        "{}".into(),
+        5,
+        record::unix_now(),
+        3600,
+        Evidence::default(),
+    );
+    assert!(matches!(
+        judge.judge(&f.signed(&body, &f.stranger)),
+        Judgement::Stored { reverify: None, .. }
+    ));
+    body.seq = 6;
+    body.evidence.fingerprint = true;
+    assert_eq!(
+        judge.judge(&f.signed(&body, &f.stranger)),
+        Judgement::Refused("bad_evidence")
+    );
+}
+
+#[test]
+fn tombstones_need_the_agent_key_or_the_attester() {
+    let f = fixture();
+    let judge = f.judge();
+    assert_eq!(
+        judge.judge(&f.tombstone(1, &f.stranger)),
+        Judgement::Refused("tombstone_for_unknown_agent")
+    );
+    let body = f.descriptor(&f.stranger, 10, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&body, &f.stranger)),
+        Judgement::Stored { .. }
+    ));
+    assert_eq!(
+        judge.judge(&f.tombstone(11, &f.friend)),
+        Judgement::Refused("tombstone_not_authorised")
+    );
+    assert!(
+        matches!(
+            judge.judge(&f.tombstone(11, &f.agent_key)),
+            Judgement::Stored { .. }
+        ),
+        "the agent revokes itself"
+    );
+    assert!(matches!(
+        f.store.get(&f.agent_id).unwrap().unwrap().body,
+        RecordBody::Tombstone(_)
+    ));
+    let late = f.descriptor(&f.stranger, 10, &f.agent_key);
+    assert_eq!(
+        judge.judge(&f.signed(&late, &f.stranger)),
+        Judgement::Duplicate,
+        "a tombstone beats lower seqs"
+    );
+}
+
+#[test]
+fn the_attester_may_withdraw_its_own_attestation() {
+    let f = fixture();
+    let judge = f.judge();
+    let body = f.descriptor(&f.stranger, 10, &f.agent_key);
+    judge.judge(&f.signed(&body, &f.stranger));
+    assert!(matches!(
+        judge.judge(&f.tombstone(12, &f.stranger)),
+        Judgement::Stored { .. }
+    ));
+}
