@@ -348,41 +348,51 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Store`].
     pub fn search(&self, q: &SearchQuery) -> Result<Page, RegistryError> {
+        let (found, next_after) = self.find(q)?;
+        let items = found
+            .iter()
+            .map(|(score, a)| self.summarise(a, *score))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page { items, next_after })
+    }
+
+    /// The records a search selects, best first, with their scores (when a
+    /// query ranks them) and the id to continue after (filter-only
+    /// searches). What the mesh's search protocol answers peers with.
+    ///
+    /// # Errors
+    /// [`RegistryError::Store`].
+    pub fn find(
+        &self,
+        q: &SearchQuery,
+    ) -> Result<(Vec<(Option<f64>, StoredAgent)>, Option<String>), RegistryError> {
         let terms = q.query.as_deref().map(query_terms).unwrap_or_default();
         if terms.is_empty() {
             let found = self.store.search(&q.filter, q.after.as_deref(), q.limit)?;
             let next_after = (found.len() == q.limit && q.limit > 0)
                 .then(|| found[found.len() - 1].body.agent_id().to_owned());
-            let items = found
-                .iter()
-                .map(|a| self.summarise(a, None))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Page { items, next_after });
+            return Ok((found.into_iter().map(|a| (None, a)).collect(), next_after));
         }
         let candidates = self.store.search(&q.filter, None, self.max_scan)?;
-        let mut scored: Vec<(f64, &StoredAgent)> = candidates
-            .iter()
-            .filter_map(|a| match &a.body {
-                RecordBody::Descriptor(d) => {
-                    let s = lexical_score(&terms, &d.descriptor);
-                    (s > 0.0).then_some((s, a))
-                }
-                RecordBody::Tombstone(_) => None,
+        let mut scored: Vec<(f64, StoredAgent)> = candidates
+            .into_iter()
+            .filter_map(|a| {
+                let s = match &a.body {
+                    RecordBody::Descriptor(d) => lexical_score(&terms, &d.descriptor),
+                    RecordBody::Tombstone(_) => 0.0,
+                };
+                (s > 0.0).then_some((s, a))
             })
             .collect();
         scored.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
                 .then_with(|| a.1.body.agent_id().cmp(b.1.body.agent_id()))
         });
-        let items = scored
-            .into_iter()
-            .take(q.limit)
-            .map(|(s, a)| self.summarise(a, Some(s)))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Page {
-            items,
-            next_after: None,
-        })
+        scored.truncate(q.limit);
+        Ok((
+            scored.into_iter().map(|(s, a)| (Some(s), a)).collect(),
+            None,
+        ))
     }
 
     fn summarise(&self, agent: &StoredAgent, score: Option<f64>) -> Result<Summary, RegistryError> {
