@@ -169,13 +169,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_node(config: Config) -> anyhow::Result<()> {
+    let signal = shutdown_signal();
     let node = Node::spawn(config).await.context("starting the node")?;
     println!(
         "agentmesh node {} serving http://{}",
         node.peer_id(),
         node.api_addr()
     );
-    shutdown_signal().await;
+    signal.await;
     node.shutdown().await.context("stopping the node")
 }
 
@@ -189,31 +190,34 @@ fn keygen(args: &KeygenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Installs SIGINT and SIGTERM handlers now; the future resolves when one
+/// arrives.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    // The handlers are installed here, before the caller announces that
+    // it serves: a signal that arrives right after the announcement must
+    // find them in place (a default SIGINT would kill the process unflushed).
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let streams = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    };
+    async move {
+        #[cfg(unix)]
+        match streams {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {},
+                    _ = term.recv() => {},
+                }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+            (int, term) => {
+                let e = int.err().or(term.err()).map(|e| e.to_string()).unwrap_or_default();
+                tracing::error!(error = %e, "cannot listen for SIGINT/SIGTERM; waiting for Ctrl-C");
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown requested");
     }
-    tracing::info!("shutdown requested");
 }

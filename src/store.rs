@@ -204,6 +204,16 @@ struct Inner {
     reports: sled::Tree,
     counts: Mutex<HashMap<Vec<u8>, u64>>,
     live: AtomicU64,
+    /// sled 0.34 deadlocks when a transaction waits for its global write
+    /// lock while a flush holds the read lock and waits for the log
+    /// flusher (which needs a read lock the waiting writer now blocks).
+    /// Writes take this gate shared, flushes exclusive, so the two never
+    /// overlap; sled's own periodic flusher is off ([`Store::open`]).
+    gate: std::sync::RwLock<()>,
+    /// Group commit: writes done, and writes known durable.
+    writes: AtomicU64,
+    flushed: AtomicU64,
+    flush_turn: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Store {
@@ -229,7 +239,7 @@ impl Store {
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
-            .flush_every_ms(Some(500))
+            .flush_every_ms(None)
             .open()?;
         let meta = db.open_tree("meta")?;
         match meta.get("schema_version")? {
@@ -274,6 +284,10 @@ impl Store {
                 reports,
                 counts: Mutex::new(counts),
                 live: AtomicU64::new(live),
+                gate: std::sync::RwLock::new(()),
+                writes: AtomicU64::new(0),
+                flushed: AtomicU64::new(0),
+                flush_turn: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -304,6 +318,10 @@ impl Store {
         let new_terms = body_terms(body);
         let inner = &self.inner;
 
+        let gate = inner
+            .gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let result = (&inner.records, &inner.index, &inner.local).transaction(|(r, i, l)| {
             let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
             let prev = match r.get(id.as_bytes())? {
@@ -366,11 +384,13 @@ impl Store {
                 now_live: kind == KIND_DESCRIPTOR,
             })
         });
+        drop(gate);
         let change = match result {
             Ok(c) => c,
             Err(TransactionError::Abort(e)) => return Err(e),
             Err(TransactionError::Storage(e)) => return Err(e.into()),
         };
+        inner.writes.fetch_add(1, Ordering::SeqCst);
         {
             let mut counts = inner
                 .counts
@@ -557,13 +577,22 @@ impl Store {
         counts.get(&prefix(field, term)).copied().unwrap_or(0)
     }
 
-    /// Makes every write so far durable.
+    /// Makes every write so far durable. Concurrent callers share one
+    /// flush (group commit): a caller whose writes a flush that started
+    /// after them already covered returns at once.
     ///
     /// # Errors
     /// [`StoreError::Sled`].
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.inner.db.flush_async().await?;
-        Ok(())
+        let mine = self.inner.writes.load(Ordering::SeqCst);
+        let _turn = self.inner.flush_turn.lock().await;
+        if self.inner.flushed.load(Ordering::SeqCst) >= mine && mine > 0 {
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.flush_gated())
+            .await
+            .expect("the flush task does not panic")
     }
 
     /// Makes every write so far durable, blocking.
@@ -571,7 +600,44 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn flush_blocking(&self) -> Result<(), StoreError> {
-        self.inner.db.flush()?;
+        self.inner.flush_gated()
+    }
+
+    /// Flushes periodically (sled's own flusher is off, see `gate`) until
+    /// `cancel` fires; what the API acknowledges is flushed at once anyway.
+    pub fn spawn_flusher(
+        &self,
+        every: std::time::Duration,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = tick.tick() => {
+                        if store.inner.flushed.load(Ordering::SeqCst) < store.inner.writes.load(Ordering::SeqCst) {
+                            if let Err(e) = store.flush().await {
+                                tracing::error!(error = %e, "periodic store flush failed");
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Inner {
+    fn flush_gated(&self) -> Result<(), StoreError> {
+        let _exclusive = self
+            .gate
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let upto = self.writes.load(Ordering::SeqCst);
+        self.db.flush()?;
+        self.flushed.fetch_max(upto, Ordering::SeqCst);
         Ok(())
     }
 }

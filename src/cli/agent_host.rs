@@ -81,6 +81,7 @@ fn tls_config(cert: &PathBuf, key: &PathBuf) -> anyhow::Result<Arc<rustls::Serve
 /// For unreadable files, a document that is not bound to the key, or a
 /// port that cannot be bound.
 pub async fn run(args: AgentHostArgs) -> anyhow::Result<()> {
+    let signal = super::shutdown_signal();
     let text = std::fs::read(&args.document)
         .with_context(|| format!("reading {}", args.document.display()))?;
     let document: AgentDocument = serde_json::from_slice(&text)
@@ -115,7 +116,7 @@ pub async fn run(args: AgentHostArgs) -> anyhow::Result<()> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     println!("serving agent:{domain} ({fingerprint}) on {scheme}://{addr}");
     let server = tokio::spawn(serve(listener, tls, sites));
-    super::shutdown_signal().await;
+    signal.await;
     shutdown.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
     Ok(())
