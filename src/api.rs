@@ -26,7 +26,23 @@ pub use error::{ApiError, ErrorCode};
 
 use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
+use crate::federation::Judge;
+use crate::mesh::MeshClient;
 use crate::registry::Registry;
+
+/// The mesh as the API uses it: the client, the judge that checks what
+/// peers answer, and how widely and long a search asks.
+#[derive(Clone)]
+pub struct MeshState {
+    /// The mesh client.
+    pub client: MeshClient,
+    /// Judges (and caches) records that searches bring back.
+    pub judge: Arc<Judge>,
+    /// Most peers one search asks.
+    pub fanout: usize,
+    /// How long a search waits for them.
+    pub timeout: Duration,
+}
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -37,6 +53,7 @@ pub struct AppState {
 struct StateInner {
     registry: Registry,
     crawl_queue: Option<CrawlQueue>,
+    mesh: Option<MeshState>,
     config: ApiConfig,
     peer_id: String,
     listen_addrs: Vec<String>,
@@ -49,6 +66,7 @@ impl AppState {
     pub fn new(
         registry: Registry,
         crawl_queue: Option<CrawlQueue>,
+        mesh: Option<MeshState>,
         config: ApiConfig,
         peer_id: String,
         listen_addrs: Vec<String>,
@@ -57,6 +75,7 @@ impl AppState {
             inner: Arc::new(StateInner {
                 registry,
                 crawl_queue,
+                mesh,
                 config,
                 peer_id,
                 listen_addrs,
@@ -70,6 +89,10 @@ impl AppState {
 
     pub(crate) fn crawl_queue(&self) -> Option<&CrawlQueue> {
         self.inner.crawl_queue.as_ref()
+    }
+
+    pub(crate) fn mesh(&self) -> Option<&MeshState> {
+        self.inner.mesh.as_ref()
     }
 
     pub(crate) fn config(&self) -> &ApiConfig {
@@ -92,6 +115,7 @@ pub fn router(state: AppState) -> Router {
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))
         .route("/health", get(health))
+        .route("/peers", get(peers))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -121,14 +145,38 @@ async fn overloaded(err: tower::BoxError) -> ApiError {
 }
 
 async fn health(State(state): State<AppState>) -> Json<Value> {
+    let peers = match state.mesh() {
+        Some(m) => m
+            .client
+            .status()
+            .await
+            .map(|s| s.connected_peers)
+            .unwrap_or(0),
+        None => 0,
+    };
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "peer_id": state.inner.peer_id,
         "listen_addrs": state.inner.listen_addrs,
         "records": state.registry().store().len(),
-        "peers": 0,
+        "peers": peers,
     }))
+}
+
+async fn peers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let mesh = state
+        .mesh()
+        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node runs no mesh"))?;
+    let peers = mesh
+        .client
+        .peers()
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    Ok(Json(json!({
+        "peers": peers,
+        "records": {"accepted": mesh.judge.accepted(), "refused": mesh.judge.refusals()},
+    })))
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

@@ -199,7 +199,10 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     let streams = {
         use tokio::signal::unix::{signal, SignalKind};
-        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        )
     };
     async move {
         #[cfg(unix)]
@@ -211,7 +214,11 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
                 }
             }
             (int, term) => {
-                let e = int.err().or(term.err()).map(|e| e.to_string()).unwrap_or_default();
+                let e = int
+                    .err()
+                    .or(term.err())
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
                 tracing::error!(error = %e, "cannot listen for SIGINT/SIGTERM; waiting for Ctrl-C");
                 let _ = tokio::signal::ctrl_c().await;
             }

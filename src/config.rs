@@ -105,6 +105,15 @@ pub struct P2pConfig {
     pub listen: Vec<String>,
     /// Multiaddrs (with `/p2p/<peer id>`) of peers to join through.
     pub bootstrap: Vec<String>,
+    /// Peer ids whose DNS evidence this node takes as is (federation
+    /// partners); records from others are marked "attested by" and their
+    /// ADP agents re-verified here.
+    pub trusted_peers: Vec<String>,
+    /// Most peers one mesh search asks.
+    pub search_fanout: usize,
+    /// How long a mesh search waits for peers.
+    #[serde(with = "humantime_serde")]
+    pub search_timeout: Duration,
 }
 
 impl Default for P2pConfig {
@@ -115,6 +124,9 @@ impl Default for P2pConfig {
                 "/ip4/0.0.0.0/udp/7701/quic-v1".into(),
             ],
             bootstrap: Vec::new(),
+            trusted_peers: Vec::new(),
+            search_fanout: 16,
+            search_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -306,6 +318,20 @@ impl Config {
         }
         if self.crawl.concurrency == 0 || self.crawl.concurrency > 4096 {
             return invalid("crawl.concurrency", "must be between 1 and 4096");
+        }
+        if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
+            return invalid("p2p.search_fanout", "must be between 1 and 256");
+        }
+        if self.p2p.search_timeout.is_zero() || self.p2p.search_timeout > Duration::from_secs(60) {
+            return invalid("p2p.search_timeout", "must be above zero and at most 60 s");
+        }
+        for peer in &self.p2p.trusted_peers {
+            if peer.parse::<libp2p::PeerId>().is_err() {
+                return Err(ConfigError::Invalid {
+                    key: "p2p.trusted_peers",
+                    message: format!("{peer:?} is not a peer id"),
+                });
+            }
         }
         if self.store.record_ttl < Duration::from_secs(60) {
             return invalid("store.record_ttl", "must be at least 1 minute");

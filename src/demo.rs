@@ -69,7 +69,7 @@ pub fn synthetic_agent(i: usize) -> Value {
         "version": "1.0.0",
         "publisher": PUBLISHERS[i % PUBLISHERS.len()],
         "capabilities": capabilities,
-        "tags": [domain, if i % 2 == 0 { "cloud" } else { "on_premises" }],
+        "tags": [domain, if i.is_multiple_of(2) { "cloud" } else { "on_premises" }],
         "endpoint": format!("https://agents{}.example.net/{i}", i % 10),
         "supported_languages": languages,
         "authentication": {"type": "api_key"},
@@ -165,6 +165,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 }
 
 async fn run_in(args: &DemoArgs, data_dir: PathBuf, temporary: bool) -> anyhow::Result<()> {
+    let signal = crate::cli::shutdown_signal();
     let place = if temporary {
         "a temporary directory".to_owned()
     } else {
@@ -175,6 +176,8 @@ async fn run_in(args: &DemoArgs, data_dir: PathBuf, temporary: bool) -> anyhow::
         ..Config::default()
     };
     config.api.listen = args.listen;
+    // The single-node tour keeps its p2p listener on loopback, on any port.
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     let node = Node::spawn(config)
         .await
         .context("starting the demo node")?;
@@ -192,7 +195,7 @@ async fn run_in(args: &DemoArgs, data_dir: PathBuf, temporary: bool) -> anyhow::
         println!("  curl -s -X POST {base}/agents/search -H 'content-type: application/json' \\");
         println!("       -d '{{\"filters\":{{\"capabilities\":[\"summarization\"],\"tags\":[\"legal\"]}},\"top\":3}}'");
         println!("Ctrl-C stops the demo and removes its data.");
-        crate::cli::shutdown_signal().await;
+        signal.await;
     }
     node.shutdown().await?;
     outcome

@@ -13,6 +13,9 @@
 //! that attested the descriptor they replace. Every refusal is counted by
 //! reason.
 
+pub mod handler;
+pub mod outbox;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 

@@ -10,6 +10,7 @@
 //! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents;
 //! - [`record`]: signed CBOR records (descriptor, tombstone);
 //! - [`store`]: the sled store with its secondary indexes;
+//! - [`mesh`]: the libp2p mesh (gossip, DHT, search) behind a `MeshClient`;
 //! - [`federation`]: judging records that arrive from other nodes;
 //! - [`registry`]: registration, lookup and search over the store;
 //! - [`api`]: the HTTP API;
@@ -25,6 +26,7 @@ pub mod demo;
 pub mod descriptor;
 pub mod federation;
 pub mod identity;
+pub mod mesh;
 pub mod node;
 pub mod record;
 pub mod registry;

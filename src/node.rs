@@ -10,12 +10,18 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::api::{self, AppState};
+use crate::api::{self, AppState, MeshState};
 use crate::config::Config;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
+use crate::federation::handler::{NodeHandler, SharedHandler};
+use crate::federation::outbox::{self, Outbox, Published};
+use crate::federation::Judge;
 use crate::identity::{self, KeyError};
+use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
+use crate::record::RecordBody;
 use crate::registry::Registry;
+use crate::store::Filter;
 use crate::store::{Store, StoreError};
 
 /// Errors starting or stopping a node.
@@ -38,6 +44,9 @@ pub enum NodeError {
     /// The crawler could not be set up (TLS roots, resolver).
     #[error(transparent)]
     Crawl(#[from] CrawlError),
+    /// The mesh could not start.
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -59,14 +68,19 @@ pub struct Node {
     tasks: JoinSet<()>,
     crawl_cancel: CancellationToken,
     crawl_task: tokio::task::JoinHandle<()>,
+    mesh: MeshClient,
+    mesh_cancel: CancellationToken,
+    mesh_tasks: Vec<tokio::task::JoinHandle<()>>,
+    listen_addrs: Vec<String>,
+    flusher: tokio::task::JoinHandle<()>,
 }
 
 /// The libp2p peer id of a node key.
 pub fn peer_id_of(key: &ed25519_dalek::SigningKey) -> String {
-    let mut secret = key.to_bytes();
-    let keypair = libp2p_identity::Keypair::ed25519_from_bytes(&mut secret)
-        .expect("a 32-byte Ed25519 secret is always a valid libp2p key");
-    keypair.public().to_peer_id().to_string()
+    crate::mesh::keypair_from_signing_key(key)
+        .public()
+        .to_peer_id()
+        .to_string()
 }
 
 /// Creates the data directory (mode 0700) if it does not exist.
@@ -87,6 +101,70 @@ pub fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
     })
 }
 
+/// The Ed25519 keys of `peers` (peer ids of Ed25519 keys embed the key);
+/// ids of other key types are skipped with a warning.
+fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
+    peers
+        .iter()
+        .filter_map(|p| {
+            let key = p
+                .parse::<libp2p::PeerId>()
+                .ok()
+                .and_then(|id| {
+                    libp2p::identity::PublicKey::try_decode_protobuf(id.as_ref().digest()).ok()
+                })
+                .and_then(|k| k.try_into_ed25519().ok())
+                .and_then(|k| ed25519_dalek::VerifyingKey::from_bytes(&k.to_bytes()).ok());
+            if key.is_none() {
+                tracing::warn!(peer = %p, "trusted peer is not an Ed25519 peer id; ignored");
+            }
+            key
+        })
+        .collect()
+}
+
+/// At start, publishes every live record this node signed (registrations
+/// and crawls), so a restarted node provides its capabilities again; the
+/// mesh's own timers republish from then on.
+fn spawn_republisher(
+    store: Store,
+    mesh: MeshClient,
+    own: ed25519_dalek::VerifyingKey,
+    cancel: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(
+        async move {
+            let mut after: Option<String> = None;
+            let mut count = 0usize;
+            loop {
+                let page = match store.search(&Filter::default(), after.as_deref(), 256) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the store to republish failed");
+                        return;
+                    }
+                };
+                let Some(last) = page.last() else { break };
+                after = Some(last.body.agent_id().to_owned());
+                for agent in page {
+                    if agent.record.signer() != &own
+                        || !matches!(agent.body, RecordBody::Descriptor(_))
+                    {
+                        continue;
+                    }
+                    let p = Published::of(&agent.record, &agent.body);
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        _ = mesh.publish(p.record, p.agent_id, p.capabilities) => count += 1,
+                    }
+                }
+            }
+            tracing::info!(records = count, "republished own records");
+        }
+        .instrument(tracing::info_span!("republish")),
+    )
+}
+
 impl Node {
     /// Opens the data directory and starts serving.
     ///
@@ -104,16 +182,21 @@ impl Node {
                 .expect("the store-open task does not panic")?
         };
         let key = Arc::new(key);
-        let registry = Registry::new(store.clone(), key.clone(), config.store.record_ttl);
         let cancel = CancellationToken::new();
+        let flusher_cancel = cancel.child_token();
+        let flusher = store.spawn_flusher(Duration::from_secs(1), flusher_cancel);
+        let (outbox, outbox_rx) = Outbox::new(4096);
+        let registry = Registry::new(store.clone(), key.clone(), config.store.record_ttl)
+            .with_outbox(outbox.clone());
 
         let mut crawl_options = CrawlerOptions::from_config(&config.crawl);
         crawl_options.record_ttl = config.store.record_ttl;
-        let crawler = Crawler::new(crawl_options, key, peer_id.clone())?;
+        let crawler =
+            Crawler::new(crawl_options, key.clone(), peer_id.clone())?.with_outbox(outbox);
         let crawl_cancel = cancel.child_token();
         let (crawl_queue, crawl_task) = CrawlQueue::spawn(
             crawler,
-            store,
+            store.clone(),
             QueueOptions {
                 capacity: 64,
                 follow_peers: config.crawl.follow_peers,
@@ -121,6 +204,35 @@ impl Node {
             },
             crawl_cancel.clone(),
         );
+
+        // The mesh: records from peers are judged by the handler; what this
+        // node stores goes out through the outbox.
+        let trusted = trusted_keys(&config.p2p.trusted_peers);
+        let judge = Arc::new(Judge::new(store.clone(), key.verifying_key(), trusted));
+        let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
+        let mesh_cancel = cancel.child_token();
+        let mesh_config = MeshConfig::from_p2p(&config.p2p)?;
+        let (mesh, mesh_task) = Mesh::spawn(
+            mesh_config,
+            crate::mesh::keypair_from_signing_key(&key),
+            Arc::new(SharedHandler(Arc::new(handler))),
+            mesh_cancel.clone(),
+        )
+        .await?;
+        let publisher = outbox::spawn_publisher(mesh.clone(), outbox_rx, mesh_cancel.clone());
+        let republisher = spawn_republisher(
+            store,
+            mesh.clone(),
+            key.verifying_key(),
+            mesh_cancel.clone(),
+        );
+        let listen_addrs: Vec<String> = mesh
+            .listen_addrs()
+            .await?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+
         if !config.crawl.seeds.is_empty() {
             let seeds: Vec<String> = config.crawl.seeds.clone();
             tracing::info!(count = seeds.len(), "queueing seed domains");
@@ -139,12 +251,19 @@ impl Node {
             addr: config.api.listen,
             source,
         })?;
+        let mesh_state = MeshState {
+            client: mesh.clone(),
+            judge,
+            fanout: config.p2p.search_fanout,
+            timeout: config.p2p.search_timeout,
+        };
         let state = AppState::new(
             registry.clone(),
             Some(crawl_queue),
+            Some(mesh_state),
             config.api.clone(),
             peer_id.clone(),
-            Vec::new(),
+            listen_addrs.clone(),
         );
         let router = api::router(state);
         let mut tasks = JoinSet::new();
@@ -162,7 +281,7 @@ impl Node {
             }
             .instrument(span),
         );
-        tracing::info!(api = %api_addr, peer_id = %peer_id, records = registry.store().len(), "node started");
+        tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = registry.store().len(), "node started");
         Ok(Self {
             api_addr,
             peer_id,
@@ -172,6 +291,11 @@ impl Node {
             tasks,
             crawl_cancel,
             crawl_task,
+            mesh,
+            mesh_cancel,
+            mesh_tasks: vec![mesh_task, publisher, republisher],
+            flusher,
+            listen_addrs,
         })
     }
 
@@ -183,6 +307,17 @@ impl Node {
     /// The node's libp2p peer id.
     pub fn peer_id(&self) -> &str {
         &self.peer_id
+    }
+
+    /// The node's mesh client.
+    pub fn mesh(&self) -> &MeshClient {
+        &self.mesh
+    }
+
+    /// The node's p2p addresses, each ending in `/p2p/<peer id>`: what
+    /// another node passes to `--bootstrap`.
+    pub fn listen_addrs(&self) -> &[String] {
+        &self.listen_addrs
     }
 
     /// The node's registry.
@@ -213,7 +348,17 @@ impl Node {
             tracing::warn!("crawler did not stop in time; aborting it");
             self.crawl_task.abort();
         }
+        self.mesh_cancel.cancel();
+        for task in self.mesh_tasks.drain(..) {
+            if tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a mesh task did not stop in time");
+            }
+        }
         self.cancel.cancel();
+        let _ = (&mut self.flusher).await;
         let flush = self.registry.store().flush();
         match tokio::time::timeout(Duration::from_secs(30), flush).await {
             Ok(result) => result?,

@@ -138,6 +138,10 @@ pub struct SearchQuery {
     pub limit: usize,
 }
 
+/// What [`Registry::find`] selects: scored records, and the id to
+/// continue after.
+pub type Found = (Vec<(Option<f64>, StoredAgent)>, Option<String>);
+
 /// One page of results.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -159,6 +163,8 @@ pub struct Registry {
     /// and stores under its agent's lock, so concurrent writes to one
     /// agent get increasing seqs instead of refusing each other.
     write_locks: Arc<[tokio::sync::Mutex<()>]>,
+    /// Where stored records go to be published on the mesh.
+    outbox: Option<crate::federation::outbox::Outbox>,
 }
 
 /// Number of write-lock stripes.
@@ -185,6 +191,7 @@ impl Registry {
             validator: Arc::new(MetadataValidator::new()),
             ttl,
             max_scan: DEFAULT_MAX_SCAN,
+            outbox: None,
             write_locks: (0..WRITE_LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -198,6 +205,19 @@ impl Registry {
         self.write_locks[(hash % WRITE_LOCK_STRIPES as u64) as usize]
             .lock()
             .await
+    }
+
+    /// Publishes every record this registry stores through `outbox`.
+    #[must_use]
+    pub fn with_outbox(mut self, outbox: crate::federation::outbox::Outbox) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
+    fn publish(&self, record: &SignedRecord, body: &RecordBody) {
+        if let Some(outbox) = &self.outbox {
+            outbox.send(crate::federation::outbox::Published::of(record, body));
+        }
     }
 
     /// The underlying store.
@@ -281,14 +301,11 @@ impl Registry {
         );
         let signed =
             SignedRecord::sign_descriptor(&body, &self.key).map_err(RegistryError::TooLarge)?;
-        let outcome = self.store.put(
-            &signed,
-            &RecordBody::Descriptor(Box::new(body)),
-            Origin::Local,
-            expect,
-        )?;
+        let body = RecordBody::Descriptor(Box::new(body));
+        let outcome = self.store.put(&signed, &body, Origin::Local, expect)?;
         drop(guard);
         self.store.flush().await.map_err(RegistryError::Store)?;
+        self.publish(&signed, &body);
         Ok((outcome, doc))
     }
 
@@ -308,14 +325,12 @@ impl Registry {
         };
         let signed =
             SignedRecord::sign_tombstone(&body, &self.key).map_err(RegistryError::TooLarge)?;
-        self.store.put(
-            &signed,
-            &RecordBody::Tombstone(body),
-            Origin::Local,
-            Expect::LocalLive,
-        )?;
+        let body = RecordBody::Tombstone(body);
+        self.store
+            .put(&signed, &body, Origin::Local, Expect::LocalLive)?;
         drop(guard);
         self.store.flush().await.map_err(RegistryError::Store)?;
+        self.publish(&signed, &body);
         Ok(())
     }
 
@@ -362,10 +377,7 @@ impl Registry {
     ///
     /// # Errors
     /// [`RegistryError::Store`].
-    pub fn find(
-        &self,
-        q: &SearchQuery,
-    ) -> Result<(Vec<(Option<f64>, StoredAgent)>, Option<String>), RegistryError> {
+    pub fn find(&self, q: &SearchQuery) -> Result<Found, RegistryError> {
         let terms = q.query.as_deref().map(query_terms).unwrap_or_default();
         if terms.is_empty() {
             let found = self.store.search(&q.filter, q.after.as_deref(), q.limit)?;

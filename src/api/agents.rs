@@ -10,7 +10,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiError, AppState, ErrorCode};
+use super::{ApiError, AppState, ErrorCode, MeshState};
+use crate::mesh::wire::SearchRequest;
+use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery};
 use crate::store::{Filter, PutOutcome};
 
@@ -72,7 +74,16 @@ pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let document = state.registry().document(&id)?;
+    let document = match state.registry().document(&id) {
+        Err(RegistryError::NotFound { .. }) if state.mesh().is_some() => {
+            // Not held here: ask the DHT; what comes back is judged (and
+            // stored) by the mesh handler before it can be shown.
+            let mesh = state.mesh().expect("checked above");
+            let _ = mesh.client.get_record(&id).await;
+            state.registry().document(&id)?
+        }
+        other => other?,
+    };
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -256,9 +267,7 @@ pub(super) async fn search(
             format!("query is longer than {MAX_QUERY_BYTES} bytes"),
         ));
     }
-    // Until the mesh lands this node is the whole mesh, so both scopes
-    // search the local store.
-    let _scope = b.scope.unwrap_or(Scope::Mesh);
+    let scope = b.scope.unwrap_or(Scope::Mesh);
     let query = SearchQuery {
         filter: filter_from(
             f.capabilities.iter().map(String::as_str),
@@ -273,5 +282,117 @@ pub(super) async fn search(
             "top",
         )?,
     };
-    Ok(page_response(state.registry().search(&query)?))
+    // A mesh search asks peers first (first page only) and caches what
+    // verifies, so the local search below ranks everything together.
+    let asked = match (scope, state.mesh()) {
+        (Scope::Mesh, Some(mesh)) if query.after.is_none() => {
+            Some(ask_mesh(&state, mesh, &query).await)
+        }
+        _ => None,
+    };
+    let mut response = page_response(state.registry().search(&query)?);
+    if let Some(asked) = asked {
+        asked.write_headers(response.headers_mut());
+    }
+    Ok(response)
+}
+
+/// Who a mesh search asked and who answered.
+struct Asked {
+    asked: usize,
+    answered: usize,
+    unanswered: Vec<String>,
+    records: usize,
+}
+
+impl Asked {
+    fn write_headers(&self, headers: &mut HeaderMap) {
+        let mut put = |name: &'static str, value: String| {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert(name, v);
+            }
+        };
+        put("x-agentmesh-peers-asked", self.asked.to_string());
+        put("x-agentmesh-peers-answered", self.answered.to_string());
+        put("x-agentmesh-records-received", self.records.to_string());
+        put(
+            "x-agentmesh-partial",
+            (!self.unanswered.is_empty()).to_string(),
+        );
+        if !self.unanswered.is_empty() {
+            put("x-agentmesh-unanswered", self.unanswered.join(","));
+        }
+    }
+}
+
+/// Asks the providers of the most selective capability (or, without one,
+/// the connected peers), at most `fanout`, within the search timeout, and
+/// judges every record they send back.
+async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> Asked {
+    let store = state.registry().store();
+    let work = async {
+        let rarest = query
+            .filter
+            .capabilities
+            .iter()
+            .min_by_key(|c| store.term_count('c', c));
+        let mut peers = match rarest {
+            Some(cap) => mesh.client.providers(cap).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if peers.is_empty() {
+            peers = mesh
+                .client
+                .peers()
+                .await
+                .map(|ps| ps.into_iter().map(|p| p.peer_id).collect())
+                .unwrap_or_default();
+        }
+        peers.truncate(mesh.fanout);
+        let request = SearchRequest {
+            capabilities: query.filter.capabilities.clone(),
+            tags: query.filter.tags.clone(),
+            languages: query.filter.languages.clone(),
+            query: query.query.clone(),
+            limit: u32::try_from(query.limit).unwrap_or(u32::MAX),
+        };
+        let asked = peers.len();
+        let outcome = mesh
+            .client
+            .search(peers, request, mesh.timeout)
+            .await
+            .unwrap_or_default();
+        let mut unanswered: Vec<String> =
+            outcome.timed_out.iter().map(ToString::to_string).collect();
+        unanswered.extend(outcome.failed.iter().map(|(p, _)| p.to_string()));
+        let records: Vec<Vec<u8>> = outcome
+            .responses
+            .iter()
+            .flat_map(|(_, r)| r.records.iter().map(|b| b.to_vec()))
+            .collect();
+        let received = records.len();
+        let judge = mesh.judge.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            for bytes in records {
+                judge.judge(&bytes);
+            }
+        })
+        .await;
+        Asked {
+            asked,
+            answered: outcome.responses.len(),
+            unanswered,
+            records: received,
+        }
+    };
+    // Provider lookups and the search share one deadline (plus a margin
+    // for judging what arrived).
+    tokio::time::timeout(mesh.timeout * 2, work)
+        .await
+        .unwrap_or(Asked {
+            asked: 0,
+            answered: 0,
+            unanswered: vec!["deadline".into()],
+            records: 0,
+        })
 }

@@ -118,14 +118,13 @@ impl Crawler {
             report.evidence.clone(),
         );
         let signed = SignedRecord::sign_descriptor(&body, &self.key).map_err(|e| to_store(&e))?;
+        let body = RecordBody::Descriptor(Box::new(body));
         store
-            .put(
-                &signed,
-                &RecordBody::Descriptor(Box::new(body)),
-                Origin::Remote,
-                Expect::Any,
-            )
+            .put(&signed, &body, Origin::Remote, Expect::Any)
             .map_err(|e| to_store(&e))?;
+        if let Some(outbox) = &self.outbox {
+            outbox.send(crate::federation::outbox::Published::of(&signed, &body));
+        }
         Ok(())
     }
 
@@ -184,14 +183,13 @@ impl Crawler {
         );
         let signed =
             SignedRecord::sign_descriptor(&upgraded, &self.key).map_err(|e| to_store(&e))?;
+        let body = RecordBody::Descriptor(Box::new(upgraded));
         store
-            .put(
-                &signed,
-                &RecordBody::Descriptor(Box::new(upgraded)),
-                Origin::Remote,
-                Expect::Any,
-            )
+            .put(&signed, &body, Origin::Remote, Expect::Any)
             .map_err(|e| to_store(&e))?;
+        if let Some(outbox) = &self.outbox {
+            outbox.send(crate::federation::outbox::Published::of(&signed, &body));
+        }
         Ok(())
     }
 

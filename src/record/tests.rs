@@ -562,7 +562,7 @@ fn alice_body() -> DescriptorRecord {
         TTL_SECS,
         Evidence::default(),
     );
-    let verifier = libp2p_identity::Keypair::ed25519_from_bytes([1; 32])
+    let verifier = libp2p::identity::Keypair::ed25519_from_bytes([1; 32])
         .unwrap()
         .public()
         .to_peer_id()

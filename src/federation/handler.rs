@@ -1,0 +1,138 @@
+//! The node's side of the mesh ([`MeshHandler`]): records from peers go
+//! through the [`Judge`]; searches from peers are answered from the
+//! registry with signed records, which the asker verifies itself.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use libp2p::PeerId;
+use serde_bytes::ByteBuf;
+
+use super::{Judge, Judgement};
+use crate::crawl::queue::CrawlQueue;
+use crate::mesh::wire::{SearchRequest, SearchResponse, MAX_RESPONSE_BYTES};
+use crate::mesh::{agent_key, MeshHandler, RecordOrigin, Verdict};
+use crate::record::SignedRecord;
+use crate::registry::{Registry, SearchQuery};
+use crate::store::Filter;
+
+/// Judges inbound records and answers peers' searches.
+pub struct NodeHandler {
+    judge: Arc<Judge>,
+    registry: Registry,
+    reverify: Option<CrawlQueue>,
+}
+
+impl NodeHandler {
+    /// A handler storing through `judge`, answering from `registry`; ADP
+    /// agents vouched for by untrusted attesters are queued on `reverify`.
+    pub fn new(judge: Arc<Judge>, registry: Registry, reverify: Option<CrawlQueue>) -> Self {
+        Self {
+            judge,
+            registry,
+            reverify,
+        }
+    }
+
+    fn handle(&self, bytes: &[u8], origin: &RecordOrigin) -> Verdict {
+        // A DHT value must sit under its agent's key.
+        if let RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } = origin {
+            let agent = SignedRecord::decode_trusted(bytes)
+                .ok()
+                .and_then(|r| r.body().ok())
+                .map(|b| b.agent_id().to_owned());
+            match agent {
+                Some(id) if agent_key(&id).as_slice() == key.as_slice() => {}
+                Some(_) => return Verdict::Reject("wrong_dht_key"),
+                None => return Verdict::Reject("malformed"),
+            }
+        }
+        match self.judge.judge(bytes) {
+            Judgement::Stored { reverify, .. } => {
+                if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
+                    // Best effort: a full queue drops it; the next gossip of
+                    // the same agent asks again.
+                    let _ = queue.enqueue(vec![domain]);
+                }
+                Verdict::Accept
+            }
+            // Already held: valid, but gossip need not carry it further.
+            Judgement::Duplicate => match origin {
+                RecordOrigin::Gossip { .. } => Verdict::Ignore("duplicate"),
+                _ => Verdict::Accept,
+            },
+            Judgement::Refused(reason) => Verdict::Reject(reason),
+        }
+    }
+
+    fn answer(&self, request: &SearchRequest) -> SearchResponse {
+        let filter = match Filter::new(
+            request.capabilities.iter().map(String::as_str),
+            request.tags.iter().map(String::as_str),
+            request.languages.iter().map(String::as_str),
+        ) {
+            Ok(f) => f,
+            Err(_) => return SearchResponse::default(),
+        };
+        let limit = request.bounded_limit() as usize;
+        let query = SearchQuery {
+            filter,
+            query: request.query.clone(),
+            after: None,
+            limit: limit + 1,
+        };
+        let Ok((found, _)) = self.registry.find(&query) else {
+            return SearchResponse::default();
+        };
+        let mut records = Vec::new();
+        let mut bytes = 0usize;
+        let mut truncated = found.len() > limit;
+        for (_, agent) in found.into_iter().take(limit) {
+            let encoded = agent.record.encode();
+            if bytes + encoded.len() > (MAX_RESPONSE_BYTES as usize) / 2 {
+                truncated = true;
+                break;
+            }
+            bytes += encoded.len();
+            records.push(ByteBuf::from(encoded));
+        }
+        SearchResponse { records, truncated }
+    }
+}
+
+/// The shared handler, as the mesh takes it.
+pub struct SharedHandler(pub Arc<NodeHandler>);
+
+impl MeshHandler for SharedHandler {
+    fn on_record(
+        &self,
+        record: Vec<u8>,
+        _from: PeerId,
+        origin: RecordOrigin,
+    ) -> BoxFuture<'static, Verdict> {
+        let handler = self.0.clone();
+        // sled and signature checks are short and blocking: keep them off
+        // the async workers.
+        async move {
+            tokio::task::spawn_blocking(move || handler.handle(&record, &origin))
+                .await
+                .unwrap_or(Verdict::Ignore("handler_panicked"))
+        }
+        .boxed()
+    }
+
+    fn on_search(
+        &self,
+        request: SearchRequest,
+        _from: PeerId,
+    ) -> BoxFuture<'static, SearchResponse> {
+        let handler = self.0.clone();
+        async move {
+            tokio::task::spawn_blocking(move || handler.answer(&request))
+                .await
+                .unwrap_or_default()
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,238 @@
+//! The libp2p mesh: the transport layer that moves signed records between
+//! nodes and answers searches, without knowing what a record means.
+//!
+//! What it owns: one [`libp2p::Swarm`] (TCP + QUIC, noise, yamux, DNS;
+//! identify, Kademlia, gossipsub, the `/agentmesh/search/1.0.0`
+//! request-response protocol and connection limits; see [`behaviour`]),
+//! driven by one event-loop task. Everything else talks to it through a
+//! cheap, cloneable [`MeshClient`] (an `mpsc::Sender` of commands with
+//! `oneshot` replies) returned by [`Mesh::spawn`].
+//!
+//! What it asks of the node: a [`MeshHandler`]. Every record that arrives
+//! from outside (a gossip message, an inbound Kademlia `PutRecord`, a record
+//! found by [`MeshClient::get_record`]) and every inbound search goes to
+//! the handler, which decodes, verifies, stores and answers. The event loop
+//! never runs the handler inline: it spawns one task per inbound item,
+//! bounded by a semaphore ([`MeshLimits::max_inflight_handlers`]), and the
+//! task sends its [`Verdict`] back to the loop, which then reports the
+//! gossip validation result, stores the Kademlia record, or answers the
+//! search. Everything is counted in [`MeshStats`].
+//!
+//! Keys (DESIGN.md section 6): an agent's record lives in the DHT under
+//! [`agent_key`]; a node that holds agents with capability `c` provides
+//! [`capability_key`]`(c, shard)` with `shard =` [`shard_of`]`(own peer id)`.
+//!
+//! Files: `mesh/behaviour.rs` (the swarm and its limits), `mesh/config.rs`
+//! ([`MeshConfig`]), `mesh/client.rs` ([`MeshClient`]), `mesh/event_loop.rs`
+//! `mesh/commands.rs` and `mesh/events.rs` (the loop), `mesh/pending.rs` (in-flight queries),
+//! `mesh/stats.rs` ([`MeshStats`]), `mesh/wire.rs` (search wire types).
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use libp2p::identity::Keypair;
+use sha2::{Digest, Sha256};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub mod behaviour;
+mod client;
+mod commands;
+mod config;
+mod event_loop;
+mod events;
+mod pending;
+mod stats;
+pub mod wire;
+
+pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
+pub use config::{MeshConfig, MeshLimits, MeshTimeouts};
+pub use libp2p::{Multiaddr, PeerId};
+pub use stats::{MeshStats, StatsSnapshot, VerdictCounts};
+pub use wire::{SearchRequest, SearchResponse};
+
+/// The gossipsub topic that carries descriptors and tombstones (contract).
+pub const RECORDS_TOPIC: &str = "agentmesh/records/v1";
+/// The Kademlia protocol name (contract).
+pub const KAD_PROTOCOL: &str = "/agentmesh/kad/1.0.0";
+/// The search request-response protocol name (contract).
+pub const SEARCH_PROTOCOL: &str = "/agentmesh/search/1.0.0";
+/// The identify protocol version string.
+pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/id/1.0.0";
+
+/// Errors from starting and using the mesh.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MeshError {
+    /// A configured multiaddr does not parse.
+    #[error("invalid multiaddr {addr:?}: {reason}")]
+    BadAddress { addr: String, reason: String },
+    /// The configuration breaks an invariant.
+    #[error("invalid mesh config: {reason}")]
+    Config { reason: String },
+    /// The transport stack could not be built.
+    #[error("transport setup failed: {reason}")]
+    Transport { reason: String },
+    /// A behaviour could not be built.
+    #[error("behaviour setup failed: {reason}")]
+    Behaviour { reason: String },
+    /// No listener could be started.
+    #[error("could not listen on {addr}: {reason}")]
+    Listen { addr: String, reason: String },
+    /// A dial could not be started.
+    #[error("could not dial {addr}: {reason}")]
+    Dial { addr: String, reason: String },
+    /// A search request breaks the wire bounds.
+    #[error("invalid search request: {reason}")]
+    InvalidRequest { reason: String },
+    /// The record is over the size the mesh carries.
+    #[error("record is {size} bytes, over the {max}-byte limit")]
+    TooLarge { size: usize, max: usize },
+    /// The event loop has stopped (shutdown or cancellation).
+    #[error("the mesh has shut down")]
+    Shutdown,
+}
+
+/// What the node decided about a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Valid: forward the gossip, store the DHT record, return the lookup.
+    Accept,
+    /// Invalid: do not forward or store; the gossip sender is penalised.
+    /// The reason is a short stable code (counted in [`MeshStats`]).
+    Reject(&'static str),
+    /// Neither: drop without penalty (duplicate, not interesting, busy).
+    Ignore(&'static str),
+}
+
+/// Where a record handed to [`MeshHandler::on_record`] came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOrigin {
+    /// A gossipsub message; `author` is the signed message source.
+    Gossip { author: Option<PeerId> },
+    /// A peer asked us to store it in the DHT under `key`. The handler must
+    /// check `key == agent_key(<the record's agent id>)`.
+    DhtPut { key: Vec<u8> },
+    /// Found under `key` by our own [`MeshClient::get_record`] (from the
+    /// local DHT store when `from` is our own peer id). Same key check.
+    DhtGet { key: Vec<u8> },
+}
+
+/// The node's side of the mesh: judges records and answers searches.
+///
+/// Both methods are called from spawned tasks, never from the swarm loop,
+/// and are bounded by [`MeshTimeouts::handler`]; a future that does not
+/// finish in time counts as `Ignore("handler_timeout")` (records) or an
+/// unanswered request (searches).
+pub trait MeshHandler: Send + Sync + 'static {
+    /// Judges `record` (the encoded `SignedRecord` bytes) received from the
+    /// peer `from`; on `Accept` the handler has stored it.
+    fn on_record(
+        &self,
+        record: Vec<u8>,
+        from: PeerId,
+        origin: RecordOrigin,
+    ) -> BoxFuture<'static, Verdict>;
+
+    /// Answers a search from `from`. The request is already bounded
+    /// ([`SearchRequest::check`]); the mesh truncates an oversized answer.
+    fn on_search(&self, request: SearchRequest, from: PeerId)
+        -> BoxFuture<'static, SearchResponse>;
+}
+
+/// The DHT key of an agent's record: `sha256("agentmesh/agent/v1/" + id)`.
+pub fn agent_key(agent_id: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"agentmesh/agent/v1/");
+    h.update(agent_id.as_bytes());
+    h.finalize().into()
+}
+
+/// The provider key of a capability shard:
+/// `sha256("agentmesh/cap/v1/" + capability + "/" + shard)`, the shard in
+/// decimal.
+pub fn capability_key(capability: &str, shard: u32) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"agentmesh/cap/v1/");
+    h.update(capability.as_bytes());
+    h.update(b"/");
+    h.update(shard.to_string().as_bytes());
+    h.finalize().into()
+}
+
+/// The capability shard a peer provides under: the first 8 bytes of
+/// `sha256(peer id bytes)`, big-endian, modulo `shards` (at least 1).
+pub fn shard_of(peer: &PeerId, shards: u32) -> u32 {
+    let digest = Sha256::digest(peer.to_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % u64::from(shards.max(1))) as u32
+}
+
+/// The libp2p keypair of the node's Ed25519 signing key.
+pub fn keypair_from_signing_key(key: &ed25519_dalek::SigningKey) -> Keypair {
+    let mut secret = key.to_bytes();
+    Keypair::ed25519_from_bytes(&mut secret)
+        .expect("a 32-byte Ed25519 secret is always a valid libp2p key")
+}
+
+/// Starts the mesh.
+pub struct Mesh;
+
+impl Mesh {
+    /// Builds the swarm, starts the listeners (returning once each has an
+    /// address, so [`MeshClient::listen_addrs`] is meaningful at once, with
+    /// the real port for `/tcp/0`), and spawns the event loop, which dials
+    /// the bootstrap peers and runs until `cancel` fires or every
+    /// [`MeshClient`] is dropped.
+    ///
+    /// # Errors
+    /// [`MeshError::Config`] for an invalid config, `Transport`/`Behaviour`
+    /// when the swarm cannot be built, `Listen` when no listener starts.
+    pub async fn spawn(
+        config: MeshConfig,
+        keypair: Keypair,
+        handler: Arc<dyn MeshHandler>,
+        cancel: CancellationToken,
+    ) -> Result<(MeshClient, JoinHandle<()>), MeshError> {
+        config.validate()?;
+        event_loop::spawn(config, keypair, handler, cancel).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_domain_separated_sha256() {
+        let expected: [u8; 32] = Sha256::digest(b"agentmesh/agent/v1/agent:example.com").into();
+        assert_eq!(agent_key("agent:example.com"), expected);
+        let expected: [u8; 32] = Sha256::digest(b"agentmesh/cap/v1/translation/3").into();
+        assert_eq!(capability_key("translation", 3), expected);
+        assert_ne!(
+            capability_key("translation", 3),
+            capability_key("translation", 4)
+        );
+    }
+
+    #[test]
+    fn shard_is_stable_and_in_range() {
+        let peer = Keypair::generate_ed25519().public().to_peer_id();
+        let s = shard_of(&peer, 8);
+        assert!(s < 8);
+        assert_eq!(s, shard_of(&peer, 8));
+        assert_eq!(shard_of(&peer, 1), 0);
+        assert_eq!(shard_of(&peer, 0), 0);
+        let digest = Sha256::digest(peer.to_bytes());
+        let first = u64::from_be_bytes(digest[..8].try_into().unwrap());
+        assert_eq!(u64::from(s), first % 8);
+    }
+
+    #[test]
+    fn keypair_matches_the_node_peer_id() {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);
+        let peer = keypair_from_signing_key(&key).public().to_peer_id();
+        assert_eq!(peer.to_string(), crate::node::peer_id_of(&key));
+    }
+}

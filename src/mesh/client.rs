@@ -1,0 +1,317 @@
+//! [`MeshClient`]: the cheap, cloneable handle the rest of the node holds.
+//! Each method sends one [`Command`] with a `oneshot` reply to the event
+//! loop and awaits the answer; a closed channel (loop gone) is
+//! [`MeshError::Shutdown`]. Counters are read directly from the shared
+//! [`MeshStats`], without a round trip.
+
+use std::time::Duration;
+
+use libp2p::{Multiaddr, PeerId};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use super::stats::{MeshStats, StatsSnapshot};
+use super::wire::{SearchRequest, SearchResponse};
+use super::MeshError;
+
+/// What a connected peer told us about itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerInfo {
+    /// Its peer id.
+    #[serde(serialize_with = "display")]
+    pub peer_id: PeerId,
+    /// Its listen addresses (from identify), else the connection addresses.
+    #[serde(serialize_with = "display_all")]
+    pub addrs: Vec<Multiaddr>,
+    /// The protocols it speaks (from identify).
+    pub protocols: Vec<String>,
+    /// Its identify agent version, once identified.
+    pub agent_version: Option<String>,
+    /// Its gossipsub score as we see it, when scored.
+    pub gossip_score: Option<f64>,
+}
+
+fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+fn display_all<S: serde::Serializer, T: std::fmt::Display>(
+    v: &[T],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|x| x.to_string()))
+}
+
+/// A snapshot of the mesh's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MeshStatus {
+    /// Our peer id.
+    #[serde(serialize_with = "display")]
+    pub peer_id: PeerId,
+    /// Peers with at least one established connection.
+    pub connected_peers: usize,
+    /// Peers in the Kademlia routing table.
+    pub routing_table_peers: usize,
+    /// Connected peers subscribed to the records topic.
+    pub gossip_peers: usize,
+    /// Peers in our gossipsub mesh for the records topic.
+    pub gossip_mesh_peers: usize,
+    /// Records in the local DHT store (ours and those we hold for others).
+    pub dht_records: usize,
+    /// Capability keys we provide.
+    pub provided_keys: usize,
+}
+
+/// How a DHT write went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum DhtOutcome {
+    /// Acknowledged by the closest peers reached (at least one for a
+    /// record); they keep it once their handler accepts it.
+    Stored,
+    /// The routing table is empty: kept locally, published once peers come.
+    NoPeers,
+    /// The write failed.
+    Failed {
+        /// What failed.
+        reason: String,
+    },
+    /// Still running at the publish deadline (it continues in background).
+    TimedOut,
+}
+
+/// What [`MeshClient::publish`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PublishReport {
+    /// The gossip went out to at least one peer (false: no subscribed peers
+    /// yet, or the same bytes were gossiped within the duplicate window).
+    pub gossiped: bool,
+    /// The DHT put of the record under its agent key.
+    pub record: DhtOutcome,
+    /// The provider announcement of each capability's shard key.
+    pub capabilities: Vec<(String, DhtOutcome)>,
+}
+
+/// The result of a search fan-out.
+#[derive(Debug, Clone, Default)]
+pub struct SearchOutcome {
+    /// Peers that answered, with their (bounded) answers.
+    pub responses: Vec<(PeerId, SearchResponse)>,
+    /// Peers whose request failed, with the reason.
+    pub failed: Vec<(PeerId, String)>,
+    /// Peers that had not answered by the deadline.
+    pub timed_out: Vec<PeerId>,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, MeshError>>;
+
+/// A request to the event loop.
+pub(crate) enum Command {
+    ListenAddrs {
+        reply: Reply<Vec<Multiaddr>>,
+    },
+    Peers {
+        reply: Reply<Vec<PeerInfo>>,
+    },
+    Status {
+        reply: Reply<MeshStatus>,
+    },
+    Publish {
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+        reply: Reply<PublishReport>,
+    },
+    StopProviding {
+        capabilities: Vec<String>,
+        reply: Reply<()>,
+    },
+    GetRecord {
+        agent_id: String,
+        reply: Reply<Option<Vec<u8>>>,
+    },
+    Providers {
+        capability: String,
+        reply: Reply<Vec<PeerId>>,
+    },
+    Search {
+        peers: Vec<PeerId>,
+        request: SearchRequest,
+        deadline: Duration,
+        reply: Reply<SearchOutcome>,
+    },
+    Dial {
+        addr: Multiaddr,
+        reply: Reply<()>,
+    },
+}
+
+/// The handle to a running mesh. Clone freely; when the last clone is
+/// dropped the event loop shuts down.
+#[derive(Clone)]
+pub struct MeshClient {
+    commands: mpsc::Sender<Command>,
+    stats: MeshStats,
+    peer_id: PeerId,
+}
+
+impl std::fmt::Debug for MeshClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeshClient")
+            .field("peer_id", &self.peer_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MeshClient {
+    pub(crate) fn new(commands: mpsc::Sender<Command>, stats: MeshStats, peer_id: PeerId) -> Self {
+        Self {
+            commands,
+            stats,
+            peer_id,
+        }
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, MeshError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(make(tx))
+            .await
+            .map_err(|_| MeshError::Shutdown)?;
+        rx.await.map_err(|_| MeshError::Shutdown)?
+    }
+
+    /// Our peer id.
+    pub fn peer_id(&self) -> PeerId {
+        self.peer_id
+    }
+
+    /// A copy of the mesh counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The addresses we listen on, each ending in `/p2p/<our peer id>`:
+    /// what another node passes as a bootstrap address.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn listen_addrs(&self) -> Result<Vec<Multiaddr>, MeshError> {
+        self.ask(|reply| Command::ListenAddrs { reply }).await
+    }
+
+    /// The connected peers.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn peers(&self) -> Result<Vec<PeerInfo>, MeshError> {
+        self.ask(|reply| Command::Peers { reply }).await
+    }
+
+    /// Counts of peers, routing table, gossip mesh and DHT store.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn status(&self) -> Result<MeshStatus, MeshError> {
+        self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// Gossips `record` (encoded `SignedRecord` bytes) on the records
+    /// topic, puts it in the DHT under [`agent_key`](super::agent_key)`(agent_id)`
+    /// (quorum one), and provides the shard key of each capability. Waits
+    /// for the DHT writes up to the publish timeout; an empty DHT or no
+    /// gossip peers is reported, not an error. Kademlia re-publishes the
+    /// record, and the loop re-announces the capabilities, on a timer.
+    ///
+    /// # Errors
+    /// [`MeshError::TooLarge`] for a record over the record limit;
+    /// [`MeshError::Shutdown`].
+    pub async fn publish(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+    ) -> Result<PublishReport, MeshError> {
+        let max = crate::record::MAX_RECORD_BYTES;
+        if record.len() > max {
+            return Err(MeshError::TooLarge {
+                size: record.len(),
+                max,
+            });
+        }
+        self.ask(|reply| Command::Publish {
+            record,
+            agent_id,
+            capabilities,
+            reply,
+        })
+        .await
+    }
+
+    /// Stops providing (and re-announcing) the shard keys of these
+    /// capabilities; other nodes forget us when the records expire.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn stop_providing(&self, capabilities: Vec<String>) -> Result<(), MeshError> {
+        self.ask(|reply| Command::StopProviding {
+            capabilities,
+            reply,
+        })
+        .await
+    }
+
+    /// Looks `agent_id` up in the DHT: every record found (the local store
+    /// first) goes to the handler as [`RecordOrigin::DhtGet`](super::RecordOrigin::DhtGet);
+    /// the first it accepts is returned. `None` when nothing acceptable was
+    /// found by the lookup deadline.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn get_record(&self, agent_id: &str) -> Result<Option<Vec<u8>>, MeshError> {
+        let agent_id = agent_id.to_owned();
+        self.ask(|reply| Command::GetRecord { agent_id, reply })
+            .await
+    }
+
+    /// Peers providing `capability`, from all S shards, merged, at most
+    /// `max_providers_result`, within the lookup deadline.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn providers(&self, capability: &str) -> Result<Vec<PeerId>, MeshError> {
+        let capability = capability.to_owned();
+        self.ask(|reply| Command::Providers { capability, reply })
+            .await
+    }
+
+    /// Sends `request` to `peers` at once (duplicates and our own id
+    /// dropped, at most `max_search_fanout`) and returns when all answered
+    /// or `deadline` passed, whichever is first; every peer ends up in
+    /// exactly one of `responses`, `failed`, `timed_out`.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn search(
+        &self,
+        peers: Vec<PeerId>,
+        request: SearchRequest,
+        deadline: Duration,
+    ) -> Result<SearchOutcome, MeshError> {
+        self.ask(|reply| Command::Search {
+            peers,
+            request,
+            deadline,
+            reply,
+        })
+        .await
+    }
+
+    /// Starts a dial (it completes in the background).
+    ///
+    /// # Errors
+    /// [`MeshError::Dial`] when the dial cannot start; [`MeshError::Shutdown`].
+    pub async fn dial(&self, addr: Multiaddr) -> Result<(), MeshError> {
+        self.ask(|reply| Command::Dial { addr, reply }).await
+    }
+}

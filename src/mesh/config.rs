@@ -1,0 +1,275 @@
+//! [`MeshConfig`]: what the mesh listens on and joins through, and how it
+//! is bounded. Plain values (no serde): the node builds it from its
+//! `[p2p]` section ([`MeshConfig::from_p2p`]) and hands it to
+//! [`Mesh::spawn`](super::Mesh::spawn), which calls [`MeshConfig::validate`].
+
+use std::time::Duration;
+
+use libp2p::multiaddr::Protocol;
+use libp2p::Multiaddr;
+
+use super::MeshError;
+use crate::config::P2pConfig;
+
+/// What the mesh listens on and joins through.
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    /// Multiaddrs to listen on (`/ip4/../tcp/..`, `/ip4/../udp/../quic-v1`).
+    /// Empty: a client-only node (Kademlia client mode).
+    pub listen: Vec<Multiaddr>,
+    /// Peers to join through: multiaddrs, normally ending in
+    /// `/p2p/<peer id>`; `/dns4/..` names are resolved at dial time.
+    pub bootstrap: Vec<Multiaddr>,
+    /// The number of capability shards S (DESIGN.md 6); default 8.
+    pub shards: u32,
+    /// The identify agent version, e.g. `agentmesh/0.1.0`.
+    pub agent_version: String,
+    /// Size and count bounds.
+    pub limits: MeshLimits,
+    /// Deadlines and intervals.
+    pub timeouts: MeshTimeouts,
+}
+
+/// Size and count bounds of the mesh.
+#[derive(Debug, Clone)]
+pub struct MeshLimits {
+    /// Established connections in total.
+    pub max_connections: u32,
+    /// Established connections per peer (TCP and QUIC, simultaneous dials).
+    pub max_connections_per_peer: u32,
+    /// Incoming connections still in their handshake.
+    pub max_pending_incoming: u32,
+    /// Agent records held in the DHT store.
+    pub max_dht_records: usize,
+    /// Keys with provider records held in the DHT store (ours and others').
+    pub max_provider_keys: usize,
+    /// Providers kept per key (Kademlia's k = 20; shards spread the rest).
+    pub max_providers_per_key: usize,
+    /// Handler tasks (records and searches) in flight at once; over this,
+    /// inbound items are ignored and counted as `overloaded`.
+    pub max_inflight_handlers: usize,
+    /// Peers one search may ask at once.
+    pub max_search_fanout: usize,
+    /// Providers one [`MeshClient::providers`](super::MeshClient::providers)
+    /// call returns at most.
+    pub max_providers_result: usize,
+    /// Capabilities one publish may provide.
+    pub max_capabilities_per_publish: usize,
+    /// Capacity of the command channel (and of the internal verdict channel).
+    pub command_buffer: usize,
+}
+
+impl Default for MeshLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            max_connections_per_peer: 3,
+            max_pending_incoming: 64,
+            max_dht_records: 4096,
+            max_provider_keys: 8192,
+            max_providers_per_key: 20,
+            max_inflight_handlers: 64,
+            max_search_fanout: 32,
+            max_providers_result: 64,
+            max_capabilities_per_publish: 64,
+            command_buffer: 256,
+        }
+    }
+}
+
+/// Deadlines and intervals of the mesh.
+#[derive(Debug, Clone)]
+pub struct MeshTimeouts {
+    /// Request-response timeout of one search request (a per-call
+    /// deadline given to `search` usually ends it sooner).
+    pub request: Duration,
+    /// How long a handler call may take before it is given up.
+    pub handler: Duration,
+    /// Kademlia query timeout.
+    pub kad_query: Duration,
+    /// How long `publish` waits for its DHT puts before reporting.
+    pub publish: Duration,
+    /// Deadline of `get_record` and `providers`.
+    pub lookup: Duration,
+    /// How long `spawn` waits for the listeners to report an address.
+    pub listen: Duration,
+    /// A connection with no stream open for this long is closed.
+    pub idle_connection: Duration,
+    /// Lifetime of a DHT record at the peers that store it.
+    pub record_ttl: Duration,
+    /// How often our own DHT records are re-published (< `record_ttl`).
+    pub record_publication: Duration,
+    /// How often stored DHT records are re-replicated (< publication).
+    pub record_replication: Duration,
+    /// Lifetime of a provider record.
+    pub provider_ttl: Duration,
+    /// How often Kademlia re-publishes our provider records.
+    pub provider_publication: Duration,
+    /// How often the loop re-announces every capability key it provides
+    /// (reaches peers that joined since, after churn).
+    pub reprovide: Duration,
+    /// How often the loop runs a Kademlia bootstrap.
+    pub bootstrap_interval: Duration,
+    /// First re-dial delay of an unreachable bootstrap peer (doubles).
+    pub bootstrap_backoff_min: Duration,
+    /// Largest re-dial delay of an unreachable bootstrap peer.
+    pub bootstrap_backoff_max: Duration,
+}
+
+impl Default for MeshTimeouts {
+    fn default() -> Self {
+        Self {
+            request: Duration::from_secs(10),
+            handler: Duration::from_secs(5),
+            kad_query: Duration::from_secs(30),
+            publish: Duration::from_secs(10),
+            lookup: Duration::from_secs(10),
+            listen: Duration::from_secs(5),
+            idle_connection: Duration::from_secs(120),
+            record_ttl: Duration::from_secs(36 * 3600),
+            record_publication: Duration::from_secs(12 * 3600),
+            record_replication: Duration::from_secs(3600),
+            provider_ttl: Duration::from_secs(36 * 3600),
+            provider_publication: Duration::from_secs(12 * 3600),
+            reprovide: Duration::from_secs(3600),
+            bootstrap_interval: Duration::from_secs(300),
+            bootstrap_backoff_min: Duration::from_secs(1),
+            bootstrap_backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for MeshConfig {
+    fn default() -> Self {
+        Self {
+            listen: Vec::new(),
+            bootstrap: Vec::new(),
+            shards: 8,
+            agent_version: format!("agentmesh/{}", env!("CARGO_PKG_VERSION")),
+            limits: MeshLimits::default(),
+            timeouts: MeshTimeouts::default(),
+        }
+    }
+}
+
+fn parse_addrs(list: &[String]) -> Result<Vec<Multiaddr>, MeshError> {
+    list.iter()
+        .map(|s| {
+            s.parse::<Multiaddr>().map_err(|e| MeshError::BadAddress {
+                addr: s.clone(),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+impl MeshConfig {
+    /// The node's `[p2p]` section, with the default limits and timeouts.
+    ///
+    /// # Errors
+    /// [`MeshError::BadAddress`] for a string that is not a multiaddr.
+    pub fn from_p2p(p2p: &P2pConfig) -> Result<Self, MeshError> {
+        Ok(Self {
+            listen: parse_addrs(&p2p.listen)?,
+            bootstrap: parse_addrs(&p2p.bootstrap)?,
+            ..Self::default()
+        })
+    }
+
+    /// Checks the invariants the swarm relies on.
+    ///
+    /// # Errors
+    /// [`MeshError::Config`] naming the first broken one.
+    pub fn validate(&self) -> Result<(), MeshError> {
+        let fail = |reason: &str| {
+            Err(MeshError::Config {
+                reason: reason.to_owned(),
+            })
+        };
+        let l = &self.limits;
+        let t = &self.timeouts;
+        if self.shards == 0 || self.shards > 1024 {
+            return fail("shards must be in 1..=1024");
+        }
+        if l.max_connections == 0 || l.max_connections_per_peer == 0 {
+            return fail("connection limits must be positive");
+        }
+        if l.max_dht_records == 0 || l.max_provider_keys == 0 || l.max_providers_per_key == 0 {
+            return fail("DHT store limits must be positive");
+        }
+        if l.max_inflight_handlers == 0 || l.command_buffer == 0 {
+            return fail("max_inflight_handlers and command_buffer must be positive");
+        }
+        if l.max_search_fanout == 0 || l.max_providers_result == 0 {
+            return fail("search fan-out and provider result bounds must be positive");
+        }
+        if t.record_replication >= t.record_publication || t.record_publication >= t.record_ttl {
+            return fail("need record_replication < record_publication < record_ttl");
+        }
+        if t.provider_publication >= t.provider_ttl {
+            return fail("need provider_publication < provider_ttl");
+        }
+        if t.bootstrap_backoff_min.is_zero() || t.bootstrap_backoff_min > t.bootstrap_backoff_max {
+            return fail("need 0 < bootstrap_backoff_min <= bootstrap_backoff_max");
+        }
+        for d in [
+            t.request,
+            t.handler,
+            t.kad_query,
+            t.publish,
+            t.lookup,
+            t.listen,
+        ] {
+            if d.is_zero() {
+                return fail("timeouts must be positive");
+            }
+        }
+        for addr in &self.bootstrap {
+            if addr
+                .iter()
+                .filter(|p| matches!(p, Protocol::P2p(_)))
+                .count()
+                > 1
+            {
+                return Err(MeshError::BadAddress {
+                    addr: addr.to_string(),
+                    reason: "more than one /p2p component".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_parses_the_node_config() {
+        MeshConfig::default().validate().unwrap();
+        let c = MeshConfig::from_p2p(&P2pConfig::default()).unwrap();
+        assert_eq!(c.listen.len(), 2);
+        c.validate().unwrap();
+        let bad = P2pConfig {
+            listen: vec!["not an addr".into()],
+            ..P2pConfig::default()
+        };
+        assert!(matches!(
+            MeshConfig::from_p2p(&bad),
+            Err(MeshError::BadAddress { .. })
+        ));
+    }
+
+    #[test]
+    fn validate_refuses_broken_invariants() {
+        let mut c = MeshConfig {
+            shards: 0,
+            ..MeshConfig::default()
+        };
+        assert!(c.validate().is_err());
+        c.shards = 8;
+        c.timeouts.record_publication = c.timeouts.record_ttl;
+        assert!(c.validate().is_err());
+    }
+}

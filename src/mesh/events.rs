@@ -1,0 +1,433 @@
+//! Swarm events, as the event loop sees them: connections and listeners
+//! (peer table, bootstrap state), identify (feeds Kademlia addresses),
+//! Kademlia (query progress for pending calls; inbound `PutRecord` and
+//! `AddProvider` under record filtering), gossipsub (messages to validate)
+//! and the search protocol (inbound requests, responses, failures).
+//! Anything the node must judge is handed to a handler task; events we do
+//! not act on are traced, never panicked on.
+
+use libp2p::core::ConnectedPoint;
+use libp2p::gossipsub;
+use libp2p::identify;
+use libp2p::kad::{self, store::RecordStore, GetProvidersOk, GetRecordOk, QueryResult};
+use libp2p::request_response::{self, Message};
+use libp2p::swarm::SwarmEvent;
+use libp2p::Multiaddr;
+use tracing::{debug, info, trace, warn};
+
+use super::behaviour::{MeshBehaviourEvent, DHT_MAX_VALUE_BYTES};
+use super::client::DhtOutcome;
+use super::event_loop::{EventLoop, Internal};
+use super::stats::Path;
+use super::wire::SearchResponse;
+use super::{RecordOrigin, Verdict, KAD_PROTOCOL};
+use crate::record::MAX_RECORD_BYTES;
+
+/// Most identify listen addresses fed into Kademlia per peer.
+const MAX_IDENTIFY_ADDRS: usize = 16;
+
+fn is_unspecified(addr: &Multiaddr) -> bool {
+    use libp2p::multiaddr::Protocol;
+    addr.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}
+
+impl EventLoop {
+    pub(super) fn on_swarm_event(&mut self, event: SwarmEvent<MeshBehaviourEvent>) {
+        match event {
+            SwarmEvent::Behaviour(MeshBehaviourEvent::Identify(e)) => self.on_identify(e),
+            SwarmEvent::Behaviour(MeshBehaviourEvent::Kad(e)) => self.on_kad(e),
+            SwarmEvent::Behaviour(MeshBehaviourEvent::Gossipsub(e)) => self.on_gossip(e),
+            SwarmEvent::Behaviour(MeshBehaviourEvent::Search(e)) => self.on_search(e),
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                endpoint,
+                ..
+            } => {
+                let addr = match &endpoint {
+                    ConnectedPoint::Dialer { address, .. } => address.clone(),
+                    ConnectedPoint::Listener { send_back_addr, .. } => send_back_addr.clone(),
+                };
+                debug!(peer = %peer_id, %addr, "connected");
+                let state = self.peers.entry(peer_id).or_default();
+                if !state.conn_addrs.contains(&addr) {
+                    state.conn_addrs.push(addr);
+                }
+                let min = self.config.timeouts.bootstrap_backoff_min;
+                for b in &mut self.bootstrap {
+                    if b.peer == Some(peer_id) || b.dialing == Some(connection_id) {
+                        b.peer = Some(peer_id);
+                        b.connected = true;
+                        b.dialing = None;
+                        b.backoff = min;
+                    }
+                }
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established,
+                cause,
+                ..
+            } => {
+                debug!(peer = %peer_id, ?cause, remaining = num_established, "connection closed");
+                if num_established == 0 {
+                    self.peers.remove(&peer_id);
+                    let now = tokio::time::Instant::now();
+                    for b in &mut self.bootstrap {
+                        if b.peer == Some(peer_id) {
+                            b.connected = false;
+                            b.next_dial = now + b.backoff;
+                        }
+                    }
+                }
+            }
+            SwarmEvent::OutgoingConnectionError {
+                peer_id,
+                connection_id,
+                error,
+            } => {
+                self.stats.dial_failure();
+                for b in &mut self.bootstrap {
+                    if b.dialing == Some(connection_id) {
+                        b.dialing = None;
+                        debug!(addr = %b.addr, error = %error, "bootstrap dial failed");
+                    }
+                }
+                debug!(peer = ?peer_id, error = %error, "outgoing connection failed");
+            }
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                info!(%address, "listening");
+                self.starting_listeners.remove(&listener_id);
+            }
+            SwarmEvent::ListenerClosed {
+                listener_id,
+                addresses,
+                reason,
+            } => {
+                warn!(?addresses, ?reason, "listener closed");
+                if let Some(addr) = self.starting_listeners.remove(&listener_id) {
+                    let reason = match reason {
+                        Ok(()) => "closed".to_owned(),
+                        Err(e) => e.to_string(),
+                    };
+                    self.failed_listeners.push((addr, reason));
+                }
+            }
+            SwarmEvent::ListenerError { listener_id, error } => {
+                warn!(?listener_id, %error, "listener error");
+            }
+            other => trace!(event = ?other, "swarm event"),
+        }
+    }
+
+    fn on_identify(&mut self, event: identify::Event) {
+        let identify::Event::Received { peer_id, info, .. } = event else {
+            trace!(?event, "identify event");
+            return;
+        };
+        let speaks_kad = info.protocols.iter().any(|p| p.as_ref() == KAD_PROTOCOL);
+        let addrs: Vec<Multiaddr> = info
+            .listen_addrs
+            .into_iter()
+            .filter(|a| !is_unspecified(a))
+            .take(MAX_IDENTIFY_ADDRS)
+            .collect();
+        if speaks_kad {
+            let kad = &mut self.swarm.behaviour_mut().kad;
+            for addr in &addrs {
+                kad.add_address(&peer_id, addr.clone());
+            }
+        }
+        if let Some(state) = self.peers.get_mut(&peer_id) {
+            state.listen_addrs = addrs;
+            state.protocols = info.protocols.iter().map(|p| p.to_string()).collect();
+            state.agent_version = Some(info.agent_version);
+        }
+    }
+
+    fn on_kad(&mut self, event: kad::Event) {
+        match event {
+            kad::Event::OutboundQueryProgressed {
+                id, result, step, ..
+            } => self.on_query(id, result, step.last),
+            kad::Event::InboundRequest { request } => self.on_kad_inbound(request),
+            kad::Event::RoutingUpdated { peer, .. } => {
+                trace!(%peer, "routing table updated");
+                if !self.bootstrapped {
+                    self.bootstrapped = self.swarm.behaviour_mut().kad.bootstrap().is_ok();
+                }
+            }
+            other => trace!(event = ?other, "kad event"),
+        }
+    }
+
+    fn on_query(&mut self, id: kad::QueryId, result: QueryResult, last: bool) {
+        match result {
+            QueryResult::GetRecord(Ok(GetRecordOk::FoundRecord(found))) => {
+                let from = found.peer.unwrap_or(self.local);
+                let record = found.record;
+                if self.pending.get_found(id) {
+                    match self.permit() {
+                        Some(permit) => {
+                            let key = record.key.to_vec();
+                            let work = self.handler.on_record(
+                                record.value.clone(),
+                                from,
+                                RecordOrigin::DhtGet { key },
+                            );
+                            let value = record.value;
+                            let span = tracing::debug_span!("mesh_dht_get", peer = %from);
+                            self.spawn_task(permit, span, work, move |v| Internal::DhtGet {
+                                query: id,
+                                record: value,
+                                verdict: v.unwrap_or(Verdict::Ignore("handler_timeout")),
+                            });
+                        }
+                        None => {
+                            self.stats
+                                .verdict(Path::DhtGet, &Verdict::Ignore("overloaded"));
+                            self.pending.get_check_dropped(id);
+                        }
+                    }
+                }
+                if last {
+                    self.pending.get_query_done(id);
+                }
+            }
+            QueryResult::GetRecord(_) => self.pending.get_query_done(id),
+            QueryResult::GetProviders(r) => {
+                let found = match r {
+                    Ok(GetProvidersOk::FoundProviders { providers, .. }) => providers,
+                    _ => Default::default(),
+                };
+                let local = self.local;
+                if let Some(stop) = self.pending.providers_found(id, found, &local, last) {
+                    for q in stop {
+                        self.finish_query(q);
+                    }
+                }
+            }
+            QueryResult::PutRecord(r) => {
+                let outcome = match r {
+                    Ok(_) => DhtOutcome::Stored,
+                    Err(kad::PutRecordError::QuorumFailed { success, .. })
+                        if success.is_empty() =>
+                    {
+                        DhtOutcome::Failed {
+                            reason: "no peer stored the record".into(),
+                        }
+                    }
+                    Err(kad::PutRecordError::Timeout { success, .. }) if success.is_empty() => {
+                        DhtOutcome::TimedOut
+                    }
+                    Err(_) => DhtOutcome::Stored,
+                };
+                self.pending.publish_result(id, outcome);
+            }
+            QueryResult::StartProviding(r) => {
+                let outcome = match r {
+                    Ok(_) => DhtOutcome::Stored,
+                    Err(_) => DhtOutcome::TimedOut,
+                };
+                if !self.pending.publish_result(id, outcome) {
+                    trace!(?id, "re-provide finished");
+                }
+            }
+            QueryResult::RepublishRecord(r) => debug!(ok = r.is_ok(), "record republished"),
+            QueryResult::RepublishProvider(r) => debug!(ok = r.is_ok(), "provider republished"),
+            QueryResult::Bootstrap(r) => debug!(ok = r.is_ok(), "kad bootstrap step"),
+            QueryResult::GetClosestPeers(_) => trace!(?id, "closest peers query progressed"),
+        }
+    }
+
+    fn on_kad_inbound(&mut self, request: kad::InboundRequest) {
+        match request {
+            kad::InboundRequest::PutRecord {
+                source,
+                record: Some(record),
+                ..
+            } => {
+                if record.value.len() >= DHT_MAX_VALUE_BYTES
+                    || record.value.len() > MAX_RECORD_BYTES
+                {
+                    self.stats
+                        .verdict(Path::DhtPut, &Verdict::Reject("too_large"));
+                    return;
+                }
+                if record.key.as_ref().len() != 32 {
+                    self.stats
+                        .verdict(Path::DhtPut, &Verdict::Reject("bad_key"));
+                    return;
+                }
+                // Re-replication of a record we already hold, byte for byte:
+                // refresh its expiry without asking the handler again.
+                let store = self.swarm.behaviour_mut().kad.store_mut();
+                if store
+                    .get(&record.key)
+                    .is_some_and(|r| r.value == record.value)
+                {
+                    let _ = store.put(record);
+                    self.stats
+                        .verdict(Path::DhtPut, &Verdict::Ignore("duplicate"));
+                    return;
+                }
+                let Some(permit) = self.permit() else {
+                    self.stats
+                        .verdict(Path::DhtPut, &Verdict::Ignore("overloaded"));
+                    return;
+                };
+                let key = record.key.to_vec();
+                let work = self.handler.on_record(
+                    record.value.clone(),
+                    source,
+                    RecordOrigin::DhtPut { key },
+                );
+                let span = tracing::debug_span!("mesh_dht_put", peer = %source);
+                self.spawn_task(permit, span, work, move |v| Internal::DhtPut {
+                    record,
+                    verdict: v.unwrap_or(Verdict::Ignore("handler_timeout")),
+                });
+            }
+            kad::InboundRequest::AddProvider {
+                record: Some(provider),
+            } => {
+                // Our provider keys are SHA-256 digests; anything else is
+                // not an agentmesh capability key.
+                let stored = provider.key.as_ref().len() == 32
+                    && self
+                        .swarm
+                        .behaviour_mut()
+                        .kad
+                        .store_mut()
+                        .add_provider(provider)
+                        .is_ok();
+                self.stats.provider(stored);
+            }
+            other => trace!(request = ?other, "kad inbound request"),
+        }
+    }
+
+    fn on_gossip(&mut self, event: gossipsub::Event) {
+        let gossipsub::Event::Message {
+            propagation_source: source,
+            message_id,
+            message,
+        } = event
+        else {
+            match event {
+                gossipsub::Event::SlowPeer { peer_id, .. } => {
+                    warn!(peer = %peer_id, "slow gossip peer")
+                }
+                other => debug!(event = ?other, "gossipsub event"),
+            }
+            return;
+        };
+        let early = if message.topic != self.topic {
+            Some(Verdict::Ignore("unknown_topic"))
+        } else if message.data.len() > MAX_RECORD_BYTES {
+            Some(Verdict::Reject("too_large"))
+        } else {
+            None
+        };
+        let permit = match early {
+            Some(_) => None,
+            None => self.permit(),
+        };
+        let Some(permit) = permit else {
+            let verdict = early.unwrap_or(Verdict::Ignore("overloaded"));
+            let msg = Internal::Gossip {
+                message_id,
+                source,
+                verdict,
+            };
+            // Reported through the same path as handler verdicts.
+            return self.on_internal(msg);
+        };
+        let origin = RecordOrigin::Gossip {
+            author: message.source,
+        };
+        let work = self.handler.on_record(message.data, source, origin);
+        let span = tracing::debug_span!("mesh_gossip", peer = %source);
+        self.spawn_task(permit, span, work, move |v| Internal::Gossip {
+            message_id,
+            source,
+            verdict: v.unwrap_or(Verdict::Ignore("handler_timeout")),
+        });
+    }
+
+    fn on_search(&mut self, event: request_response::Event<super::SearchRequest, SearchResponse>) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                if let Err(e) = request.check() {
+                    debug!(%peer, error = %e, "search request refused");
+                    self.stats.search_refused(e.reason());
+                    return;
+                }
+                let limit = request.bounded_limit();
+                let request = super::SearchRequest { limit, ..request };
+                let Some(permit) = self.permit() else {
+                    self.stats.search_refused("overloaded");
+                    let busy = SearchResponse {
+                        records: Vec::new(),
+                        truncated: true,
+                    };
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .search
+                        .send_response(channel, busy);
+                    return;
+                };
+                let work = self.handler.on_search(request, peer);
+                let span = tracing::debug_span!("mesh_search", %peer);
+                self.spawn_task(permit, span, work, move |response| Internal::Search {
+                    channel,
+                    limit,
+                    response,
+                });
+            }
+            request_response::Event::Message {
+                peer,
+                message:
+                    Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                if !self.pending.search_response(request_id, response) {
+                    debug!(%peer, "late search response dropped");
+                }
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                self.stats.request_failed();
+                if !self.pending.search_failure(request_id, error.to_string()) {
+                    debug!(%peer, %error, "late search failure");
+                }
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                debug!(%peer, %error, "inbound search failed");
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,608 @@
+//! The mesh on real swarms: several nodes in one test process on
+//! `/ip4/127.0.0.1/tcp/0`, each with a [`TestHandler`] standing in for the
+//! node (it accepts records whose bytes start with `ok`, keeps them in a
+//! map, and answers searches from it). Every wait has a 10 s deadline and
+//! says what it waited for.
+//!
+//! Test records are `ok|<agent id>|<capability>,...` (or `bad|...`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentmesh::mesh::{
+    agent_key, DhtOutcome, Mesh, MeshClient, MeshConfig, MeshError, MeshHandler, Multiaddr, PeerId,
+    RecordOrigin, SearchRequest, SearchResponse, Verdict, KAD_PROTOCOL, SEARCH_PROTOCOL,
+};
+use futures_util::future::BoxFuture;
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use serde_bytes::ByteBuf;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Waits until `check` holds, polling, for at most [`DEADLINE`].
+async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn parse(record: &[u8]) -> Option<(String, Vec<String>)> {
+    let text = std::str::from_utf8(record).ok()?;
+    let mut parts = text.split('|');
+    let _tag = parts.next()?;
+    let agent = parts.next()?.to_owned();
+    let caps = parts
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    Some((agent, caps))
+}
+
+fn record(tag: &str, agent: &str, caps: &[&str]) -> Vec<u8> {
+    format!("{tag}|{agent}|{}", caps.join(",")).into_bytes()
+}
+
+/// The node stand-in: accepts `ok...` records (checking the DHT key),
+/// rejects the rest, answers searches by capability.
+#[derive(Default)]
+struct TestHandler {
+    records: Mutex<HashMap<String, Vec<u8>>>,
+    search_delay: Option<Duration>,
+    record_delay: Option<Duration>,
+}
+
+impl TestHandler {
+    fn holds(&self, agent: &str) -> bool {
+        self.records.lock().unwrap().contains_key(agent)
+    }
+
+    fn insert(&self, bytes: Vec<u8>) {
+        let (agent, _) = parse(&bytes).expect("a test record");
+        self.records.lock().unwrap().insert(agent, bytes);
+    }
+
+    fn judge(&self, record: &[u8], origin: &RecordOrigin) -> Verdict {
+        if !record.starts_with(b"ok") {
+            return Verdict::Reject("not_ok");
+        }
+        let Some((agent, _)) = parse(record) else {
+            return Verdict::Reject("malformed");
+        };
+        if let RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } = origin {
+            if key[..] != agent_key(&agent) {
+                return Verdict::Reject("key_mismatch");
+            }
+        }
+        self.records.lock().unwrap().insert(agent, record.to_vec());
+        Verdict::Accept
+    }
+}
+
+impl MeshHandler for TestHandler {
+    fn on_record(
+        &self,
+        record: Vec<u8>,
+        _from: PeerId,
+        origin: RecordOrigin,
+    ) -> BoxFuture<'static, Verdict> {
+        let verdict = self.judge(&record, &origin);
+        let delay = self.record_delay;
+        Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            verdict
+        })
+    }
+
+    fn on_search(
+        &self,
+        request: SearchRequest,
+        _from: PeerId,
+    ) -> BoxFuture<'static, SearchResponse> {
+        let mut records: Vec<ByteBuf> = self
+            .records
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|r| {
+                let caps = parse(r).map(|(_, c)| c).unwrap_or_default();
+                request.capabilities.iter().all(|c| caps.contains(c))
+            })
+            .map(|r| ByteBuf::from(r.clone()))
+            .collect();
+        records.sort();
+        let delay = self.search_delay;
+        Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            SearchResponse {
+                records,
+                truncated: false,
+            }
+        })
+    }
+}
+
+/// A loopback node's config: `/ip4/127.0.0.1/tcp/0`, the given bootstrap.
+fn config(bootstrap: Vec<Multiaddr>) -> MeshConfig {
+    MeshConfig {
+        listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
+        bootstrap,
+        ..MeshConfig::default()
+    }
+}
+
+/// One running mesh; cancels it on drop.
+struct TestNode {
+    client: MeshClient,
+    handler: Arc<TestHandler>,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl TestNode {
+    async fn start(bootstrap: Vec<Multiaddr>, handler: TestHandler) -> Self {
+        let key = Keypair::generate_ed25519();
+        Self::start_config(key, config(bootstrap), handler).await
+    }
+
+    async fn start_config(key: Keypair, config: MeshConfig, handler: TestHandler) -> Self {
+        let handler = Arc::new(handler);
+        let cancel = CancellationToken::new();
+        let (client, task) = Mesh::spawn(config, key, handler.clone(), cancel.clone())
+            .await
+            .expect("the mesh starts");
+        Self {
+            client,
+            handler,
+            cancel,
+            task: Some(task),
+        }
+    }
+
+    fn peer(&self) -> PeerId {
+        self.client.peer_id()
+    }
+
+    async fn addr(&self) -> Multiaddr {
+        self.client.listen_addrs().await.unwrap()[0].clone()
+    }
+
+    async fn connected_to(&self, other: &TestNode) -> bool {
+        let peers = self.client.peers().await.unwrap();
+        peers.iter().any(|p| p.peer_id == other.peer())
+    }
+}
+
+/// `n` nodes; node `i > 0` bootstraps from node `hub(i)`.
+async fn topology(
+    n: usize,
+    hub: impl Fn(usize) -> usize,
+    handlers: Vec<TestHandler>,
+) -> Vec<TestNode> {
+    let mut nodes: Vec<TestNode> = Vec::new();
+    let mut handlers = handlers.into_iter();
+    for i in 0..n {
+        let bootstrap = if i == 0 {
+            Vec::new()
+        } else {
+            vec![nodes[hub(i)].addr().await]
+        };
+        let handler = handlers.next().unwrap_or_default();
+        nodes.push(TestNode::start(bootstrap, handler).await);
+    }
+    nodes
+}
+
+/// Every node has a DHT neighbour and at least `degree(i)` gossip mesh peers.
+async fn wait_ready(nodes: &[TestNode], degree: impl Fn(usize) -> usize) {
+    for (i, node) in nodes.iter().enumerate() {
+        let want = degree(i);
+        wait_for(
+            &format!("node {i} to have {want} gossip mesh peers and a DHT peer"),
+            || async {
+                let s = node.client.status().await.unwrap();
+                s.gossip_mesh_peers >= want && s.routing_table_peers >= 1
+            },
+        )
+        .await;
+    }
+}
+
+fn line_degree(n: usize) -> impl Fn(usize) -> usize {
+    move |i| if i == 0 || i == n - 1 { 1 } else { 2 }
+}
+
+fn star_degree(n: usize) -> impl Fn(usize) -> usize {
+    move |i| if i == 0 { n - 1 } else { 1 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_crosses_a_five_node_line() {
+    init_tracing();
+    let nodes = topology(5, |i| i - 1, Vec::new()).await;
+    wait_ready(&nodes, line_degree(5)).await;
+
+    let bytes = record("ok", "agent-a", &["translation"]);
+    let report = nodes[0]
+        .client
+        .publish(bytes.clone(), "agent-a".into(), vec!["translation".into()])
+        .await
+        .unwrap();
+    assert!(report.gossiped, "{report:?}");
+
+    let last = &nodes[4];
+    wait_for(
+        "node 5's handler to accept the record from gossip",
+        || async { last.handler.holds("agent-a") && last.client.stats().gossip.accepted >= 1 },
+    )
+    .await;
+    assert_eq!(last.handler.records.lock().unwrap()["agent-a"], bytes);
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        wait_for(&format!("node {i} to hold the record"), || async {
+            node.handler.holds("agent-a")
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_records_are_counted_penalised_and_not_stored() {
+    init_tracing();
+    let nodes = topology(5, |i| i - 1, Vec::new()).await;
+    wait_ready(&nodes, line_degree(5)).await;
+
+    let bad = record("bad", "agent-x", &["translation"]);
+    let report = nodes[0]
+        .client
+        .publish(bad, "agent-x".into(), vec![])
+        .await
+        .unwrap();
+    assert!(report.gossiped);
+    let second = &nodes[1];
+    wait_for("node 2 to count the gossip rejection", || async {
+        second.client.stats().gossip.rejected.get("not_ok") == Some(&1)
+    })
+    .await;
+    wait_for("a DHT peer to refuse the put", || async {
+        nodes[1..]
+            .iter()
+            .map(|n| {
+                n.client
+                    .stats()
+                    .dht_put
+                    .rejected
+                    .get("not_ok")
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum::<u64>()
+            >= 1
+    })
+    .await;
+
+    // A good record published after the bad one crosses the whole line, so
+    // the bad one had every chance to travel too.
+    let good = record("ok", "agent-y", &["translation"]);
+    nodes[0]
+        .client
+        .publish(good, "agent-y".into(), vec![])
+        .await
+        .unwrap();
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        wait_for(&format!("node {i} to hold the good record"), || async {
+            node.handler.holds("agent-y")
+        })
+        .await;
+    }
+    for node in &nodes[1..] {
+        assert!(
+            !node.handler.holds("agent-x"),
+            "a rejected record was stored"
+        );
+        let stats = node.client.stats();
+        assert_eq!(stats.gossip.ignored_total(), 0, "{stats:?}");
+    }
+    // The peer that sent an invalid message is penalised by gossipsub.
+    let seen = second.client.peers().await.unwrap();
+    let publisher = seen.iter().find(|p| p.peer_id == nodes[0].peer()).unwrap();
+    let score = publisher.gossip_score.expect("peer scoring is on");
+    assert!(
+        score < 0.0,
+        "publisher score {score} after an invalid message"
+    );
+
+    // The publisher's own DHT copy is refused when another node looks it up.
+    let found = nodes[4].client.get_record("agent-x").await.unwrap();
+    assert_eq!(found, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_find_the_publisher_of_a_capability() {
+    init_tracing();
+    let nodes = topology(5, |_| 0, Vec::new()).await;
+    wait_ready(&nodes, star_degree(5)).await;
+
+    let report = nodes[2]
+        .client
+        .publish(
+            record("ok", "agent-c", &["translation"]),
+            "agent-c".into(),
+            vec!["translation".into(), "translation".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.record, DhtOutcome::Stored, "{report:?}");
+    assert_eq!(
+        report.capabilities,
+        vec![("translation".to_owned(), DhtOutcome::Stored)]
+    );
+    assert_eq!(nodes[2].client.status().await.unwrap().provided_keys, 1);
+
+    let target = nodes[2].peer();
+    let asker = &nodes[4];
+    wait_for("node 5 to find node 3 providing translation", || async {
+        asker.client.providers("translation").await.unwrap() == vec![target]
+    })
+    .await;
+    let none = asker.client.providers("astrology").await.unwrap();
+    assert!(none.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_fan_out_returns_at_the_deadline() {
+    init_tracing();
+    let mut handlers: Vec<TestHandler> = (0..4).map(|_| TestHandler::default()).collect();
+    handlers.push(TestHandler {
+        search_delay: Some(Duration::from_secs(30)),
+        ..TestHandler::default()
+    });
+    let nodes = topology(5, |_| 0, handlers).await;
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        wait_for(&format!("node 1 to connect to node {}", i + 1), || async {
+            nodes[0].connected_to(node).await
+        })
+        .await;
+        node.handler
+            .insert(record("ok", &format!("agent-{i}"), &["search"]));
+        node.handler
+            .insert(record("ok", &format!("other-{i}"), &["other"]));
+    }
+
+    let peers: Vec<PeerId> = nodes[1..].iter().map(TestNode::peer).collect();
+    let request = SearchRequest {
+        capabilities: vec!["search".into()],
+        limit: 10,
+        ..SearchRequest::default()
+    };
+    let deadline = Duration::from_millis(1500);
+    let started = Instant::now();
+    let outcome = nodes[0]
+        .client
+        .search(peers, request, deadline)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= deadline - Duration::from_millis(50), "{took:?}");
+    assert!(took < deadline + Duration::from_secs(1), "{took:?}");
+
+    assert_eq!(outcome.timed_out, vec![nodes[4].peer()]);
+    assert!(outcome.failed.is_empty(), "{:?}", outcome.failed);
+    assert_eq!(outcome.responses.len(), 3);
+    for (i, node) in nodes.iter().enumerate().take(4).skip(1) {
+        let (_, response) = outcome
+            .responses
+            .iter()
+            .find(|(p, _)| *p == node.peer())
+            .unwrap_or_else(|| panic!("no response from node {}", i + 1));
+        let expected = record("ok", &format!("agent-{i}"), &["search"]);
+        assert_eq!(response.records, vec![ByteBuf::from(expected)]);
+        assert!(!response.truncated);
+    }
+    let stats = nodes[0].client.stats();
+    assert_eq!(stats.requests_sent, 4);
+    assert_eq!(stats.requests_timed_out, 1);
+    wait_for("the answering nodes to count their searches", || async {
+        nodes[1..4]
+            .iter()
+            .all(|n| n.client.stats().searches_served == 1)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_gets_the_record_from_the_dht() {
+    init_tracing();
+    let mut nodes = topology(4, |_| 0, Vec::new()).await;
+    wait_ready(&nodes, star_degree(4)).await;
+
+    let bytes = record("ok", "agent-e", &["lookup"]);
+    let report = nodes[0]
+        .client
+        .publish(bytes.clone(), "agent-e".into(), vec![])
+        .await
+        .unwrap();
+    assert_eq!(report.record, DhtOutcome::Stored, "{report:?}");
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        wait_for(
+            &format!("node {} to store the DHT record", i + 1),
+            || async { node.client.status().await.unwrap().dht_records >= 1 },
+        )
+        .await;
+    }
+
+    let late = TestNode::start(vec![nodes[1].addr().await], TestHandler::default()).await;
+    wait_for("the late node to have DHT peers", || async {
+        late.client.status().await.unwrap().routing_table_peers >= 1
+    })
+    .await;
+    let found = late.client.get_record("agent-e").await.unwrap();
+    assert_eq!(found, Some(bytes));
+    let stats = late.client.stats();
+    assert_eq!(stats.gossip.accepted, 0, "the late node saw the gossip");
+    assert!(stats.dht_get.accepted >= 1, "{stats:?}");
+    assert!(late.handler.holds("agent-e"));
+    assert_eq!(late.client.get_record("agent-none").await.unwrap(), None);
+    nodes.push(late);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_addrs_name_the_peer_and_bootstrap_another_node() {
+    init_tracing();
+    let a = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let addrs = a.client.listen_addrs().await.unwrap();
+    assert!(!addrs.is_empty());
+    for addr in &addrs {
+        let parts: Vec<Protocol> = addr.iter().collect();
+        assert_eq!(parts.last(), Some(&Protocol::P2p(a.peer())), "{addr}");
+        assert!(
+            parts
+                .iter()
+                .any(|p| matches!(p, Protocol::Tcp(port) if *port != 0)),
+            "{addr} has no real TCP port"
+        );
+    }
+
+    let b = TestNode::start(vec![addrs[0].clone()], TestHandler::default()).await;
+    wait_for("b to identify a as an agentmesh peer", || async {
+        let peers = b.client.peers().await.unwrap();
+        peers.iter().any(|p| {
+            p.peer_id == a.peer()
+                && p.agent_version
+                    .as_deref()
+                    .is_some_and(|v| v.starts_with("agentmesh/"))
+                && p.protocols.iter().any(|x| x == KAD_PROTOCOL)
+                && p.protocols.iter().any(|x| x == SEARCH_PROTOCOL)
+        })
+    })
+    .await;
+    wait_for("a to see b", || async { a.connected_to(&b).await }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_is_retried_until_the_peer_comes_up() {
+    init_tracing();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let a_key = Keypair::generate_ed25519();
+    let a_peer = a_key.public().to_peer_id();
+    let a_addr: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+
+    let b = TestNode::start(
+        vec![a_addr.clone().with(Protocol::P2p(a_peer))],
+        TestHandler::default(),
+    )
+    .await;
+    wait_for("b's first dial of a to fail", || async {
+        b.client.stats().dial_failures >= 1
+    })
+    .await;
+
+    let mut a_config = config(Vec::new());
+    a_config.listen = vec![a_addr];
+    let a = TestNode::start_config(a_key, a_config, TestHandler::default()).await;
+    wait_for("b to reach a on a later dial", || async {
+        b.connected_to(&a).await
+    })
+    .await;
+    assert!(b.client.stats().bootstrap_dials >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_stops_on_cancel_and_when_clients_are_gone() {
+    init_tracing();
+    let mut node = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let client = node.client.clone();
+    node.cancel.cancel();
+    let task = node.task.take().unwrap();
+    tokio::time::timeout(DEADLINE, task)
+        .await
+        .expect("the loop stops on cancel")
+        .unwrap();
+    assert!(matches!(client.status().await, Err(MeshError::Shutdown)));
+
+    let cancel = CancellationToken::new();
+    let key = Keypair::generate_ed25519();
+    let handler = Arc::new(TestHandler::default());
+    let (client, task) = Mesh::spawn(config(Vec::new()), key, handler, cancel.clone())
+        .await
+        .unwrap();
+    drop(client);
+    tokio::time::timeout(DEADLINE, task)
+        .await
+        .expect("the loop stops when its clients are dropped")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_handlers_are_bounded_and_timed_out() {
+    init_tracing();
+    let a = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let mut config = config(vec![a.addr().await]);
+    config.limits.max_inflight_handlers = 1;
+    config.timeouts.handler = Duration::from_millis(300);
+    let slow = TestHandler {
+        record_delay: Some(Duration::from_secs(5)),
+        ..TestHandler::default()
+    };
+    let b = TestNode::start_config(Keypair::generate_ed25519(), config, slow).await;
+    let nodes = [a, b];
+    wait_ready(&nodes, |_| 1).await;
+    let [a, b] = &nodes;
+    for i in 0..3 {
+        let agent = format!("agent-s{i}");
+        let bytes = record("ok", &agent, &[]);
+        a.client.publish(bytes, agent, vec![]).await.unwrap();
+    }
+    wait_for(
+        "b to give up on a slow verdict and to shed load",
+        || async {
+            let s = b.client.stats();
+            let ignored = |reason| {
+                s.gossip.ignored.get(reason).copied().unwrap_or(0)
+                    + s.dht_put.ignored.get(reason).copied().unwrap_or(0)
+            };
+            ignored("handler_timeout") >= 1 && ignored("overloaded") >= 1
+        },
+    )
+    .await;
+}
