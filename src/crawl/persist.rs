@@ -109,13 +109,29 @@ impl Crawler {
             .get(&report.agent_id)
             .map_err(|e| to_store(&e))?
             .map(|a| a.body.seq());
+        self.sign_and_store(store, descriptor, document, held, report.evidence.clone())
+    }
+
+    /// Signs a descriptor record above `held`, stores it and hands it to
+    /// the outbox.
+    fn sign_and_store(
+        &self,
+        store: &Store,
+        descriptor: Descriptor,
+        document: String,
+        held: Option<u64>,
+        evidence: crate::verify::Evidence,
+    ) -> Result<(), CrawlError> {
+        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
+            message: e.to_string(),
+        };
         let body = DescriptorRecord::new(
             descriptor,
             document,
             record::next_seq(held),
             record::unix_now(),
             self.options.record_ttl.as_secs(),
-            report.evidence.clone(),
+            evidence,
         );
         let signed = SignedRecord::sign_descriptor(&body, &self.key).map_err(|e| to_store(&e))?;
         let body = RecordBody::Descriptor(Box::new(body));
@@ -173,24 +189,9 @@ impl Crawler {
         }
         let mut evidence = body.evidence.clone();
         evidence.mutual_peer = true;
-        let upgraded = DescriptorRecord::new(
-            body.descriptor.clone(),
-            body.document.clone(),
-            record::next_seq(Some(body.seq)),
-            record::unix_now(),
-            self.options.record_ttl.as_secs(),
-            evidence,
-        );
-        let signed =
-            SignedRecord::sign_descriptor(&upgraded, &self.key).map_err(|e| to_store(&e))?;
-        let body = RecordBody::Descriptor(Box::new(upgraded));
-        store
-            .put(&signed, &body, Origin::Remote, Expect::Any)
-            .map_err(|e| to_store(&e))?;
-        if let Some(outbox) = &self.outbox {
-            outbox.send(crate::federation::outbox::Published::of(&signed, &body));
-        }
-        Ok(())
+        let (descriptor, document, seq) =
+            (body.descriptor.clone(), body.document.clone(), body.seq);
+        self.sign_and_store(store, descriptor, document, Some(seq), evidence)
     }
 
     /// Crawls `domains` with bounded concurrency (each domain once),
