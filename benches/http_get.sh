@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# GET /agents/{id} throughput over HTTP (BENCHMARKS.md, case d).
+#
+# Builds the release binary and the store bench, fills a fresh data
+# directory with AGENTMESH_BENCH_AGENTS agents (`store fill`, the same
+# records Registry::register writes), starts the real `agentmesh node` on
+# it, and drives it with wrk requesting random existing ids
+# (benches/http_get.lua). Prints wrk's report and a one-line summary.
+# The node is stopped and the data removed on exit, whatever happens.
+#
+#   benches/http_get.sh                        # 100000 agents, 2 threads, 64 connections, 15 s
+#   AGENTMESH_BENCH_AGENTS=2000 WRK_DURATION=3s benches/http_get.sh
+#
+# Needs wrk (Debian: apt-get install -y wrk) and curl.
+set -euo pipefail
+
+AGENTS=${AGENTMESH_BENCH_AGENTS:-100000}
+THREADS=${WRK_THREADS:-2}
+CONNECTIONS=${WRK_CONNECTIONS:-64}
+DURATION=${WRK_DURATION:-15s}
+BASE_DIR=${AGENTMESH_BENCH_DIR:-${TMPDIR:-/tmp}}
+
+cd "$(dirname "$0")/.."
+for tool in wrk curl; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d "$BASE_DIR/agentmesh-http-bench.XXXXXX")
+NODE_PID=
+cleanup() {
+    if [ -n "$NODE_PID" ] && kill -0 "$NODE_PID" 2>/dev/null; then
+        kill -TERM "$NODE_PID" 2>/dev/null || true
+        for _ in $(seq 100); do
+            kill -0 "$NODE_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$NODE_PID" 2>/dev/null || true
+        wait "$NODE_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== building (release)"
+cargo build --release --bin agentmesh
+cargo bench --bench store --no-run
+# The same build again (a no-op) to learn where the bench binary is.
+BENCH_BIN=$(cargo bench --bench store --no-run --message-format=json 2>/dev/null \
+    | grep '"kind":\["bench"\]' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -n 1 \
+    || true)
+[ -x "$BENCH_BIN" ] || { echo "error: could not find the store bench binary" >&2; exit 1; }
+
+echo "== filling $WORK/data with $AGENTS agents"
+"$BENCH_BIN" fill "$WORK/data" "$AGENTS"
+
+echo "== starting the node"
+start=$(date +%s.%N)
+# Port 0 everywhere: the API port is read back from the node's banner, and
+# the libp2p listener must not collide with another node on this machine.
+target/release/agentmesh node --data-dir "$WORK/data" --listen 127.0.0.1:0 \
+    --p2p-listen /ip4/127.0.0.1/tcp/0 >"$WORK/node.out" 2>"$WORK/node.err" &
+NODE_PID=$!
+URL=
+for _ in $(seq 600); do
+    URL=$(grep -o 'http://[0-9.:]*' "$WORK/node.out" 2>/dev/null | head -n 1 || true)
+    [ -n "$URL" ] && break
+    kill -0 "$NODE_PID" 2>/dev/null || { cat "$WORK/node.err" >&2; echo "error: the node exited" >&2; exit 1; }
+    sleep 0.1
+done
+[ -n "$URL" ] || { cat "$WORK/node.err" >&2; echo "error: the node did not start within 60 s" >&2; exit 1; }
+ready=$(date +%s.%N)
+printf 'node %s ready in %.2f s (opening the store included)\n' "$URL" "$(echo "$ready - $start" | bc -l)"
+curl -sf "$URL/health" | grep -o '"records":[0-9]*' \
+    || { echo "error: GET /health failed" >&2; exit 1; }
+curl -sf "$URL/agents/demo-00000" >/dev/null \
+    || { echo "error: GET /agents/demo-00000 failed" >&2; exit 1; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks_before=$(cpu_ticks "$NODE_PID")
+
+echo "== wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency (random ids of $AGENTS)"
+AGENTMESH_BENCH_AGENTS=$AGENTS wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency \
+    -s benches/http_get.lua "$URL" | tee "$WORK/wrk.out"
+
+ticks_after=$(cpu_ticks "$NODE_PID")
+seconds=${DURATION%s}
+node_cpu=$(echo "($ticks_after - $ticks_before) / $(getconf CLK_TCK) / $seconds" | bc -l)
+rps=$(awk '/^Requests\/sec:/ {print $2}' "$WORK/wrk.out")
+p50=$(awk '$1 == "50%" {print $2}' "$WORK/wrk.out")
+p99=$(awk '$1 == "99%" {print $2}' "$WORK/wrk.out")
+errors=$(awk '/Non-2xx|Socket errors/' "$WORK/wrk.out")
+echo
+printf 'GET /agents/{id}: %s requests/s, p50 %s, p99 %s; node used %.2f of %s cores\n' \
+    "$rps" "$p50" "$p99" "$node_cpu" "$(nproc)"
+if [ -n "$errors" ]; then
+    echo "errors: $errors"
+    exit 1
+fi
