@@ -107,6 +107,13 @@ impl Judge {
 
     /// Decodes, checks and (when it is new and valid) stores `bytes`.
     pub fn judge(&self, bytes: &[u8]) -> Judgement {
+        self.judge_under(bytes, None)
+    }
+
+    /// As [`Judge::judge`], for a DHT value found or offered under
+    /// `dht_key`, which must be its agent's key
+    /// ([`crate::mesh::agent_key`]); otherwise `wrong_dht_key`.
+    pub fn judge_under(&self, bytes: &[u8], dht_key: Option<&[u8]>) -> Judgement {
         let record = match SignedRecord::decode(bytes) {
             Ok(r) => r,
             Err(e) => return self.refuse(e.reason()),
@@ -115,6 +122,9 @@ impl Judge {
             Ok(b) => b,
             Err(e) => return self.refuse(e.reason()),
         };
+        if dht_key.is_some_and(|k| k != crate::mesh::agent_key(body.agent_id()).as_slice()) {
+            return self.refuse("wrong_dht_key");
+        }
         let checked = match &body {
             RecordBody::Descriptor(d) => self.check_descriptor(d),
             RecordBody::Tombstone(t) => self.check_tombstone(&record, t),

@@ -423,9 +423,8 @@ impl Registry {
             Source::Mesh
         };
         let reasons = match self.store.report(&d.id)? {
-            Some(json) => serde_json::from_slice::<Value>(&json)
-                .ok()
-                .and_then(|v| serde_json::from_value::<Vec<String>>(v["reasons"].clone()).ok())
+            Some(json) => serde_json::from_slice::<ReportReasons>(&json)
+                .map(|r| r.reasons)
                 .unwrap_or_default(),
             None => Vec::new(),
         };
@@ -450,6 +449,14 @@ impl Registry {
             source,
         })
     }
+}
+
+/// The one field of a stored crawl report that summaries show (the rest,
+/// steps included, is skipped without being built).
+#[derive(serde::Deserialize)]
+struct ReportReasons {
+    #[serde(default)]
+    reasons: Vec<String>,
 }
 
 /// Lower-cased word tokens of a query, words under 2 characters dropped.

@@ -177,7 +177,11 @@ impl Fetcher {
         etag: Option<&str>,
     ) -> Result<Option<Fetched>, CrawlError> {
         for hop in 0..=MAX_REDIRECTS {
-            self.check_url(&url)?;
+            // `fetch` checked the first URL; each redirect target is
+            // checked here before it is requested.
+            if hop > 0 {
+                self.check_url(&url)?;
+            }
             let mut request = client
                 .get(url.clone())
                 .header("accept", "application/adp+json, application/json");

@@ -172,7 +172,10 @@ impl Crawler {
     }
 
     async fn crawl_inner(&self, raw: &str) -> CrawlReport {
-        let domain = normalise_domain(raw).unwrap_or_else(|_| raw.trim().to_ascii_lowercase());
+        let normalised = normalise_domain(raw);
+        let domain = normalised
+            .as_ref()
+            .map_or_else(|_| raw.trim().to_ascii_lowercase(), Clone::clone);
         let mut run = Run {
             report: CrawlReport {
                 agent_id: format!("agent:{domain}"),
@@ -197,7 +200,7 @@ impl Crawler {
                 error: None,
             },
         };
-        if let Err(e) = normalise_domain(raw) {
+        if let Err(e) = normalised {
             run.fail("domain", 0.0, e);
             return run.report;
         }

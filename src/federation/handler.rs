@@ -12,8 +12,7 @@ use serde_bytes::ByteBuf;
 use super::{Judge, Judgement};
 use crate::crawl::queue::CrawlQueue;
 use crate::mesh::wire::{SearchRequest, SearchResponse, MAX_RESPONSE_BYTES};
-use crate::mesh::{agent_key, MeshHandler, RecordOrigin, Verdict};
-use crate::record::SignedRecord;
+use crate::mesh::{MeshHandler, RecordOrigin, Verdict};
 use crate::registry::{Registry, SearchQuery};
 use crate::store::Filter;
 
@@ -37,18 +36,11 @@ impl NodeHandler {
 
     fn handle(&self, bytes: &[u8], origin: &RecordOrigin) -> Verdict {
         // A DHT value must sit under its agent's key.
-        if let RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } = origin {
-            let agent = SignedRecord::decode_trusted(bytes)
-                .ok()
-                .and_then(|r| r.body().ok())
-                .map(|b| b.agent_id().to_owned());
-            match agent {
-                Some(id) if agent_key(&id).as_slice() == key.as_slice() => {}
-                Some(_) => return Verdict::Reject("wrong_dht_key"),
-                None => return Verdict::Reject("malformed"),
-            }
-        }
-        match self.judge.judge(bytes) {
+        let dht_key = match origin {
+            RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } => Some(key.as_slice()),
+            RecordOrigin::Gossip { .. } => None,
+        };
+        match self.judge.judge_under(bytes, dht_key) {
             Judgement::Stored { reverify, .. } => {
                 if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
                     // Best effort: a full queue drops it; the next gossip of
