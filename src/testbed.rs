@@ -91,7 +91,8 @@ pub enum TestbedError {
     },
 }
 
-/// Where the testbed listens and how slow agents drip.
+/// Where the testbed listens, the address its agents resolve to, and how
+/// slow agents drip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestbedOptions {
     /// DNS, UDP and TCP on the same port (port 0: ephemeral).
@@ -100,6 +101,11 @@ pub struct TestbedOptions {
     pub https: SocketAddr,
     /// Plain HTTP (the `PlainHttp` agents' `wk` points here).
     pub http: SocketAddr,
+    /// The address every agent's A record points to (default 127.0.0.1):
+    /// where crawlers reach the HTTPS listener. A testbed listening on
+    /// `0.0.0.0` in a container advertises the container's address.
+    /// `PrivateTarget` agents still resolve to 10.0.0.1.
+    pub advertise: Ipv4Addr,
     /// The drip rate of `SlowBody` agents.
     pub drip: Drip,
 }
@@ -111,6 +117,7 @@ impl Default for TestbedOptions {
             dns: any,
             https: any,
             http: any,
+            advertise: publish::AGENT_ADDRESS,
             drip: Drip::default(),
         }
     }
@@ -123,6 +130,7 @@ pub struct Testbed {
     dns_addr: SocketAddr,
     https_addr: SocketAddr,
     http_addr: SocketAddr,
+    advertise: Ipv4Addr,
     ca: TestCa,
     sites: Arc<Sites>,
     dns: Option<dns::DnsServer>,
@@ -178,7 +186,7 @@ impl Testbed {
             http: http_addr.port(),
         };
 
-        let zone = population.zone(ports)?;
+        let zone = population.zone(ports, options.advertise)?;
         let mut names: Vec<String> = population
             .zones()
             .into_iter()
@@ -206,6 +214,7 @@ impl Testbed {
             dns = %dns_addr,
             https = %https_addr,
             http = %http_addr,
+            advertise = %options.advertise,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "testbed started"
         );
@@ -215,6 +224,7 @@ impl Testbed {
             dns_addr,
             https_addr,
             http_addr,
+            advertise: options.advertise,
             ca,
             sites,
             dns: Some(dns),
@@ -241,6 +251,11 @@ impl Testbed {
     /// The plain-HTTP listener.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// The address the agents' A records point to.
+    pub fn advertise(&self) -> Ipv4Addr {
+        self.advertise
     }
 
     /// Both ports.

@@ -30,7 +30,9 @@ pub struct Ports {
     pub http: u16,
 }
 
-/// The address every reachable agent resolves to.
+/// The address every reachable agent resolves to unless the testbed is
+/// told to advertise another ([`super::TestbedOptions::advertise`]); also
+/// the literal host of [`Behaviour::LoopbackTarget`]'s `wk` URL.
 pub const AGENT_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// The address a [`Behaviour::PrivateTarget`] agent resolves to.
 pub const PRIVATE_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -135,11 +137,12 @@ impl Population {
         }
     }
 
-    /// The A record of `{domain}`.
-    pub fn address(&self, agent: &Agent) -> Ipv4Addr {
+    /// The A record of `{domain}`: `advertised` (where the testbed's
+    /// HTTPS listener is reached), except for a `PrivateTarget` agent.
+    pub fn address(&self, agent: &Agent, advertised: Ipv4Addr) -> Ipv4Addr {
         match agent.behaviour {
             Behaviour::PrivateTarget => PRIVATE_ADDRESS,
-            _ => AGENT_ADDRESS,
+            _ => advertised,
         }
     }
 
@@ -216,11 +219,12 @@ impl Population {
     }
 
     /// The authoritative zone for every agent: TXT at `_agent.{d}`, SRV at
-    /// `_agent._tcp.{d}` (`0 0 {https port} {d}.`), A at `{d}`.
+    /// `_agent._tcp.{d}` (`0 0 {https port} {d}.`), A at `{d}` (see
+    /// [`Population::address`]).
     ///
     /// # Errors
     /// [`TestbedError::Dns`] for a name that is not a valid DNS name.
-    pub fn zone(&self, ports: Ports) -> Result<Zone, TestbedError> {
+    pub fn zone(&self, ports: Ports, advertised: Ipv4Addr) -> Result<Zone, TestbedError> {
         let mut zone = Zone::new();
         for agent in self.agents() {
             let d = &agent.domain;
@@ -228,7 +232,7 @@ impl Population {
                 zone.add_txt(&format!("_agent.{d}"), record)?;
             }
             zone.add_srv(&format!("_agent._tcp.{d}"), 0, 0, ports.https, d)?;
-            zone.add_a(d, self.address(agent))?;
+            zone.add_a(d, self.address(agent, advertised))?;
         }
         Ok(zone)
     }

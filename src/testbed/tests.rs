@@ -156,7 +156,10 @@ fn txt_records_carry_each_dns_misbehaviour() {
         let parsed = txt::parse(&agent.domain, &records).unwrap();
         assert_eq!(parsed.fingerprint, agent.fingerprint());
         assert_eq!(parsed.well_known, p.well_known_url(agent, PORTS));
-        assert_eq!(p.address(agent), publish::AGENT_ADDRESS);
+        assert_eq!(
+            p.address(agent, publish::AGENT_ADDRESS),
+            publish::AGENT_ADDRESS
+        );
     }
     assert!(p
         .healthy_agents()
@@ -197,7 +200,20 @@ fn txt_records_carry_each_dns_misbehaviour() {
         )
     );
     let private = p.with_behaviour(Behaviour::PrivateTarget).next().unwrap();
-    assert_eq!(p.address(private), publish::PRIVATE_ADDRESS);
+    assert_eq!(
+        p.address(private, publish::AGENT_ADDRESS),
+        publish::PRIVATE_ADDRESS
+    );
+
+    // An advertised address moves every A record but the private one's;
+    // the loopback target's wk host stays the literal loopback address.
+    let advertised = std::net::Ipv4Addr::new(172, 29, 77, 53);
+    let healthy = p.healthy_agents().next().unwrap();
+    assert_eq!(p.address(healthy, advertised), advertised);
+    assert_eq!(p.address(private, advertised), publish::PRIVATE_ADDRESS);
+    let loopback = p.with_behaviour(Behaviour::LoopbackTarget).next().unwrap();
+    assert_eq!(p.address(loopback, advertised), advertised);
+    p.zone(PORTS, advertised).expect("the zone builds");
 }
 
 #[test]
