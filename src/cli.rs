@@ -1,11 +1,14 @@
 //! The command line: argument definitions and the commands they run.
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
-//! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling.
+//! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling,
+//! `cli/testbed.rs` the testbed served on its own.
 
 #[cfg(feature = "testbed")]
 mod agent_host;
 mod crawl;
 mod publish;
+#[cfg(feature = "testbed")]
+mod testbed;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +54,26 @@ pub enum Command {
     /// `publish` prepared).
     #[cfg(feature = "testbed")]
     AgentHost(agent_host::AgentHostArgs),
+    /// Serve a generated population of ADP agents (DNS, HTTPS, WSS), some
+    /// broken on purpose, until Ctrl-C or SIGTERM: something for nodes to
+    /// crawl.
+    #[cfg(feature = "testbed")]
+    Testbed(testbed::TestbedArgs),
+    /// Print the node's peer id (its key in the data directory, made if
+    /// missing), e.g. to configure other nodes' bootstrap and trusted peers
+    /// before it starts.
+    PeerId(PeerIdArgs),
+}
+
+/// Flags of `peer-id`.
+#[derive(Debug, Clone, Args)]
+pub struct PeerIdArgs {
+    /// TOML config file (for its data_dir).
+    #[arg(long, env = "AGENTMESH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (where node.key is).
+    #[arg(long, env = "AGENTMESH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Flags shared by every command that runs a node.
@@ -165,7 +188,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => done(publish::run(&args)),
         #[cfg(feature = "testbed")]
         Command::AgentHost(args) => done(agent_host::run(args).await),
+        #[cfg(feature = "testbed")]
+        Command::Testbed(args) => testbed::run(args).await,
+        Command::PeerId(args) => done(peer_id(&args)),
     }
+}
+
+fn peer_id(args: &PeerIdArgs) -> anyhow::Result<()> {
+    let mut config = Config::load(args.config.as_deref(), std::env::vars())?;
+    if let Some(d) = &args.data_dir {
+        config.data_dir = d.clone();
+    }
+    crate::node::create_data_dir(&config.data_dir)?;
+    let key = identity::load_or_create(&config.node_key_path())?;
+    println!("{}", crate::node::peer_id_of(&key));
+    Ok(())
 }
 
 async fn run_node(config: Config) -> anyhow::Result<()> {

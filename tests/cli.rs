@@ -1,15 +1,21 @@
 //! The `agentmesh` command line, run as users run it: version and help,
 //! configuration from file, environment and flags (and its errors),
-//! `keygen`, `demo`, and `node`'s start-up failures and signals.
+//! `keygen`, `demo`, `node`'s start-up failures and signals, `peer-id`,
+//! and `testbed` serving what a mesh of nodes crawls.
 
 mod common;
 
-use std::path::Path;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use common::{agentmesh, minimal_agent, run, Finished, TestNode, DEADLINE};
+use common::{
+    agentmesh, capture, minimal_agent, run, signal, wait_for_exit, Captured, Finished, TestNode,
+    DEADLINE,
+};
 use ed25519_dalek::pkcs8::DecodePrivateKey as _;
 use sha2::{Digest as _, Sha256};
 
@@ -533,4 +539,282 @@ fn node_creates_its_key_once_and_stops_on_sigterm_and_sigint() {
         "the node logs its orderly stop:\n{}",
         node.stderr()
     );
+}
+
+#[test]
+fn peer_id_prints_the_id_the_node_then_serves_with() {
+    let dir = tempdir();
+    let data = dir.path().to_str().unwrap().to_owned();
+    let first = agentmesh_run(&["peer-id", "--data-dir", &data]);
+    first.assert_success("peer-id");
+    let id = first.stdout.trim().to_owned();
+    assert!(id.starts_with("12D3KooW"), "{id}");
+    let again = agentmesh_run(&["peer-id", "--data-dir", &data]);
+    assert_eq!(again.stdout.trim(), id, "the key is made once");
+    let node = TestNode::builder().data_dir(dir).start();
+    assert_eq!(node.peer_id(), id, "the node serves with that key");
+}
+
+// ------------------------------------------------------------------ testbed
+
+/// `agentmesh testbed --out <temporary directory>`, killed on drop.
+struct TestbedCmd {
+    child: Option<Child>,
+    out: tempfile::TempDir,
+    stdout: Captured,
+    stderr: Captured,
+    dns: SocketAddr,
+}
+
+impl TestbedCmd {
+    /// Starts it and waits (10 s) for "serving until ..." on stdout.
+    fn start(args: &[&str]) -> Self {
+        let out = tempdir();
+        let mut child = agentmesh()
+            .arg("testbed")
+            .args(args)
+            .arg("--out")
+            .arg(out.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agentmesh testbed starts");
+        let (stdout, stderr) = (Captured::default(), Captured::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        capture(child.stdout.take().unwrap(), stdout.clone(), move |line| {
+            if line.starts_with("serving until") {
+                let _ = tx.send(());
+            }
+        });
+        capture(child.stderr.take().unwrap(), stderr.clone(), |_| {});
+        let mut bed = Self {
+            child: Some(child),
+            out,
+            stdout,
+            stderr,
+            dns: SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        if rx.recv_timeout(DEADLINE).is_err() {
+            panic!(
+                "timed out after {DEADLINE:?} waiting for the testbed to print \
+                 'serving until'\n--- stdout\n{}--- stderr\n{}",
+                bed.stdout.text(),
+                bed.stderr.text()
+            );
+        }
+        let text = bed.stdout.text();
+        bed.dns = text
+            .lines()
+            .find_map(|l| l.strip_prefix("dns:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no 'dns: <ip:port>' line in:\n{text}"));
+        bed
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.out.path().join(name)
+    }
+
+    /// The lines of `org{n}.domains`.
+    fn domains(&self, org: usize) -> Vec<String> {
+        let path = self.path(&format!("org{org}.domains"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// `agentmesh verify domain` against this testbed; answers its exit
+    /// code and stdout.
+    fn verify(&self, domain: &str) -> (Option<i32>, String) {
+        let out = run(
+            agentmesh()
+                .args(["verify", domain, "--resolver", &self.dns.to_string()])
+                .arg("--ca-file")
+                .arg(self.path("ca.pem"))
+                .arg("--allow-private"),
+            Duration::from_secs(30),
+            &format!("agentmesh verify {domain}"),
+        );
+        (out.status.code(), out.stdout)
+    }
+
+    /// SIGTERM; asserts it exits 0 within 10 s.
+    fn stop(&mut self) {
+        let mut child = self.child.take().expect("the testbed is running");
+        signal(&child, "TERM");
+        let status = wait_for_exit(&mut child, DEADLINE, "the testbed to exit after SIGTERM");
+        assert!(
+            status.success(),
+            "the testbed exited with {status}\n--- stderr\n{}",
+            self.stderr.text()
+        );
+    }
+}
+
+impl Drop for TestbedCmd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- testbed stdout\n{}--- testbed stderr\n{}",
+                self.stdout.text(),
+                self.stderr.text()
+            );
+        }
+    }
+}
+
+/// The A records of `name` at the DNS server `dns`.
+async fn a_records(dns: SocketAddr, name: &str) -> Vec<IpAddr> {
+    use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    let mut server = NameServerConfig::udp_and_tcp(dns.ip());
+    for connection in &mut server.connections {
+        connection.port = dns.port();
+    }
+    let config = ResolverConfig::from_name_servers(vec![server]);
+    let mut builder = hickory_resolver::TokioResolver::builder_with_config(
+        config,
+        TokioRuntimeProvider::default(),
+    );
+    builder.options_mut().timeout = Duration::from_secs(2);
+    let resolver = builder.build().expect("the resolver builds");
+    let lookup = tokio::time::timeout(DEADLINE, resolver.ipv4_lookup(format!("{name}.")))
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {DEADLINE:?} resolving {name}"))
+        .unwrap_or_else(|e| panic!("resolving {name}: {e}"));
+    lookup
+        .answers()
+        .iter()
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn testbed_writes_its_files_advertises_its_address_and_its_agents_verify() {
+    // The agents resolve to --advertise, where the HTTPS listener is: a
+    // second loopback address shows that the A records follow the flag.
+    let advertised = Ipv4Addr::new(127, 0, 0, 2);
+    let mut bed = tokio::task::block_in_place(|| {
+        TestbedCmd::start(&[
+            "--agents",
+            "6",
+            "--orgs",
+            "2",
+            "--seed",
+            "7",
+            "--advertise",
+            "127.0.0.2",
+            "--https",
+            "127.0.0.2:0",
+        ])
+    });
+
+    // ca.pem, one domain list per org (4 default broken agents join the 6
+    // healthy ones, 5 per org), and ready.
+    let ca = std::fs::read_to_string(bed.path("ca.pem")).unwrap();
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    assert!(bed.path("ready").exists(), "ready is written");
+    assert!(!bed.path("org3.domains").exists(), "two orgs only");
+    let (org1, org2) = (bed.domains(1), bed.domains(2));
+    assert_eq!((org1.len(), org2.len()), (5, 5), "{org1:?} {org2:?}");
+    for (n, list) in [(1, &org1), (2, &org2)] {
+        for d in list {
+            assert!(d.ends_with(&format!(".org{n}.test")), "{d} in org{n}");
+        }
+    }
+    let all: Vec<&String> = org1.iter().chain(&org2).collect();
+    assert!(
+        !all.iter()
+            .any(|d| d.starts_with("private-target") || d.starts_with("loopback-target")),
+        "no agent points outside the testbed by default: {all:?}"
+    );
+    let summary = bed.stdout.text();
+    for name in ["ca.pem", "org1.domains", "org2.domains", "ready"] {
+        assert!(
+            summary.contains(name),
+            "the summary names {name}:\n{summary}"
+        );
+    }
+
+    // DNS answers for a listed domain point at the advertised address.
+    let healthy = org1[0].clone();
+    assert_eq!(a_records(bed.dns, &healthy).await, [IpAddr::V4(advertised)]);
+
+    // `verify` key-verifies a healthy agent and refuses a broken one.
+    let broken = all
+        .iter()
+        .find(|d| d.starts_with("fingerprint-mismatch"))
+        .expect("a fingerprint_mismatch agent by default")
+        .to_string();
+    let bed_ref = &bed;
+    let ((ok, ok_out), (bad, bad_out)) =
+        tokio::task::block_in_place(|| (bed_ref.verify(&healthy), bed_ref.verify(&broken)));
+    assert_eq!(ok, Some(0), "verify {healthy}:\n{ok_out}");
+    assert!(ok_out.contains("key-verified"), "{ok_out}");
+    assert_eq!(bad, Some(1), "verify {broken}:\n{bad_out}");
+
+    // SIGTERM: exit 0, and `ready` no longer announces a testbed.
+    tokio::task::block_in_place(|| bed.stop());
+    assert!(!bed.path("ready").exists(), "ready is removed at stop");
+    assert!(bed.path("ca.pem").exists());
+}
+
+#[test]
+fn testbed_usage_errors_exit_2_and_say_why() {
+    for (args, says) in [
+        (&["--broken", "bogus"][..], "bogus"),
+        (&["--broken", "healthy"], "healthy"),
+        (&["--orgs", "0"], "--orgs"),
+        (
+            &["--agents", "2", "--broken", "none", "--orgs", "3"],
+            "--orgs",
+        ),
+        (&["--agents", "0", "--broken", "none"], "no agents"),
+        (&["--advertise", "nowhere"], "--advertise"),
+        (&["--advertise", "10.9.8.7"], "--https"),
+        (&["--dns", "53"], "--dns"),
+    ] {
+        let mut full = vec!["testbed"];
+        full.extend_from_slice(args);
+        let out = agentmesh_run(&full);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "agentmesh {full:?} is a usage error\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(says),
+            "agentmesh {full:?} says {says:?}:\n{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("serving"), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn testbed_on_a_taken_port_fails_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempdir();
+    let out = run(
+        agentmesh()
+            .args(["testbed", "--https", &addr, "--out"])
+            .arg(dir.path()),
+        DEADLINE,
+        "testbed on a taken port",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains(&addr), "names {addr}:\n{}", out.stderr);
+    assert!(!dir.path().join("ready").exists(), "not ready");
 }

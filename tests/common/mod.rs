@@ -80,7 +80,7 @@ impl Captured {
 
 /// Reads `stream` line by line into `into` on a thread, calling `on_line`
 /// for each line; the thread ends at end of stream.
-fn capture(
+pub fn capture(
     stream: impl Read + Send + 'static,
     into: Captured,
     mut on_line: impl FnMut(&str) + Send + 'static,
@@ -122,7 +122,7 @@ pub fn wait_for_exit(child: &mut Child, deadline: Duration, what: &str) -> ExitS
 }
 
 /// Sends `signal` (a `kill -s` name such as `TERM`) to `child`.
-fn signal(child: &Child, signal: &str) {
+pub fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")
         .args(["-s", signal, &child.id().to_string()])
         .status()
