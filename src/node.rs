@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::api::{self, AppState, MeshState};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
@@ -28,6 +28,9 @@ use crate::store::{Store, StoreError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
+    /// The configuration could not be completed (a seed file).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The data directory could not be created.
     #[error("data directory {path}: {source}")]
     DataDir {
@@ -171,6 +174,7 @@ impl Node {
     /// # Errors
     /// [`NodeError`] naming the part that failed.
     pub async fn spawn(config: Config) -> Result<Self, NodeError> {
+        let seeds = config.crawl.seed_domains()?;
         create_data_dir(&config.data_dir)?;
         let key = identity::load_or_create(&config.node_key_path())?;
         let peer_id = peer_id_of(&key);
@@ -233,8 +237,7 @@ impl Node {
             .map(ToString::to_string)
             .collect();
 
-        if !config.crawl.seeds.is_empty() {
-            let seeds: Vec<String> = config.crawl.seeds.clone();
+        if !seeds.is_empty() {
             tracing::info!(count = seeds.len(), "queueing seed domains");
             if let Err(e) = crawl_queue.enqueue(seeds) {
                 tracing::warn!(error = %e, "could not queue the seed domains");
