@@ -4,8 +4,8 @@
 # are the same apart from their base: an unprivileged user and the
 # directories it writes.
 set -eu
-groupadd --system --gid 10001 agentmesh
-useradd --system --uid 10001 --gid agentmesh --home-dir /data --no-create-home \
+groupadd --gid 10001 agentmesh
+useradd --uid 10001 --gid agentmesh --home-dir /data --no-create-home \
     --shell /usr/sbin/nologin agentmesh
 # /data: the node's store and node.key (a volume); /shared: files the
 # docker-compose testbed writes for the nodes (a volume shared with them).
