@@ -193,6 +193,8 @@ found_on_node1() {
 poll 60 "node1's mesh search for $capability to return $expected" found_on_node1
 results=$(body)
 echo "   node1 answered $(jq length <<<"$results") agents ($(mesh_headers))"
+answered=$(sed -n 's/^x-agentmesh-peers-answered: *//Ip' <<<"$headers")
+[ "${answered:-0}" -ge 1 ] || fail "node1's mesh search was answered by no peer ($(mesh_headers))"
 jq -r '.[] | "     \(.id)  source=\(.source)  level=\(.trust.level)  attested_by=\(.trust.attested_by | join(","))"' <<<"$results"
 org3=$(jq -c '[.[] | select(.id | endswith(".org3.test"))]' <<<"$results")
 jq -e --arg key "$node3_key" 'all(.[]; .source == "mesh" and .trust.attested_by == [$key])' \
@@ -212,6 +214,7 @@ poll 30 "node2 to stop answering" node2_gone
 
 node1_own=$(own 1)
 node1_key=$(jq -r '.[0].trust.attested_by[0] // empty' <<<"$node1_own")
+[ -n "$node1_key" ] || fail "node1 lists no key-verified org1 agent it crawled: $node1_own"
 capability1=$(top_capability <<<"$node1_own")
 for pair in "1 $capability" "3 $capability1"; do
     read -r n cap <<<"$pair"
