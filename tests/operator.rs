@@ -347,3 +347,91 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
         .await
         .expect_error(404, "NotFound");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_crawls_its_seed_files_at_start() {
+    let testbed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(22, 8)),
+        TestbedOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    testbed.write_ca(&ca).unwrap();
+    let domains: Vec<&str> = testbed
+        .population()
+        .agents()
+        .iter()
+        .map(|a| a.domain.as_str())
+        .collect();
+    let (first, rest) = domains.split_at(3);
+    let a = dir.path().join("a.domains");
+    std::fs::write(&a, format!("# the first three\n{}\n", first.join("\n"))).unwrap();
+    let b = dir.path().join("b.domains");
+    std::fs::write(&b, format!("{}\n\n{}\n", rest.join("\n"), first[0])).unwrap();
+
+    let resolver = testbed.dns_addr().to_string();
+    let ca = ca.to_string_lossy().into_owned();
+    let files = format!(r#"["{}", "{}"]"#, a.display(), b.display());
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
+            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .env("AGENTMESH_CRAWL__SEED_FILES", &files)
+            .start()
+    });
+    let api = node.api();
+    // Every domain of both files gets a report (the crawl runs in the
+    // background from start).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    for d in &domains {
+        loop {
+            let reply = api.get(&format!("/crawl/{d}")).await;
+            if reply.status == 200 {
+                let level = &reply.body["trust"]["level"];
+                assert!(
+                    level == "key-verified" || level == "peer-verified",
+                    "{d}: {}",
+                    reply.text
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {DEADLINE:?} waiting for the seed {d} to be crawled"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_eq!(
+        api.get("/health").await.expect(200)["records"],
+        domains.len()
+    );
+
+    // A line that is not a domain stops the node before it serves,
+    // naming the file and the line.
+    let bad = dir.path().join("bad.domains");
+    std::fs::write(&bad, format!("{}\nnot a domain\n", first[0])).unwrap();
+    let out = tokio::task::block_in_place(|| {
+        run(
+            agentmesh()
+                .args(["node", "--listen", "127.0.0.1:0"])
+                .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
+                .arg("--data-dir")
+                .arg(dir.path().join("data"))
+                .env(
+                    "AGENTMESH_CRAWL__SEED_FILES",
+                    format!(r#"["{}"]"#, bad.display()),
+                ),
+            DEADLINE,
+            "node with a bad seed file",
+        )
+    });
+    out.assert_failure("node with a bad seed file");
+    assert!(
+        out.stderr.contains("crawl.seed_files") && out.stderr.contains("bad.domains line 2"),
+        "{}",
+        out.stderr
+    );
+}
