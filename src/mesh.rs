@@ -43,6 +43,7 @@ mod event_loop;
 mod events;
 mod pending;
 mod stats;
+pub mod transport;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};

@@ -100,7 +100,7 @@ pub(super) struct EventLoop {
     pub(super) bootstrap: Vec<BootstrapPeer>,
     pub(super) bootstrapped: bool,
     pub(super) provided: HashSet<RecordKey>,
-    next_reprovide: Instant,
+    pub(super) next_reprovide: Instant,
     pub(super) starting_listeners: HashMap<ListenerId, Multiaddr>,
     pub(super) failed_listeners: Vec<(Multiaddr, String)>,
 }
