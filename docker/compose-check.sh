@@ -11,9 +11,10 @@
 #    testbed's broken ones not) and is connected to the two others;
 # 4. searches node1 (scope mesh) for a capability of agents node3 crawled:
 #    they must come back with source "mesh", attested by node3's key, and
-#    node1 must never have crawled them;
-# 5. kills node2 and checks that searches on node1 and node3 still answer
-#    within their deadline (x-agentmesh-partial may say partial);
+#    node1 must never have crawled them; the same from node3 for node1's;
+# 5. kills node2 and checks that those searches on node1 and node3 still
+#    answer, in time and with those agents (x-agentmesh-partial may say
+#    partial);
 # 6. always tears down (down -v: containers, volumes, network), also on
 #    failure or Ctrl-C, after printing the containers' last log lines when
 #    something failed.
@@ -176,58 +177,69 @@ search() {
     api "$1" POST /agents/search "{\"filters\":{\"capabilities\":[\"$2\"]},\"top\":100,\"scope\":\"mesh\"}"
 }
 
-node3_own=$(own 3)
-node3_key=$(jq -r '.[0].trust.attested_by[0] // empty' <<<"$node3_own")
-[ -n "$node3_key" ] || fail "node3 lists no key-verified org3 agent it crawled: $node3_own"
-capability=$(top_capability <<<"$node3_own")
-expected=$(jq -c --arg c "$capability" '[.[] | select(.capabilities | index($c)) | .id] | sort' <<<"$node3_own")
-phase "searching node1 (scope mesh) for \"$capability\"; node3 crawled $expected"
-
-# found_on_node1: node1's mesh search returns every expected agent.
-found_on_node1() {
-    search 1 "$capability"
+# found ASKER OWNER: ASKER's mesh search for capability[OWNER] returns
+# every agent in expected[OWNER] (what OWNER crawled with it).
+found() {
+    search "$1" "${capability[$2]}"
     [ "$status" = 200 ] &&
-        body | jq -e --argjson want "$expected" \
+        body | jq -e --argjson want "${expected[$2]}" \
             '[.[].id] as $got | all($want[]; . as $w | $got | index($w))' >/dev/null
 }
-poll 60 "node1's mesh search for $capability to return $expected" found_on_node1
-results=$(body)
-echo "   node1 answered $(jq length <<<"$results") agents ($(mesh_headers))"
-answered=$(sed -n 's/^x-agentmesh-peers-answered: *//Ip' <<<"$headers")
-[ "${answered:-0}" -ge 1 ] || fail "node1's mesh search was answered by no peer ($(mesh_headers))"
-jq -r '.[] | "     \(.id)  source=\(.source)  level=\(.trust.level)  attested_by=\(.trust.attested_by | join(","))"' <<<"$results"
-org3=$(jq -c '[.[] | select(.id | endswith(".org3.test"))]' <<<"$results")
-jq -e --arg key "$node3_key" 'all(.[]; .source == "mesh" and .trust.attested_by == [$key])' \
-    <<<"$org3" >/dev/null ||
-    fail "node1 shows org3 agents that are not source mesh attested by node3 ($node3_key): $org3"
-for id in $(jq -r '.[]' <<<"$expected"); do
-    api 1 GET "/crawl/${id#agent:}"
-    [ "$status" = 404 ] || fail "node1 has a crawl report of ${id#agent:} (status $status); only node3 crawls org3"
-done
-phase "node1 found node3's agents: source mesh, attested by node3 ($node3_key), never crawled by node1"
 
-# Node2 goes away; the others keep answering.
+# check_found ASKER OWNER: ASKER finds OWNER's agents, as source "mesh"
+# attested by OWNER's key, and never crawled them itself.
+check_found() {
+    local asker=$1 owner=$2 results theirs id
+    poll 60 "node$asker's mesh search for ${capability[$owner]} to return ${expected[$owner]}" \
+        found "$asker" "$owner"
+    results=$(body)
+    echo "   node$asker answered $(jq length <<<"$results") agents ($(mesh_headers))"
+    jq -r '.[] | "     \(.id)  source=\(.source)  level=\(.trust.level)  attested_by=\(.trust.attested_by | join(","))"' <<<"$results"
+    answered=$(sed -n 's/^x-agentmesh-peers-answered: *//Ip' <<<"$headers")
+    [ "${answered:-0}" -ge 1 ] || fail "node$asker's mesh search was answered by no peer ($(mesh_headers))"
+    theirs=$(jq -c --arg org ".org$owner.test" '[.[] | select(.id | endswith($org))]' <<<"$results")
+    jq -e --arg key "${key[$owner]}" 'all(.[]; .source == "mesh" and .trust.attested_by == [$key])' \
+        <<<"$theirs" >/dev/null ||
+        fail "node$asker shows org$owner agents that are not source mesh attested by node$owner (${key[$owner]}): $theirs"
+    for id in $(jq -r '.[]' <<<"${expected[$owner]}"); do
+        api "$asker" GET "/crawl/${id#agent:}"
+        [ "$status" = 404 ] ||
+            fail "node$asker has a crawl report of ${id#agent:} (status $status); only node$owner crawls org$owner"
+    done
+    phase "node$asker found node$owner's agents: source mesh, attested by node$owner (${key[$owner]}), never crawled by node$asker"
+}
+
+declare -A key capability expected
+for owner in 3 1; do
+    mine=$(own "$owner")
+    key[$owner]=$(jq -r '.[0].trust.attested_by[0] // empty' <<<"$mine")
+    [ -n "${key[$owner]}" ] || fail "node$owner lists no key-verified org$owner agent it crawled: $mine"
+    capability[$owner]=$(top_capability <<<"$mine")
+    expected[$owner]=$(jq -c --arg c "${capability[$owner]}" \
+        '[.[] | select(.capabilities | index($c)) | .id] | sort' <<<"$mine")
+done
+phase "searching node1 (scope mesh) for \"${capability[3]}\"; node3 crawled ${expected[3]}"
+check_found 1 3
+phase "searching node3 (scope mesh) for \"${capability[1]}\"; node1 crawled ${expected[1]}"
+check_found 3 1
+
+# Node2 goes away; the others keep answering, with what they know.
 phase "docker-compose kill node2"
 compose kill node2
 node2_gone() { ! curl -s --max-time 2 -o /dev/null "${base[2]}/health"; }
 poll 30 "node2 to stop answering" node2_gone
-
-node1_own=$(own 1)
-node1_key=$(jq -r '.[0].trust.attested_by[0] // empty' <<<"$node1_own")
-[ -n "$node1_key" ] || fail "node1 lists no key-verified org1 agent it crawled: $node1_own"
-capability1=$(top_capability <<<"$node1_own")
-for pair in "1 $capability" "3 $capability1"; do
-    read -r n cap <<<"$pair"
+for pair in "1 3" "3 1"; do
+    read -r asker owner <<<"$pair"
+    cap=${capability[$owner]}
     t0=$(date +%s%N)
-    search "$n" "$cap"
+    search "$asker" "$cap"
     ms=$((($(date +%s%N) - t0) / 1000000))
-    [ "$status" = 200 ] || fail "node$n's mesh search for $cap with node2 down answered $status: $(body) $(cat "$tmp/curl-error")"
-    [ "$ms" -le 10000 ] || fail "node$n's mesh search took ${ms} ms with node2 down (p2p.search_timeout is 2 s)"
-    count=$(body | jq length)
-    echo "   node$n: \"$cap\" -> $count agents in ${ms} ms ($(mesh_headers))"
-    [ "$count" -ge 1 ] || fail "node$n's mesh search for $cap found nothing with node2 down"
+    [ "$status" = 200 ] ||
+        fail "node$asker's mesh search for $cap with node2 down answered $status: $(body) $(cat "$tmp/curl-error")"
+    echo "   node$asker: \"$cap\" -> $(body | jq length) agents in ${ms} ms ($(mesh_headers))"
+    [ "$ms" -le 10000 ] || fail "node$asker's mesh search took ${ms} ms with node2 down (p2p.search_timeout is 2 s)"
+    body | jq -e --argjson want "${expected[$owner]}" \
+        '[.[].id] as $got | all($want[]; . as $w | $got | index($w))' >/dev/null ||
+        fail "node$asker's mesh search for $cap with node2 down lost node$owner's agents ${expected[$owner]}: $(body)"
 done
-from_node1=$(body | jq --arg k "$node1_key" \
-    '[.[] | select((.id | endswith(".org1.test")) and .source == "mesh" and .trust.attested_by == [$k])] | length')
-[ "$from_node1" -ge 1 ] || fail "node3 does not show node1's org1 agents from the mesh: $(body)"
-phase "with node2 down, node1 and node3 still answer mesh searches ($from_node1 of node1's agents on node3)"
+phase "with node2 down, node1 and node3 still answer mesh searches with each other's agents"
