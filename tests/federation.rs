@@ -138,6 +138,24 @@ async fn a_registration_on_one_node_is_found_everywhere_and_its_deletion_too() {
         .unwrap();
     assert_eq!(hit[0]["source"], "mesh");
     assert_eq!(hit[0]["trust"]["level"], "unverified");
+    // The provider lookup behind the search is what GET /peers reports.
+    let peers: Value = reqwest::get(url(last, "/peers"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer_id"] == first.peer_id())
+        .unwrap_or_else(|| panic!("node 5 is not connected to node 1: {peers}"));
+    assert_eq!(
+        provider["provides"],
+        json!(["weather_forecast"]),
+        "{provider}"
+    );
 
     // Deleted on node 2 (where it was registered) → gone everywhere.
     register(&nodes[1].0, &agent("short-lived", "tide_tables")).await;

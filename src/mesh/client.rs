@@ -29,6 +29,10 @@ pub struct PeerInfo {
     pub agent_version: Option<String>,
     /// Its gossipsub score as we see it, when scored.
     pub gossip_score: Option<f64>,
+    /// Capabilities our provider lookups found it providing (at most
+    /// [`MAX_PROVIDES_PER_PEER`](super::MAX_PROVIDES_PER_PEER), the first
+    /// seen).
+    pub provides: Vec<String>,
 }
 
 fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
