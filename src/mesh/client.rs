@@ -242,21 +242,7 @@ impl MeshClient {
         agent_id: String,
         capabilities: Vec<String>,
     ) -> Result<PublishReport, MeshError> {
-        let max = crate::record::MAX_RECORD_BYTES;
-        if record.len() > max {
-            return Err(MeshError::TooLarge {
-                size: record.len(),
-                max,
-            });
-        }
-        self.ask(|reply| Command::Publish {
-            record,
-            agent_id,
-            capabilities,
-            fresh: true,
-            reply,
-        })
-        .await
+        self.publish_as(record, agent_id, capabilities, true).await
     }
 
     /// Puts a record peers have already seen back in the DHT (after a
@@ -272,6 +258,16 @@ impl MeshClient {
         agent_id: String,
         capabilities: Vec<String>,
     ) -> Result<PublishReport, MeshError> {
+        self.publish_as(record, agent_id, capabilities, false).await
+    }
+
+    async fn publish_as(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+        fresh: bool,
+    ) -> Result<PublishReport, MeshError> {
         let max = crate::record::MAX_RECORD_BYTES;
         if record.len() > max {
             return Err(MeshError::TooLarge {
@@ -283,7 +279,7 @@ impl MeshClient {
             record,
             agent_id,
             capabilities,
-            fresh: false,
+            fresh,
             reply,
         })
         .await
