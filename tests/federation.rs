@@ -138,6 +138,24 @@ async fn a_registration_on_one_node_is_found_everywhere_and_its_deletion_too() {
         .unwrap();
     assert_eq!(hit[0]["source"], "mesh");
     assert_eq!(hit[0]["trust"]["level"], "unverified");
+    // The provider lookup behind the search is what GET /peers reports.
+    let peers: Value = reqwest::get(url(last, "/peers"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer_id"] == first.peer_id())
+        .unwrap_or_else(|| panic!("node 5 is not connected to node 1: {peers}"));
+    assert_eq!(
+        provider["provides"],
+        json!(["weather_forecast"]),
+        "{provider}"
+    );
 
     // Deleted on node 2 (where it was registered) → gone everywhere.
     register(&nodes[1].0, &agent("short-lived", "tide_tables")).await;
@@ -439,4 +457,74 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         "{unanswered}"
     );
     cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_record_from_a_raw_peer_is_refused_everywhere() {
+    use futures_util::StreamExt as _;
+    use libp2p::swarm::SwarmEvent;
+    let nodes = mesh_of(5).await;
+    // A peer that speaks the protocols but skips the client's size check:
+    // a bare swarm driven by hand.
+    let key = agentmesh::identity::generate();
+    let mut swarm = agentmesh::mesh::behaviour::build_swarm(
+        agentmesh::mesh::keypair_from_signing_key(&key),
+        &MeshConfig {
+            allow_private_addresses: true,
+            ..MeshConfig::default()
+        },
+    )
+    .unwrap();
+    swarm
+        .dial(
+            nodes[0].0.listen_addrs()[0]
+                .parse::<libp2p::Multiaddr>()
+                .unwrap(),
+        )
+        .unwrap();
+    let until = Instant::now() + DEADLINE;
+    // Under the gossip frame limit, over the 16 KiB record limit.
+    let oversize = aidip_record("too-big", "bulk", 1, &key)
+        .into_iter()
+        .chain(std::iter::repeat_n(0u8, 17 * 1024))
+        .collect::<Vec<u8>>();
+    let topic = agentmesh::mesh::behaviour::records_topic();
+    let mut published = false;
+    while !published {
+        let event = tokio::time::timeout_at(until.into(), swarm.select_next_some())
+            .await
+            .expect("node 1 subscribes to the records topic in time");
+        if let SwarmEvent::Behaviour(agentmesh::mesh::behaviour::MeshBehaviourEvent::Gossipsub(
+            libp2p::gossipsub::Event::Subscribed { .. },
+        )) = event
+        {
+            swarm
+                .behaviour_mut()
+                .gossipsub
+                .publish(topic.clone(), oversize.clone())
+                .unwrap();
+            published = true;
+        }
+    }
+    // Keep the raw peer's connection alive while node 1 judges the record.
+    let drive = tokio::spawn(async move {
+        loop {
+            swarm.select_next_some().await;
+        }
+    });
+    let (first, _) = &nodes[0];
+    wait_until("node 1 rejects the oversize record", || async {
+        first.mesh().stats().gossip.rejected.get("too_large") == Some(&1)
+    })
+    .await;
+    // Refused records are not forwarded: no other node stores it.
+    for (n, _) in &nodes {
+        assert!(search_ids(
+            n,
+            json!({"filters": {"capabilities": ["bulk"]}, "scope": "local"})
+        )
+        .await
+        .is_empty());
+    }
+    drive.abort();
 }

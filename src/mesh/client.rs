@@ -29,6 +29,10 @@ pub struct PeerInfo {
     pub agent_version: Option<String>,
     /// Its gossipsub score as we see it, when scored.
     pub gossip_score: Option<f64>,
+    /// Capabilities our provider lookups found it providing (at most
+    /// [`MAX_PROVIDES_PER_PEER`](super::MAX_PROVIDES_PER_PEER), the first
+    /// seen).
+    pub provides: Vec<String>,
 }
 
 fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -238,21 +242,7 @@ impl MeshClient {
         agent_id: String,
         capabilities: Vec<String>,
     ) -> Result<PublishReport, MeshError> {
-        let max = crate::record::MAX_RECORD_BYTES;
-        if record.len() > max {
-            return Err(MeshError::TooLarge {
-                size: record.len(),
-                max,
-            });
-        }
-        self.ask(|reply| Command::Publish {
-            record,
-            agent_id,
-            capabilities,
-            fresh: true,
-            reply,
-        })
-        .await
+        self.publish_as(record, agent_id, capabilities, true).await
     }
 
     /// Puts a record peers have already seen back in the DHT (after a
@@ -268,6 +258,16 @@ impl MeshClient {
         agent_id: String,
         capabilities: Vec<String>,
     ) -> Result<PublishReport, MeshError> {
+        self.publish_as(record, agent_id, capabilities, false).await
+    }
+
+    async fn publish_as(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+        fresh: bool,
+    ) -> Result<PublishReport, MeshError> {
         let max = crate::record::MAX_RECORD_BYTES;
         if record.len() > max {
             return Err(MeshError::TooLarge {
@@ -279,7 +279,7 @@ impl MeshClient {
             record,
             agent_id,
             capabilities,
-            fresh: false,
+            fresh,
             reply,
         })
         .await

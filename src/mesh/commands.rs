@@ -64,7 +64,8 @@ impl EventLoop {
                     .map(|s| kad.get_providers(RecordKey::new(&capability_key(&capability, s))))
                     .collect();
                 let limit = self.config.limits.max_providers_result;
-                self.pending.add_providers(id, queries, limit, reply);
+                self.pending
+                    .add_providers(id, capability, queries, limit, reply);
                 self.schedule(self.config.timeouts.lookup, Deadline::Providers(id));
             }
             Command::Search {
@@ -98,6 +99,11 @@ impl EventLoop {
                 protocols: s.protocols.clone(),
                 agent_version: s.agent_version.clone(),
                 gossip_score: gossip.peer_score(peer),
+                provides: self
+                    .provides
+                    .get(peer)
+                    .map(|c| c.iter().cloned().collect())
+                    .unwrap_or_default(),
             })
             .collect();
         out.sort_by_key(|p| p.peer_id);

@@ -215,10 +215,8 @@ impl EventLoop {
                     _ => Default::default(),
                 };
                 let local = self.local;
-                if let Some(stop) = self.pending.providers_found(id, found, &local, last) {
-                    for q in stop {
-                        self.finish_query(q);
-                    }
+                if let Some(answered) = self.pending.providers_found(id, found, &local, last) {
+                    self.providers_answered(answered);
                 }
             }
             QueryResult::PutRecord(r) => {
