@@ -130,6 +130,23 @@ pub fn peak_rss_mib() -> f64 {
     proc_field("/proc/self/status", "VmHWM:").map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time (user + system) this process has used, seconds.
+pub fn cpu_secs() -> f64 {
+    // Fields 14 and 15 of /proc/self/stat, in clock ticks (100 per second
+    // on Linux); the command name (field 2) may hold spaces, so count from
+    // its closing parenthesis.
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = f.get(11)?.parse().ok()?;
+            let stime: f64 = f.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
 /// Threads of this process.
 pub fn threads() -> u64 {
     proc_field("/proc/self/status", "Threads:").map_or(0, |t| t as u64)

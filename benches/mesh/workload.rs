@@ -351,13 +351,21 @@ pub async fn run(n: usize, args: &Args) {
     // wait until gossip has carried them everywhere.
     let per = args.agents_per_node;
     let populate = Instant::now();
+    let cpu0 = harness::cpu_secs();
+    let pop_before = totals(&nodes);
+    let mut posts = Vec::new();
     for (i, bn) in nodes.iter().enumerate() {
         for j in 0..per {
             let k = i * per + j;
+            let t = Instant::now();
             register(&http, &bn.node, &agent(k, &format!("bench-{k:05}"), None)).await;
+            posts.push(ms(t.elapsed()));
         }
     }
     let registering = populate.elapsed();
+    let posts = sorted(posts);
+    let cpu_populate = harness::cpu_secs() - cpu0;
+    let pop = totals(&nodes).minus(&pop_before);
     let want = (n * per) as u64;
     let replicated = harness::wait_until(Duration::from_secs(120), || async {
         nodes
@@ -370,6 +378,26 @@ pub async fn run(n: usize, args: &Args) {
         registering.as_secs_f64(),
         show(replicated.map(|_| populate.elapsed())),
     );
+    println!(
+        "    each POST /agents of that burst: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; process CPU {:.1} s ({:.0} ms per registration, all nodes)",
+        percentile(&posts, 0.5),
+        percentile(&posts, 0.99),
+        posts.last().copied().unwrap_or(f64::NAN),
+        cpu_populate,
+        cpu_populate * 1000.0 / want as f64
+    );
+    let kinds: Vec<String> = pop
+        .kad_sent
+        .iter()
+        .map(|(k, v)| format!("{k} {:.0}", *v as f64 / want as f64))
+        .collect();
+    println!(
+        "    per registration, all nodes: {:.0} gossip records accepted, {:.0} Kademlia requests ({}), {:.0} KiB written by the transport",
+        pop.gossip_accepted as f64 / want as f64,
+        pop.kad_total() as f64 / want as f64,
+        kinds.join(", "),
+        pop.transport_out as f64 / want as f64 / 1024.0
+    );
 
     // 1. Propagation.
     propagation(&http, &nodes, args, &mut rng, 0, "").await;
@@ -378,6 +406,7 @@ pub async fn run(n: usize, args: &Args) {
     // the mesh phase and a quiet interval of the same length.
     let mut local = Vec::new();
     let mut local_empty = 0;
+    let cpu0 = harness::cpu_secs();
     for _ in 0..args.searches {
         let from = rng.gen_range(0..n);
         let cap = foreign_capability(&mut rng, from, n, per);
@@ -386,7 +415,9 @@ pub async fn run(n: usize, args: &Args) {
         local.push(ms(t.elapsed()));
         local_empty += usize::from(s.ids == 0);
     }
+    let cpu_local = harness::cpu_secs() - cpu0;
     let before = totals(&nodes);
+    let cpu0 = harness::cpu_secs();
     let mesh_started = Instant::now();
     let (mut lat, mut asked, mut answered, mut records) = (vec![], vec![], vec![], vec![]);
     let (mut empty, mut partial) = (0, 0);
@@ -403,10 +434,13 @@ pub async fn run(n: usize, args: &Args) {
         partial += usize::from(s.partial);
     }
     let mesh_time = mesh_started.elapsed();
+    let cpu_mesh = harness::cpu_secs() - cpu0;
     let during = totals(&nodes).minus(&before);
     let quiet_before = totals(&nodes);
+    let cpu0 = harness::cpu_secs();
     tokio::time::sleep(mesh_time).await;
     let quiet = totals(&nodes).minus(&quiet_before);
+    let cpu_quiet = harness::cpu_secs() - cpu0;
 
     // Providers lookup alone (what a mesh search does first), from the
     // node's own client: the part of the latency that is Kademlia.
@@ -442,6 +476,13 @@ pub async fn run(n: usize, args: &Args) {
         mean(&asked),
         mean(&answered),
         mean(&records)
+    );
+    let s = args.searches as f64;
+    println!(
+        "    process CPU per search (all nodes and the client): local {:.2} ms, mesh {:.1} ms; idle mesh {:.2} cores over the quiet interval",
+        cpu_local * 1000.0 / s,
+        cpu_mesh * 1000.0 / s,
+        cpu_quiet / mesh_time.as_secs_f64()
     );
 
     // 3. Wire cost per mesh search (all nodes summed), less the quiet
