@@ -27,13 +27,28 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The log filter when `RUST_LOG` is not set: the demo prints its own
+    /// story and logs only warnings; everything else logs at info, without
+    /// the DNS server's line per query.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            #[cfg(feature = "testbed")]
+            Command::Demo(_) => "warn,hickory_server=error",
+            _ => "info,hickory_server=warn",
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node: the registry API on --listen, data in --data-dir.
     Node(NodeArgs),
-    /// A one-command tour: a node in a temporary directory with example
-    /// agents registered, searched, then served until Ctrl-C.
+    /// A one-command tour of a mesh: a testbed of 300 ADP agents in three
+    /// organisations, three nodes each crawling one, a search on node 1
+    /// finding what node 3 verified; then node 1's API until Ctrl-C.
+    #[cfg(feature = "testbed")]
     Demo(DemoArgs),
     /// Make an Ed25519 key file (PKCS#8 PEM, mode 0600) and print its
     /// fingerprint and public key.
@@ -137,7 +152,7 @@ pub struct DemoArgs {
     /// HTTP API listen address.
     #[arg(long, default_value = "127.0.0.1:7700", value_name = "IP:PORT")]
     pub listen: SocketAddr,
-    /// Register, search and print, then exit instead of serving.
+    /// Crawl, search and print, then exit instead of serving.
     #[arg(long)]
     pub no_serve: bool,
 }
@@ -158,6 +173,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
         Command::Node(args) => done(run_node(args.config()?).await),
+        #[cfg(feature = "testbed")]
         Command::Demo(args) => done(crate::demo::run(args).await),
         Command::Keygen(args) => done(keygen(&args)),
         Command::Verify(args) => crawl::verify(args).await,

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::federation::Replication;
+
 /// Errors from loading or checking a configuration.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -114,6 +116,15 @@ pub struct P2pConfig {
     /// How long a mesh search waits for peers.
     #[serde(with = "humantime_serde")]
     pub search_timeout: Duration,
+    /// Dial loopback, private, link-local and CGNAT addresses (peers on
+    /// one machine or a private network). Off by default: such addresses,
+    /// whether configured, advertised by a peer or resolved from a name,
+    /// are not dialled.
+    pub allow_private_addresses: bool,
+    /// What to keep of the records peers gossip: `all` (a federation
+    /// partner: searches answer from the local store) or `lookups` (only
+    /// what this node looked up, and updates of agents it holds).
+    pub replication: Replication,
 }
 
 impl Default for P2pConfig {
@@ -127,6 +138,8 @@ impl Default for P2pConfig {
             trusted_peers: Vec::new(),
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),
+            allow_private_addresses: false,
+            replication: Replication::All,
         }
     }
 }

@@ -27,6 +27,9 @@ use crate::identity;
 use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord, TombstoneRecord};
 use crate::store::{Expect, Origin, PutOutcome, Store, StoreError};
 
+/// Why a tombstone cannot be checked: its agent is not held here.
+const UNKNOWN_AGENT: &str = "tombstone_for_unknown_agent";
+
 /// Tolerated clock skew for `issued_at` in the future, seconds.
 pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
 
@@ -42,15 +45,42 @@ pub enum Judgement {
         /// An ADP agent to re-verify locally (untrusted attester).
         reverify: Option<String>,
     },
-    /// Valid but not newer than what is held: nothing to do, not an offence.
+    /// The record this node holds (same seq): nothing to do, not an
+    /// offence.
     Duplicate,
+    /// Older than what this node holds (a replay or a late copy): not
+    /// stored, counted as `stale_seq`, not penalised.
+    Stale,
+    /// Valid, about an agent this node does not hold, and not kept: the
+    /// node caches only what it looked up ([`Replication::Lookups`]).
+    NotKept,
+    /// Cannot be checked here, through no fault of the sender: a tombstone
+    /// for an agent this node does not hold (its signer can only be checked
+    /// against the descriptor it replaces). Not stored, not counted as a
+    /// refusal.
+    Unverifiable(&'static str),
     /// Refused; the reason code is counted.
     Refused(&'static str),
+}
+
+/// What a node keeps of the records peers offer it unasked (gossip,
+/// DHT puts). What it looks up itself (search answers, DHT gets) is
+/// always kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replication {
+    /// Every valid record (a federation partner: searches answer locally).
+    #[default]
+    All,
+    /// Only updates and tombstones of agents already held; new agents are
+    /// validated and passed on, not stored.
+    Lookups,
 }
 
 /// Judges and stores remote records. Cheap to share behind an `Arc`.
 pub struct Judge {
     store: Store,
+    replication: Replication,
     own_key: VerifyingKey,
     trusted: HashSet<[u8; 32]>,
     refusals: Mutex<BTreeMap<&'static str, u64>>,
@@ -75,11 +105,19 @@ impl Judge {
     ) -> Self {
         Self {
             store,
+            replication: Replication::All,
             own_key,
             trusted: trusted.into_iter().map(|k| k.to_bytes()).collect(),
             refusals: Mutex::new(BTreeMap::new()),
             accepted: Mutex::new(0),
         }
+    }
+
+    /// Keeps what peers offer unasked according to `replication`.
+    #[must_use]
+    pub fn with_replication(mut self, replication: Replication) -> Self {
+        self.replication = replication;
+        self
     }
 
     /// Refusals so far, by reason code.
@@ -114,6 +152,17 @@ impl Judge {
     /// `dht_key`, which must be its agent's key
     /// ([`crate::mesh::agent_key`]); otherwise `wrong_dht_key`.
     pub fn judge_under(&self, bytes: &[u8], dht_key: Option<&[u8]>) -> Judgement {
+        self.judge_keeping(bytes, dht_key, true)
+    }
+
+    /// As [`Judge::judge_under`], for a record a peer offered unasked
+    /// (gossip, a DHT put): under [`Replication::Lookups`] a valid record
+    /// of an agent this node does not hold is [`Judgement::NotKept`].
+    pub fn judge_offered(&self, bytes: &[u8], dht_key: Option<&[u8]>) -> Judgement {
+        self.judge_keeping(bytes, dht_key, self.replication == Replication::All)
+    }
+
+    fn judge_keeping(&self, bytes: &[u8], dht_key: Option<&[u8]>, keep_new: bool) -> Judgement {
         let record = match SignedRecord::decode(bytes) {
             Ok(r) => r,
             Err(e) => return self.refuse(e.reason()),
@@ -125,14 +174,33 @@ impl Judge {
         if dht_key.is_some_and(|k| k != crate::mesh::agent_key(body.agent_id()).as_slice()) {
             return self.refuse("wrong_dht_key");
         }
+        // What is not newer than the held record needs no evidence check
+        // (most search answers in a replicating mesh).
+        match self.store.get(body.agent_id()) {
+            Ok(Some(held)) if body.seq() == held.body.seq() => return Judgement::Duplicate,
+            Ok(Some(held)) if body.seq() < held.body.seq() => {
+                self.refuse("stale_seq");
+                return Judgement::Stale;
+            }
+            Ok(_) => {}
+            Err(_) => return self.refuse("store_failed"),
+        }
         let checked = match &body {
             RecordBody::Descriptor(d) => self.check_descriptor(d),
             RecordBody::Tombstone(t) => self.check_tombstone(&record, t),
         };
         let reverify = match checked {
             Ok(r) => r,
+            Err(reason @ UNKNOWN_AGENT) => return Judgement::Unverifiable(reason),
             Err(reason) => return self.refuse(reason),
         };
+        if !keep_new {
+            match self.store.get(body.agent_id()) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Judgement::NotKept,
+                Err(_) => return self.refuse("store_failed"),
+            }
+        }
         let trusted = self.is_trusted(record.signer());
         match self.store.put(&record, &body, Origin::Remote, Expect::Any) {
             Ok(PutOutcome::Created | PutOutcome::Updated) => {
@@ -143,6 +211,7 @@ impl Judge {
                     reverify: if trusted { None } else { reverify },
                 }
             }
+            // Lost a race with another copy of the same or a newer record.
             Err(StoreError::Record(record::RecordError::StaleSeq { .. })) => Judgement::Duplicate,
             Err(e) => {
                 tracing::error!(error = %e, "storing a remote record failed");
@@ -209,7 +278,7 @@ impl Judge {
     ) -> Result<Option<String>, &'static str> {
         let held = self.store.get(&t.agent_id).map_err(|_| "store_failed")?;
         let Some(held) = held else {
-            return Err("tombstone_for_unknown_agent");
+            return Err(UNKNOWN_AGENT);
         };
         if held.record.signer() == record.signer() {
             return Ok(None);

@@ -22,6 +22,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod crawl;
+#[cfg(feature = "testbed")]
 pub mod demo;
 pub mod descriptor;
 pub mod federation;

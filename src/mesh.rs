@@ -44,6 +44,7 @@ mod event_loop;
 mod events;
 mod pending;
 mod stats;
+pub mod transport;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
@@ -60,6 +61,10 @@ pub const KAD_PROTOCOL: &str = "/agentmesh/kad/1.0.0";
 pub const SEARCH_PROTOCOL: &str = "/agentmesh/search/1.0.0";
 /// The identify protocol version string.
 pub const IDENTIFY_PROTOCOL: &str = "/agentmesh/id/1.0.0";
+/// Capabilities remembered per peer from provider lookups (`GET /peers`).
+pub const MAX_PROVIDES_PER_PEER: usize = 32;
+/// Peers whose provided capabilities are remembered.
+pub const MAX_PROVIDES_PEERS: usize = 1024;
 
 /// Errors from starting and using the mesh.
 #[derive(Debug, thiserror::Error)]

@@ -68,6 +68,7 @@ pub struct Node {
     tasks: JoinSet<()>,
     crawl_cancel: CancellationToken,
     crawl_task: tokio::task::JoinHandle<()>,
+    crawl_queue: CrawlQueue,
     mesh: MeshClient,
     mesh_cancel: CancellationToken,
     mesh_tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -123,9 +124,17 @@ fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
         .collect()
 }
 
-/// At start, publishes every live record this node signed (registrations
-/// and crawls), so a restarted node provides its capabilities again; the
-/// mesh's own timers republish from then on.
+/// Records the start-up republish puts back in the DHT per second.
+const REPUBLISH_PER_SEC: u32 = 200;
+/// Republish puts in flight at once.
+const REPUBLISH_IN_FLIGHT: usize = 16;
+
+/// After start, once the node has a DHT peer, puts every live record this
+/// node signed (registrations and crawls) back in the DHT and provides
+/// their capabilities again (a restarted node's Kademlia has forgotten
+/// both); the mesh's own timers republish from then on. Paced at
+/// [`REPUBLISH_PER_SEC`] so that a node holding 100k records does not
+/// starve its API, and not gossiped: peers have seen these records.
 fn spawn_republisher(
     store: Store,
     mesh: MeshClient,
@@ -134,6 +143,22 @@ fn spawn_republisher(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(
         async move {
+            // Alone, a DHT put reaches nobody: wait for a peer.
+            loop {
+                match mesh.status().await {
+                    Ok(s) if s.routing_table_peers > 0 => break,
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+            let started = std::time::Instant::now();
+            let mut pace = tokio::time::interval(Duration::from_secs(1) / REPUBLISH_PER_SEC);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let in_flight = Arc::new(tokio::sync::Semaphore::new(REPUBLISH_IN_FLIGHT));
             let mut after: Option<String> = None;
             let mut count = 0usize;
             loop {
@@ -146,20 +171,34 @@ fn spawn_republisher(
                 };
                 let Some(last) = page.last() else { break };
                 after = Some(last.body.agent_id().to_owned());
-                for agent in page {
-                    if agent.record.signer() != &own
-                        || !matches!(agent.body, RecordBody::Descriptor(_))
-                    {
-                        continue;
-                    }
-                    let p = Published::of(&agent.record, &agent.body);
+                let own_records: Vec<Published> = page
+                    .iter()
+                    .filter(|a| {
+                        a.record.signer() == &own && matches!(a.body, RecordBody::Descriptor(_))
+                    })
+                    .map(|a| Published::of(&a.record, &a.body))
+                    .collect();
+                for p in own_records {
                     tokio::select! {
                         () = cancel.cancelled() => return,
-                        _ = mesh.publish(p.record, p.agent_id, p.capabilities) => count += 1,
+                        _ = pace.tick() => {}
                     }
+                    let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                        return;
+                    };
+                    let mesh = mesh.clone();
+                    tokio::spawn(async move {
+                        let _ = mesh.republish(p.record, p.agent_id, p.capabilities).await;
+                        drop(permit);
+                    });
+                    count += 1;
                 }
             }
-            tracing::info!(records = count, "republished own records");
+            tracing::info!(
+                records = count,
+                secs = started.elapsed().as_secs_f64(),
+                "republished own records"
+            );
         }
         .instrument(tracing::info_span!("republish")),
     )
@@ -208,7 +247,10 @@ impl Node {
         // The mesh: records from peers are judged by the handler; what this
         // node stores goes out through the outbox.
         let trusted = trusted_keys(&config.p2p.trusted_peers);
-        let judge = Arc::new(Judge::new(store.clone(), key.verifying_key(), trusted));
+        let judge = Arc::new(
+            Judge::new(store.clone(), key.verifying_key(), trusted)
+                .with_replication(config.p2p.replication),
+        );
         let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
         let mesh_cancel = cancel.child_token();
         let mesh_config = MeshConfig::from_p2p(&config.p2p)?;
@@ -259,7 +301,7 @@ impl Node {
         };
         let state = AppState::new(
             registry.clone(),
-            Some(crawl_queue),
+            Some(crawl_queue.clone()),
             Some(mesh_state),
             config.api.clone(),
             peer_id.clone(),
@@ -291,6 +333,7 @@ impl Node {
             tasks,
             crawl_cancel,
             crawl_task,
+            crawl_queue,
             mesh,
             mesh_cancel,
             mesh_tasks: vec![mesh_task, publisher, republisher],
@@ -318,6 +361,11 @@ impl Node {
     /// another node passes to `--bootstrap`.
     pub fn listen_addrs(&self) -> &[String] {
         &self.listen_addrs
+    }
+
+    /// The node's crawl queue (what `POST /crawl` feeds).
+    pub fn crawl_queue(&self) -> &CrawlQueue {
+        &self.crawl_queue
     }
 
     /// The node's registry.

@@ -384,24 +384,47 @@ fn keygen_into_a_missing_directory_fails_naming_the_path() {
 // --------------------------------------------------------------------- demo
 
 #[test]
-fn demo_no_serve_registers_searches_and_cleans_up() {
+fn demo_crawls_three_orgs_and_finds_node_3s_agents_from_node_1() {
     let tmp = tempdir();
     let out = run(
         agentmesh()
             .args(["demo", "--no-serve", "--listen", "127.0.0.1:0"])
             .env("TMPDIR", tmp.path()),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         "demo --no-serve",
     );
     out.assert_success("demo --no-serve");
+    let stdout = &out.stdout;
+    for n in 1..=3 {
+        let line = format!("node {n} crawled org{n}.test: 100 domains");
+        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    }
+    // The broken agents are all in org3: node 3 names their failures.
+    for reason in [
+        "fingerprint_mismatch 1",
+        "challenge_bad_signature 1",
+        "txt_missing 1",
+    ] {
+        assert!(stdout.contains(reason), "no {reason:?} in:\n{stdout}");
+    }
+    let found = stdout
+        .split("agents only node 3 crawled, found from node 1:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no cross-node search in:\n{stdout}"));
+    let rows: Vec<&str> = found
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
     assert!(
-        out.stdout.contains("registered 204 agents"),
-        "{}",
-        out.stdout
+        !rows.is_empty(),
+        "node 1 found nothing of node 3's:\n{stdout}"
     );
-    assert!(out.stdout.contains("agent-12345"), "{}", out.stdout);
-    assert!(out.stdout.contains("agent-67890"), "{}", out.stdout);
-    assert!(out.stdout.contains("score"), "{}", out.stdout);
+    for row in rows {
+        assert!(row.contains(".org3.test"), "{row}");
+        assert!(row.contains("-verified"), "{row}");
+        assert!(row.contains("source mesh"), "{row}");
+    }
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -409,8 +432,22 @@ fn demo_no_serve_registers_searches_and_cleans_up() {
     assert!(left.is_empty(), "the demo removes its data: {left:?}");
 }
 
+/// Copies the directory tree `from` into `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 #[tokio::test]
-async fn demo_with_a_data_dir_keeps_its_agents_for_a_node() {
+async fn demo_with_a_data_dir_keeps_node_1s_agents_for_a_node() {
     let dir = tempdir();
     let out = run(
         agentmesh()
@@ -422,13 +459,17 @@ async fn demo_with_a_data_dir_keeps_its_agents_for_a_node() {
                 "--data-dir",
             ])
             .arg(dir.path()),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         "demo --no-serve --data-dir",
     );
     out.assert_success("demo --data-dir");
-    let node = TestNode::builder().data_dir(dir).start();
+    let node1 = tempfile::TempDir::new().unwrap();
+    copy_dir(&dir.path().join("node1"), node1.path());
+    let node = TestNode::builder().data_dir(node1).start();
     let api = node.api();
-    assert_eq!(api.get("/health").await.expect(200)["records"], 204);
+    let health = api.get("/health").await;
+    let records = health.expect(200)["records"].as_u64().unwrap();
+    assert!(records >= 104, "node 1 holds {records} records");
     let doc = api.get("/agents/agent-12345").await;
     assert_eq!(doc.expect(200)["name"], "Chinese-English Translator");
 }

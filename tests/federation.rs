@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentmesh::config::Config;
+use agentmesh::config::{Config, Replication};
 use agentmesh::mesh::wire::{SearchRequest, SearchResponse};
 use agentmesh::mesh::{Mesh, MeshConfig, MeshHandler, RecordOrigin, Verdict};
 use agentmesh::node::Node;
@@ -18,6 +18,13 @@ use serde_json::{json, Value};
 const DEADLINE: Duration = Duration::from_secs(10);
 
 async fn node(bootstrap: &[String]) -> (Node, tempfile::TempDir) {
+    node_with(bootstrap, |_| {}).await
+}
+
+async fn node_with(
+    bootstrap: &[String],
+    tweak: impl FnOnce(&mut Config),
+) -> (Node, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         data_dir: dir.path().join("data"),
@@ -26,8 +33,10 @@ async fn node(bootstrap: &[String]) -> (Node, tempfile::TempDir) {
     config.api.listen = "127.0.0.1:0".parse().unwrap();
     config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     config.p2p.bootstrap = bootstrap.to_vec();
+    config.p2p.allow_private_addresses = true;
     config.p2p.search_timeout = Duration::from_secs(1);
     config.crawl.follow_peers = false;
+    tweak(&mut config);
     (Node::spawn(config).await.expect("the node starts"), dir)
 }
 
@@ -129,6 +138,24 @@ async fn a_registration_on_one_node_is_found_everywhere_and_its_deletion_too() {
         .unwrap();
     assert_eq!(hit[0]["source"], "mesh");
     assert_eq!(hit[0]["trust"]["level"], "unverified");
+    // The provider lookup behind the search is what GET /peers reports.
+    let peers: Value = reqwest::get(url(last, "/peers"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer_id"] == first.peer_id())
+        .unwrap_or_else(|| panic!("node 5 is not connected to node 1: {peers}"));
+    assert_eq!(
+        provider["provides"],
+        json!(["weather_forecast"]),
+        "{provider}"
+    );
 
     // Deleted on node 2 (where it was registered) → gone everywhere.
     register(&nodes[1].0, &agent("short-lived", "tide_tables")).await;
@@ -163,6 +190,116 @@ async fn a_registration_on_one_node_is_found_everywhere_and_its_deletion_too() {
     assert!(search_ids(&late, q2).await.is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookups_node_caches_what_it_searched_and_follows_its_tombstone() {
+    let nodes = mesh_of(2).await;
+    let boot = nodes[0].0.listen_addrs().to_vec();
+    let (cache, _dir) = node_with(&boot, |c| c.p2p.replication = Replication::Lookups).await;
+    wait_until("the lookups node joins the gossip mesh", || async {
+        cache
+            .mesh()
+            .status()
+            .await
+            .is_ok_and(|s| s.gossip_mesh_peers >= 1)
+    })
+    .await;
+    let before = cache.mesh().stats().gossip.accepted;
+    register(&nodes[1].0, &agent("looked-up", "carbon_accounting")).await;
+    wait_until("the lookups node validates the gossiped record", || async {
+        cache.mesh().stats().gossip.accepted > before
+    })
+    .await;
+    let local = json!({"filters": {"capabilities": ["carbon_accounting"]}, "scope": "local"});
+    let mesh = json!({"filters": {"capabilities": ["carbon_accounting"]}});
+    assert!(
+        search_ids(&cache, local.clone()).await.is_empty(),
+        "a lookups node does not store what it was merely offered"
+    );
+    assert_eq!(search_ids(&cache, mesh).await, ["looked-up"]);
+    assert_eq!(
+        search_ids(&cache, local.clone()).await,
+        ["looked-up"],
+        "what it looked up is cached"
+    );
+    let status = reqwest::Client::new()
+        .delete(url(&nodes[1].0, "/agents/looked-up"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    wait_until("the tombstone removes the cached agent", || async {
+        search_ids(&cache, local.clone()).await.is_empty()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_announces_its_records_again() {
+    let mut nodes = mesh_of(2).await;
+    register(&nodes[1].0, &agent("comes-back", "bird_watching")).await;
+    let (node, dir) = nodes.pop().unwrap();
+    let peer = node.peer_id().to_owned();
+    node.shutdown().await.unwrap();
+    let boot = nodes[0].0.listen_addrs().to_vec();
+    let data = dir.path().join("data");
+    let again = Node::spawn({
+        let mut c = Config {
+            data_dir: data,
+            ..Config::default()
+        };
+        c.api.listen = "127.0.0.1:0".parse().unwrap();
+        c.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+        c.p2p.bootstrap = boot;
+        c.p2p.allow_private_addresses = true;
+        c
+    })
+    .await
+    .unwrap();
+    assert_eq!(again.peer_id(), peer, "the node keeps its identity");
+    wait_until(
+        "the restarted node provides its capability again",
+        || async {
+            again
+                .mesh()
+                .status()
+                .await
+                .is_ok_and(|s| s.provided_keys >= 1)
+        },
+    )
+    .await;
+    again.shutdown().await.unwrap();
+}
+
+/// An AIDIP descriptor record for `id` at `seq`, signed by `key`.
+fn aidip_record(id: &str, capability: &str, seq: u64, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+    let d = agentmesh::descriptor::Descriptor {
+        id: id.into(),
+        name: "forged".into(),
+        description: String::new(),
+        version: None,
+        publisher: None,
+        endpoint: None,
+        capabilities: vec![capability.into()],
+        tags: vec![],
+        languages: vec![],
+        status: None,
+        auth: None,
+        format: agentmesh::descriptor::DocumentFormat::Aidip,
+    };
+    let body = agentmesh::record::DescriptorRecord::new(
+        d,
+        "{}".into(),
+        seq,
+        agentmesh::record::unix_now(),
+        3600,
+        Default::default(),
+    );
+    agentmesh::record::SignedRecord::sign_descriptor(&body, key)
+        .unwrap()
+        .encode()
+}
+
 /// A peer that publishes whatever it is given and never answers searches.
 struct Rogue;
 
@@ -190,7 +327,7 @@ impl MeshHandler for Rogue {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() {
-    let nodes = mesh_of(3).await;
+    let nodes = mesh_of(5).await;
     let config = MeshConfig {
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         bootstrap: nodes[0]
@@ -199,6 +336,7 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
             .iter()
             .map(|a| a.parse().unwrap())
             .collect(),
+        allow_private_addresses: true,
         ..MeshConfig::default()
     };
     let key = agentmesh::identity::generate();
@@ -221,31 +359,7 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
     .await;
 
     // A record with a broken signature, and garbage.
-    let d = agentmesh::descriptor::Descriptor {
-        id: "forged-1".into(),
-        name: "forged".into(),
-        description: String::new(),
-        version: None,
-        publisher: None,
-        endpoint: None,
-        capabilities: vec!["forgery".into()],
-        tags: vec![],
-        languages: vec![],
-        status: None,
-        auth: None,
-        format: agentmesh::descriptor::DocumentFormat::Aidip,
-    };
-    let body = agentmesh::record::DescriptorRecord::new(
-        d,
-        "{}".into(),
-        1,
-        agentmesh::record::unix_now(),
-        3600,
-        Default::default(),
-    );
-    let mut bytes = agentmesh::record::SignedRecord::sign_descriptor(&body, &key)
-        .unwrap()
-        .encode();
+    let mut bytes = aidip_record("forged-1", "forgery", 1, &key);
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     rogue
@@ -256,19 +370,55 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         .publish(b"not a record".to_vec(), "garbage".into(), vec![])
         .await
         .unwrap();
+
+    // An agent every node holds, then, from the rogue: an older seq of it
+    // and a tombstone for it that neither its key nor its attester signed.
+    register(&nodes[1].0, &agent("targeted", "valuation")).await;
+    let q = json!({"filters": {"capabilities": ["valuation"]}, "scope": "local"});
     for (n, _) in &nodes {
-        wait_until("a node counts the forged record as refused", || async {
-            let peers: Value = reqwest::get(url(n, "/peers"))
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            peers["records"]["refused"]["bad_signature"]
-                .as_u64()
-                .unwrap_or(0)
-                >= 1
+        wait_until("every node holds the targeted agent", || async {
+            search_ids(n, q.clone()).await == ["targeted"]
         })
+        .await;
+    }
+    rogue
+        .publish(
+            aidip_record("targeted", "valuation", 1, &key),
+            "targeted".into(),
+            vec![],
+        )
+        .await
+        .unwrap();
+    let tombstone = agentmesh::record::TombstoneRecord {
+        agent_id: "targeted".into(),
+        seq: u64::MAX / 2,
+        issued_at: agentmesh::record::unix_now(),
+        reason: agentmesh::record::TombstoneReason::Revoked,
+    };
+    let tombstone = agentmesh::record::SignedRecord::sign_tombstone(&tombstone, &key)
+        .unwrap()
+        .encode();
+    rogue
+        .publish(tombstone, "targeted".into(), vec![])
+        .await
+        .unwrap();
+
+    for (i, (n, _)) in nodes.iter().enumerate() {
+        wait_until(
+            &format!("node {} counts every forgery as refused", i + 1),
+            || async {
+                let peers: Value = reqwest::get(url(n, "/peers"))
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let refused = &peers["records"]["refused"];
+                ["bad_signature", "stale_seq", "tombstone_not_authorised"]
+                    .iter()
+                    .all(|r| refused[r].as_u64().unwrap_or(0) >= 1)
+            },
+        )
         .await;
         assert!(search_ids(
             n,
@@ -276,6 +426,12 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         )
         .await
         .is_empty());
+        assert_eq!(
+            search_ids(n, q.clone()).await,
+            ["targeted"],
+            "node {}: the forged tombstone removed nothing",
+            i + 1
+        );
     }
 
     // The rogue never answers searches: node 1 still answers by its deadline.
@@ -301,4 +457,75 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         "{unanswered}"
     );
     cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_record_from_a_raw_peer_is_refused_everywhere() {
+    use futures_util::StreamExt as _;
+    use libp2p::swarm::SwarmEvent;
+    let nodes = mesh_of(5).await;
+    // A peer that speaks the protocols but skips the client's size check:
+    // a bare swarm driven by hand.
+    let key = agentmesh::identity::generate();
+    let mut swarm = agentmesh::mesh::behaviour::build_swarm(
+        agentmesh::mesh::keypair_from_signing_key(&key),
+        &MeshConfig {
+            allow_private_addresses: true,
+            ..MeshConfig::default()
+        },
+        &agentmesh::mesh::MeshStats::default(),
+    )
+    .unwrap();
+    swarm
+        .dial(
+            nodes[0].0.listen_addrs()[0]
+                .parse::<libp2p::Multiaddr>()
+                .unwrap(),
+        )
+        .unwrap();
+    let until = Instant::now() + DEADLINE;
+    // Under the gossip frame limit, over the 16 KiB record limit.
+    let oversize = aidip_record("too-big", "bulk", 1, &key)
+        .into_iter()
+        .chain(std::iter::repeat_n(0u8, 17 * 1024))
+        .collect::<Vec<u8>>();
+    let topic = agentmesh::mesh::behaviour::records_topic();
+    let mut published = false;
+    while !published {
+        let event = tokio::time::timeout_at(until.into(), swarm.select_next_some())
+            .await
+            .expect("node 1 subscribes to the records topic in time");
+        if let SwarmEvent::Behaviour(agentmesh::mesh::behaviour::MeshBehaviourEvent::Gossipsub(
+            libp2p::gossipsub::Event::Subscribed { .. },
+        )) = event
+        {
+            swarm
+                .behaviour_mut()
+                .gossipsub
+                .publish(topic.clone(), oversize.clone())
+                .unwrap();
+            published = true;
+        }
+    }
+    // Keep the raw peer's connection alive while node 1 judges the record.
+    let drive = tokio::spawn(async move {
+        loop {
+            swarm.select_next_some().await;
+        }
+    });
+    let (first, _) = &nodes[0];
+    wait_until("node 1 rejects the oversize record", || async {
+        first.mesh().stats().gossip.rejected.get("too_large") == Some(&1)
+    })
+    .await;
+    // Refused records are not forwarded: no other node stores it.
+    for (n, _) in &nodes {
+        assert!(search_ids(
+            n,
+            json!({"filters": {"capabilities": ["bulk"]}, "scope": "local"})
+        )
+        .await
+        .is_empty());
+    }
+    drive.abort();
 }

@@ -153,11 +153,13 @@ impl MeshHandler for TestHandler {
     }
 }
 
-/// A loopback node's config: `/ip4/127.0.0.1/tcp/0`, the given bootstrap.
+/// A loopback node's config: `/ip4/127.0.0.1/tcp/0`, the given bootstrap,
+/// loopback peers permitted.
 fn config(bootstrap: Vec<Multiaddr>) -> MeshConfig {
     MeshConfig {
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
         bootstrap,
+        allow_private_addresses: true,
         ..MeshConfig::default()
     }
 }
@@ -605,4 +607,131 @@ async fn slow_handlers_are_bounded_and_timed_out() {
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_policy_never_dials_loopback_peers() {
+    init_tracing();
+    let open = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let open_addr = open.addr().await;
+
+    // A configured loopback bootstrap peer is a start-up error that names
+    // the setting, not a node that silently never joins.
+    let strict_config = |bootstrap| MeshConfig {
+        allow_private_addresses: false,
+        ..config(bootstrap)
+    };
+    let refused = Mesh::spawn(
+        strict_config(vec![open_addr.clone()]),
+        Keypair::generate_ed25519(),
+        Arc::new(TestHandler::default()),
+        CancellationToken::new(),
+    )
+    .await;
+    match refused {
+        Err(MeshError::BadAddress { reason, .. }) => {
+            assert!(reason.contains("allow_private_addresses"), "{reason}");
+        }
+        other => panic!("expected BadAddress, got {:?}", other.map(|_| ())),
+    }
+
+    // Dials of a loopback address, literal or behind a name, fail in the
+    // transport: no connection reaches the open node.
+    let strict = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        strict_config(Vec::new()),
+        TestHandler::default(),
+    )
+    .await;
+    let port = open_addr
+        .iter()
+        .find_map(|p| match p {
+            Protocol::Tcp(port) => Some(port),
+            _ => None,
+        })
+        .unwrap();
+    let by_name: Multiaddr = format!("/dns4/localhost/tcp/{port}").parse().unwrap();
+    for addr in [open_addr.clone(), by_name] {
+        let failures = strict.client.stats().dial_failures;
+        strict.client.dial(addr).await.unwrap();
+        wait_for("the refused dial to fail", || async {
+            strict.client.stats().dial_failures > failures
+        })
+        .await;
+    }
+    assert!(!strict.connected_to(&open).await);
+    assert!(open.client.peers().await.unwrap().is_empty());
+
+    // Inbound connections are accepted, but the peer's loopback listen
+    // addresses do not enter the strict node's routing table.
+    let joiner = TestNode::start(vec![strict.addr().await], TestHandler::default()).await;
+    wait_for("the strict node to identify the joiner", || async {
+        strict
+            .client
+            .peers()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.peer_id == joiner.peer() && p.agent_version.is_some())
+    })
+    .await;
+    assert_eq!(strict.client.status().await.unwrap().routing_table_peers, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_gossip_and_search_over_quic() {
+    init_tracing();
+    let quic = |bootstrap| MeshConfig {
+        listen: vec!["/ip4/127.0.0.1/udp/0/quic-v1".parse().unwrap()],
+        ..config(bootstrap)
+    };
+    let start = |bootstrap| {
+        TestNode::start_config(
+            Keypair::generate_ed25519(),
+            quic(bootstrap),
+            TestHandler::default(),
+        )
+    };
+    let a = start(Vec::new()).await;
+    let a_addr = a.addr().await;
+    assert!(
+        a_addr.iter().any(|p| matches!(p, Protocol::QuicV1)),
+        "{a_addr} is not a QUIC address"
+    );
+    let b = start(vec![a_addr.clone()]).await;
+    let c = start(vec![a_addr]).await;
+    let nodes = [a, b, c];
+    wait_ready(&nodes, |i| if i == 0 { 2 } else { 1 }).await;
+
+    let rec = record("ok", "agent-q", &["quic_cap"]);
+    nodes[1].handler.insert(rec.clone());
+    nodes[1]
+        .client
+        .publish(rec, "agent-q".into(), vec!["quic_cap".into()])
+        .await
+        .unwrap();
+    wait_for("the record to reach node c over QUIC", || async {
+        nodes[2].handler.holds("agent-q")
+    })
+    .await;
+    let want = vec![nodes[1].peer()];
+    wait_for("node c to find node b providing quic_cap", || async {
+        nodes[2].client.providers("quic_cap").await.unwrap() == want
+    })
+    .await;
+    let request = SearchRequest {
+        capabilities: vec!["quic_cap".into()],
+        limit: 10,
+        ..SearchRequest::default()
+    };
+    let outcome = nodes[2]
+        .client
+        .search(want, request, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(outcome.responses.len(), 1, "{outcome:?}");
+    assert_eq!(
+        outcome.responses[0].1.records,
+        vec![ByteBuf::from(record("ok", "agent-q", &["quic_cap"]))]
+    );
 }

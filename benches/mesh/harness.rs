@@ -240,6 +240,8 @@ pub async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
         config.api.listen = "127.0.0.1:0".parse().expect("an address");
         config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
         config.p2p.bootstrap = bootstrap;
+        // Every address here is loopback.
+        config.p2p.allow_private_addresses = true;
         config.crawl.follow_peers = false;
         config.store.cache_bytes = CACHE_BYTES;
         let node = Node::spawn(config).await.expect("the node starts");

@@ -290,7 +290,9 @@ pub(super) async fn search(
         }
         _ => None,
     };
+    let started = std::time::Instant::now();
     let mut response = page_response(state.registry().search(&query)?);
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "local search");
     if let Some(asked) = asked {
         asked.write_headers(response.headers_mut());
     }
@@ -336,10 +338,17 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             .capabilities
             .iter()
             .min_by_key(|c| store.term_count('c', c));
+        let started = std::time::Instant::now();
         let mut peers = match rarest {
             Some(cap) => mesh.client.providers(cap).await.unwrap_or_default(),
             None => Vec::new(),
         };
+        tracing::debug!(
+            capability = ?rarest,
+            providers = peers.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "mesh search: provider lookup"
+        );
         if peers.is_empty() {
             peers = mesh
                 .client
@@ -371,6 +380,13 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             .flat_map(|(_, r)| r.records.iter().map(|b| b.to_vec()))
             .collect();
         let received = records.len();
+        tracing::debug!(
+            asked,
+            answered = outcome.responses.len(),
+            records = received,
+            ms = started.elapsed().as_millis() as u64,
+            "mesh search: answers"
+        );
         let judge = mesh.judge.clone();
         let _ = tokio::task::spawn_blocking(move || {
             for bytes in records {
@@ -378,6 +394,10 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             }
         })
         .await;
+        tracing::debug!(
+            ms = started.elapsed().as_millis() as u64,
+            "mesh search: judged"
+        );
         Asked {
             asked,
             answered: outcome.responses.len(),

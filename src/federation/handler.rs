@@ -40,7 +40,12 @@ impl NodeHandler {
             RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } => Some(key.as_slice()),
             RecordOrigin::Gossip { .. } => None,
         };
-        match self.judge.judge_under(bytes, dht_key) {
+        // What we looked up is always kept; what peers offer, as configured.
+        let judgement = match origin {
+            RecordOrigin::DhtGet { .. } => self.judge.judge_under(bytes, dht_key),
+            _ => self.judge.judge_offered(bytes, dht_key),
+        };
+        match judgement {
             Judgement::Stored { reverify, .. } => {
                 if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
                     // Best effort: a full queue drops it; the next gossip of
@@ -54,6 +59,10 @@ impl NodeHandler {
                 RecordOrigin::Gossip { .. } => Verdict::Ignore("duplicate"),
                 _ => Verdict::Accept,
             },
+            // Valid: pass it on (and let the DHT hold it), without storing.
+            Judgement::NotKept => Verdict::Accept,
+            Judgement::Stale => Verdict::Ignore("stale_seq"),
+            Judgement::Unverifiable(reason) => Verdict::Ignore(reason),
             Judgement::Refused(reason) => Verdict::Reject(reason),
         }
     }

@@ -74,11 +74,11 @@ pub fn spawn_publisher(
                 };
                 match mesh.publish(p.record, p.agent_id.clone(), p.capabilities).await {
                     Ok(report) => tracing::debug!(agent = %p.agent_id, gossiped = report.gossiped, "published"),
+                    // Records still queued when the node stops are republished
+                    // at the next start.
+                    Err(crate::mesh::MeshError::Shutdown) => break,
                     Err(e) => {
                         tracing::warn!(agent = %p.agent_id, error = %e, "publishing failed");
-                        if matches!(e, crate::mesh::MeshError::Shutdown) {
-                            break;
-                        }
                     }
                 }
             }

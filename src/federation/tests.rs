@@ -225,7 +225,7 @@ fn tombstones_need_the_agent_key_or_the_attester() {
     let judge = f.judge();
     assert_eq!(
         judge.judge(&f.tombstone(1, &f.stranger)),
-        Judgement::Refused("tombstone_for_unknown_agent")
+        Judgement::Unverifiable("tombstone_for_unknown_agent")
     );
     let body = f.descriptor(&f.stranger, 10, &f.agent_key);
     assert!(matches!(
@@ -250,9 +250,10 @@ fn tombstones_need_the_agent_key_or_the_attester() {
     let late = f.descriptor(&f.stranger, 10, &f.agent_key);
     assert_eq!(
         judge.judge(&f.signed(&late, &f.stranger)),
-        Judgement::Duplicate,
+        Judgement::Stale,
         "a tombstone beats lower seqs"
     );
+    assert_eq!(judge.refusals().get("stale_seq"), Some(&1));
 }
 
 #[test]
@@ -265,4 +266,44 @@ fn the_attester_may_withdraw_its_own_attestation() {
         judge.judge(&f.tombstone(12, &f.stranger)),
         Judgement::Stored { .. }
     ));
+}
+
+#[test]
+fn a_lookups_node_keeps_what_it_looked_up_and_updates_of_what_it_holds() {
+    let f = fixture();
+    let judge = f.judge().with_replication(Replication::Lookups);
+    let first = f.signed(&f.descriptor(&f.friend, 10, &f.agent_key), &f.friend);
+    // Offered unasked: checked and passed on, not stored.
+    assert_eq!(judge.judge_offered(&first, None), Judgement::NotKept);
+    assert!(f.store.get(&f.agent_id).unwrap().is_none());
+    // Forgeries are refused and counted as on any node.
+    let forged = f.signed(&f.descriptor(&f.friend, 11, &f.stranger), &f.friend);
+    assert_eq!(
+        judge.judge_offered(&forged, None),
+        Judgement::Refused("bad_evidence")
+    );
+    // Looked up: kept.
+    assert!(matches!(judge.judge(&first), Judgement::Stored { .. }));
+    // Now held: a newer offer and a tombstone are kept.
+    let newer = f.signed(&f.descriptor(&f.friend, 12, &f.agent_key), &f.friend);
+    assert!(matches!(
+        judge.judge_offered(&newer, None),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(
+        judge.judge_offered(&f.tombstone(13, &f.friend), None),
+        Judgement::Stored { .. }
+    ));
+    assert_eq!(judge.refusals().get("bad_evidence"), Some(&1));
+}
+
+#[test]
+fn a_tombstone_for_an_unknown_agent_is_not_an_offence() {
+    let f = fixture();
+    let judge = f.judge();
+    assert_eq!(
+        judge.judge_offered(&f.tombstone(1, &f.stranger), None),
+        Judgement::Unverifiable("tombstone_for_unknown_agent")
+    );
+    assert!(judge.refusals().is_empty());
 }

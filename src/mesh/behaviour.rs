@@ -53,10 +53,7 @@ use libp2p::identity::Keypair;
 use libp2p::kad::store::{MemoryStore, MemoryStoreConfig};
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
-use libp2p::{
-    connection_limits, gossipsub, identify, kad, noise, tcp, yamux, StreamProtocol, Swarm,
-    SwarmBuilder,
-};
+use libp2p::{connection_limits, gossipsub, identify, kad, StreamProtocol, Swarm, SwarmBuilder};
 use sha2::{Digest, Sha256};
 
 use super::codec::CountingCodec;
@@ -266,15 +263,11 @@ pub fn build_swarm(
     };
     let idle = config.timeouts.idle_connection;
     let mut registry = libp2p::metrics::Registry::default();
+    let policy = config.address_policy();
     let swarm = SwarmBuilder::with_existing_identity(key)
         .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux::Config::default,
-        )
+        .with_other_transport(|key| super::transport::build(key, policy))
         .map_err(|e| transport_error(&e))?
-        .with_quic()
         .with_dns()
         .map_err(|e| transport_error(&e))?
         .with_bandwidth_metrics(&mut registry)

@@ -29,6 +29,10 @@ pub struct PeerInfo {
     pub agent_version: Option<String>,
     /// Its gossipsub score as we see it, when scored.
     pub gossip_score: Option<f64>,
+    /// Capabilities our provider lookups found it providing (at most
+    /// [`MAX_PROVIDES_PER_PEER`](super::MAX_PROVIDES_PER_PEER), the first
+    /// seen).
+    pub provides: Vec<String>,
 }
 
 fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -78,6 +82,9 @@ pub enum DhtOutcome {
     },
     /// Still running at the publish deadline (it continues in background).
     TimedOut,
+    /// Already provided by this node (a republish): the loop re-announces
+    /// it on its timer.
+    AlreadyProvided,
 }
 
 /// What [`MeshClient::publish`] did.
@@ -120,6 +127,9 @@ pub(crate) enum Command {
         record: Vec<u8>,
         agent_id: String,
         capabilities: Vec<String>,
+        /// A new record (gossiped, every capability announced) or a
+        /// republished one (DHT only, keys already announced skipped).
+        fresh: bool,
         reply: Reply<PublishReport>,
     },
     StopProviding {
@@ -243,6 +253,37 @@ impl MeshClient {
             record,
             agent_id,
             capabilities,
+            fresh: true,
+            reply,
+        })
+        .await
+    }
+
+    /// Puts a record peers have already seen back in the DHT (after a
+    /// restart: Kademlia forgets what it published), and provides the
+    /// capabilities this node does not provide yet. Not gossiped: the
+    /// record is not news. Waits like [`MeshClient::publish`].
+    ///
+    /// # Errors
+    /// As [`MeshClient::publish`].
+    pub async fn republish(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+    ) -> Result<PublishReport, MeshError> {
+        let max = crate::record::MAX_RECORD_BYTES;
+        if record.len() > max {
+            return Err(MeshError::TooLarge {
+                size: record.len(),
+                max,
+            });
+        }
+        self.ask(|reply| Command::Publish {
+            record,
+            agent_id,
+            capabilities,
+            fresh: false,
             reply,
         })
         .await

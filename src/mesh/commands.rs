@@ -37,8 +37,9 @@ impl EventLoop {
                 record,
                 agent_id,
                 capabilities,
+                fresh,
                 reply,
-            } => self.publish(record, &agent_id, capabilities, reply),
+            } => self.publish(record, &agent_id, capabilities, fresh, reply),
             Command::StopProviding {
                 capabilities,
                 reply,
@@ -63,7 +64,8 @@ impl EventLoop {
                     .map(|s| kad.get_providers(RecordKey::new(&capability_key(&capability, s))))
                     .collect();
                 let limit = self.config.limits.max_providers_result;
-                self.pending.add_providers(id, queries, limit, reply);
+                self.pending
+                    .add_providers(id, capability, queries, limit, reply);
                 self.schedule(self.config.timeouts.lookup, Deadline::Providers(id));
             }
             Command::Search {
@@ -97,6 +99,11 @@ impl EventLoop {
                 protocols: s.protocols.clone(),
                 agent_version: s.agent_version.clone(),
                 gossip_score: gossip.peer_score(peer),
+                provides: self
+                    .provides
+                    .get(peer)
+                    .map(|c| c.iter().cloned().collect())
+                    .unwrap_or_default(),
             })
             .collect();
         out.sort_by_key(|p| p.peer_id);
@@ -139,22 +146,20 @@ impl EventLoop {
         record: Vec<u8>,
         agent_id: &str,
         capabilities: Vec<String>,
+        fresh: bool,
         reply: oneshot::Sender<Result<PublishReport, MeshError>>,
     ) {
         let topic = records_topic();
-        let gossiped = match self
-            .swarm
-            .behaviour_mut()
-            .gossipsub
-            .publish(topic, record.clone())
-        {
-            Ok(_) => true,
-            Err(PublishError::NoPeersSubscribedToTopic) | Err(PublishError::Duplicate) => false,
-            Err(e) => {
-                warn!(agent_id, error = %e, "gossip publish failed");
-                false
-            }
-        };
+        let gossip = &mut self.swarm.behaviour_mut().gossipsub;
+        let gossiped = fresh
+            && match gossip.publish(topic, record.clone()) {
+                Ok(_) => true,
+                Err(PublishError::NoPeersSubscribedToTopic) | Err(PublishError::Duplicate) => false,
+                Err(e) => {
+                    warn!(agent_id, error = %e, "gossip publish failed");
+                    false
+                }
+            };
         let no_peers = self.routing_table_empty();
         let mut queries = Vec::new();
         let kad = &mut self.swarm.behaviour_mut().kad;
@@ -185,7 +190,10 @@ impl EventLoop {
                 })
             } else {
                 let key = RecordKey::new(&capability_key(&cap, self.own_shard));
-                self.provided.insert(key.clone());
+                if !self.provided.insert(key.clone()) && !fresh {
+                    caps.push((cap, Some(DhtOutcome::AlreadyProvided)));
+                    continue;
+                }
                 match kad.start_providing(key) {
                     Ok(_) if no_peers => Some(DhtOutcome::NoPeers),
                     Ok(q) => {

@@ -10,6 +10,7 @@ use libp2p::Multiaddr;
 
 use super::MeshError;
 use crate::config::P2pConfig;
+use crate::crawl::guard::AddressPolicy;
 
 /// What the mesh listens on and joins through.
 #[derive(Debug, Clone)]
@@ -20,6 +21,9 @@ pub struct MeshConfig {
     /// Peers to join through: multiaddrs, normally ending in
     /// `/p2p/<peer id>`; `/dns4/..` names are resolved at dial time.
     pub bootstrap: Vec<Multiaddr>,
+    /// Dial loopback, private, link-local and CGNAT addresses
+    /// ([`transport`](super::transport)); off by default.
+    pub allow_private_addresses: bool,
     /// The number of capability shards S (DESIGN.md 6); default 8.
     pub shards: u32,
     /// The identify agent version, e.g. `agentmesh/0.1.0`.
@@ -144,6 +148,7 @@ impl Default for MeshConfig {
         Self {
             listen: Vec::new(),
             bootstrap: Vec::new(),
+            allow_private_addresses: false,
             shards: 8,
             agent_version: format!("agentmesh/{}", env!("CARGO_PKG_VERSION")),
             limits: MeshLimits::default(),
@@ -164,6 +169,13 @@ fn parse_addrs(list: &[String]) -> Result<Vec<Multiaddr>, MeshError> {
 }
 
 impl MeshConfig {
+    /// The policy the transport dials under.
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy {
+            allow_private: self.allow_private_addresses,
+        }
+    }
+
     /// The node's `[p2p]` section, with the default limits and timeouts.
     ///
     /// # Errors
@@ -172,6 +184,7 @@ impl MeshConfig {
         Ok(Self {
             listen: parse_addrs(&p2p.listen)?,
             bootstrap: parse_addrs(&p2p.bootstrap)?,
+            allow_private_addresses: p2p.allow_private_addresses,
             ..Self::default()
         })
     }
@@ -225,6 +238,14 @@ impl MeshConfig {
             }
         }
         for addr in &self.bootstrap {
+            if !super::transport::dialable(self.address_policy(), addr) {
+                return Err(MeshError::BadAddress {
+                    addr: addr.to_string(),
+                    reason: "a loopback, private or unroutable address: set \
+                             p2p.allow_private_addresses = true to dial it"
+                        .into(),
+                });
+            }
             if addr
                 .iter()
                 .filter(|p| matches!(p, Protocol::P2p(_)))

@@ -10,7 +10,7 @@
 //! an [`Internal`] message back. Deadlines are small sleeping tasks that
 //! send [`Internal::Deadline`]. Calls in flight live in [`Pending`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -34,10 +34,13 @@ use tracing::{debug, info, warn, Instrument};
 
 use super::behaviour::{build_swarm, records_topic, split_peer, MeshBehaviour};
 use super::client::{Command, MeshClient};
-use super::pending::{Deadline, Pending};
+use super::pending::{Deadline, Pending, ProvidersAnswered};
 use super::stats::MeshStats;
 use super::wire::SearchResponse;
-use super::{shard_of, MeshConfig, MeshError, MeshHandler, Verdict};
+use super::{
+    shard_of, MeshConfig, MeshError, MeshHandler, Verdict, MAX_PROVIDES_PEERS,
+    MAX_PROVIDES_PER_PEER,
+};
 
 /// Messages from handler tasks and timers back to the loop.
 pub(super) enum Internal {
@@ -100,7 +103,9 @@ pub(super) struct EventLoop {
     pub(super) bootstrap: Vec<BootstrapPeer>,
     pub(super) bootstrapped: bool,
     pub(super) provided: HashSet<RecordKey>,
-    next_reprovide: Instant,
+    /// Capabilities provider lookups found each peer providing (bounded).
+    pub(super) provides: HashMap<PeerId, BTreeSet<String>>,
+    pub(super) next_reprovide: Instant,
     pub(super) starting_listeners: HashMap<ListenerId, Multiaddr>,
     pub(super) failed_listeners: Vec<(Multiaddr, String)>,
 }
@@ -137,6 +142,7 @@ pub(super) async fn spawn(
         bootstrap: Vec::new(),
         bootstrapped: false,
         provided: HashSet::new(),
+        provides: HashMap::new(),
         starting_listeners: HashMap::new(),
         failed_listeners: Vec::new(),
     };
@@ -387,6 +393,23 @@ impl EventLoop {
         }
     }
 
+    /// Stops a providers call's remaining queries and remembers who
+    /// provides what.
+    pub(super) fn providers_answered(&mut self, answered: ProvidersAnswered) {
+        for q in answered.stop {
+            self.finish_query(q);
+        }
+        for peer in answered.found {
+            if self.provides.len() >= MAX_PROVIDES_PEERS && !self.provides.contains_key(&peer) {
+                continue;
+            }
+            let caps = self.provides.entry(peer).or_default();
+            if caps.len() < MAX_PROVIDES_PER_PEER {
+                caps.insert(answered.capability.clone());
+            }
+        }
+    }
+
     fn on_deadline(&mut self, d: Deadline) {
         match d {
             Deadline::Publish(id) => self.pending.publish_deadline(id),
@@ -396,9 +419,8 @@ impl EventLoop {
                 }
             }
             Deadline::Providers(id) => {
-                for q in self.pending.providers_answer(id) {
-                    self.finish_query(q);
-                }
+                let answered = self.pending.providers_answer(id);
+                self.providers_answered(answered);
             }
             Deadline::Search(id) => self.pending.search_deadline(id, &self.stats),
         }

@@ -19,6 +19,7 @@ use super::behaviour::{MeshBehaviourEvent, DHT_MAX_VALUE_BYTES};
 use super::client::DhtOutcome;
 use super::event_loop::{EventLoop, Internal};
 use super::stats::Path;
+use super::transport::dialable;
 use super::wire::SearchResponse;
 use super::{RecordOrigin, Verdict, KAD_PROTOCOL};
 use crate::record::MAX_RECORD_BYTES;
@@ -158,6 +159,9 @@ impl EventLoop {
             return;
         };
         let speaks_kad = info.protocols.iter().any(|p| p.as_ref() == KAD_PROTOCOL);
+        // Addresses the transport would refuse are not worth a routing
+        // table entry.
+        let policy = self.config.address_policy();
         let addrs: Vec<Multiaddr> = info
             .listen_addrs
             .into_iter()
@@ -166,7 +170,7 @@ impl EventLoop {
             .collect();
         if speaks_kad {
             let kad = &mut self.swarm.behaviour_mut().kad;
-            for addr in &addrs {
+            for addr in addrs.iter().filter(|a| dialable(policy, a)) {
                 kad.add_address(&peer_id, addr.clone());
             }
         }
@@ -199,6 +203,9 @@ impl EventLoop {
                 trace!(%peer, "routing table updated");
                 if !self.bootstrapped {
                     self.bootstrapped = self.swarm.behaviour_mut().kad.bootstrap().is_ok();
+                    // Keys announced while alone reached nobody: announce
+                    // them again on the next tick.
+                    self.next_reprovide = tokio::time::Instant::now();
                 }
             }
             other => trace!(event = ?other, "kad event"),
@@ -245,10 +252,8 @@ impl EventLoop {
                     _ => Default::default(),
                 };
                 let local = self.local;
-                if let Some(stop) = self.pending.providers_found(id, found, &local, last) {
-                    for q in stop {
-                        self.finish_query(q);
-                    }
+                if let Some(answered) = self.pending.providers_found(id, found, &local, last) {
+                    self.providers_answered(answered);
                 }
             }
             QueryResult::PutRecord(r) => {

@@ -71,10 +71,22 @@ struct PendingGet {
 }
 
 struct PendingProviders {
+    capability: String,
     reply: Reply<Vec<PeerId>>,
     queries: HashSet<QueryId>,
     found: Vec<PeerId>,
     limit: usize,
+}
+
+/// A providers call just answered.
+#[derive(Default)]
+pub(super) struct ProvidersAnswered {
+    /// Its shard queries still running, to stop.
+    pub stop: Vec<QueryId>,
+    /// The capability looked up.
+    pub capability: String,
+    /// The providers found.
+    pub found: Vec<PeerId>,
 }
 
 struct PendingSearch {
@@ -221,6 +233,7 @@ impl Pending {
     pub fn add_providers(
         &mut self,
         id: u64,
+        capability: String,
         queries: HashSet<QueryId>,
         limit: usize,
         reply: Reply<Vec<PeerId>>,
@@ -229,6 +242,7 @@ impl Pending {
             self.provider_queries.insert(*q, id);
         }
         let p = PendingProviders {
+            capability,
             reply,
             queries,
             found: Vec::new(),
@@ -238,14 +252,14 @@ impl Pending {
     }
 
     /// Providers found by one shard query (`last`: the query ended).
-    /// Returns the queries to stop when the call is answered.
+    /// Returns what was answered when the call is answered.
     pub fn providers_found(
         &mut self,
         query: QueryId,
         found: impl IntoIterator<Item = PeerId>,
         local: &PeerId,
         last: bool,
-    ) -> Option<Vec<QueryId>> {
+    ) -> Option<ProvidersAnswered> {
         let id = *self.provider_queries.get(&query)?;
         let p = self.providers.get_mut(&id)?;
         for peer in found {
@@ -263,16 +277,21 @@ impl Pending {
         None
     }
 
-    /// Answers a providers call; returns its still-running queries.
-    pub fn providers_answer(&mut self, id: u64) -> Vec<QueryId> {
+    /// Answers a providers call; returns what it answered and its
+    /// still-running queries.
+    pub fn providers_answer(&mut self, id: u64) -> ProvidersAnswered {
         let Some(p) = self.providers.remove(&id) else {
-            return Vec::new();
+            return ProvidersAnswered::default();
         };
         for q in &p.queries {
             self.provider_queries.remove(q);
         }
-        let _ = p.reply.send(Ok(p.found));
-        p.queries.into_iter().collect()
+        let _ = p.reply.send(Ok(p.found.clone()));
+        ProvidersAnswered {
+            stop: p.queries.into_iter().collect(),
+            capability: p.capability,
+            found: p.found,
+        }
     }
 
     /// Registers a search; answers at once when nothing was sent.

@@ -1,0 +1,176 @@
+//! The mesh's transport: TCP (noise, yamux) or QUIC, under an address
+//! policy, under DNS.
+//!
+//! [`AddressFilter`] sits below the DNS layer, so it sees the address a
+//! name resolved to, and refuses to dial what the node's
+//! [`AddressPolicy`] refuses (DESIGN.md 4.9, the same policy the crawler
+//! uses): by default loopback, private, link-local, CGNAT, multicast and
+//! unspecified addresses, whether a peer advertised them (identify,
+//! Kademlia, provider records) or a `/dns4/` name resolved to them.
+//! `p2p.allow_private_addresses` opts a node in (tests, the demo, a
+//! federation on a private network). Listening is never filtered.
+
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use libp2p::core::muxing::StreamMuxerBox;
+use libp2p::core::transport::{
+    Boxed, DialOpts, ListenerId, Transport, TransportError, TransportEvent,
+};
+use libp2p::core::upgrade;
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use libp2p::{noise, quic, tcp, yamux, Multiaddr, PeerId};
+
+use crate::crawl::guard::AddressPolicy;
+
+/// The IP an address dials first, if it starts with one.
+pub(crate) fn first_ip(addr: &Multiaddr) -> Option<IpAddr> {
+    match addr.iter().next()? {
+        Protocol::Ip4(ip) => Some(IpAddr::V4(ip)),
+        Protocol::Ip6(ip) => Some(IpAddr::V6(ip)),
+        _ => None,
+    }
+}
+
+/// Whether `policy` lets the mesh dial `addr`: an IP address the policy
+/// permits, or a name (checked again once resolved).
+pub(crate) fn dialable(policy: AddressPolicy, addr: &Multiaddr) -> bool {
+    match addr.iter().next() {
+        Some(Protocol::Ip4(_) | Protocol::Ip6(_)) => {
+            first_ip(addr).is_some_and(|ip| policy.check(ip).is_ok())
+        }
+        Some(Protocol::Dns(_) | Protocol::Dns4(_) | Protocol::Dns6(_) | Protocol::Dnsaddr(_)) => {
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A transport that refuses to dial addresses its policy refuses.
+#[derive(Debug)]
+pub struct AddressFilter<T> {
+    inner: T,
+    policy: AddressPolicy,
+}
+
+impl<T> AddressFilter<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T, policy: AddressPolicy) -> Self {
+        Self { inner, policy }
+    }
+}
+
+impl<T: Transport + Unpin> Transport for AddressFilter<T> {
+    type Output = T::Output;
+    type Error = T::Error;
+    type ListenerUpgrade = T::ListenerUpgrade;
+    type Dial = T::Dial;
+
+    fn listen_on(
+        &mut self,
+        id: ListenerId,
+        addr: Multiaddr,
+    ) -> Result<(), TransportError<Self::Error>> {
+        self.inner.listen_on(id, addr)
+    }
+
+    fn remove_listener(&mut self, id: ListenerId) -> bool {
+        self.inner.remove_listener(id)
+    }
+
+    fn dial(
+        &mut self,
+        addr: Multiaddr,
+        opts: DialOpts,
+    ) -> Result<Self::Dial, TransportError<Self::Error>> {
+        let permitted = first_ip(&addr).is_some_and(|ip| self.policy.check(ip).is_ok());
+        if !permitted {
+            tracing::debug!(%addr, "not dialling: the address policy refuses it");
+            return Err(TransportError::MultiaddrNotSupported(addr));
+        }
+        self.inner.dial(addr, opts)
+    }
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<TransportEvent<Self::ListenerUpgrade, Self::Error>> {
+        Pin::new(&mut self.inner).poll(cx)
+    }
+}
+
+/// TCP (noise, yamux) or QUIC, filtered by `policy`; the swarm builder
+/// puts DNS on top.
+///
+/// # Errors
+/// When the noise configuration cannot be made from `key`.
+pub(crate) fn build(
+    key: &Keypair,
+    policy: AddressPolicy,
+) -> Result<Boxed<(PeerId, StreamMuxerBox)>, Box<dyn std::error::Error + Send + Sync>> {
+    let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+        .upgrade(upgrade::Version::V1Lazy)
+        .authenticate(noise::Config::new(key)?)
+        .multiplex(yamux::Config::default())
+        .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+    let quic = quic::tokio::Transport::new(quic::Config::new(key))
+        .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+    let either = tcp.or_transport(quic).map(|e, _| e.into_inner());
+    Ok(AddressFilter::new(either, policy).boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> Multiaddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_default_policy_dials_only_public_addresses_and_names() {
+        let strict = AddressPolicy::default();
+        for refused in [
+            "/ip4/127.0.0.1/tcp/4001",
+            "/ip4/10.1.2.3/tcp/4001",
+            "/ip4/172.20.0.5/udp/4001/quic-v1",
+            "/ip4/192.168.1.1/tcp/1",
+            "/ip4/169.254.169.254/tcp/80",
+            "/ip4/100.64.0.1/tcp/1",
+            "/ip4/0.0.0.0/tcp/1",
+            "/ip6/::1/tcp/4001",
+            "/ip6/::ffff:10.0.0.1/tcp/1",
+            "/ip6/fd00::1/tcp/1",
+            "/unix/tmp%2Fsock",
+        ] {
+            assert!(
+                !dialable(strict, &addr(refused)),
+                "{refused} must be refused"
+            );
+        }
+        for permitted in [
+            "/ip4/1.2.3.4/tcp/4001",
+            "/ip4/8.8.8.8/udp/4001/quic-v1",
+            "/ip6/2a00:1450::1/tcp/4001",
+            "/dns4/node1.example/tcp/4001",
+        ] {
+            assert!(
+                dialable(strict, &addr(permitted)),
+                "{permitted} must be permitted"
+            );
+        }
+    }
+
+    #[test]
+    fn allow_private_permits_internal_ranges_but_never_unroutable_ones() {
+        let open = AddressPolicy {
+            allow_private: true,
+        };
+        assert!(dialable(open, &addr("/ip4/127.0.0.1/tcp/4001")));
+        assert!(dialable(open, &addr("/ip4/172.20.0.5/tcp/4001")));
+        assert!(!dialable(open, &addr("/ip4/0.0.0.0/tcp/4001")));
+        assert!(!dialable(open, &addr("/ip4/224.0.0.1/tcp/4001")));
+    }
+}
