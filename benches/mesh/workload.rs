@@ -15,6 +15,8 @@ use crate::harness::{self, mean, percentile, sorted, Args, BenchNode};
 const SETTLE_DEADLINE: Duration = Duration::from_secs(120);
 /// How long one propagation trial may take.
 const TRIAL_DEADLINE: Duration = Duration::from_secs(15);
+/// Peers one mesh search asks (the node default, `p2p.search_fanout`).
+const SEARCH_FANOUT: usize = 16;
 
 fn url(n: &Node, path: &str) -> String {
     format!("http://{}{path}", n.api_addr())
@@ -442,14 +444,19 @@ pub async fn run(n: usize, args: &Args) {
     let quiet = totals(&nodes).minus(&quiet_before);
     let cpu_quiet = harness::cpu_secs() - cpu0;
 
-    // Providers lookup alone (what a mesh search does first), from the
-    // node's own client: the part of the latency that is Kademlia.
+    // Providers lookup alone (what a mesh search does first: up to the
+    // search fan-out), from the node's own client: the part of the
+    // latency that is Kademlia.
     let mut lookups = Vec::new();
     for _ in 0..args.searches.min(50) {
         let from = rng.gen_range(0..n);
         let cap = foreign_capability(&mut rng, from, n, per);
         let t = Instant::now();
-        let _ = nodes[from].node.mesh().providers(&cap).await;
+        let _ = nodes[from]
+            .node
+            .mesh()
+            .providers_up_to(&cap, SEARCH_FANOUT)
+            .await;
         lookups.push(ms(t.elapsed()));
     }
 

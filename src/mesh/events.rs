@@ -252,9 +252,8 @@ impl EventLoop {
                     _ => Default::default(),
                 };
                 let local = self.local;
-                if let Some(answered) = self.pending.providers_found(id, found, &local, last) {
-                    self.providers_answered(answered);
-                }
+                let answered = self.pending.providers_found(id, found, &local, last);
+                self.providers_answered(answered);
             }
             QueryResult::PutRecord(r) => {
                 let outcome = match r {
