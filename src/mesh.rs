@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod behaviour;
 mod client;
+mod codec;
 mod commands;
 mod config;
 mod event_loop;
@@ -49,7 +50,7 @@ pub mod wire;
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
 pub use config::{MeshConfig, MeshLimits, MeshTimeouts};
 pub use libp2p::{Multiaddr, PeerId};
-pub use stats::{MeshStats, StatsSnapshot, VerdictCounts};
+pub use stats::{MeshStats, StatsSnapshot, TransportBytes, VerdictCounts, WireSnapshot};
 pub use wire::{SearchRequest, SearchResponse};
 
 /// The gossipsub topic that carries descriptors and tombstones (contract).

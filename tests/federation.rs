@@ -473,6 +473,7 @@ async fn an_oversize_record_from_a_raw_peer_is_refused_everywhere() {
             allow_private_addresses: true,
             ..MeshConfig::default()
         },
+        &agentmesh::mesh::MeshStats::default(),
     )
     .unwrap();
     swarm

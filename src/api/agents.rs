@@ -340,7 +340,11 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             .min_by_key(|c| store.term_count('c', c));
         let started = std::time::Instant::now();
         let mut peers = match rarest {
-            Some(cap) => mesh.client.providers(cap).await.unwrap_or_default(),
+            Some(cap) => mesh
+                .client
+                .providers_up_to(cap, mesh.fanout)
+                .await
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         tracing::debug!(

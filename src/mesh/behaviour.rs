@@ -3,7 +3,9 @@
 //! then owns it; nothing else touches it.
 //!
 //! Transports: TCP (nodelay) and QUIC v1, noise + yamux on TCP, DNS
-//! resolution of `/dns*` multiaddrs (system resolver configuration).
+//! resolution of `/dns*` multiaddrs (system resolver configuration);
+//! libp2p's bandwidth metrics count the bytes of every connection
+//! ([`MeshStats`]).
 //!
 //! Behaviours and limits (numbers and why):
 //! - identify, protocol version `/agentmesh/id/1.0.0`. The loop feeds every
@@ -38,7 +40,8 @@
 //! - request-response `/agentmesh/search/1.0.0` with the cbor codec:
 //!   requests <= 16 KiB, responses <= 2 MiB (see [`super::wire`]), request
 //!   timeout from the config (10 s default), at most 64 concurrent streams
-//!   per connection.
+//!   per connection; the codec counts its messages and bytes
+//!   ([`super::codec`]).
 //! - connection limits (config): 256 established in total, 3 per peer (TCP
 //!   and QUIC, plus a simultaneous dial), 64 pending incoming.
 
@@ -53,7 +56,9 @@ use libp2p::swarm::NetworkBehaviour;
 use libp2p::{connection_limits, gossipsub, identify, kad, StreamProtocol, Swarm, SwarmBuilder};
 use sha2::{Digest, Sha256};
 
-use super::wire::{SearchRequest, SearchResponse, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
+use super::codec::CountingCodec;
+use super::stats::MeshStats;
+use super::wire::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 use super::{
     MeshConfig, MeshError, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC, SEARCH_PROTOCOL,
 };
@@ -68,8 +73,8 @@ pub const GOSSIP_MAX_TRANSMIT_BYTES: usize = MAX_RECORD_BYTES + 4 * 1024;
 /// Concurrent search streams per connection.
 const SEARCH_MAX_STREAMS: usize = 64;
 
-/// The search protocol's behaviour.
-pub type SearchBehaviour = request_response::cbor::Behaviour<SearchRequest, SearchResponse>;
+/// The search protocol's behaviour (the CBOR codec, counted).
+pub type SearchBehaviour = request_response::Behaviour<CountingCodec>;
 
 /// Every protocol the mesh speaks.
 #[derive(NetworkBehaviour)]
@@ -204,10 +209,11 @@ fn kademlia(key: &Keypair, config: &MeshConfig) -> kad::Behaviour<MemoryStore> {
     kad
 }
 
-fn search(config: &MeshConfig) -> SearchBehaviour {
-    let codec = request_response::cbor::codec::Codec::default()
+fn search(config: &MeshConfig, stats: &MeshStats) -> SearchBehaviour {
+    let cbor = request_response::cbor::codec::Codec::default()
         .set_request_size_maximum(MAX_REQUEST_BYTES)
         .set_response_size_maximum(MAX_RESPONSE_BYTES);
+    let codec = CountingCodec::new(cbor, stats.clone());
     let rc = request_response::Config::default()
         .with_request_timeout(config.timeouts.request)
         .with_max_concurrent_streams(SEARCH_MAX_STREAMS);
@@ -219,7 +225,7 @@ fn search(config: &MeshConfig) -> SearchBehaviour {
 }
 
 impl MeshBehaviour {
-    fn new(key: &Keypair, config: &MeshConfig) -> Result<Self, MeshError> {
+    fn new(key: &Keypair, config: &MeshConfig, stats: &MeshStats) -> Result<Self, MeshError> {
         let l = &config.limits;
         let limits = connection_limits::ConnectionLimits::default()
             .with_max_established(Some(l.max_connections))
@@ -235,21 +241,28 @@ impl MeshBehaviour {
             identify,
             kad: kademlia(key, config),
             gossipsub: gossipsub(key)?,
-            search: search(config),
+            search: search(config, stats),
         })
     }
 }
 
 /// Builds the swarm (TCP + QUIC + DNS, noise, yamux) with [`MeshBehaviour`].
+/// The transport's byte counters (libp2p bandwidth metrics) and the search
+/// codec's counters go to `stats`.
 ///
 /// # Errors
 /// [`MeshError::Transport`] when a transport cannot be set up (e.g. no
 /// system DNS configuration), [`MeshError::Behaviour`] for a behaviour.
-pub fn build_swarm(key: Keypair, config: &MeshConfig) -> Result<Swarm<MeshBehaviour>, MeshError> {
+pub fn build_swarm(
+    key: Keypair,
+    config: &MeshConfig,
+    stats: &MeshStats,
+) -> Result<Swarm<MeshBehaviour>, MeshError> {
     let transport_error = |e: &dyn std::fmt::Display| MeshError::Transport {
         reason: e.to_string(),
     };
     let idle = config.timeouts.idle_connection;
+    let mut registry = libp2p::metrics::Registry::default();
     let policy = config.address_policy();
     let swarm = SwarmBuilder::with_existing_identity(key)
         .with_tokio()
@@ -257,10 +270,14 @@ pub fn build_swarm(key: Keypair, config: &MeshConfig) -> Result<Swarm<MeshBehavi
         .map_err(|e| transport_error(&e))?
         .with_dns()
         .map_err(|e| transport_error(&e))?
-        .with_behaviour(|key| MeshBehaviour::new(key, config).map_err(|e| Box::new(e) as Box<_>))
+        .with_bandwidth_metrics(&mut registry)
+        .with_behaviour(|key| {
+            MeshBehaviour::new(key, config, stats).map_err(|e| Box::new(e) as Box<_>)
+        })
         .map_err(behaviour_error)?
         .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
         .build();
+    stats.set_bandwidth(registry);
     Ok(swarm)
 }
 

@@ -142,6 +142,7 @@ pub(crate) enum Command {
     },
     Providers {
         capability: String,
+        want: usize,
         reply: Reply<Vec<PeerId>>,
     },
     Search {
@@ -317,9 +318,28 @@ impl MeshClient {
     /// # Errors
     /// [`MeshError::Shutdown`] when the mesh has stopped.
     pub async fn providers(&self, capability: &str) -> Result<Vec<PeerId>, MeshError> {
+        self.providers_up_to(capability, usize::MAX).await
+    }
+
+    /// As [`MeshClient::providers`], answering as soon as `want` providers
+    /// are known (a search that asks at most `want` peers need not wait
+    /// for, nor pay for, the rest of the lookup); the shard queries still
+    /// running are stopped.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn providers_up_to(
+        &self,
+        capability: &str,
+        want: usize,
+    ) -> Result<Vec<PeerId>, MeshError> {
         let capability = capability.to_owned();
-        self.ask(|reply| Command::Providers { capability, reply })
-            .await
+        self.ask(|reply| Command::Providers {
+            capability,
+            want,
+            reply,
+        })
+        .await
     }
 
     /// Sends `request` to `peers` at once (duplicates and our own id

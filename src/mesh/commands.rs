@@ -57,13 +57,17 @@ impl EventLoop {
                 self.pending.add_get(query, reply);
                 self.schedule(self.config.timeouts.lookup, Deadline::Get(query));
             }
-            Command::Providers { capability, reply } => {
+            Command::Providers {
+                capability,
+                want,
+                reply,
+            } => {
                 let id = self.pending.next_id();
                 let kad = &mut self.swarm.behaviour_mut().kad;
                 let queries = (0..self.config.shards)
                     .map(|s| kad.get_providers(RecordKey::new(&capability_key(&capability, s))))
                     .collect();
-                let limit = self.config.limits.max_providers_result;
+                let limit = want.clamp(1, self.config.limits.max_providers_result);
                 self.pending
                     .add_providers(id, capability, queries, limit, reply);
                 self.schedule(self.config.timeouts.lookup, Deadline::Providers(id));

@@ -118,10 +118,10 @@ pub(super) async fn spawn(
     cancel: CancellationToken,
 ) -> Result<(MeshClient, JoinHandle<()>), MeshError> {
     let local = keypair.public().to_peer_id();
-    let swarm = build_swarm(keypair, &config)?;
+    let stats = MeshStats::default();
+    let swarm = build_swarm(keypair, &config, &stats)?;
     let (cmd_tx, commands) = mpsc::channel(config.limits.command_buffer);
     let (internal_tx, internal_rx) = mpsc::channel(config.limits.command_buffer);
-    let stats = MeshStats::default();
     let now = Instant::now();
     let mut el = EventLoop {
         swarm,

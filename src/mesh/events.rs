@@ -36,6 +36,31 @@ fn is_unspecified(addr: &Multiaddr) -> bool {
     })
 }
 
+/// The counter name of a query of ours.
+fn query_kind(result: &QueryResult) -> &'static str {
+    match result {
+        QueryResult::Bootstrap(_) => "bootstrap",
+        QueryResult::GetClosestPeers(_) => "get_closest_peers",
+        QueryResult::GetProviders(_) => "get_providers",
+        QueryResult::StartProviding(_) => "start_providing",
+        QueryResult::RepublishProvider(_) => "republish_provider",
+        QueryResult::GetRecord(_) => "get_record",
+        QueryResult::PutRecord(_) => "put_record",
+        QueryResult::RepublishRecord(_) => "republish_record",
+    }
+}
+
+/// The counter name of a peer's Kademlia request.
+fn request_kind(request: &kad::InboundRequest) -> &'static str {
+    match request {
+        kad::InboundRequest::FindNode { .. } => "find_node",
+        kad::InboundRequest::GetProvider { .. } => "get_providers",
+        kad::InboundRequest::AddProvider { .. } => "add_provider",
+        kad::InboundRequest::GetRecord { .. } => "get_record",
+        kad::InboundRequest::PutRecord { .. } => "put_record",
+    }
+}
+
 impl EventLoop {
     pub(super) fn on_swarm_event(&mut self, event: SwarmEvent<MeshBehaviourEvent>) {
         match event {
@@ -159,9 +184,21 @@ impl EventLoop {
     fn on_kad(&mut self, event: kad::Event) {
         match event {
             kad::Event::OutboundQueryProgressed {
-                id, result, step, ..
-            } => self.on_query(id, result, step.last),
-            kad::Event::InboundRequest { request } => self.on_kad_inbound(request),
+                id,
+                result,
+                step,
+                stats,
+            } => {
+                if step.last {
+                    self.stats
+                        .kad_query_done(query_kind(&result), stats.num_requests());
+                }
+                self.on_query(id, result, step.last)
+            }
+            kad::Event::InboundRequest { request } => {
+                self.stats.kad_request_received(request_kind(&request));
+                self.on_kad_inbound(request)
+            }
             kad::Event::RoutingUpdated { peer, .. } => {
                 trace!(%peer, "routing table updated");
                 if !self.bootstrapped {
@@ -215,9 +252,8 @@ impl EventLoop {
                     _ => Default::default(),
                 };
                 let local = self.local;
-                if let Some(answered) = self.pending.providers_found(id, found, &local, last) {
-                    self.providers_answered(answered);
-                }
+                let answered = self.pending.providers_found(id, found, &local, last);
+                self.providers_answered(answered);
             }
             QueryResult::PutRecord(r) => {
                 let outcome = match r {

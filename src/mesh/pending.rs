@@ -78,14 +78,14 @@ struct PendingProviders {
     limit: usize,
 }
 
-/// A providers call just answered.
+/// What a step of a providers call settled.
 #[derive(Default)]
 pub(super) struct ProvidersAnswered {
-    /// Its shard queries still running, to stop.
+    /// Shard queries to stop.
     pub stop: Vec<QueryId>,
-    /// The capability looked up.
+    /// The capability looked up (empty while the call is not answered).
     pub capability: String,
-    /// The providers found.
+    /// The providers found (empty while the call is not answered).
     pub found: Vec<PeerId>,
 }
 
@@ -251,30 +251,48 @@ impl Pending {
         self.providers.insert(id, p);
     }
 
-    /// Providers found by one shard query (`last`: the query ended).
-    /// Returns what was answered when the call is answered.
+    /// Providers found by one shard query (`last`: the query ended). A
+    /// shard query that found providers is done: the peers that store a
+    /// shard key's provider records hold much the same set, so asking the
+    /// rest of them costs requests and finds little. Returns the queries
+    /// to stop and, when the call is answered, what it answered.
     pub fn providers_found(
         &mut self,
         query: QueryId,
         found: impl IntoIterator<Item = PeerId>,
         local: &PeerId,
         last: bool,
-    ) -> Option<ProvidersAnswered> {
-        let id = *self.provider_queries.get(&query)?;
-        let p = self.providers.get_mut(&id)?;
+    ) -> ProvidersAnswered {
+        let Some(&id) = self.provider_queries.get(&query) else {
+            return ProvidersAnswered::default();
+        };
+        let Some(p) = self.providers.get_mut(&id) else {
+            return ProvidersAnswered::default();
+        };
+        let mut some = false;
         for peer in found {
+            some = true;
             if &peer != local && !p.found.contains(&peer) && p.found.len() < p.limit {
                 p.found.push(peer);
             }
         }
-        if last {
+        let mut stop = Vec::new();
+        if last || some {
             p.queries.remove(&query);
             self.provider_queries.remove(&query);
+            if !last {
+                stop.push(query);
+            }
         }
         if p.found.len() >= p.limit || p.queries.is_empty() {
-            return Some(self.providers_answer(id));
+            let mut answered = self.providers_answer(id);
+            answered.stop.extend(stop);
+            return answered;
         }
-        None
+        ProvidersAnswered {
+            stop,
+            ..ProvidersAnswered::default()
+        }
     }
 
     /// Answers a providers call; returns what it answered and its

@@ -4,10 +4,19 @@
 //! to the loop. Totals are atomics; per-reason counts sit in small maps
 //! keyed by the `&'static str` reason codes, behind a mutex held only for
 //! one increment or one copy.
+//!
+//! Wire cost: the search codec counts the bytes of every request and
+//! response it writes and reads ([`super::codec`]); Kademlia requests are
+//! counted per query kind when a query of ours ends (its `QueryStats`) and
+//! per kind when a peer's request arrives; the transport's byte counters
+//! (libp2p's bandwidth metrics, every protocol, after noise and yamux) are
+//! read from the swarm's metrics registry.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use libp2p::metrics::Registry;
 
 use serde::Serialize;
 
@@ -72,6 +81,18 @@ struct Inner {
     providers_refused: AtomicU64,
     bootstrap_dials: AtomicU64,
     dial_failures: AtomicU64,
+    search_wire: WireCounts,
+    kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
+    kad_requests_received: Mutex<BTreeMap<&'static str, u64>>,
+    bandwidth: OnceLock<Mutex<Registry>>,
+}
+
+#[derive(Default)]
+struct WireCounts {
+    messages_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    messages_received: AtomicU64,
+    bytes_received: AtomicU64,
 }
 
 /// Live counters of one mesh. Cheap to clone (an `Arc`).
@@ -132,6 +153,40 @@ pub struct StatsSnapshot {
     pub bootstrap_dials: u64,
     /// Outgoing connections that failed.
     pub dial_failures: u64,
+    /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
+    /// CBOR payload bytes as the codec wrote and read them).
+    pub search_wire: WireSnapshot,
+    /// Kademlia requests our finished queries sent, by query kind
+    /// (`get_providers`, `start_providing`, `put_record`, ...).
+    pub kad_requests_sent: BTreeMap<String, u64>,
+    /// Kademlia requests peers sent us, by kind (`find_node`,
+    /// `get_providers`, `add_provider`, `get_record`, `put_record`).
+    pub kad_requests_received: BTreeMap<String, u64>,
+    /// Bytes on every connection, all protocols (substream payloads after
+    /// noise and yamux), as libp2p's bandwidth metrics count them.
+    pub transport: TransportBytes,
+}
+
+/// Messages and bytes of one protocol, both directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WireSnapshot {
+    /// Messages written.
+    pub messages_sent: u64,
+    /// Their bytes.
+    pub bytes_sent: u64,
+    /// Messages read.
+    pub messages_received: u64,
+    /// Their bytes.
+    pub bytes_received: u64,
+}
+
+/// Transport bytes, both directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TransportBytes {
+    /// Bytes read from peers.
+    pub inbound: u64,
+    /// Bytes written to peers.
+    pub outbound: u64,
 }
 
 impl MeshStats {
@@ -182,9 +237,57 @@ impl MeshStats {
         self.inner.dial_failures.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One search message written (`sent`) or read, of `bytes` bytes.
+    pub(crate) fn search_wire(&self, sent: bool, bytes: u64) {
+        let w = &self.inner.search_wire;
+        let (m, b) = if sent {
+            (&w.messages_sent, &w.bytes_sent)
+        } else {
+            (&w.messages_received, &w.bytes_received)
+        };
+        m.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A query of ours of `kind` ended after sending `requests` requests.
+    pub(crate) fn kad_query_done(&self, kind: &'static str, requests: u32) {
+        let mut m = self
+            .inner
+            .kad_requests_sent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *m.entry(kind).or_default() += u64::from(requests);
+    }
+
+    /// A peer's Kademlia request of `kind` arrived.
+    pub(crate) fn kad_request_received(&self, kind: &'static str) {
+        bump(&self.inner.kad_requests_received, kind);
+    }
+
+    /// The swarm's metrics registry, holding the bandwidth counters (set
+    /// once, when the swarm is built).
+    pub(crate) fn set_bandwidth(&self, registry: Registry) {
+        let _ = self.inner.bandwidth.set(Mutex::new(registry));
+    }
+
+    fn transport_bytes(&self) -> TransportBytes {
+        let Some(registry) = self.inner.bandwidth.get() else {
+            return TransportBytes::default();
+        };
+        let mut text = String::new();
+        {
+            let r = registry.lock().unwrap_or_else(|e| e.into_inner());
+            if prometheus_client::encoding::text::encode(&mut text, &r).is_err() {
+                return TransportBytes::default();
+            }
+        }
+        parse_bandwidth(&text)
+    }
+
     /// A copy of every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
         let i = &self.inner;
+        let w = &i.search_wire;
         StatsSnapshot {
             gossip: i.gossip.snapshot(),
             dht_put: i.dht_put.snapshot(),
@@ -198,8 +301,39 @@ impl MeshStats {
             providers_refused: i.providers_refused.load(Ordering::Relaxed),
             bootstrap_dials: i.bootstrap_dials.load(Ordering::Relaxed),
             dial_failures: i.dial_failures.load(Ordering::Relaxed),
+            search_wire: WireSnapshot {
+                messages_sent: w.messages_sent.load(Ordering::Relaxed),
+                bytes_sent: w.bytes_sent.load(Ordering::Relaxed),
+                messages_received: w.messages_received.load(Ordering::Relaxed),
+                bytes_received: w.bytes_received.load(Ordering::Relaxed),
+            },
+            kad_requests_sent: copy(&i.kad_requests_sent),
+            kad_requests_received: copy(&i.kad_requests_received),
+            transport: self.transport_bytes(),
         }
     }
+}
+
+/// Sums the `libp2p_bandwidth_bytes_total` lines of the text exposition by
+/// direction (one line per transport protocol stack, e.g. `/ip4/tcp`).
+fn parse_bandwidth(text: &str) -> TransportBytes {
+    let mut t = TransportBytes::default();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("libp2p_bandwidth_bytes_total{") else {
+            continue;
+        };
+        let value = rest
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if rest.contains("direction=\"Inbound\"") {
+            t.inbound += value;
+        } else if rest.contains("direction=\"Outbound\"") {
+            t.outbound += value;
+        }
+    }
+    t
 }
 
 impl std::fmt::Debug for MeshStats {
@@ -225,5 +359,46 @@ mod tests {
         assert_eq!(snap.gossip.rejected_total(), 2);
         assert_eq!(snap.dht_put.ignored_total(), 1);
         assert_eq!(snap.dht_get, VerdictCounts::default());
+    }
+
+    #[test]
+    fn wire_and_kad_counts() {
+        let s = MeshStats::default();
+        s.search_wire(true, 40);
+        s.search_wire(false, 1000);
+        s.search_wire(false, 24);
+        s.kad_query_done("get_providers", 7);
+        s.kad_query_done("get_providers", 3);
+        s.kad_request_received("find_node");
+        let snap = s.snapshot();
+        assert_eq!(
+            snap.search_wire,
+            WireSnapshot {
+                messages_sent: 1,
+                bytes_sent: 40,
+                messages_received: 2,
+                bytes_received: 1024
+            }
+        );
+        assert_eq!(snap.kad_requests_sent["get_providers"], 10);
+        assert_eq!(snap.kad_requests_received["find_node"], 1);
+        assert_eq!(snap.transport, TransportBytes::default());
+    }
+
+    #[test]
+    fn bandwidth_text_is_summed_by_direction() {
+        let text = "# HELP libp2p_bandwidth_bytes Bandwidth usage.\n\
+            # TYPE libp2p_bandwidth_bytes counter\n\
+            libp2p_bandwidth_bytes_total{protocols=\"/ip4/tcp/p2p\",direction=\"Inbound\"} 100\n\
+            libp2p_bandwidth_bytes_total{protocols=\"/ip4/tcp/p2p\",direction=\"Outbound\"} 7\n\
+            libp2p_bandwidth_bytes_total{protocols=\"/ip4/udp/quic-v1\",direction=\"Inbound\"} 5\n\
+            # EOF\n";
+        assert_eq!(
+            parse_bandwidth(text),
+            TransportBytes {
+                inbound: 105,
+                outbound: 7
+            }
+        );
     }
 }
