@@ -25,7 +25,7 @@ use crate::adp::{handshake, AgentDocument};
 use crate::descriptor::DocumentFormat;
 use crate::identity;
 use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord, TombstoneRecord};
-use crate::store::{Expect, Origin, PutOutcome, Store, StoreError};
+use crate::store::{Expect, Origin, PutOutcome, Store, StoreError, StoredAgent};
 
 /// Why a tombstone cannot be checked: its agent is not held here.
 const UNKNOWN_AGENT: &str = "tombstone_for_unknown_agent";
@@ -182,6 +182,9 @@ impl Judge {
                 self.refuse("stale_seq");
                 return Judgement::Stale;
             }
+            Ok(Some(held)) if self.keeps_own(&held, &record, &body) => {
+                return Judgement::Duplicate;
+            }
             Ok(_) => {}
             Err(_) => return self.refuse("store_failed"),
         }
@@ -218,6 +221,21 @@ impl Judge {
                 self.refuse("store_failed")
             }
         }
+    }
+
+    /// Whether this node keeps its own attestation instead of an untrusted
+    /// peer's newer one: same document, ours still valid. Otherwise two
+    /// nodes that do not trust each other would re-verify and re-sign
+    /// each other's records without end (each re-crawl a newer seq).
+    fn keeps_own(&self, held: &StoredAgent, record: &SignedRecord, body: &RecordBody) -> bool {
+        let (RecordBody::Descriptor(ours), RecordBody::Descriptor(theirs)) = (&held.body, body)
+        else {
+            return false;
+        };
+        held.record.signer() == &self.own_key
+            && !self.is_trusted(record.signer())
+            && ours.doc_sha256 == theirs.doc_sha256
+            && ours.expires_at > record::unix_now()
     }
 
     fn is_trusted(&self, key: &VerifyingKey) -> bool {

@@ -455,7 +455,7 @@ pub async fn run(n: usize, args: &Args) {
         let _ = nodes[from]
             .node
             .mesh()
-            .providers_up_to(&cap, SEARCH_FANOUT)
+            .providers_up_to(&cap, SEARCH_FANOUT, Duration::from_secs(1))
             .await;
         lookups.push(ms(t.elapsed()));
     }

@@ -340,9 +340,11 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             .min_by_key(|c| store.term_count('c', c));
         let started = std::time::Instant::now();
         let mut peers = match rarest {
+            // Half the budget at most: a lookup that waits on a dead peer
+            // must leave time to ask the live ones.
             Some(cap) => mesh
                 .client
-                .providers_up_to(cap, mesh.fanout)
+                .providers_up_to(cap, mesh.fanout, mesh.timeout / 2)
                 .await
                 .unwrap_or_default(),
             None => Vec::new(),

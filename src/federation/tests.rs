@@ -307,3 +307,29 @@ fn a_tombstone_for_an_unknown_agent_is_not_an_offence() {
     );
     assert!(judge.refusals().is_empty());
 }
+
+#[test]
+fn a_node_keeps_its_own_attestation_over_an_untrusted_peers_of_the_same_document() {
+    let f = fixture();
+    let judge = f.judge();
+    let ours = f.descriptor(&f.own, 10, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&ours, &f.own)),
+        Judgement::Stored { .. }
+    ));
+    // A stranger re-verified the same document: no replacement, and no
+    // re-verification to queue (which would start a re-crawl loop).
+    let theirs = f.descriptor(&f.stranger, 11, &f.agent_key);
+    assert_eq!(
+        judge.judge(&f.signed(&theirs, &f.stranger)),
+        Judgement::Duplicate
+    );
+    let held = f.store.get(&f.agent_id).unwrap().unwrap();
+    assert_eq!(held.record.signer(), &f.own.verifying_key());
+    // A trusted partner's newer attestation replaces ours.
+    let partner = f.descriptor(&f.friend, 12, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&partner, &f.friend)),
+        Judgement::Stored { .. }
+    ));
+}

@@ -143,6 +143,7 @@ pub(crate) enum Command {
     Providers {
         capability: String,
         want: usize,
+        deadline: Duration,
         reply: Reply<Vec<PeerId>>,
     },
     Search {
@@ -318,13 +319,15 @@ impl MeshClient {
     /// # Errors
     /// [`MeshError::Shutdown`] when the mesh has stopped.
     pub async fn providers(&self, capability: &str) -> Result<Vec<PeerId>, MeshError> {
-        self.providers_up_to(capability, usize::MAX).await
+        self.providers_up_to(capability, usize::MAX, Duration::MAX)
+            .await
     }
 
     /// As [`MeshClient::providers`], answering as soon as `want` providers
     /// are known (a search that asks at most `want` peers need not wait
-    /// for, nor pay for, the rest of the lookup); the shard queries still
-    /// running are stopped.
+    /// for, nor pay for, the rest of the lookup) or at `deadline` (if
+    /// sooner than the lookup timeout) with those found so far; the shard
+    /// queries still running are stopped.
     ///
     /// # Errors
     /// [`MeshError::Shutdown`] when the mesh has stopped.
@@ -332,11 +335,13 @@ impl MeshClient {
         &self,
         capability: &str,
         want: usize,
+        deadline: Duration,
     ) -> Result<Vec<PeerId>, MeshError> {
         let capability = capability.to_owned();
         self.ask(|reply| Command::Providers {
             capability,
             want,
+            deadline,
             reply,
         })
         .await

@@ -60,6 +60,7 @@ impl EventLoop {
             Command::Providers {
                 capability,
                 want,
+                deadline,
                 reply,
             } => {
                 let id = self.pending.next_id();
@@ -70,7 +71,8 @@ impl EventLoop {
                 let limit = want.clamp(1, self.config.limits.max_providers_result);
                 self.pending
                     .add_providers(id, capability, queries, limit, reply);
-                self.schedule(self.config.timeouts.lookup, Deadline::Providers(id));
+                let deadline = deadline.min(self.config.timeouts.lookup);
+                self.schedule(deadline, Deadline::Providers(id));
             }
             Command::Search {
                 peers,
