@@ -15,7 +15,8 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{json, Value};
 
-const DEADLINE: Duration = Duration::from_secs(10);
+/// How long a wait may take (a wait ends as soon as its condition holds).
+const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn node(bootstrap: &[String]) -> (Node, tempfile::TempDir) {
     node_with(bootstrap, |_| {}).await
