@@ -99,6 +99,29 @@ async fn search_ids(n: &Node, body: Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A search's result ids and its `x-agentmesh-records-received` header.
+async fn search_received(n: &Node, body: &Value) -> (Vec<String>, u64) {
+    let r = reqwest::Client::new()
+        .post(url(n, "/agents/search"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let received = r.headers()["x-agentmesh-records-received"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let items: Value = r.json().await.unwrap();
+    let ids = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str().map(str::to_owned))
+        .collect();
+    (ids, received)
+}
+
 fn agent(id: &str, capability: &str) -> Value {
     json!({
         "id": id, "name": format!("agent {id}"), "description": "a test agent",
@@ -216,12 +239,18 @@ async fn a_lookups_node_caches_what_it_searched_and_follows_its_tombstone() {
         search_ids(&cache, local.clone()).await.is_empty(),
         "a lookups node does not store what it was merely offered"
     );
-    assert_eq!(search_ids(&cache, mesh).await, ["looked-up"]);
+    let (ids, received) = search_received(&cache, &mesh).await;
+    assert_eq!(ids, ["looked-up"]);
+    assert!(received >= 1, "the peers sent the record");
     assert_eq!(
         search_ids(&cache, local.clone()).await,
         ["looked-up"],
         "what it looked up is cached"
     );
+    // Asked again, the peers leave out what the node now holds.
+    let (ids, received) = search_received(&cache, &mesh).await;
+    assert_eq!(ids, ["looked-up"]);
+    assert_eq!(received, 0, "a record the asker listed as known was sent");
     let status = reqwest::Client::new()
         .delete(url(&nodes[1].0, "/agents/looked-up"))
         .send()

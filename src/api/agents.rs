@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ApiError, AppState, ErrorCode, MeshState};
-use crate::mesh::wire::SearchRequest;
+use crate::mesh::wire::{known_digest, SearchRequest, MAX_KNOWN};
 use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery};
 use crate::store::{Filter, PutOutcome};
@@ -364,12 +364,29 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
                 .unwrap_or_default();
         }
         peers.truncate(mesh.fanout);
+        // What this node already holds of the answer: peers leave it out.
+        let held = SearchQuery {
+            limit: MAX_KNOWN,
+            after: None,
+            ..query.clone()
+        };
+        let known = state
+            .registry()
+            .find(&held)
+            .map(|(found, _)| {
+                found
+                    .iter()
+                    .map(|(_, a)| (known_digest(a.body.agent_id()), a.body.seq()))
+                    .collect()
+            })
+            .unwrap_or_default();
         let request = SearchRequest {
             capabilities: query.filter.capabilities.clone(),
             tags: query.filter.tags.clone(),
             languages: query.filter.languages.clone(),
             query: query.query.clone(),
             limit: u32::try_from(query.limit).unwrap_or(u32::MAX),
+            known,
         };
         let asked = peers.len();
         let outcome = mesh

@@ -11,7 +11,7 @@ use serde_bytes::ByteBuf;
 
 use super::{Judge, Judgement};
 use crate::crawl::queue::CrawlQueue;
-use crate::mesh::wire::{SearchRequest, SearchResponse, MAX_RESPONSE_BYTES};
+use crate::mesh::wire::{known_digest, SearchRequest, SearchResponse, MAX_RESPONSE_BYTES};
 use crate::mesh::{MeshHandler, RecordOrigin, Verdict};
 use crate::registry::{Registry, SearchQuery};
 use crate::store::Filter;
@@ -77,19 +77,31 @@ impl NodeHandler {
             Err(_) => return SearchResponse::default(),
         };
         let limit = request.bounded_limit() as usize;
+        let known: std::collections::HashMap<u64, u64> = request.known.iter().copied().collect();
+        // Room for the records the asker lists as known, which are left out.
         let query = SearchQuery {
             filter,
             query: request.query.clone(),
             after: None,
-            limit: limit + 1,
+            limit: limit + known.len() + 1,
         };
         let Ok((found, _)) = self.registry.find(&query) else {
             return SearchResponse::default();
         };
+        let fresh = found.into_iter().filter(|(_, agent)| {
+            let id = agent.body.agent_id();
+            known
+                .get(&known_digest(id))
+                .is_none_or(|&seq| agent.body.seq() > seq)
+        });
         let mut records = Vec::new();
         let mut bytes = 0usize;
-        let mut truncated = found.len() > limit;
-        for (_, agent) in found.into_iter().take(limit) {
+        let mut truncated = false;
+        for (_, agent) in fresh {
+            if records.len() == limit {
+                truncated = true;
+                break;
+            }
             let encoded = agent.record.encode();
             if bytes + encoded.len() > (MAX_RESPONSE_BYTES as usize) / 2 {
                 truncated = true;

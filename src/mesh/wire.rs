@@ -21,9 +21,12 @@ pub const MAX_SEARCH_TERMS: usize = 32;
 pub const MAX_TERM_BYTES: usize = 128;
 /// Longest free-text query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1024;
+/// Most entries in a request's `known` list.
+pub const MAX_KNOWN: usize = 256;
 /// Largest encoded request: 3 x 32 terms x (128 + CBOR header) + the query
-/// is about 13.6 KiB; 16 KiB leaves room for the map keys.
-pub const MAX_REQUEST_BYTES: u64 = 16 * 1024;
+/// is about 13.6 KiB, `known` at most 256 x 19 bytes (4.75 KiB); 24 KiB
+/// leaves room for the map keys.
+pub const MAX_REQUEST_BYTES: u64 = 24 * 1024;
 /// Largest encoded response: 100 records of at most 16 KiB each (1.6 MiB)
 /// plus CBOR headers; 2 MiB.
 pub const MAX_RESPONSE_BYTES: u64 = 2 * 1024 * 1024;
@@ -44,6 +47,21 @@ pub struct SearchRequest {
     pub query: Option<String>,
     /// Most records wanted (clamped to [`MAX_SEARCH_LIMIT`]).
     pub limit: u32,
+    /// Records the asker already holds, as `(`[`known_digest`]`(agent id),
+    /// seq)`: the peer leaves out a record whose agent is listed at the
+    /// same or a higher seq, and sends others in its place. At most
+    /// [`MAX_KNOWN`]. Absent from older askers (empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known: Vec<(u64, u64)>,
+}
+
+/// How a [`SearchRequest`] names an agent in `known`: the first 8 bytes of
+/// SHA-256 of the agent id, big-endian. (A collision only makes a peer
+/// leave out one record the asker would have liked.)
+pub fn known_digest(agent_id: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(agent_id.as_bytes());
+    u64::from_be_bytes(d[..8].try_into().expect("a SHA-256 digest has 8 bytes"))
 }
 
 /// A peer's answer: encoded `SignedRecord`s, to be verified by the caller.
@@ -112,6 +130,13 @@ impl SearchRequest {
         check_terms("capabilities", &self.capabilities)?;
         check_terms("tags", &self.tags)?;
         check_terms("languages", &self.languages)?;
+        if self.known.len() > MAX_KNOWN {
+            return Err(WireError::TooManyTerms {
+                field: "known",
+                count: self.known.len(),
+                max: MAX_KNOWN,
+            });
+        }
         if let Some(q) = &self.query {
             if q.len() > MAX_QUERY_BYTES {
                 return Err(WireError::TooLong {
@@ -175,6 +200,9 @@ mod tests {
         r.tags = vec!["x".repeat(MAX_TERM_BYTES + 1)];
         assert_eq!(r.check().unwrap_err().reason(), "term_too_long");
         r.tags.clear();
+        r.known = vec![(1, 1); MAX_KNOWN + 1];
+        assert_eq!(r.check().unwrap_err().reason(), "too_many_terms");
+        r.known.clear();
         r.query = Some("q".repeat(MAX_QUERY_BYTES + 1));
         assert!(r.check().is_err());
     }
@@ -188,6 +216,7 @@ mod tests {
             languages: terms,
             query: Some("q".repeat(MAX_QUERY_BYTES)),
             limit: MAX_SEARCH_LIMIT,
+            known: vec![(u64::MAX, u64::MAX); MAX_KNOWN],
         };
         let mut out = Vec::new();
         ciborium::into_writer(&r, &mut out).unwrap();
