@@ -81,25 +81,11 @@ fn url(n: &Node, path: &str) -> String {
 }
 
 async fn search_ids(n: &Node, body: Value) -> Vec<String> {
-    let r: Value = reqwest::Client::new()
-        .post(url(n, "/agents/search"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    r.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s["id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    search_received(n, &body).await.0
 }
 
-/// A search's result ids and its `x-agentmesh-records-received` header.
+/// A search's result ids and its `x-agentmesh-records-received` header
+/// (0 when absent: a local search).
 async fn search_received(n: &Node, body: &Value) -> (Vec<String>, u64) {
     let r = reqwest::Client::new()
         .post(url(n, "/agents/search"))
@@ -107,11 +93,10 @@ async fn search_received(n: &Node, body: &Value) -> (Vec<String>, u64) {
         .send()
         .await
         .unwrap();
-    let received = r.headers()["x-agentmesh-records-received"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let received = r
+        .headers()
+        .get("x-agentmesh-records-received")
+        .map_or(0, |v| v.to_str().unwrap().parse().unwrap());
     let items: Value = r.json().await.unwrap();
     let ids = items
         .as_array()

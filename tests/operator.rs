@@ -259,10 +259,13 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
+/// A testbed of `healthy` agents and its CA written to `<dir>/ca.pem`.
+async fn testbed_with_ca(
+    seed: u64,
+    healthy: usize,
+) -> (Testbed, tempfile::TempDir, std::path::PathBuf) {
     let testbed = Testbed::start(
-        Population::generate(&PopulationConfig::healthy(21, 30)),
+        Population::generate(&PopulationConfig::healthy(seed, healthy)),
         TestbedOptions::default(),
     )
     .await
@@ -270,6 +273,12 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     testbed.write_ca(&ca).unwrap();
+    (testbed, dir, ca)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
+    let (testbed, _dir, ca) = testbed_with_ca(21, 30).await;
     let resolver = testbed.dns_addr().to_string();
     let ca = ca.to_string_lossy().into_owned();
     let node = tokio::task::block_in_place(|| {
@@ -350,15 +359,7 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_crawls_its_seed_files_at_start() {
-    let testbed = Testbed::start(
-        Population::generate(&PopulationConfig::healthy(22, 8)),
-        TestbedOptions::default(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    testbed.write_ca(&ca).unwrap();
+    let (testbed, dir, ca) = testbed_with_ca(22, 8).await;
     let domains: Vec<&str> = testbed
         .population()
         .agents()
