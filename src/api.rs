@@ -154,11 +154,20 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
             .unwrap_or(0),
         None => 0,
     };
+    // The listeners as they are now: a wildcard listener reports each
+    // interface's address as it comes up, some after the node started.
+    let listen_addrs: Vec<String> = match state.mesh() {
+        Some(m) => match m.client.listen_addrs().await {
+            Ok(addrs) if !addrs.is_empty() => addrs.iter().map(ToString::to_string).collect(),
+            _ => state.inner.listen_addrs.clone(),
+        },
+        None => state.inner.listen_addrs.clone(),
+    };
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "peer_id": state.inner.peer_id,
-        "listen_addrs": state.inner.listen_addrs,
+        "listen_addrs": listen_addrs,
         "records": state.registry().store().len(),
         "peers": peers,
     }))
