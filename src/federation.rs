@@ -24,7 +24,7 @@ use ed25519_dalek::VerifyingKey;
 use crate::adp::{handshake, AgentDocument};
 use crate::descriptor::DocumentFormat;
 use crate::identity;
-use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord, TombstoneRecord};
+use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use crate::store::{Expect, Origin, PutOutcome, Store, StoreError, StoredAgent};
 
 /// Why a tombstone cannot be checked: its agent is not held here.
@@ -175,34 +175,35 @@ impl Judge {
             return self.refuse("wrong_dht_key");
         }
         // What is not newer than the held record needs no evidence check
-        // (most search answers in a replicating mesh).
-        match self.store.get(body.agent_id()) {
-            Ok(Some(held)) if body.seq() == held.body.seq() => return Judgement::Duplicate,
-            Ok(Some(held)) if body.seq() < held.body.seq() => {
+        // (most search answers in a replicating mesh). The held record is
+        // read once and serves every check below.
+        let held = match self.store.get(body.agent_id()) {
+            Ok(h) => h,
+            Err(_) => return self.refuse("store_failed"),
+        };
+        if let Some(held) = &held {
+            if body.seq() == held.body.seq() {
+                return Judgement::Duplicate;
+            }
+            if body.seq() < held.body.seq() {
                 self.refuse("stale_seq");
                 return Judgement::Stale;
             }
-            Ok(Some(held)) if self.keeps_own(&held, &record, &body) => {
+            if self.keeps_own(held, &record, &body) {
                 return Judgement::Duplicate;
             }
-            Ok(_) => {}
-            Err(_) => return self.refuse("store_failed"),
         }
         let checked = match &body {
             RecordBody::Descriptor(d) => self.check_descriptor(d),
-            RecordBody::Tombstone(t) => self.check_tombstone(&record, t),
+            RecordBody::Tombstone(_) => check_tombstone(held.as_ref(), &record),
         };
         let reverify = match checked {
             Ok(r) => r,
             Err(reason @ UNKNOWN_AGENT) => return Judgement::Unverifiable(reason),
             Err(reason) => return self.refuse(reason),
         };
-        if !keep_new {
-            match self.store.get(body.agent_id()) {
-                Ok(Some(_)) => {}
-                Ok(None) => return Judgement::NotKept,
-                Err(_) => return self.refuse("store_failed"),
-            }
+        if !keep_new && held.is_none() {
+            return Judgement::NotKept;
         }
         let trusted = self.is_trusted(record.signer());
         match self.store.put(&record, &body, Origin::Remote, Expect::Any) {
@@ -286,30 +287,28 @@ impl Judge {
             }
         }
     }
+}
 
-    /// A tombstone stands when the agent's own key signed it, or the node
-    /// that attested the descriptor it replaces.
-    fn check_tombstone(
-        &self,
-        record: &SignedRecord,
-        t: &TombstoneRecord,
-    ) -> Result<Option<String>, &'static str> {
-        let held = self.store.get(&t.agent_id).map_err(|_| "store_failed")?;
-        let Some(held) = held else {
-            return Err(UNKNOWN_AGENT);
-        };
-        if held.record.signer() == record.signer() {
-            return Ok(None);
-        }
-        if let RecordBody::Descriptor(d) = &held.body {
-            if let Ok(doc) = serde_json::from_str::<AgentDocument>(&d.document) {
-                if document_key(&doc).is_some_and(|k| k == *record.signer()) {
-                    return Ok(None);
-                }
+/// A tombstone stands when the agent's own key signed it, or the node
+/// that attested the descriptor it replaces (`held`).
+fn check_tombstone(
+    held: Option<&StoredAgent>,
+    record: &SignedRecord,
+) -> Result<Option<String>, &'static str> {
+    let Some(held) = held else {
+        return Err(UNKNOWN_AGENT);
+    };
+    if held.record.signer() == record.signer() {
+        return Ok(None);
+    }
+    if let RecordBody::Descriptor(d) = &held.body {
+        if let Ok(doc) = serde_json::from_str::<AgentDocument>(&d.document) {
+            if document_key(&doc).is_some_and(|k| k == *record.signer()) {
+                return Ok(None);
             }
         }
-        Err("tombstone_not_authorised")
     }
+    Err("tombstone_not_authorised")
 }
 
 /// The agent key an ADP document names: `publicKey.full`, when it hashes
