@@ -34,18 +34,20 @@ pub(crate) fn first_ip(addr: &Multiaddr) -> Option<IpAddr> {
     }
 }
 
+/// Whether `addr` starts with an IP address `policy` permits (what the
+/// transport checks, below DNS).
+fn ip_permitted(policy: AddressPolicy, addr: &Multiaddr) -> bool {
+    first_ip(addr).is_some_and(|ip| policy.check(ip).is_ok())
+}
+
 /// Whether `policy` lets the mesh dial `addr`: an IP address the policy
 /// permits, or a name (checked again once resolved).
 pub(crate) fn dialable(policy: AddressPolicy, addr: &Multiaddr) -> bool {
-    match addr.iter().next() {
-        Some(Protocol::Ip4(_) | Protocol::Ip6(_)) => {
-            first_ip(addr).is_some_and(|ip| policy.check(ip).is_ok())
-        }
-        Some(Protocol::Dns(_) | Protocol::Dns4(_) | Protocol::Dns6(_) | Protocol::Dnsaddr(_)) => {
-            true
-        }
-        _ => false,
-    }
+    ip_permitted(policy, addr)
+        || matches!(
+            addr.iter().next(),
+            Some(Protocol::Dns(_) | Protocol::Dns4(_) | Protocol::Dns6(_) | Protocol::Dnsaddr(_))
+        )
 }
 
 /// A transport that refuses to dial addresses its policy refuses.
@@ -85,8 +87,7 @@ impl<T: Transport + Unpin> Transport for AddressFilter<T> {
         addr: Multiaddr,
         opts: DialOpts,
     ) -> Result<Self::Dial, TransportError<Self::Error>> {
-        let permitted = first_ip(&addr).is_some_and(|ip| self.policy.check(ip).is_ok());
-        if !permitted {
+        if !ip_permitted(self.policy, &addr) {
             tracing::debug!(%addr, "not dialling: the address policy refuses it");
             return Err(TransportError::MultiaddrNotSupported(addr));
         }
