@@ -101,20 +101,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 /// A node's configuration: loopback p2p, the testbed as its DNS and CA,
 /// private addresses allowed (everything here is on 127.0.0.1), and no
 /// following of peers (each node crawls exactly its organisation).
-fn node_config(
-    data_dir: PathBuf,
-    listen: SocketAddr,
-    bootstrap: Vec<String>,
-    testbed: &Testbed,
-    ca_file: &Path,
-) -> Config {
+fn node_config(data_dir: PathBuf, listen: SocketAddr, testbed: &Testbed, ca_file: &Path) -> Config {
     let mut config = Config {
         data_dir,
         ..Config::default()
     };
     config.api.listen = listen;
     config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
-    config.p2p.bootstrap = bootstrap;
     config.p2p.allow_private_addresses = true;
     config.crawl.resolvers = vec![testbed.dns_addr()];
     config.crawl.ca_files = vec![ca_file.to_owned()];
@@ -172,21 +165,8 @@ async fn start_nodes(
     ca_file: &Path,
     nodes: &mut Vec<Node>,
 ) -> anyhow::Result<Vec<String>> {
-    let mut peer_ids = Vec::new();
+    let mut configs = Vec::new();
     let mut attesters = Vec::new();
-    for i in 1..=ORGS {
-        let dir = data_dir.join(format!("node{i}"));
-        crate::node::create_data_dir(&dir)?;
-        let key_path = Config {
-            data_dir: dir,
-            ..Config::default()
-        }
-        .node_key_path();
-        let key = crate::identity::load_or_create(&key_path)?;
-        peer_ids.push(crate::node::peer_id_of(&key));
-        attesters.push(crate::identity::fingerprint(&key.verifying_key()));
-    }
-    let mut bootstrap = Vec::new();
     for i in 1..=ORGS {
         let listen = if i == 1 {
             args.listen
@@ -194,7 +174,16 @@ async fn start_nodes(
             SocketAddr::from(([127, 0, 0, 1], 0))
         };
         let dir = data_dir.join(format!("node{i}"));
-        let mut config = node_config(dir, listen, bootstrap.clone(), testbed, ca_file);
+        let config = node_config(dir, listen, testbed, ca_file);
+        crate::node::create_data_dir(&config.data_dir)?;
+        let key = crate::identity::load_or_create(&config.node_key_path())?;
+        attesters.push(crate::identity::fingerprint(&key.verifying_key()));
+        configs.push((config, crate::node::peer_id_of(&key)));
+    }
+    let peer_ids: Vec<String> = configs.iter().map(|(_, p)| p.clone()).collect();
+    let mut bootstrap = Vec::new();
+    for (i, (mut config, _)) in (1..).zip(configs) {
+        config.p2p.bootstrap = bootstrap.clone();
         config.p2p.trusted_peers = peer_ids.clone();
         let node = Node::spawn(config)
             .await
