@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentmesh::crawl::guard::AddressPolicy;
 use agentmesh::crawl::{Crawler, CrawlerOptions};
+use agentmesh::net::AddressPolicy;
 use agentmesh::store::Store;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::TrustLevel;
@@ -80,7 +80,7 @@ fn main() {
         testbed.write_ca(&ca).expect("ca");
         let store = Store::open(&dir.path().join("store"), 64 << 20).expect("store");
         let key = agentmesh::identity::generate();
-        let verifier = agentmesh::node::peer_id_of(&key);
+        let verifier = agentmesh::identity::peer_id_of(&key);
         let options = CrawlerOptions {
             resolvers: vec![testbed.dns_addr()],
             ca_files: vec![ca],

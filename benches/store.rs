@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 
 use agentmesh::aidip::{self, MetadataValidator};
 use agentmesh::config::{Config, StoreConfig};
-use agentmesh::demo::synthetic_agent;
 use agentmesh::identity;
 use agentmesh::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use agentmesh::registry::Registry;
 use agentmesh::store::{Expect, Origin, Store};
+use agentmesh::testbed::synthetic_agent;
 use agentmesh::verify::Evidence;
 use anyhow::{ensure, Context as _};
 use ed25519_dalek::SigningKey;

@@ -3,6 +3,7 @@
 //! fields are ignored, never an error). The crawler fetches and validates
 //! these documents against `proto/adp-agent.schema.json`.
 
+pub mod check;
 pub mod handshake;
 pub mod txt;
 
@@ -10,6 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::descriptor::{self, Descriptor, DocumentFormat};
+
+/// Where a domain publishes its `agent.json` (ADP 5.1).
+pub const WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
+/// The path of the challenge WebSocket (`endpoints.chat`) in the documents
+/// `agentmesh publish` writes and the testbed serves.
+pub const CHAT_PATH: &str = "/agent/chat";
 
 /// The JSON Schema of `agent.json`.
 pub const SCHEMA: &str = include_str!("../proto/adp-agent.schema.json");

@@ -1,11 +1,14 @@
 //! The command line: argument definitions and the commands they run.
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
 //! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling,
-//! `cli/testbed.rs` the testbed served on its own.
+//! `cli/testbed.rs` the testbed served on its own, `cli/demo.rs` the
+//! one-command tour.
 
 #[cfg(feature = "testbed")]
 mod agent_host;
 mod crawl;
+#[cfg(feature = "testbed")]
+mod demo;
 mod publish;
 #[cfg(feature = "testbed")]
 mod testbed;
@@ -197,7 +200,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Node(args) => done(run_node(args.config()?).await),
         #[cfg(feature = "testbed")]
-        Command::Demo(args) => done(crate::demo::run(args).await),
+        Command::Demo(args) => done(demo::run(args).await),
         Command::Keygen(args) => done(keygen(&args)),
         Command::Verify(args) => crawl::verify(args).await,
         Command::Crawl(args) => crawl::crawl(args).await,
@@ -217,7 +220,7 @@ fn peer_id(args: &PeerIdArgs) -> anyhow::Result<()> {
     }
     crate::node::create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
-    println!("{}", crate::node::peer_id_of(&key));
+    println!("{}", crate::identity::peer_id_of(&key));
     Ok(())
 }
 

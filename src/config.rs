@@ -14,8 +14,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::federation::Replication;
-
 /// Errors from loading or checking a configuration.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -41,6 +39,20 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
+}
+
+/// What a node keeps of the records peers offer it unasked (gossip,
+/// DHT puts). What it looks up itself (search answers, DHT gets) is
+/// always kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replication {
+    /// Every valid record (a federation partner: searches answer locally).
+    #[default]
+    All,
+    /// Only updates and tombstones of agents already held; new agents are
+    /// validated and passed on, not stored.
+    Lookups,
 }
 
 /// The whole configuration.
@@ -168,7 +180,7 @@ pub struct CrawlConfig {
     pub seeds: Vec<String>,
     /// Files of domains to crawl at start, one per line (`#` starts a
     /// comment), read when the node starts; see
-    /// [`CrawlConfig::seed_domains`] for the bounds.
+    /// `crawl::seeds::seed_domains` for the bounds.
     pub seed_files: Vec<PathBuf>,
     /// Crawl the verified peers that crawled agents list.
     pub follow_peers: bool,
@@ -191,67 +203,6 @@ impl Default for CrawlConfig {
             concurrency: 64,
             max_domains_per_job: 10_000,
         }
-    }
-}
-
-/// Largest `crawl.seed_files` file read, in bytes.
-pub const MAX_SEED_FILE_BYTES: u64 = 4 * 1024 * 1024;
-/// Most seed domains (`crawl.seeds` and the seed files together).
-pub const MAX_SEED_DOMAINS: usize = 100_000;
-
-impl CrawlConfig {
-    /// The domains to crawl at start: `seeds`, then every domain in
-    /// `seed_files` (normalised, in file order), each once.
-    ///
-    /// # Errors
-    /// [`ConfigError::SeedFile`] naming the file (and the line) when a file
-    /// cannot be read, is over [`MAX_SEED_FILE_BYTES`], holds a line that
-    /// is not a domain name, or the seeds are more than
-    /// [`MAX_SEED_DOMAINS`].
-    pub fn seed_domains(&self) -> Result<Vec<String>, ConfigError> {
-        use std::io::Read as _;
-        let mut seen = std::collections::HashSet::new();
-        let mut out: Vec<String> = Vec::new();
-        for d in &self.seeds {
-            if seen.insert(d.clone()) {
-                out.push(d.clone());
-            }
-        }
-        for path in &self.seed_files {
-            let fail = |line: Option<usize>, message: String| ConfigError::SeedFile {
-                path: path.clone(),
-                line,
-                message,
-            };
-            let mut text = String::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_SEED_FILE_BYTES + 1).read_to_string(&mut text))
-                .map_err(|e| fail(None, e.to_string()))?;
-            if text.len() as u64 > MAX_SEED_FILE_BYTES {
-                return Err(fail(
-                    None,
-                    format!("larger than {MAX_SEED_FILE_BYTES} bytes"),
-                ));
-            }
-            for (i, line) in text.lines().enumerate() {
-                let line_text = line.split('#').next().unwrap_or_default().trim();
-                if line_text.is_empty() {
-                    continue;
-                }
-                let domain = crate::crawl::normalise_domain(line_text)
-                    .map_err(|e| fail(Some(i + 1), e.to_string()))?;
-                if seen.insert(domain.clone()) {
-                    out.push(domain);
-                }
-                if out.len() > MAX_SEED_DOMAINS {
-                    return Err(fail(
-                        Some(i + 1),
-                        format!("more than {MAX_SEED_DOMAINS} seed domains in all"),
-                    ));
-                }
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -531,72 +482,6 @@ mod tests {
         .unwrap();
         assert_eq!(c.api.admin_token.as_deref(), Some("2718281828459045"));
         assert_eq!(c.api.max_limit, 70);
-    }
-
-    #[test]
-    fn seed_files_add_their_domains_once_and_name_bad_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("org1.domains");
-        std::fs::write(
-            &a,
-            "# org1\nOne.org1.test\n\n  two.org1.test.  # trailing dot\nagent:three.org1.test\n",
-        )
-        .unwrap();
-        let b = dir.path().join("more.domains");
-        std::fs::write(&b, "two.org1.test\nfour.org2.test\n").unwrap();
-        let c = Config::load(
-            None,
-            env(&[
-                ("AGENTMESH_CRAWL__SEEDS", r#"["zero.org0.test"]"#),
-                (
-                    "AGENTMESH_CRAWL__SEED_FILES",
-                    &format!(r#"["{}", "{}"]"#, a.display(), b.display()),
-                ),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(
-            c.crawl.seed_domains().unwrap(),
-            [
-                "zero.org0.test",
-                "one.org1.test",
-                "two.org1.test",
-                "three.org1.test",
-                "four.org2.test"
-            ]
-        );
-
-        let bad = dir.path().join("bad.domains");
-        std::fs::write(&bad, "ok.org1.test\nnot a domain\n").unwrap();
-        let crawl = CrawlConfig {
-            seed_files: vec![bad],
-            ..CrawlConfig::default()
-        };
-        let err = crawl.seed_domains().unwrap_err().to_string();
-        assert!(
-            err.contains("crawl.seed_files") && err.contains("bad.domains line 2"),
-            "{err}"
-        );
-        let crawl = CrawlConfig {
-            seed_files: vec![dir.path().join("absent.domains")],
-            ..CrawlConfig::default()
-        };
-        let err = crawl.seed_domains().unwrap_err().to_string();
-        assert!(err.contains("absent.domains"), "{err}");
-
-        let big = dir.path().join("big.domains");
-        let line = "a-long-label-to-fill-the-file.org1.test\n";
-        std::fs::write(
-            &big,
-            line.repeat((MAX_SEED_FILE_BYTES as usize) / line.len() + 1),
-        )
-        .unwrap();
-        let crawl = CrawlConfig {
-            seed_files: vec![big],
-            ..CrawlConfig::default()
-        };
-        let err = crawl.seed_domains().unwrap_err().to_string();
-        assert!(err.contains("larger than"), "{err}");
     }
 
     #[test]

@@ -5,33 +5,35 @@
 //! [`CrawlReport`] with every step's outcome, the trust level, the evidence
 //! and stable reason codes for what failed; [`Crawler::crawl_and_store`]
 //! also signs and stores the record so the registry finds crawled agents
-//! beside registered ones. Submodules: [`dns`] (lookups), [`guard`] (the
-//! SSRF policy), [`fetch`] (HTTPS with limits), [`challenge`] (WebSocket),
+//! beside registered ones. Submodules: [`dns`] (lookups), [`fetch`] (HTTPS
+//! with limits, under the [`AddressPolicy`]), [`challenge`] (WebSocket),
 //! [`queue`] (the node's crawl actor).
 //! Verification of what was gathered is pure code in [`crate::adp`].
 
 pub mod challenge;
 pub mod dns;
 pub mod fetch;
-pub mod guard;
 mod persist;
 mod pipeline;
 pub mod queue;
 mod report;
+pub mod seeds;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use pipeline::{normalise_domain, Crawler};
+pub use pipeline::Crawler;
 pub use report::{CrawlReport, EvidenceSummary, Step, StepOutcome, TrustSummary};
 
+use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
 use crate::adp::txt::TxtError;
 use crate::aidip::FieldProblem;
 use crate::config::CrawlConfig;
-use guard::AddressPolicy;
+use crate::identity::DomainError;
+use crate::net::AddressPolicy;
 
 /// Why a crawl (or a step of it) failed. Each variant has a stable reason
 /// code ([`CrawlError::reason`]) that the API and CLI show.
@@ -165,6 +167,34 @@ impl CrawlError {
             Self::ChallengeWrongNonce => "challenge_wrong_nonce",
             Self::ChallengeFailed { .. } => "challenge_failed",
             Self::Store { .. } => "store_failed",
+        }
+    }
+}
+
+impl From<DocumentError> for CrawlError {
+    fn from(e: DocumentError) -> Self {
+        match e {
+            DocumentError::InvalidJson { message } => Self::InvalidJson { message },
+            DocumentError::ProtocolUnsupported { protocol } => {
+                Self::ProtocolUnsupported { protocol }
+            }
+            DocumentError::SchemaInvalid { problems } => Self::SchemaInvalid { problems },
+            DocumentError::DomainMismatch { expected, got } => {
+                Self::DomainMismatch { expected, got }
+            }
+            DocumentError::FingerprintMismatch { dns, document } => {
+                Self::FingerprintMismatch { dns, document }
+            }
+            DocumentError::KeyMismatch { fingerprint } => Self::KeyMismatch { fingerprint },
+        }
+    }
+}
+
+impl From<DomainError> for CrawlError {
+    fn from(e: DomainError) -> Self {
+        Self::InvalidDomain {
+            domain: e.domain,
+            reason: e.reason,
         }
     }
 }

@@ -22,8 +22,9 @@ use std::sync::Mutex;
 use ed25519_dalek::VerifyingKey;
 
 use crate::adp::{handshake, AgentDocument};
+use crate::config::Replication;
 use crate::descriptor::DocumentFormat;
-use crate::identity;
+use crate::identity::AgentId;
 use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use crate::store::{Expect, Origin, PutOutcome, Store, StoreError, StoredAgent};
 
@@ -61,20 +62,6 @@ pub enum Judgement {
     Unverifiable(&'static str),
     /// Refused; the reason code is counted.
     Refused(&'static str),
-}
-
-/// What a node keeps of the records peers offer it unasked (gossip,
-/// DHT puts). What it looks up itself (search answers, DHT gets) is
-/// always kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Replication {
-    /// Every valid record (a federation partner: searches answer locally).
-    #[default]
-    All,
-    /// Only updates and tombstones of agents already held; new agents are
-    /// validated and passed on, not stored.
-    Lookups,
 }
 
 /// Judges and stores remote records. Cheap to share behind an `Arc`.
@@ -267,10 +254,12 @@ impl Judge {
             DocumentFormat::Adp => {
                 let doc: AgentDocument =
                     serde_json::from_str(&d.document).map_err(|_| "bad_document")?;
-                let domain = doc.identity.domain.to_ascii_lowercase();
-                if d.agent_id != format!("agent:{domain}")
-                    || doc.identity.id.to_ascii_lowercase() != d.agent_id
-                {
+                let domain = doc
+                    .identity
+                    .domain
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase();
+                if AgentId::of_domain(&domain) != d.agent_id || !doc.names_domain(&domain) {
                     return Err("bad_document");
                 }
                 if (e.mutual_peer && e.challenge.is_none())
@@ -279,7 +268,7 @@ impl Judge {
                     return Err("bad_evidence");
                 }
                 if let Some(proof) = &e.challenge {
-                    let key = document_key(&doc).ok_or("bad_evidence")?;
+                    let key = doc.proven_key().ok_or("bad_evidence")?;
                     handshake::check_proof(proof, &d.doc_sha256, &d.agent_id, &key)
                         .map_err(|_| "bad_evidence")?;
                 }
@@ -303,7 +292,7 @@ fn check_tombstone(
     }
     if let RecordBody::Descriptor(d) = &held.body {
         if let Ok(doc) = serde_json::from_str::<AgentDocument>(&d.document) {
-            if document_key(&doc).is_some_and(|k| k == *record.signer()) {
+            if doc.proven_key().is_some_and(|k| k == *record.signer()) {
                 return Ok(None);
             }
         }
@@ -313,11 +302,5 @@ fn check_tombstone(
 
 /// The agent key an ADP document names: `publicKey.full`, when it hashes
 /// to the document's fingerprint.
-fn document_key(doc: &AgentDocument) -> Option<VerifyingKey> {
-    let key = identity::decode_public_key(doc.identity.public_key.full.as_deref()?).ok()?;
-    (identity::fingerprint(&key) == doc.identity.public_key.fingerprint.to_ascii_lowercase())
-        .then_some(key)
-}
-
 #[cfg(all(test, feature = "testbed"))]
 mod tests;

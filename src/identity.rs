@@ -1,5 +1,7 @@
-//! Ed25519 keys: fingerprints, the base64url form of public keys, and key
-//! files (PKCS#8 PEM, mode 0600).
+//! Who is who: Ed25519 keys, fingerprints, the base64url form of public
+//! keys and key files (PKCS#8 PEM, mode 0600); agent [`Domain`]s and
+//! [`AgentId`]s; the libp2p peer id of a node key. A leaf: it imports
+//! nothing of the crate.
 //!
 //! The node's own key (`node.key` in the data directory) signs every record
 //! the node issues; later it is also the node's libp2p identity. Agent
@@ -161,9 +163,200 @@ pub fn load_or_create(path: &Path) -> Result<SigningKey, KeyError> {
     }
 }
 
+/// The id prefix of agents found through DNS (DESIGN.md section 3).
+pub const AGENT_ID_PREFIX: &str = "agent:";
+
+/// A domain that is not a usable agent domain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{domain:?} is not a domain name: {reason}")]
+pub struct DomainError {
+    /// What was given.
+    pub domain: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// An agent domain in its one form: trimmed, lower-case, no trailing dot,
+/// IDNA (punycode), at least two DNS labels.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Domain(String);
+
+impl Domain {
+    /// Normalises `raw` (an optional `agent:` prefix is dropped).
+    ///
+    /// # Errors
+    /// [`DomainError`] for anything that is not a domain name with at
+    /// least two labels (IP addresses included).
+    pub fn parse(raw: &str) -> Result<Self, DomainError> {
+        let bad = |reason: &str| DomainError {
+            domain: raw.to_owned(),
+            reason: reason.into(),
+        };
+        let trimmed = raw.trim();
+        let trimmed = trimmed
+            .strip_prefix(AGENT_ID_PREFIX)
+            .unwrap_or(trimmed)
+            .trim_end_matches('.');
+        if trimmed.is_empty() || trimmed.len() > 253 {
+            return Err(bad("empty or longer than 253 characters"));
+        }
+        let host = match url::Host::parse(trimmed) {
+            Ok(url::Host::Domain(d)) => d,
+            Ok(_) => return Err(bad("an IP address is not an agent domain")),
+            Err(e) => return Err(bad(&e.to_string())),
+        };
+        if !host.contains('.') {
+            return Err(bad("needs at least two labels"));
+        }
+        for label in host.split('.') {
+            let ok = !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                return Err(bad(&format!("label {label:?} is not a DNS label")));
+            }
+        }
+        Ok(Self(host))
+    }
+
+    /// The normalised name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id of the agent this domain anchors.
+    pub fn agent_id(&self) -> AgentId {
+        AgentId::of_domain(&self.0)
+    }
+}
+
+impl std::fmt::Display for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Domain> for String {
+    fn from(d: Domain) -> Self {
+        d.0
+    }
+}
+
+/// Normalises a domain (see [`Domain::parse`]) to its string form.
+///
+/// # Errors
+/// [`DomainError`].
+pub fn normalise_domain(raw: &str) -> Result<String, DomainError> {
+    Domain::parse(raw).map(String::from)
+}
+
+/// An agent id: `agent:{domain}` for agents found through DNS, or the id
+/// an AIDIP registration chose.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AgentId(String);
+
+impl AgentId {
+    /// The id of the DNS-anchored agent of `domain`, which the caller has
+    /// already normalised (see [`Domain`]).
+    pub fn of_domain(domain: &str) -> Self {
+        Self(format!("{AGENT_ID_PREFIX}{domain}"))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The domain of a DNS-anchored agent id.
+    pub fn domain(&self) -> Option<&str> {
+        self.0.strip_prefix(AGENT_ID_PREFIX)
+    }
+}
+
+impl std::fmt::Display for AgentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<AgentId> for String {
+    fn from(id: AgentId) -> Self {
+        id.0
+    }
+}
+
+impl PartialEq<str> for AgentId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<String> for AgentId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+/// The libp2p keypair of a node's Ed25519 signing key (the node key is
+/// its libp2p identity).
+pub fn libp2p_keypair(key: &SigningKey) -> libp2p::identity::Keypair {
+    let mut secret = key.to_bytes();
+    libp2p::identity::Keypair::ed25519_from_bytes(&mut secret)
+        .expect("a 32-byte Ed25519 secret is always a valid libp2p key")
+}
+
+/// The libp2p peer id of a node key, as a string.
+pub fn peer_id_of(key: &SigningKey) -> String {
+    libp2p_keypair(key).public().to_peer_id().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn domains_are_normalised_or_refused() {
+        assert_eq!(normalise_domain(" Example.ORG. ").unwrap(), "example.org");
+        assert_eq!(
+            normalise_domain("agent:alice.agent").unwrap(),
+            "alice.agent"
+        );
+        assert_eq!(
+            normalise_domain("bücher.example").unwrap(),
+            "xn--bcher-kva.example"
+        );
+        assert_eq!(
+            Domain::parse("Alice.Agent").unwrap().agent_id().as_str(),
+            "agent:alice.agent"
+        );
+        assert_eq!(
+            AgentId::of_domain("alice.agent").domain(),
+            Some("alice.agent")
+        );
+        for bad in [
+            "",
+            "localhost",
+            "127.0.0.1",
+            "a..b",
+            "-a.b",
+            "a_b.example",
+            "exa mple.org",
+        ] {
+            assert!(normalise_domain(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn peer_id_is_the_libp2p_id_of_the_node_key() {
+        let key = SigningKey::from_bytes(&[9u8; 32]);
+        let peer = libp2p_keypair(&key).public().to_peer_id();
+        assert_eq!(peer.to_string(), peer_id_of(&key));
+        assert!(peer_id_of(&key).starts_with("12D3KooW"));
+    }
 
     #[test]
     fn fingerprint_is_sha256_of_raw_key() {

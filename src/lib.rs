@@ -2,7 +2,9 @@
 //!
 //! Module map (see `ARCHITECTURE.md` for how a record flows):
 //! - [`config`]: the TOML + environment + flags configuration;
-//! - [`identity`]: Ed25519 keys, fingerprints, key files;
+//! - [`net`]: the address policy (which addresses may be connected to);
+//! - [`identity`]: Ed25519 keys, fingerprints, key files, agent ids and
+//!   domains, peer ids;
 //! - [`descriptor`]: the normalised agent view both formats map into;
 //! - [`aidip`]: the AIDIP metadata document and its schema validation;
 //! - [`adp`]: the ADP `agent.json` document;
@@ -22,12 +24,11 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod crawl;
-#[cfg(feature = "testbed")]
-pub mod demo;
 pub mod descriptor;
 pub mod federation;
 pub mod identity;
 pub mod mesh;
+pub mod net;
 pub mod node;
 pub mod record;
 pub mod registry;

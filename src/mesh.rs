@@ -175,13 +175,6 @@ pub fn shard_of(peer: &PeerId, shards: u32) -> u32 {
     (u64::from_be_bytes(first) % u64::from(shards.max(1))) as u32
 }
 
-/// The libp2p keypair of the node's Ed25519 signing key.
-pub fn keypair_from_signing_key(key: &ed25519_dalek::SigningKey) -> Keypair {
-    let mut secret = key.to_bytes();
-    Keypair::ed25519_from_bytes(&mut secret)
-        .expect("a 32-byte Ed25519 secret is always a valid libp2p key")
-}
-
 /// Starts the mesh.
 pub struct Mesh;
 
@@ -233,12 +226,5 @@ mod tests {
         let digest = Sha256::digest(peer.to_bytes());
         let first = u64::from_be_bytes(digest[..8].try_into().unwrap());
         assert_eq!(u64::from(s), first % 8);
-    }
-
-    #[test]
-    fn keypair_matches_the_node_peer_id() {
-        let key = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);
-        let peer = keypair_from_signing_key(&key).public().to_peer_id();
-        assert_eq!(peer.to_string(), crate::node::peer_id_of(&key));
     }
 }

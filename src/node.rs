@@ -79,14 +79,6 @@ pub struct Node {
     flusher: tokio::task::JoinHandle<()>,
 }
 
-/// The libp2p peer id of a node key.
-pub fn peer_id_of(key: &ed25519_dalek::SigningKey) -> String {
-    crate::mesh::keypair_from_signing_key(key)
-        .public()
-        .to_peer_id()
-        .to_string()
-}
-
 /// Creates the data directory (mode 0700) if it does not exist.
 ///
 /// # Errors
@@ -213,10 +205,10 @@ impl Node {
     /// # Errors
     /// [`NodeError`] naming the part that failed.
     pub async fn spawn(config: Config) -> Result<Self, NodeError> {
-        let seeds = config.crawl.seed_domains()?;
+        let seeds = crate::crawl::seeds::seed_domains(&config.crawl)?;
         create_data_dir(&config.data_dir)?;
         let key = identity::load_or_create(&config.node_key_path())?;
-        let peer_id = peer_id_of(&key);
+        let peer_id = crate::identity::peer_id_of(&key);
         let store = {
             let path = config.store_path();
             let cache = config.store.cache_bytes;
@@ -260,7 +252,7 @@ impl Node {
         let mesh_config = MeshConfig::from_p2p(&config.p2p)?;
         let (mesh, mesh_task) = Mesh::spawn(
             mesh_config,
-            crate::mesh::keypair_from_signing_key(&key),
+            crate::identity::libp2p_keypair(&key),
             Arc::new(SharedHandler(Arc::new(handler))),
             mesh_cancel.clone(),
         )

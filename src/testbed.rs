@@ -14,7 +14,8 @@
 //! Populations come from [`population`]: generated from a seed, `N`
 //! healthy agents plus any number of agents that misbehave in exactly one
 //! way ([`Behaviour`]). [`publish`] renders what each agent publishes once
-//! the ports are known.
+//! the ports are known. [`synthetic_agent`] makes generated AIDIP
+//! registrations (the benchmarks' population).
 //!
 //! Users: the crawler's integration tests, `agentmesh demo`, the
 //! simulations, and `agentmesh agent-host` (which serves one agent's
@@ -27,6 +28,7 @@ pub mod certs;
 pub mod dns;
 pub mod population;
 pub mod publish;
+mod synthetic;
 mod vocab;
 pub mod web;
 
@@ -44,6 +46,7 @@ use tracing::{info, info_span, warn, Instrument};
 pub use certs::TestCa;
 pub use population::{Agent, Behaviour, Population, PopulationConfig};
 pub use publish::Ports;
+pub use synthetic::synthetic_agent;
 pub use web::{agent_router, AgentSite, Drip, SiteCounts, Sites};
 
 use crate::adp::AgentDocument;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentmesh::crawl::guard::AddressPolicy;
 use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store};
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
@@ -47,7 +47,7 @@ impl Rig {
             ..CrawlerOptions::default()
         };
         let key = agentmesh::identity::generate();
-        let verifier = agentmesh::node::peer_id_of(&key);
+        let verifier = agentmesh::identity::peer_id_of(&key);
         Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
     }
 

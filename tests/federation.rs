@@ -358,7 +358,7 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
     let cancel = tokio_util::sync::CancellationToken::new();
     let (rogue, _task) = Mesh::spawn(
         config,
-        agentmesh::mesh::keypair_from_signing_key(&key),
+        agentmesh::identity::libp2p_keypair(&key),
         Arc::new(Rogue),
         cancel.clone(),
     )
@@ -483,7 +483,7 @@ async fn an_oversize_record_from_a_raw_peer_is_refused_everywhere() {
     // a bare swarm driven by hand.
     let key = agentmesh::identity::generate();
     let mut swarm = agentmesh::mesh::behaviour::build_swarm(
-        agentmesh::mesh::keypair_from_signing_key(&key),
+        agentmesh::identity::libp2p_keypair(&key),
         &MeshConfig {
             allow_private_addresses: true,
             ..MeshConfig::default()

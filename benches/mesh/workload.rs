@@ -22,10 +22,10 @@ fn url(n: &Node, path: &str) -> String {
     format!("http://{}{path}", n.api_addr())
 }
 
-/// A valid AIDIP document: `demo::synthetic_agent(i)` with its id and,
+/// A valid AIDIP document: `testbed::synthetic_agent(i)` with its id and,
 /// when given, one capability replaced.
 fn agent(i: usize, id: &str, capability: Option<&str>) -> Value {
-    let mut doc = agentmesh::demo::synthetic_agent(i);
+    let mut doc = agentmesh::testbed::synthetic_agent(i);
     doc["id"] = json!(id);
     if let Some(c) = capability {
         doc["capabilities"] = json!([c]);
@@ -289,7 +289,7 @@ fn foreign_capability(rng: &mut StdRng, from: usize, n: usize, per_node: usize) 
         owner += 1;
     }
     let k = owner * per_node + rng.gen_range(0..per_node);
-    let doc = agentmesh::demo::synthetic_agent(k);
+    let doc = agentmesh::testbed::synthetic_agent(k);
     doc["capabilities"][0]
         .as_str()
         .expect("a capability")

@@ -59,7 +59,7 @@ pub(super) async fn start(
     let mut domains = Vec::with_capacity(body.domains.len());
     let mut problems = Vec::new();
     for (i, d) in body.domains.iter().enumerate() {
-        match crate::crawl::normalise_domain(d) {
+        match crate::identity::normalise_domain(d) {
             Ok(d) => domains.push(d),
             Err(e) => {
                 problems.push(json!({"field": format!("/domains/{i}"), "message": e.to_string()}))
@@ -85,13 +85,13 @@ pub(super) async fn report(
     State(state): State<AppState>,
     Path(domain): Path<String>,
 ) -> Result<Response, ApiError> {
-    let domain = crate::crawl::normalise_domain(&domain)
+    let domain = crate::identity::normalise_domain(&domain)
         .map_err(|e| ApiError::new(ErrorCode::InvalidInput, e.to_string()))?;
-    let id = format!("agent:{domain}");
+    let id = crate::identity::AgentId::of_domain(&domain);
     let report = state
         .registry()
         .store()
-        .report(&id)
+        .report(id.as_str())
         .map_err(crate::registry::RegistryError::from)?
         .ok_or_else(|| {
             ApiError::new(

@@ -76,13 +76,13 @@ fn load_config(file: Option<&std::path::Path>, crawl: &CrawlArgs) -> anyhow::Res
 /// When the crawler cannot be set up.
 pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref(), &args.crawl)?;
-    if let Err(e) = crate::crawl::normalise_domain(&args.domain) {
+    if let Err(e) = crate::identity::normalise_domain(&args.domain) {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
     // An ephemeral verifier identity: the proof names it, nothing is stored.
     let key = identity::generate();
-    let verifier = crate::node::peer_id_of(&key);
+    let verifier = crate::identity::peer_id_of(&key);
     let crawler = Crawler::new(
         CrawlerOptions::from_config(&config.crawl),
         Arc::new(key),
@@ -164,7 +164,7 @@ pub async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     }
     crate::node::create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
-    let verifier = crate::node::peer_id_of(&key);
+    let verifier = crate::identity::peer_id_of(&key);
     let store = Store::open(&config.store_path(), config.store.cache_bytes).with_context(|| {
         format!(
             "opening the store in {} (is a node running on it?)",

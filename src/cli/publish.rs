@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::{json, Value};
 
-use crate::adp::txt;
+use crate::adp::{self, txt};
 use crate::identity;
 
 /// Flags of `publish`.
@@ -58,7 +58,7 @@ fn txt_strings(text: &str) -> String {
 /// # Errors
 /// When the domain is not a domain name.
 pub fn document(args: &PublishArgs, key: &ed25519_dalek::VerifyingKey) -> anyhow::Result<Value> {
-    let domain = crate::crawl::normalise_domain(&args.domain)?;
+    let domain = crate::identity::normalise_domain(&args.domain)?;
     let authority = match args.port {
         Some(p) if p != 443 => format!("{domain}:{p}"),
         _ => domain.clone(),
@@ -85,7 +85,7 @@ pub fn document(args: &PublishArgs, key: &ed25519_dalek::VerifyingKey) -> anyhow
     Ok(json!({
         "protocol": "ADP/1.0",
         "identity": {
-            "id": format!("agent:{domain}"),
+            "id": identity::AgentId::of_domain(&domain).as_str(),
             "domain": domain,
             "name": args.name.clone().unwrap_or_else(|| format!("Agent at {domain}")),
             "owner": args.owner.clone().unwrap_or_else(|| domain.clone()),
@@ -98,8 +98,8 @@ pub fn document(args: &PublishArgs, key: &ed25519_dalek::VerifyingKey) -> anyhow
         },
         "endpoints": {
             "discovery": format!("https://{authority}/"),
-            "wellKnown": format!("https://{authority}/.well-known/agent.json"),
-            "chat": format!("wss://{authority}/agent/chat")
+            "wellKnown": format!("https://{authority}{}", adp::WELL_KNOWN_PATH),
+            "chat": format!("wss://{authority}{}", adp::CHAT_PATH)
         },
         "capabilities": capabilities,
         "security": {"tlsRequired": true, "minProtocolVersion": "ADP/1.0", "authMethods": ["pubkey"]},

@@ -15,8 +15,8 @@ use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATC
 use reqwest::StatusCode;
 use url::Url;
 
-use super::guard::AddressPolicy;
 use super::CrawlError;
+use crate::net::AddressPolicy;
 
 /// Largest `agent.json` accepted, bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;

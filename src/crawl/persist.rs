@@ -8,9 +8,10 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use super::report::{summarise, CrawlReport, Step, StepOutcome};
-use super::{normalise_domain, CrawlError, Crawler};
+use super::{CrawlError, Crawler};
 use crate::adp::AgentDocument;
 use crate::descriptor::Descriptor;
+use crate::identity::normalise_domain;
 use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use crate::store::{Expect, Origin, Store};
 use crate::verify::TrustLevel;

@@ -15,57 +15,16 @@ use url::Url;
 use super::challenge::Challenger;
 use super::dns::{Dns, DnsError, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
-use super::guard::AddressPolicy;
 use super::persist::verified_peers;
 use super::report::{summarise, CrawlReport, EvidenceSummary, Run, TrustSummary};
 use super::{CrawlError, CrawlerOptions};
+use crate::adp::check::{self, DocumentChecker};
 use crate::adp::handshake;
 use crate::adp::{txt, AgentDocument};
-use crate::aidip::FieldProblem;
 use crate::identity;
+use crate::net::AddressPolicy;
 use crate::record;
 use crate::verify::{ChallengeProof, Evidence, TrustLevel};
-
-/// Normalises a domain: trimmed, lower-case, no trailing dot, IDNA
-/// (punycode), an optional `agent:` prefix dropped.
-///
-/// # Errors
-/// [`CrawlError::InvalidDomain`].
-pub fn normalise_domain(raw: &str) -> Result<String, CrawlError> {
-    let bad = |reason: &str| CrawlError::InvalidDomain {
-        domain: raw.to_owned(),
-        reason: reason.into(),
-    };
-    let trimmed = raw.trim();
-    let trimmed = trimmed
-        .strip_prefix("agent:")
-        .unwrap_or(trimmed)
-        .trim_end_matches('.');
-    if trimmed.is_empty() || trimmed.len() > 253 {
-        return Err(bad("empty or longer than 253 characters"));
-    }
-    let host = match url::Host::parse(trimmed) {
-        Ok(url::Host::Domain(d)) => d,
-        Ok(_) => return Err(bad("an IP address is not an agent domain")),
-        Err(e) => return Err(bad(&e.to_string())),
-    };
-    if !host.contains('.') {
-        return Err(bad("needs at least two labels"));
-    }
-    for label in host.split('.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !ok {
-            return Err(bad(&format!("label {label:?} is not a DNS label")));
-        }
-    }
-    Ok(host)
-}
 
 /// Crawls ADP agents. Cheap to clone.
 #[derive(Clone)]
@@ -74,7 +33,7 @@ pub struct Crawler {
     fetcher: Fetcher,
     challenger: Challenger,
     policy: AddressPolicy,
-    schema: Arc<jsonschema::Validator>,
+    documents: Arc<DocumentChecker>,
     pub(super) key: Arc<SigningKey>,
     verifier: String,
     pub(super) options: CrawlerOptions,
@@ -131,16 +90,12 @@ impl Crawler {
             connect_timeout: options.connect_timeout,
             timeout: options.challenge_timeout,
         };
-        let schema: Value = serde_json::from_str(crate::adp::SCHEMA)
-            .expect("the built-in ADP schema is valid JSON");
-        let schema = jsonschema::validator_for(&schema)
-            .expect("the built-in ADP schema is a valid JSON Schema");
         Ok(Self {
             dns,
             fetcher,
             challenger,
             policy: options.policy,
-            schema: Arc::new(schema),
+            documents: Arc::new(DocumentChecker::new()),
             key,
             verifier,
             options,
@@ -172,13 +127,13 @@ impl Crawler {
     }
 
     async fn crawl_inner(&self, raw: &str) -> CrawlReport {
-        let normalised = normalise_domain(raw);
+        let normalised = identity::normalise_domain(raw);
         let domain = normalised
             .as_ref()
             .map_or_else(|_| raw.trim().to_ascii_lowercase(), Clone::clone);
         let mut run = Run {
             report: CrawlReport {
-                agent_id: format!("agent:{domain}"),
+                agent_id: identity::AgentId::of_domain(&domain).into(),
                 domain: domain.clone(),
                 trust: TrustSummary {
                     level: TrustLevel::Unverified,
@@ -201,7 +156,7 @@ impl Crawler {
             },
         };
         if let Err(e) = normalised {
-            run.fail("domain", 0.0, e);
+            run.fail("domain", 0.0, CrawlError::from(e));
             return run.report;
         }
         let Ok(checked) = self.fetch_and_check(&domain, &mut run).await else {
@@ -298,7 +253,10 @@ impl Crawler {
 
         // 5. Document: JSON, protocol, schema, identity.
         let started = Instant::now();
-        let document = self.check_document(domain, &fetched.text);
+        let document = self
+            .documents
+            .check(domain, &fetched.text)
+            .map_err(CrawlError::from);
         let document = run.step("document", started, document, |d| {
             format!(
                 "ADP document for {} ({} capabilities)",
@@ -309,7 +267,7 @@ impl Crawler {
 
         // 6. Fingerprint chain.
         let started = Instant::now();
-        let key = fingerprint_chain(&txt.fingerprint, &document);
+        let key = check::fingerprint_chain(&txt.fingerprint, &document).map_err(CrawlError::from);
         let key = run.step("fingerprint", started, key, |k| match k {
             Some(_) => format!("{} matches the DNS pk and publicKey.full", txt.fingerprint),
             None => format!("{} matches the DNS pk (no publicKey.full)", txt.fingerprint),
@@ -371,55 +329,6 @@ impl Crawler {
         Ok((url, Resolved { lookup_host, ips }))
     }
 
-    fn check_document(&self, domain: &str, text: &str) -> Result<AgentDocument, CrawlError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| CrawlError::InvalidJson {
-            message: e.to_string(),
-        })?;
-        let protocol = value
-            .get("protocol")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !protocol.starts_with("ADP/1.") {
-            return Err(CrawlError::ProtocolUnsupported {
-                protocol: protocol.to_owned(),
-            });
-        }
-        let problems: Vec<FieldProblem> = self
-            .schema
-            .iter_errors(&value)
-            .take(32)
-            .map(|e| FieldProblem {
-                field: e.instance_path.to_string(),
-                message: e.to_string().chars().take(300).collect(),
-            })
-            .collect();
-        if !problems.is_empty() {
-            return Err(CrawlError::SchemaInvalid { problems });
-        }
-        let document: AgentDocument =
-            serde_json::from_value(value).map_err(|e| CrawlError::SchemaInvalid {
-                problems: vec![FieldProblem {
-                    field: String::new(),
-                    message: e.to_string(),
-                }],
-            })?;
-        let expected_id = format!("agent:{domain}");
-        if document
-            .identity
-            .domain
-            .trim_end_matches('.')
-            .to_ascii_lowercase()
-            != domain
-            || document.identity.id.to_ascii_lowercase() != expected_id
-        {
-            return Err(CrawlError::DomainMismatch {
-                expected: domain.to_owned(),
-                got: format!("{} ({})", document.identity.domain, document.identity.id),
-            });
-        }
-        Ok(document)
-    }
-
     async fn challenge(
         &self,
         domain: &str,
@@ -440,7 +349,7 @@ impl Crawler {
         let nonce = handshake::nonce(&checked.digest, &self.verifier, unix_ms, &rand);
         let frame = handshake::challenge(&self.verifier, &self.key.verifying_key(), &nonce);
         let answer = self.challenger.exchange(&url, &ips, &frame).await?;
-        let agent_id = format!("agent:{domain}");
+        let agent_id = identity::AgentId::of_domain(domain);
         // Without publicKey.full, the answer's key stands if it hashes to
         // the fingerprint DNS published.
         let key = match checked.key {
@@ -451,14 +360,7 @@ impl Crawler {
                         message: e.to_string(),
                     }
                 })?;
-                if identity::fingerprint(&k)
-                    != checked
-                        .document
-                        .identity
-                        .public_key
-                        .fingerprint
-                        .to_ascii_lowercase()
-                {
+                if !check::has_fingerprint(&k, &checked.document.identity.public_key.fingerprint) {
                     return Err(CrawlError::ChallengeFailed {
                         message: "the answer's key does not hash to the DNS fingerprint".into(),
                     });
@@ -466,7 +368,8 @@ impl Crawler {
                 k
             }
         };
-        let signature = handshake::check_answer(&answer, &nonce, &agent_id, &self.verifier, &key)?;
+        let signature =
+            handshake::check_answer(&answer, &nonce, agent_id.as_str(), &self.verifier, &key)?;
         Ok(ChallengeProof {
             verifier: self.verifier.clone(),
             unix_ms,
@@ -476,70 +379,9 @@ impl Crawler {
     }
 }
 
-/// The key the fingerprint chain proves: DNS `pk` = document fingerprint,
-/// and `publicKey.full` (when present) hashes to it.
-fn fingerprint_chain(
-    dns_pk: &str,
-    doc: &AgentDocument,
-) -> Result<Option<VerifyingKey>, CrawlError> {
-    let doc_fp = doc.identity.public_key.fingerprint.to_ascii_lowercase();
-    if doc_fp != dns_pk {
-        return Err(CrawlError::FingerprintMismatch {
-            dns: dns_pk.to_owned(),
-            document: doc_fp,
-        });
-    }
-    match &doc.identity.public_key.full {
-        None => Ok(None),
-        Some(full) => {
-            let key = identity::decode_public_key(full).map_err(|_| CrawlError::KeyMismatch {
-                fingerprint: doc_fp.clone(),
-            })?;
-            if identity::fingerprint(&key) != doc_fp {
-                return Err(CrawlError::KeyMismatch {
-                    fingerprint: doc_fp,
-                });
-            }
-            Ok(Some(key))
-        }
-    }
-}
-
 fn join(ips: &[IpAddr]) -> String {
     ips.iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn domains_are_normalised_or_refused() {
-        assert_eq!(normalise_domain(" Example.ORG. ").unwrap(), "example.org");
-        assert_eq!(
-            normalise_domain("agent:alice.agent").unwrap(),
-            "alice.agent"
-        );
-        assert_eq!(
-            normalise_domain("bücher.example").unwrap(),
-            "xn--bcher-kva.example"
-        );
-        for bad in [
-            "",
-            "localhost",
-            "127.0.0.1",
-            "a..b",
-            "-a.b",
-            "a_b.example",
-            "exa mple.org",
-        ] {
-            assert!(
-                matches!(normalise_domain(bad), Err(CrawlError::InvalidDomain { .. })),
-                "{bad:?}"
-            );
-        }
-    }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::identity;
 use crate::record::TombstoneRecord;
 use crate::testbed::{Population, Ports};
 use crate::verify::{ChallengeProof, Evidence};

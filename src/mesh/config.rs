@@ -10,7 +10,7 @@ use libp2p::Multiaddr;
 
 use super::MeshError;
 use crate::config::P2pConfig;
-use crate::crawl::guard::AddressPolicy;
+use crate::net::AddressPolicy;
 
 /// What the mesh listens on and joins through.
 #[derive(Debug, Clone)]

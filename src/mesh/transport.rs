@@ -23,7 +23,7 @@ use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::{noise, quic, tcp, yamux, Multiaddr, PeerId};
 
-use crate::crawl::guard::AddressPolicy;
+use crate::net::AddressPolicy;
 
 /// The IP an address dials first, if it starts with one.
 pub(crate) fn first_ip(addr: &Multiaddr) -> Option<IpAddr> {

@@ -18,7 +18,9 @@ use super::dns::Zone;
 use super::population::{impostor_key, Agent, Behaviour, Population};
 use super::web::{AgentSite, Drip};
 use super::TestbedError;
-use crate::adp::{self, AgentDocument, Availability, Identity, PublicKey};
+use crate::adp::{
+    self, AgentDocument, Availability, Identity, PublicKey, CHAT_PATH, WELL_KNOWN_PATH,
+};
 use crate::identity;
 
 /// The ports every URL is rendered with.
@@ -36,10 +38,6 @@ pub struct Ports {
 pub const AGENT_ADDRESS: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// The address a [`Behaviour::PrivateTarget`] agent resolves to.
 pub const PRIVATE_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-/// The well-known path.
-pub const WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
-/// The challenge WebSocket path.
-pub const CHAT_PATH: &str = "/agent/chat";
 
 /// `scheme://host[:port]`, without the port when it is the scheme's default.
 pub fn origin(scheme: &str, host: &str, port: u16) -> String {

@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 pub use front::serve;
 
 use super::population::Behaviour;
-use super::publish::{CHAT_PATH, WELL_KNOWN_PATH};
 use crate::adp::AgentDocument;
+use crate::adp::{CHAT_PATH, WELL_KNOWN_PATH};
 
 /// The 64 KiB document limit of DESIGN.md 4.3, and how far past it an
 /// `Oversized` document goes.

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, debug_span, warn, Instrument};
 
 use super::{chat, router, Sites};
-use crate::testbed::publish::CHAT_PATH;
+use crate::adp::CHAT_PATH;
 
 /// Bound on the TLS handshake and on reading the first request head.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
-//! The SSRF guard (DESIGN.md 4.9): which addresses the crawler may
-//! connect to.
+//! The network address policy (DESIGN.md 4.9): which addresses the crawler
+//! and the mesh may connect to. A leaf: it imports nothing of the crate.
 //!
 //! By default a crawler never connects to loopback, private, link-local,
 //! CGNAT, multicast, broadcast, documentation or unspecified addresses (nor

@@ -21,23 +21,19 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde_json::{json, Value};
 
-use crate::cli::DemoArgs;
+use super::DemoArgs;
 use crate::config::Config;
 use crate::crawl::CrawlReport;
 use crate::node::Node;
 use crate::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
 use crate::verify::TrustLevel;
 
-mod synthetic;
-
-pub use synthetic::synthetic_agent;
-
 /// The drafts' example registrations node 1 makes.
 const EXAMPLES: [&str; 4] = [
-    include_str!("../proto/examples/aidip/valid/translator-draft-example.json"),
-    include_str!("../proto/examples/aidip/valid/legal-summarizer-zh-en.json"),
-    include_str!("../proto/examples/aidip/valid/extra-fields-oauth2-scopes.json"),
-    include_str!("../proto/examples/aidip/valid/minimal-top-level-inputs-outputs.json"),
+    include_str!("../../proto/examples/aidip/valid/translator-draft-example.json"),
+    include_str!("../../proto/examples/aidip/valid/legal-summarizer-zh-en.json"),
+    include_str!("../../proto/examples/aidip/valid/extra-fields-oauth2-scopes.json"),
+    include_str!("../../proto/examples/aidip/valid/minimal-top-level-inputs-outputs.json"),
 ];
 
 /// The population's seed: every run shows the same agents.
@@ -178,7 +174,7 @@ async fn start_nodes(
         crate::node::create_data_dir(&config.data_dir)?;
         let key = crate::identity::load_or_create(&config.node_key_path())?;
         attesters.push(crate::identity::fingerprint(&key.verifying_key()));
-        configs.push((config, crate::node::peer_id_of(&key)));
+        configs.push((config, crate::identity::peer_id_of(&key)));
     }
     let peer_ids: Vec<String> = configs.iter().map(|(_, p)| p.clone()).collect();
     let mut bootstrap = Vec::new();
