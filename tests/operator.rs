@@ -341,8 +341,12 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
             &json!({"domains": ["ok.example", "not a domain"]}),
         )
         .await;
-    let error = bad.expect_error(400, "InvalidInput");
-    assert_eq!(error["details"][0]["field"], "/domains/1");
+    assert_eq!(
+        bad.expect_problems()[0]["field"],
+        "/domains/1",
+        "{}",
+        bad.text
+    );
     api.get("/crawl/never.example")
         .await
         .expect_error(404, "NotFound");

@@ -12,7 +12,8 @@
 //! - [`run`] runs any command to completion within a deadline, capturing
 //!   its output.
 //! - [`Api`] is a small HTTP client for the node's API whose every request
-//!   has a deadline, answering [`Reply`]s with status, headers and JSON body.
+//!   has a deadline, answering [`Reply`]s with status, headers and JSON body;
+//!   [`Reply::expect_field_problem`] checks a 400 that names a field.
 //!
 //! Every wait has a deadline and says what it waited for when it runs out.
 
@@ -566,6 +567,40 @@ impl Reply {
             self.text
         );
         error
+    }
+
+    /// Asserts a 400 `InvalidInput` error object whose `details` is a
+    /// non-empty array of problems, each naming its `field` (a JSON
+    /// pointer) with a non-empty `message`; answers the problems.
+    #[track_caller]
+    pub fn expect_problems(&self) -> &[Value] {
+        let error = self.expect_error(400, "InvalidInput");
+        // `let else`, not a closure, so a failure points at the caller.
+        let Some(problems) = error["details"].as_array().filter(|d| !d.is_empty()) else {
+            panic!("{}: no details in {}", self.request, self.text);
+        };
+        for p in problems {
+            assert!(
+                p["field"].is_string() && p["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{}: a problem without a field or a message: {p}",
+                self.request
+            );
+        }
+        problems
+    }
+
+    /// Asserts what [`Reply::expect_problems`] does, and that a problem is
+    /// at `field` (a JSON pointer such as `/id`); answers that problem.
+    #[track_caller]
+    pub fn expect_field_problem(&self, field: &str) -> &Value {
+        let problem = self.expect_problems().iter().find(|p| p["field"] == field);
+        let Some(problem) = problem else {
+            panic!(
+                "{}: expected a problem at {field:?}, got {}",
+                self.request, self.text
+            );
+        };
+        problem
     }
 
     /// A response header as text.
