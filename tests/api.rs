@@ -104,26 +104,9 @@ async fn invalid_document_reports_every_problem_at_its_field() {
     doc.as_object_mut().unwrap().remove("name");
     doc["capabilities"] = json!("translation");
     let reply = api.post("/agents", &doc).await;
-    let error = reply.expect_error(400, "InvalidInput");
-    let details = error["details"]
-        .as_array()
-        .unwrap_or_else(|| panic!("details is not an array: {}", reply.text));
-    let fields: BTreeSet<&str> = details
-        .iter()
-        .map(|p| {
-            assert!(
-                p["message"].as_str().is_some_and(|m| !m.is_empty()),
-                "a problem without a message: {p}"
-            );
-            p["field"].as_str().expect("each problem names its field")
-        })
-        .collect();
-    assert!(
-        fields.contains("/name") && fields.contains("/capabilities"),
-        "both problems are reported with their JSON pointer: {}",
-        reply.text
-    );
-    let name_problem = details.iter().find(|p| p["field"] == "/name").unwrap();
+    // Both problems are reported, each at its JSON pointer.
+    reply.expect_field_problem("/capabilities");
+    let name_problem = reply.expect_field_problem("/name");
     assert!(
         name_problem["message"].as_str().unwrap().contains("name"),
         "{name_problem}"
@@ -148,13 +131,11 @@ async fn every_invalid_example_is_refused_at_the_field_the_manifest_names() {
     for (name, expected) in invalid {
         let doc = example(&format!("aidip/invalid/{name}"));
         let reply = api.post("/agents", &doc).await;
-        let error = reply.expect_error(400, "InvalidInput");
         let pointer = expected["instance_path"].as_str().unwrap();
-        let details = error["details"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{name}: no details in {}", reply.text));
+        // The manifest names the instance path; a problem may be deeper.
         assert!(
-            details
+            reply
+                .expect_problems()
                 .iter()
                 .any(|p| p["field"].as_str().is_some_and(|f| f.starts_with(pointer))),
             "{name}: expected a problem at {pointer:?} ({}), got {}",
@@ -237,15 +218,7 @@ async fn reserved_ids_are_refused() {
     let node = TestNode::start();
     let api = node.api();
     let doc = minimal_agent("agent:example.com");
-    let reply = api.post("/agents", &doc).await;
-    let error = reply.expect_error(400, "InvalidInput");
-    assert!(
-        error["details"]
-            .as_array()
-            .is_some_and(|d| d.iter().any(|p| p["field"] == "/id")),
-        "the problem is at /id: {}",
-        reply.text
-    );
+    api.post("/agents", &doc).await.expect_field_problem("/id");
     assert_eq!(api.get("/agents/agent:example.com").await.status, 404);
 }
 
@@ -255,15 +228,7 @@ async fn non_string_id_is_refused() {
     let api = node.api();
     let mut doc = minimal_agent("x");
     doc["id"] = json!(42);
-    let reply = api.post("/agents", &doc).await;
-    let error = reply.expect_error(400, "InvalidInput");
-    assert!(
-        error["details"]
-            .as_array()
-            .is_some_and(|d| d.iter().any(|p| p["field"] == "/id")),
-        "the problem is at /id: {}",
-        reply.text
-    );
+    api.post("/agents", &doc).await.expect_field_problem("/id");
 }
 
 // ------------------------------------------------------------ GET /agents/{id}
@@ -344,15 +309,9 @@ async fn put_updates_and_refuses_unknown_or_mismatched_ids() {
     // An invalid document: 400 with details.
     let mut invalid = changed.clone();
     invalid["endpoint"] = json!("not a url");
-    let reply = api.put("/agents/put-me", &invalid).await;
-    let error = reply.expect_error(400, "InvalidInput");
-    assert!(
-        error["details"]
-            .as_array()
-            .is_some_and(|d| d.iter().any(|p| p["field"] == "/endpoint")),
-        "{}",
-        reply.text
-    );
+    api.put("/agents/put-me", &invalid)
+        .await
+        .expect_field_problem("/endpoint");
 }
 
 // --------------------------------------------------------- DELETE /agents/{id}

@@ -7,14 +7,13 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use common::{
-    agentmesh, capture, minimal_agent, run, signal, wait_for_exit, Captured, Finished, TestNode,
-    DEADLINE,
+    agentmesh, capture, minimal_agent, run, Captured, ChildGuard, Finished, TestNode, DEADLINE,
 };
 use ed25519_dalek::pkcs8::DecodePrivateKey as _;
 use sha2::{Digest as _, Sha256};
@@ -598,9 +597,10 @@ fn peer_id_prints_the_id_the_node_then_serves_with() {
 
 // ------------------------------------------------------------------ testbed
 
-/// `agentmesh testbed --out <temporary directory>`, killed on drop.
+/// `agentmesh testbed --out <temporary directory>`, killed on drop (its
+/// [`ChildGuard`]).
 struct TestbedCmd {
-    child: Option<Child>,
+    child: ChildGuard,
     out: tempfile::TempDir,
     stdout: Captured,
     stderr: Captured,
@@ -611,25 +611,26 @@ impl TestbedCmd {
     /// Starts it and waits (10 s) for "serving until ..." on stdout.
     fn start(args: &[&str]) -> Self {
         let out = tempdir();
-        let mut child = agentmesh()
-            .arg("testbed")
-            .args(args)
-            .arg("--out")
-            .arg(out.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("agentmesh testbed starts");
+        let mut child = ChildGuard::spawn(
+            agentmesh()
+                .arg("testbed")
+                .args(args)
+                .arg("--out")
+                .arg(out.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+            "agentmesh testbed",
+        );
         let (stdout, stderr) = (Captured::default(), Captured::default());
         let (tx, rx) = std::sync::mpsc::channel();
-        capture(child.stdout.take().unwrap(), stdout.clone(), move |line| {
+        capture(child.take_stdout(), stdout.clone(), move |line| {
             if line.starts_with("serving until") {
                 let _ = tx.send(());
             }
         });
-        capture(child.stderr.take().unwrap(), stderr.clone(), |_| {});
+        capture(child.take_stderr(), stderr.clone(), |_| {});
         let mut bed = Self {
-            child: Some(child),
+            child,
             out,
             stdout,
             stderr,
@@ -684,9 +685,10 @@ impl TestbedCmd {
 
     /// SIGTERM; asserts it exits 0 within 10 s.
     fn stop(&mut self) {
-        let mut child = self.child.take().expect("the testbed is running");
-        signal(&child, "TERM");
-        let status = wait_for_exit(&mut child, DEADLINE, "the testbed to exit after SIGTERM");
+        self.child.signal("TERM");
+        let status = self
+            .child
+            .wait_for_exit(DEADLINE, "the testbed to exit after SIGTERM");
         assert!(
             status.success(),
             "the testbed exited with {status}\n--- stderr\n{}",
@@ -697,10 +699,8 @@ impl TestbedCmd {
 
 impl Drop for TestbedCmd {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // Killed before its output is printed.
+        self.child.kill();
         if std::thread::panicking() {
             eprintln!(
                 "--- testbed stdout\n{}--- testbed stderr\n{}",

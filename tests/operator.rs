@@ -6,34 +6,25 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use agentmesh::testbed::dns::{DnsServer, Zone};
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use common::{agentmesh, run, TestNode, DEADLINE};
+use common::{agentmesh, run, ChildGuard, TestNode, DEADLINE};
 use serde_json::{json, Value};
 
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `agent-host` and waits (with a deadline) for its "serving" line.
-fn agent_host(args: &[&str]) -> (Running, SocketAddr) {
-    let mut child = agentmesh()
-        .arg("agent-host")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent-host starts");
-    let stdout = child.stdout.take().expect("stdout is piped");
+fn agent_host(args: &[&str]) -> (ChildGuard, SocketAddr) {
+    let mut child = ChildGuard::spawn(
+        agentmesh()
+            .arg("agent-host")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+        "agent-host",
+    );
+    let stdout = child.take_stdout();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -49,7 +40,7 @@ fn agent_host(args: &[&str]) -> (Running, SocketAddr) {
         .expect("an address")
         .parse()
         .expect("ip:port");
-    (Running(child), addr)
+    (child, addr)
 }
 
 /// The quoted character-strings of a zone-file TXT line.
@@ -350,8 +341,12 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
             &json!({"domains": ["ok.example", "not a domain"]}),
         )
         .await;
-    let error = bad.expect_error(400, "InvalidInput");
-    assert_eq!(error["details"][0]["field"], "/domains/1");
+    assert_eq!(
+        bad.expect_problems()[0]["field"],
+        "/domains/1",
+        "{}",
+        bad.text
+    );
     api.get("/crawl/never.example")
         .await
         .expect_error(404, "NotFound");

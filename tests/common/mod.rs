@@ -7,10 +7,13 @@
 //!   failing). [`TestNode::restart`] stops it with SIGTERM and starts it
 //!   again on the same data directory; [`TestNode::crash_and_restart`] does
 //!   the same with SIGKILL.
+//! - [`ChildGuard`] owns every process a test spawns and kills it on drop,
+//!   so none outlives its test, even a failing one.
 //! - [`run`] runs any command to completion within a deadline, capturing
 //!   its output.
 //! - [`Api`] is a small HTTP client for the node's API whose every request
-//!   has a deadline, answering [`Reply`]s with status, headers and JSON body.
+//!   has a deadline, answering [`Reply`]s with status, headers and JSON body;
+//!   [`Reply::expect_field_problem`] checks a 400 that names a field.
 //!
 //! Every wait has a deadline and says what it waited for when it runs out.
 
@@ -20,7 +23,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -103,35 +106,94 @@ pub fn capture(
     })
 }
 
-/// Waits until `child` exits, at most `deadline`; on timeout kills it and
-/// panics naming `what` it waited for.
-pub fn wait_for_exit(child: &mut Child, deadline: Duration, what: &str) -> ExitStatus {
-    let until = Instant::now() + deadline;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return status,
-            Ok(None) if Instant::now() >= until => {
-                let _ = child.kill();
-                let _ = child.wait();
+/// A spawned process, killed (SIGKILL) and reaped on drop: a test that
+/// fails, or forgets to stop what it started, leaves no process behind.
+pub struct ChildGuard(Child);
+
+impl ChildGuard {
+    /// Spawns `cmd`; `what` names it in failure messages.
+    #[track_caller]
+    pub fn spawn(cmd: &mut Command, what: &str) -> Self {
+        match cmd.spawn() {
+            Ok(child) => Self(child),
+            Err(e) => panic!("cannot start {what}: {e}"),
+        }
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Takes its stdout, which the command must have piped.
+    #[track_caller]
+    pub fn take_stdout(&mut self) -> ChildStdout {
+        self.0
+            .stdout
+            .take()
+            .expect("stdout is piped and taken once")
+    }
+
+    /// Takes its stderr, which the command must have piped.
+    #[track_caller]
+    pub fn take_stderr(&mut self) -> ChildStderr {
+        self.0
+            .stderr
+            .take()
+            .expect("stderr is piped and taken once")
+    }
+
+    /// Sends `signal` (a `kill -s` name such as `TERM`).
+    #[track_caller]
+    pub fn signal(&self, signal: &str) {
+        let id = self.id().to_string();
+        let status = match Command::new("kill").args(["-s", signal, &id]).status() {
+            Ok(status) => status,
+            Err(e) => panic!("cannot run `kill -s {signal}`: {e}"),
+        };
+        assert!(status.success(), "`kill -s {signal} {id}` failed: {status}");
+    }
+
+    /// Waits at most `deadline` for it to exit; `None` if it is still
+    /// running then.
+    #[track_caller]
+    pub fn wait_timeout(&mut self, deadline: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + deadline;
+        loop {
+            match self.0.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() >= until => return None,
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => panic!("cannot wait for process {}: {e}", self.id()),
+            }
+        }
+    }
+
+    /// Waits at most `deadline` for it to exit; on timeout kills it and
+    /// panics naming `what` it waited for.
+    #[track_caller]
+    pub fn wait_for_exit(&mut self, deadline: Duration, what: &str) -> ExitStatus {
+        match self.wait_timeout(deadline) {
+            Some(status) => status,
+            None => {
+                self.kill();
                 panic!("timed out after {deadline:?} waiting for {what}");
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => panic!("cannot wait for {what}: {e}"),
         }
+    }
+
+    /// Kills it (SIGKILL) and reaps it; nothing happens if it has exited
+    /// and been waited for already.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
-/// Sends `signal` (a `kill -s` name such as `TERM`) to `child`.
-pub fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .args(["-s", signal, &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run `kill -s {signal}`: {e}"));
-    assert!(
-        status.success(),
-        "`kill -s {signal} {}` failed: {status}",
-        child.id()
-    );
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// A finished command.
@@ -173,40 +235,19 @@ impl Finished {
 /// Runs `cmd` to completion, at most `deadline`, capturing its output;
 /// `what` names it in failure messages.
 pub fn run(cmd: &mut Command, deadline: Duration, what: &str) -> Finished {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut child = ChildGuard::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), what);
     let (out, err) = (Captured::default(), Captured::default());
     let readers = [
-        capture(
-            child.stdout.take().expect("stdout is piped"),
-            out.clone(),
-            |_| {},
-        ),
-        capture(
-            child.stderr.take().expect("stderr is piped"),
-            err.clone(),
-            |_| {},
-        ),
+        capture(child.take_stdout(), out.clone(), |_| {}),
+        capture(child.take_stderr(), err.clone(), |_| {}),
     ];
-    let until = Instant::now() + deadline;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= until => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "timed out after {deadline:?} waiting for {what} to exit\n--- stdout\n{}--- stderr\n{}",
-                    out.text(),
-                    err.text()
-                );
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => panic!("cannot wait for {what}: {e}"),
-        }
+    let Some(status) = child.wait_timeout(deadline) else {
+        child.kill();
+        panic!(
+            "timed out after {deadline:?} waiting for {what} to exit\n--- stdout\n{}--- stderr\n{}",
+            out.text(),
+            err.text()
+        );
     };
     // The child has exited, so its pipes close unless it left a grandchild
     // holding them; the readers end at once in every case this crate has.
@@ -221,9 +262,9 @@ pub fn run(cmd: &mut Command, deadline: Duration, what: &str) -> Finished {
 }
 
 /// A running `agentmesh node` on a loopback port with its own data
-/// directory. Killed on drop.
+/// directory. Killed on drop (its [`ChildGuard`]).
 pub struct TestNode {
-    child: Option<Child>,
+    child: Option<ChildGuard>,
     readers: Vec<JoinHandle<()>>,
     data_dir: tempfile::TempDir,
     env: Vec<(String, String)>,
@@ -327,13 +368,11 @@ impl TestNode {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin()));
+        let mut child = ChildGuard::spawn(&mut cmd, bin());
         let (tx, rx) = mpsc::channel();
         let mut tx = Some(tx);
         self.readers.push(capture(
-            child.stdout.take().expect("stdout is piped"),
+            child.take_stdout(),
             self.stdout.clone(),
             move |line| {
                 if let Some(found) = parse_serving_line(line) {
@@ -343,11 +382,7 @@ impl TestNode {
                 }
             },
         ));
-        let stderr_reader = capture(
-            child.stderr.take().expect("stderr is piped"),
-            self.stderr.clone(),
-            |_| {},
-        );
+        let stderr_reader = capture(child.take_stderr(), self.stderr.clone(), |_| {});
         match rx.recv_timeout(DEADLINE) {
             Ok((peer_id, addr)) => {
                 self.readers.push(stderr_reader);
@@ -356,8 +391,7 @@ impl TestNode {
                 self.child = Some(child);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                child.kill();
                 panic!(
                     "timed out after {DEADLINE:?} waiting for the node to print \
                      'agentmesh node <peer id> serving http://<addr>'\n--- stdout\n{}--- stderr\n{}",
@@ -367,7 +401,7 @@ impl TestNode {
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 // stdout closed before the line: the node is exiting.
-                let status = wait_for_exit(&mut child, DEADLINE, "the failed node to exit");
+                let status = child.wait_for_exit(DEADLINE, "the failed node to exit");
                 let _ = stderr_reader.join();
                 panic!(
                     "the node exited with {status} before serving\n--- stdout\n{}--- stderr\n{}",
@@ -418,12 +452,8 @@ impl TestNode {
     /// it exited with status 0.
     pub fn stop_with(&mut self, sig: &str) {
         let mut child = self.child.take().expect("the node is running");
-        signal(&child, sig);
-        let status = wait_for_exit(
-            &mut child,
-            DEADLINE,
-            &format!("the node to exit after SIG{sig}"),
-        );
+        child.signal(sig);
+        let status = child.wait_for_exit(DEADLINE, &format!("the node to exit after SIG{sig}"));
         self.join_readers();
         assert!(
             status.success(),
@@ -443,8 +473,8 @@ impl TestNode {
     /// Kills the node (SIGKILL: no chance to flush) and waits for it.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("the node is running");
-        signal(&child, "KILL");
-        wait_for_exit(&mut child, DEADLINE, "the node to die after SIGKILL");
+        child.signal("KILL");
+        child.wait_for_exit(DEADLINE, "the node to die after SIGKILL");
         self.join_readers();
     }
 
@@ -476,10 +506,8 @@ impl TestNode {
 
 impl Drop for TestNode {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // Killed before its stderr is printed.
+        drop(self.child.take());
         if std::thread::panicking() {
             eprintln!(
                 "--- node {} (data {}) stderr\n{}",
@@ -539,6 +567,40 @@ impl Reply {
             self.text
         );
         error
+    }
+
+    /// Asserts a 400 `InvalidInput` error object whose `details` is a
+    /// non-empty array of problems, each naming its `field` (a JSON
+    /// pointer) with a non-empty `message`; answers the problems.
+    #[track_caller]
+    pub fn expect_problems(&self) -> &[Value] {
+        let error = self.expect_error(400, "InvalidInput");
+        // `let else`, not a closure, so a failure points at the caller.
+        let Some(problems) = error["details"].as_array().filter(|d| !d.is_empty()) else {
+            panic!("{}: no details in {}", self.request, self.text);
+        };
+        for p in problems {
+            assert!(
+                p["field"].is_string() && p["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{}: a problem without a field or a message: {p}",
+                self.request
+            );
+        }
+        problems
+    }
+
+    /// Asserts what [`Reply::expect_problems`] does, and that a problem is
+    /// at `field` (a JSON pointer such as `/id`); answers that problem.
+    #[track_caller]
+    pub fn expect_field_problem(&self, field: &str) -> &Value {
+        let problem = self.expect_problems().iter().find(|p| p["field"] == field);
+        let Some(problem) = problem else {
+            panic!(
+                "{}: expected a problem at {field:?}, got {}",
+                self.request, self.text
+            );
+        };
+        problem
     }
 
     /// A response header as text.
