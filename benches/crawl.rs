@@ -9,7 +9,7 @@
 //! Run: `cargo bench --bench crawl` (release build).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agentmesh::crawl::{Crawler, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
@@ -88,13 +88,15 @@ fn main() {
             concurrency,
             ..CrawlerOptions::default()
         };
-        let crawler = Crawler::new(options, Arc::new(key), verifier).expect("crawler");
+        let key = Arc::new(key);
+        let issuer = agentmesh::issuer::Issuer::new(store.clone(), key.clone(), Duration::from_secs(24 * 3600));
+        let crawler = Crawler::new(options, key, verifier).expect("crawler");
         let domains: Vec<String> = testbed.population().agents().iter().map(|a| a.domain.clone()).collect();
 
         let tls_ms = tls_handshake_ms(&testbed, &domains, 200).await;
 
         let started = Instant::now();
-        let reports = crawler.crawl_many(&store, domains, false, usize::MAX, |_| {}).await;
+        let reports = crawler.crawl_many(&issuer, domains, false, usize::MAX, |_| {}).await;
         let wall = started.elapsed();
 
         let verified = reports.iter().filter(|r| r.level() >= TrustLevel::KeyVerified).count();

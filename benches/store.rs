@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use agentmesh::aidip::{self, MetadataValidator};
 use agentmesh::config::{Config, StoreConfig};
 use agentmesh::identity;
+use agentmesh::issuer::Issuer;
 use agentmesh::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use agentmesh::registry::Registry;
 use agentmesh::store::{Expect, Origin, Store};
@@ -288,7 +289,11 @@ fn run_all() -> anyhow::Result<()> {
     let store_path = main_dir.path().join("store");
 
     // (b) search.
-    let registry = Registry::new(store.clone(), Arc::new(key.clone()), cfg.record_ttl);
+    let registry = Registry::new(Issuer::new(
+        store.clone(),
+        Arc::new(key.clone()),
+        cfg.record_ttl,
+    ));
     search::run(&registry, &store, n)?;
     drop(registry);
     drop(store);

@@ -232,8 +232,6 @@ pub struct CrawlerOptions {
     pub challenge_timeout: Duration,
     /// Domains crawled at once by `crawl_many`.
     pub concurrency: usize,
-    /// Validity of the records the node signs.
-    pub record_ttl: Duration,
 }
 
 impl Default for CrawlerOptions {
@@ -248,7 +246,6 @@ impl Default for CrawlerOptions {
             fetch_timeout: Duration::from_secs(10),
             challenge_timeout: Duration::from_secs(5),
             concurrency: 64,
-            record_ttl: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -14,7 +14,6 @@
 //! reason.
 
 pub mod handler;
-pub mod outbox;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;

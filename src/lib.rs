@@ -14,6 +14,7 @@
 //! - [`store`]: the sled store with its secondary indexes;
 //! - [`mesh`]: the libp2p mesh (gossip, DHT, search) behind a `MeshClient`;
 //! - [`federation`]: judging records that arrive from other nodes;
+//! - [`issuer`]: signs, stores, flushes and publishes this node's records;
 //! - [`registry`]: registration, lookup and search over the store;
 //! - [`api`]: the HTTP API;
 //! - [`node`]: a running node; [`cli`] and [`demo`]: the binary's commands.
@@ -27,6 +28,7 @@ pub mod crawl;
 pub mod descriptor;
 pub mod federation;
 pub mod identity;
+pub mod issuer;
 pub mod mesh;
 pub mod net;
 pub mod node;

@@ -1,12 +1,16 @@
-//! A running node: wires the store, the registry, the crawl queue and the
-//! HTTP API, and shuts them down in order (API, crawler, then a store
-//! flush), each step bounded by a timeout.
+//! A running node: only the wiring. [`Node::spawn`] starts the parts in
+//! steps (store, issuer, crawler, mesh, API), each a stage with its own
+//! child cancellation token and its tasks in one [`JoinSet`];
+//! [`Node::shutdown`] stops the stages in order (API, crawler, mesh, store
+//! flusher), each bounded by a timeout, then flushes the store.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
+use ed25519_dalek::SigningKey;
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -15,13 +19,11 @@ use crate::config::{Config, ConfigError};
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
-use crate::federation::outbox::{self, Outbox, Published};
 use crate::federation::Judge;
 use crate::identity::{self, KeyError};
+use crate::issuer::{outbox, republish, Issuer, Outbox};
 use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
-use crate::record::RecordBody;
 use crate::registry::Registry;
-use crate::store::Filter;
 use crate::store::{Store, StoreError};
 
 /// Errors starting or stopping a node.
@@ -60,23 +62,137 @@ pub enum NodeError {
 }
 
 /// A running node. Dropping it without [`Node::shutdown`] cancels its
-/// tasks without the final flush (sled still flushes on its own timer).
+/// tasks without the final flush (the last second of crawled records may
+/// be lost; acknowledged registrations are already on disk).
 #[derive(Debug)]
 pub struct Node {
     api_addr: SocketAddr,
     peer_id: String,
+    listen_addrs: Vec<String>,
+    store: Store,
     registry: Registry,
-    cancel: CancellationToken,
-    api_cancel: CancellationToken,
-    tasks: JoinSet<()>,
-    crawl_cancel: CancellationToken,
-    crawl_task: tokio::task::JoinHandle<()>,
     crawl_queue: CrawlQueue,
     mesh: MeshClient,
-    mesh_cancel: CancellationToken,
-    mesh_tasks: Vec<tokio::task::JoinHandle<()>>,
-    listen_addrs: Vec<String>,
-    flusher: tokio::task::JoinHandle<()>,
+    stages: Stages,
+}
+
+/// The parts of a node in shutdown order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The HTTP API: stops taking requests, drains open ones.
+    Api,
+    /// The crawl queue.
+    Crawl,
+    /// The mesh event loop, the publisher and the republisher.
+    Mesh,
+    /// The periodic store flusher.
+    Store,
+}
+
+impl Stage {
+    const ORDER: [Stage; 4] = [Stage::Api, Stage::Crawl, Stage::Mesh, Stage::Store];
+
+    fn name(self) -> &'static str {
+        match self {
+            Stage::Api => "api",
+            Stage::Crawl => "crawl",
+            Stage::Mesh => "mesh",
+            Stage::Store => "store",
+        }
+    }
+
+    /// How long the stage may take to stop before its tasks are aborted.
+    fn grace(self) -> Duration {
+        match self {
+            Stage::Api => api::SHUTDOWN_GRACE,
+            Stage::Crawl | Stage::Mesh | Stage::Store => Duration::from_secs(10),
+        }
+    }
+}
+
+/// Every task of the node in one [`JoinSet`], each belonging to a stage
+/// with a child token of the root.
+#[derive(Debug)]
+struct Stages {
+    root: CancellationToken,
+    tokens: [CancellationToken; 4],
+    set: JoinSet<()>,
+    /// Per stage: the ids of its tasks in `set`, and the abort handles of
+    /// the tasks they watch.
+    tasks: [(HashSet<tokio::task::Id>, Vec<AbortHandle>); 4],
+}
+
+impl Drop for Stages {
+    fn drop(&mut self) {
+        self.root.cancel();
+        for (_, inner) in &self.tasks {
+            inner.iter().for_each(AbortHandle::abort);
+        }
+    }
+}
+
+impl Stages {
+    fn new() -> Self {
+        let root = CancellationToken::new();
+        Self {
+            tokens: Stage::ORDER.map(|_| root.child_token()),
+            root,
+            set: JoinSet::new(),
+            tasks: Default::default(),
+        }
+    }
+
+    /// The token that stops `stage`.
+    fn token(&self, stage: Stage) -> CancellationToken {
+        self.tokens[stage as usize].clone()
+    }
+
+    /// Adds a task started elsewhere to `stage`.
+    fn adopt(&mut self, stage: Stage, task: &'static str, handle: JoinHandle<()>) {
+        let inner = handle.abort_handle();
+        let watcher = self.set.spawn(async move {
+            match handle.await {
+                Err(e) if e.is_panic() => tracing::error!(task, "task panicked"),
+                _ => tracing::debug!(task, "task ended"),
+            }
+        });
+        let (ids, aborts) = &mut self.tasks[stage as usize];
+        ids.insert(watcher.id());
+        aborts.push(inner);
+    }
+
+    /// Stops the stages in order, each within its grace.
+    async fn shutdown(&mut self) {
+        for stage in Stage::ORDER {
+            self.tokens[stage as usize].cancel();
+            let drained = tokio::time::timeout(stage.grace(), self.drain(stage)).await;
+            if drained.is_err() {
+                tracing::warn!(stage = stage.name(), "did not stop in time; aborting it");
+                self.tasks[stage as usize]
+                    .1
+                    .iter()
+                    .for_each(AbortHandle::abort);
+                self.drain(stage).await;
+            }
+        }
+        self.root.cancel();
+    }
+
+    /// Waits until every task of `stage` has ended.
+    async fn drain(&mut self, stage: Stage) {
+        while !self.tasks[stage as usize].0.is_empty() {
+            let Some(done) = self.set.join_next_with_id().await else {
+                return;
+            };
+            let id = match done {
+                Ok((id, ())) => id,
+                Err(e) => e.id(),
+            };
+            for (ids, _) in &mut self.tasks {
+                ids.remove(&id);
+            }
+        }
+    }
 }
 
 /// Creates the data directory (mode 0700) if it does not exist.
@@ -119,86 +235,6 @@ fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
         .collect()
 }
 
-/// Records the start-up republish puts back in the DHT per second.
-const REPUBLISH_PER_SEC: u32 = 200;
-/// Republish puts in flight at once.
-const REPUBLISH_IN_FLIGHT: usize = 16;
-
-/// After start, once the node has a DHT peer, puts every live record this
-/// node signed (registrations and crawls) back in the DHT and provides
-/// their capabilities again (a restarted node's Kademlia has forgotten
-/// both); the mesh's own timers republish from then on. Paced at
-/// [`REPUBLISH_PER_SEC`] so that a node holding 100k records does not
-/// starve its API, and not gossiped: peers have seen these records.
-fn spawn_republisher(
-    store: Store,
-    mesh: MeshClient,
-    own: ed25519_dalek::VerifyingKey,
-    cancel: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(
-        async move {
-            // Alone, a DHT put reaches nobody: wait for a peer.
-            loop {
-                match mesh.status().await {
-                    Ok(s) if s.routing_table_peers > 0 => break,
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
-                }
-            }
-            let started = std::time::Instant::now();
-            let mut pace = tokio::time::interval(Duration::from_secs(1) / REPUBLISH_PER_SEC);
-            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let in_flight = Arc::new(tokio::sync::Semaphore::new(REPUBLISH_IN_FLIGHT));
-            let mut after: Option<String> = None;
-            let mut count = 0usize;
-            loop {
-                let page = match store.search(&Filter::default(), after.as_deref(), 256) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reading the store to republish failed");
-                        return;
-                    }
-                };
-                let Some(last) = page.last() else { break };
-                after = Some(last.body.agent_id().to_owned());
-                let own_records: Vec<Published> = page
-                    .iter()
-                    .filter(|a| {
-                        a.record.signer() == &own && matches!(a.body, RecordBody::Descriptor(_))
-                    })
-                    .map(|a| Published::of(&a.record, &a.body))
-                    .collect();
-                for p in own_records {
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        _ = pace.tick() => {}
-                    }
-                    let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                        return;
-                    };
-                    let mesh = mesh.clone();
-                    tokio::spawn(async move {
-                        let _ = mesh.republish(p.record, p.agent_id, p.capabilities).await;
-                        drop(permit);
-                    });
-                    count += 1;
-                }
-            }
-            tracing::info!(
-                records = count,
-                secs = started.elapsed().as_secs_f64(),
-                "republished own records"
-            );
-        }
-        .instrument(tracing::info_span!("republish")),
-    )
-}
-
 impl Node {
     /// Opens the data directory and starts serving.
     ///
@@ -206,64 +242,49 @@ impl Node {
     /// [`NodeError`] naming the part that failed.
     pub async fn spawn(config: Config) -> Result<Self, NodeError> {
         let seeds = crate::crawl::seeds::seed_domains(&config.crawl)?;
-        create_data_dir(&config.data_dir)?;
-        let key = identity::load_or_create(&config.node_key_path())?;
-        let peer_id = crate::identity::peer_id_of(&key);
-        let store = {
-            let path = config.store_path();
-            let cache = config.store.cache_bytes;
-            tokio::task::spawn_blocking(move || Store::open(&path, cache))
-                .await
-                .expect("the store-open task does not panic")?
-        };
-        let key = Arc::new(key);
-        let cancel = CancellationToken::new();
-        let flusher_cancel = cancel.child_token();
-        let flusher = store.spawn_flusher(Duration::from_secs(1), flusher_cancel);
-        let (outbox, outbox_rx) = Outbox::new(4096);
-        let registry = Registry::new(store.clone(), key.clone(), config.store.record_ttl)
-            .with_outbox(outbox.clone());
+        let mut stages = Stages::new();
+        let (store, key) = open_store(&config).await?;
+        let peer_id = identity::peer_id_of(&key);
+        stages.adopt(
+            Stage::Store,
+            "flusher",
+            store.spawn_flusher(Duration::from_secs(1), stages.token(Stage::Store)),
+        );
 
-        let mut crawl_options = CrawlerOptions::from_config(&config.crawl);
-        crawl_options.record_ttl = config.store.record_ttl;
-        let crawler =
-            Crawler::new(crawl_options, key.clone(), peer_id.clone())?.with_outbox(outbox);
-        let crawl_cancel = cancel.child_token();
+        // Everything this node signs goes through the issuer, then the
+        // outbox, then (once the mesh runs) the publisher.
+        let (outbox, outbox_rx) = Outbox::new(4096);
+        let issuer =
+            Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
+        let registry = Registry::new(issuer.clone());
+
+        let crawler = Crawler::new(
+            CrawlerOptions::from_config(&config.crawl),
+            key.clone(),
+            peer_id.clone(),
+        )?;
         let (crawl_queue, crawl_task) = CrawlQueue::spawn(
             crawler,
-            store.clone(),
+            issuer,
             QueueOptions {
                 capacity: 64,
                 follow_peers: config.crawl.follow_peers,
                 max_domains_per_job: config.crawl.max_domains_per_job,
             },
-            crawl_cancel.clone(),
+            stages.token(Stage::Crawl),
         );
+        stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
 
-        // The mesh: records from peers are judged by the handler; what this
-        // node stores goes out through the outbox.
-        let trusted = trusted_keys(&config.p2p.trusted_peers);
-        let judge = Arc::new(
-            Judge::new(store.clone(), key.verifying_key(), trusted)
-                .with_replication(config.p2p.replication),
-        );
-        let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
-        let mesh_cancel = cancel.child_token();
-        let mesh_config = MeshConfig::from_p2p(&config.p2p)?;
-        let (mesh, mesh_task) = Mesh::spawn(
-            mesh_config,
-            crate::identity::libp2p_keypair(&key),
-            Arc::new(SharedHandler(Arc::new(handler))),
-            mesh_cancel.clone(),
+        let (mesh, judge) = start_mesh(
+            &config,
+            &key,
+            &store,
+            &registry,
+            &crawl_queue,
+            outbox_rx,
+            &mut stages,
         )
         .await?;
-        let publisher = outbox::spawn_publisher(mesh.clone(), outbox_rx, mesh_cancel.clone());
-        let republisher = spawn_republisher(
-            store,
-            mesh.clone(),
-            key.verifying_key(),
-            mesh_cancel.clone(),
-        );
         let listen_addrs: Vec<String> = mesh
             .listen_addrs()
             .await?
@@ -278,62 +299,30 @@ impl Node {
             }
         }
 
-        let listener = tokio::net::TcpListener::bind(config.api.listen)
-            .await
-            .map_err(|source| NodeError::Bind {
-                addr: config.api.listen,
-                source,
-            })?;
-        let api_addr = listener.local_addr().map_err(|source| NodeError::Bind {
-            addr: config.api.listen,
-            source,
-        })?;
-        let mesh_state = MeshState {
-            client: mesh.clone(),
-            judge,
-            fanout: config.p2p.search_fanout,
-            timeout: config.p2p.search_timeout,
-        };
         let state = AppState::new(
             registry.clone(),
             Some(crawl_queue.clone()),
-            Some(mesh_state),
+            Some(MeshState {
+                client: mesh.clone(),
+                judge,
+                fanout: config.p2p.search_fanout,
+                timeout: config.p2p.search_timeout,
+            }),
             config.api.clone(),
             peer_id.clone(),
             listen_addrs.clone(),
         );
-        let router = api::router(state);
-        let mut tasks = JoinSet::new();
-        let api_cancel = cancel.child_token();
-        let api_cancel_handle = api_cancel.clone();
-        let span = tracing::info_span!("api", addr = %api_addr);
-        tasks.spawn(
-            async move {
-                let served = axum::serve(listener, router)
-                    .with_graceful_shutdown(async move { api_cancel.cancelled().await })
-                    .await;
-                if let Err(e) = served {
-                    tracing::error!(error = %e, "API server stopped");
-                }
-            }
-            .instrument(span),
-        );
-        tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = registry.store().len(), "node started");
+        let api_addr = start_api(&config, state, &mut stages).await?;
+        tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");
         Ok(Self {
             api_addr,
             peer_id,
+            listen_addrs,
+            store,
             registry,
-            cancel,
-            api_cancel: api_cancel_handle,
-            tasks,
-            crawl_cancel,
-            crawl_task,
             crawl_queue,
             mesh,
-            mesh_cancel,
-            mesh_tasks: vec![mesh_task, publisher, republisher],
-            flusher,
-            listen_addrs,
+            stages,
         })
     }
 
@@ -369,45 +358,100 @@ impl Node {
     }
 
     /// Stops the API (in-flight requests get [`api::SHUTDOWN_GRACE`]),
-    /// then the crawler, then flushes the store.
+    /// then the crawler, then the mesh, then flushes the store.
     ///
     /// # Errors
     /// [`NodeError::Store`] when the final flush fails.
     pub async fn shutdown(mut self) -> Result<(), NodeError> {
-        self.api_cancel.cancel();
-        let drain = async { while self.tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(api::SHUTDOWN_GRACE, drain)
-            .await
-            .is_err()
-        {
-            tracing::warn!("API did not drain in time; aborting open requests");
-            self.tasks.abort_all();
-        }
-        self.crawl_cancel.cancel();
-        if tokio::time::timeout(Duration::from_secs(10), &mut self.crawl_task)
-            .await
-            .is_err()
-        {
-            tracing::warn!("crawler did not stop in time; aborting it");
-            self.crawl_task.abort();
-        }
-        self.mesh_cancel.cancel();
-        for task in self.mesh_tasks.drain(..) {
-            if tokio::time::timeout(Duration::from_secs(10), task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("a mesh task did not stop in time");
-            }
-        }
-        self.cancel.cancel();
-        let _ = (&mut self.flusher).await;
-        let flush = self.registry.store().flush();
-        match tokio::time::timeout(Duration::from_secs(30), flush).await {
+        self.stages.shutdown().await;
+        match tokio::time::timeout(Duration::from_secs(30), self.store.flush()).await {
             Ok(result) => result?,
             Err(_) => tracing::error!("store flush did not finish within 30 s"),
         }
         tracing::info!("node stopped");
         Ok(())
     }
+}
+
+/// Step 1: the data directory, the node key and the store.
+async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeError> {
+    create_data_dir(&config.data_dir)?;
+    let key = identity::load_or_create(&config.node_key_path())?;
+    let path = config.store_path();
+    let cache = config.store.cache_bytes;
+    let store = tokio::task::spawn_blocking(move || Store::open(&path, cache))
+        .await
+        .expect("the store-open task does not panic")?;
+    Ok((store, Arc::new(key)))
+}
+
+/// Step 4: the mesh. Records from peers are judged by the node's handler;
+/// what the issuer stores goes out through the publisher; after a restart
+/// the republisher puts this node's records back in the DHT.
+async fn start_mesh(
+    config: &Config,
+    key: &Arc<SigningKey>,
+    store: &Store,
+    registry: &Registry,
+    crawl_queue: &CrawlQueue,
+    outbox_rx: tokio::sync::mpsc::Receiver<crate::issuer::Published>,
+    stages: &mut Stages,
+) -> Result<(MeshClient, Arc<Judge>), NodeError> {
+    let trusted = trusted_keys(&config.p2p.trusted_peers);
+    let judge = Arc::new(
+        Judge::new(store.clone(), key.verifying_key(), trusted)
+            .with_replication(config.p2p.replication),
+    );
+    let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
+    let cancel = stages.token(Stage::Mesh);
+    let (mesh, mesh_task) = Mesh::spawn(
+        MeshConfig::from_p2p(&config.p2p)?,
+        identity::libp2p_keypair(key),
+        Arc::new(SharedHandler(Arc::new(handler))),
+        cancel.clone(),
+    )
+    .await?;
+    stages.adopt(Stage::Mesh, "mesh", mesh_task);
+    stages.adopt(
+        Stage::Mesh,
+        "publisher",
+        outbox::spawn_publisher(mesh.clone(), outbox_rx, cancel.clone()),
+    );
+    stages.adopt(
+        Stage::Mesh,
+        "republisher",
+        republish::spawn_republisher(store.clone(), mesh.clone(), key.verifying_key(), cancel),
+    );
+    Ok((mesh, judge))
+}
+
+/// Step 5: the HTTP API, served until its stage stops.
+async fn start_api(
+    config: &Config,
+    state: AppState,
+    stages: &mut Stages,
+) -> Result<SocketAddr, NodeError> {
+    let bind = |source| NodeError::Bind {
+        addr: config.api.listen,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(config.api.listen)
+        .await
+        .map_err(bind)?;
+    let api_addr = listener.local_addr().map_err(bind)?;
+    let router = api::router(state);
+    let cancel = stages.token(Stage::Api);
+    let task = tokio::spawn(
+        async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { cancel.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "API server stopped");
+            }
+        }
+        .instrument(tracing::info_span!("api", addr = %api_addr)),
+    );
+    stages.adopt(Stage::Api, "api", task);
+    Ok(api_addr)
 }

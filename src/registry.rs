@@ -3,17 +3,14 @@
 //! transport. Each acknowledged write is flushed to disk before it returns.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::identity;
-use crate::record::{
-    self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason, TombstoneRecord,
-};
+use crate::issuer::{IssueError, Issuer};
+use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent};
 use crate::verify::{Evidence, TrustLevel};
 
@@ -47,6 +44,15 @@ impl From<StoreError> for RegistryError {
             StoreError::NotFound { agent_id } => Self::NotFound { id: agent_id },
             StoreError::NotLocal { agent_id } => Self::NotLocal { id: agent_id },
             other => Self::Store(other),
+        }
+    }
+}
+
+impl From<IssueError> for RegistryError {
+    fn from(e: IssueError) -> Self {
+        match e {
+            IssueError::TooLarge(e) => Self::TooLarge(e),
+            IssueError::Store(e) => e.into(),
         }
     }
 }
@@ -155,20 +161,10 @@ pub struct Page {
 #[derive(Clone)]
 pub struct Registry {
     store: Store,
-    key: Arc<SigningKey>,
+    issuer: Issuer,
     validator: Arc<MetadataValidator>,
-    ttl: Duration,
     max_scan: usize,
-    /// Striped per-agent locks: a local write reads the held seq, signs
-    /// and stores under its agent's lock, so concurrent writes to one
-    /// agent get increasing seqs instead of refusing each other.
-    write_locks: Arc<[tokio::sync::Mutex<()>]>,
-    /// Where stored records go to be published on the mesh.
-    outbox: Option<crate::federation::outbox::Outbox>,
 }
-
-/// Number of write-lock stripes.
-const WRITE_LOCK_STRIPES: usize = 64;
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -182,41 +178,14 @@ impl std::fmt::Debug for Registry {
 pub const DEFAULT_MAX_SCAN: usize = 200_000;
 
 impl Registry {
-    /// A registry over `store` that signs with `key`; records it issues
-    /// are valid for `ttl`.
-    pub fn new(store: Store, key: Arc<SigningKey>, ttl: Duration) -> Self {
+    /// A registry over the issuer's store; what it registers is signed,
+    /// stored and published by `issuer`.
+    pub fn new(issuer: Issuer) -> Self {
         Self {
-            store,
-            key,
+            store: issuer.store().clone(),
+            issuer,
             validator: Arc::new(MetadataValidator::new()),
-            ttl,
             max_scan: DEFAULT_MAX_SCAN,
-            outbox: None,
-            write_locks: (0..WRITE_LOCK_STRIPES)
-                .map(|_| tokio::sync::Mutex::new(()))
-                .collect(),
-        }
-    }
-
-    async fn lock_agent(&self, id: &str) -> tokio::sync::MutexGuard<'_, ()> {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let hash =
-            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
-        self.write_locks[(hash % WRITE_LOCK_STRIPES as u64) as usize]
-            .lock()
-            .await
-    }
-
-    /// Publishes every record this registry stores through `outbox`.
-    #[must_use]
-    pub fn with_outbox(mut self, outbox: crate::federation::outbox::Outbox) -> Self {
-        self.outbox = Some(outbox);
-        self
-    }
-
-    fn publish(&self, record: &SignedRecord, body: &RecordBody) {
-        if let Some(outbox) = &self.outbox {
-            outbox.send(crate::federation::outbox::Published::of(record, body));
         }
     }
 
@@ -289,24 +258,17 @@ impl Registry {
             })?;
         let descriptor = meta.to_descriptor(id);
         let document = serde_json::to_string(&doc).expect("a serde_json::Value always serialises");
-        let guard = self.lock_agent(id).await;
-        let held = self.store.get(id)?.map(|a| a.body.seq());
-        let body = DescriptorRecord::new(
-            descriptor,
-            document,
-            record::next_seq(held),
-            record::unix_now(),
-            self.ttl.as_secs(),
-            Evidence::default(),
-        );
-        let signed =
-            SignedRecord::sign_descriptor(&body, &self.key).map_err(RegistryError::TooLarge)?;
-        let body = RecordBody::Descriptor(Box::new(body));
-        let outcome = self.store.put(&signed, &body, Origin::Local, expect)?;
-        drop(guard);
-        self.store.flush().await.map_err(RegistryError::Store)?;
-        self.publish(&signed, &body);
-        Ok((outcome, doc))
+        let issued = self
+            .issuer
+            .descriptor(
+                descriptor,
+                document,
+                Evidence::default(),
+                Origin::Local,
+                expect,
+            )
+            .await?;
+        Ok((issued.outcome, doc))
     }
 
     /// Deletes an agent registered here, leaving a signed tombstone.
@@ -315,22 +277,14 @@ impl Registry {
     /// [`RegistryError::NotFound`], [`RegistryError::NotLocal`],
     /// [`RegistryError::Store`].
     pub async fn delete(&self, id: &str) -> Result<(), RegistryError> {
-        let guard = self.lock_agent(id).await;
-        let held = self.store.get(id)?.map(|a| a.body.seq());
-        let body = TombstoneRecord {
-            agent_id: id.to_owned(),
-            seq: record::next_seq(held),
-            issued_at: record::unix_now(),
-            reason: TombstoneReason::Deleted,
-        };
-        let signed =
-            SignedRecord::sign_tombstone(&body, &self.key).map_err(RegistryError::TooLarge)?;
-        let body = RecordBody::Tombstone(body);
-        self.store
-            .put(&signed, &body, Origin::Local, Expect::LocalLive)?;
-        drop(guard);
-        self.store.flush().await.map_err(RegistryError::Store)?;
-        self.publish(&signed, &body);
+        self.issuer
+            .tombstone(
+                id,
+                TombstoneReason::Deleted,
+                Origin::Local,
+                Expect::LocalLive,
+            )
+            .await?;
         Ok(())
     }
 
@@ -417,7 +371,7 @@ impl Registry {
         let e = &body.evidence;
         let source = if self.store.is_local(&d.id)? {
             Source::Local
-        } else if agent.record.signer() == &self.key.verifying_key() {
+        } else if agent.record.signer() == &self.issuer.key().verifying_key() {
             Source::Crawl
         } else {
             Source::Mesh

@@ -859,3 +859,60 @@ fn testbed_on_a_taken_port_fails_naming_it() {
     assert!(out.stderr.contains(&addr), "names {addr}:\n{}", out.stderr);
     assert!(!dir.path().join("ready").exists(), "not ready");
 }
+
+/// `agentmesh crawl --data-dir` signs what it stores through the node's
+/// issuer: the records live for the configured `store.record_ttl` (7 days
+/// by default, or what the config says), not a crawler default of its own.
+#[test]
+fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
+    let bed = TestbedCmd::start(&[
+        "--agents", "2", "--orgs", "1", "--seed", "11", "--broken", "none",
+    ]);
+    let domain = bed
+        .domains(1)
+        .into_iter()
+        .find(|d| !d.contains("mismatch"))
+        .expect("a healthy agent");
+    let dir = tempdir();
+    let default_ttl = agentmesh::config::Config::default().store.record_ttl;
+    for (sub, env_ttl, expected) in [
+        ("default", None, default_ttl),
+        (
+            "configured",
+            Some("\"3d\""),
+            Duration::from_secs(3 * 24 * 3600),
+        ),
+    ] {
+        let data = dir.path().join(sub);
+        let mut cmd = agentmesh();
+        cmd.args(["crawl", &domain, "--resolver", &bed.dns.to_string()])
+            .arg("--ca-file")
+            .arg(bed.path("ca.pem"))
+            .arg("--allow-private")
+            .arg("--data-dir")
+            .arg(&data);
+        if let Some(ttl) = env_ttl {
+            cmd.env("AGENTMESH_STORE__RECORD_TTL", ttl);
+        }
+        let out = run(&mut cmd, Duration::from_secs(60), "agentmesh crawl");
+        assert!(
+            out.status.success() && out.stdout.contains("1 records stored"),
+            "agentmesh crawl ({sub}):\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        let store = agentmesh::store::Store::open(&data.join("store"), 8 << 20).unwrap();
+        let held = store
+            .get(&format!("agent:{domain}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{domain} is stored ({sub})"));
+        let agentmesh::record::RecordBody::Descriptor(body) = held.body else {
+            panic!("a descriptor is stored ({sub})");
+        };
+        assert_eq!(
+            body.expires_at - body.issued_at,
+            expected.as_secs(),
+            "record lifetime ({sub})"
+        );
+    }
+}

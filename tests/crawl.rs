@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store};
@@ -17,6 +18,7 @@ struct Rig {
     _dir: tempfile::TempDir,
     ca_file: std::path::PathBuf,
     store: Store,
+    issuer: Issuer,
 }
 
 async fn rig(config: PopulationConfig) -> Rig {
@@ -31,6 +33,11 @@ async fn rig(config: PopulationConfig) -> Rig {
         testbed,
         _dir: dir,
         ca_file,
+        issuer: Issuer::new(
+            store.clone(),
+            Arc::new(agentmesh::identity::generate()),
+            Duration::from_secs(24 * 3600),
+        ),
         store,
     }
 }
@@ -107,7 +114,7 @@ async fn every_misbehaving_agent_fails_with_its_exact_reason() {
         .map(|a| a.domain.clone())
         .collect();
     let reports = crawler
-        .crawl_many(&rig.store, domains, false, 1000, |_| {})
+        .crawl_many(&rig.issuer, domains, false, 1000, |_| {})
         .await;
     let by_domain: BTreeMap<&str, &CrawlReport> =
         reports.iter().map(|r| (r.domain.as_str(), r)).collect();
@@ -190,7 +197,7 @@ async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
         .map(|a| a.domain.clone())
         .collect();
     let reports = crawler
-        .crawl_many(&rig.store, domains, false, 1000, |_| {})
+        .crawl_many(&rig.issuer, domains, false, 1000, |_| {})
         .await;
     assert_eq!(reports.len(), 220);
     let failed: Vec<_> = reports
@@ -255,7 +262,7 @@ async fn peers_feed_the_frontier() {
     let population = rig.testbed.population();
     let (a, b) = population.mutual_pairs().next().expect("a mutual pair");
     let reports = crawler
-        .crawl_many(&rig.store, vec![a.to_owned()], true, 1000, |_| {})
+        .crawl_many(&rig.issuer, vec![a.to_owned()], true, 1000, |_| {})
         .await;
     let crawled: std::collections::HashSet<&str> =
         reports.iter().map(|r| r.domain.as_str()).collect();

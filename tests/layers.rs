@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 const LAYERS_TAG: &str = "```layers";
 
 #[test]
-#[ignore = "enabled once the layering refactor lands"]
+
 fn modules_refer_only_to_layers_below_them() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let architecture = read(&root.join("ARCHITECTURE.md"));

@@ -268,11 +268,11 @@ pub(super) fn child(args: &[String]) -> anyhow::Result<()> {
     let budget = Duration::from_secs(secs.parse()?);
     let dir = Path::new(dir);
     let cfg = StoreConfig::default();
-    let registry = Registry::new(
+    let registry = Registry::new(agentmesh::issuer::Issuer::new(
         Store::open(&dir.join("store"), cfg.cache_bytes)?,
         Arc::new(SigningKey::from_bytes(&[7; 32])),
         cfg.record_ttl,
-    );
+    ));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

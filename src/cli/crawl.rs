@@ -14,6 +14,7 @@ use super::CrawlArgs;
 use crate::config::Config;
 use crate::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
 use crate::identity;
+use crate::issuer::Issuer;
 use crate::store::Store;
 use crate::verify::TrustLevel;
 
@@ -173,7 +174,10 @@ pub async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     })?;
     let mut options = CrawlerOptions::from_config(&config.crawl);
     options.concurrency = args.concurrency.max(1);
-    let crawler = Crawler::new(options, Arc::new(key), verifier)?;
+    let key = Arc::new(key);
+    // The same issuer as a node's: records get the configured lifetime.
+    let issuer = Issuer::new(store, key.clone(), config.store.record_ttl);
+    let crawler = Crawler::new(options, key, verifier)?;
 
     let bar = indicatif::ProgressBar::new(domains.len() as u64);
     if !std::io::stderr().is_terminal() || args.json {
@@ -188,7 +192,7 @@ pub async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let json = args.json;
     let reports = crawler
-        .crawl_many(&store, domains, args.follow_peers, args.max_domains, |r| {
+        .crawl_many(&issuer, domains, args.follow_peers, args.max_domains, |r| {
             bar.inc(1);
             if json {
                 println!(

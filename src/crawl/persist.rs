@@ -12,7 +12,8 @@ use super::{CrawlError, Crawler};
 use crate::adp::AgentDocument;
 use crate::descriptor::Descriptor;
 use crate::identity::normalise_domain;
-use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
+use crate::issuer::Issuer;
+use crate::record::RecordBody;
 use crate::store::{Expect, Origin, Store};
 use crate::verify::TrustLevel;
 
@@ -20,11 +21,12 @@ impl Crawler {
     /// Crawls `domain` and, when its document is consistent with DNS,
     /// signs and stores a descriptor record with the evidence; mutual
     /// verified peers already held are upgraded on both sides.
-    pub async fn crawl_and_store(&self, store: &Store, domain: &str) -> CrawlReport {
+    pub async fn crawl_and_store(&self, issuer: &Issuer, domain: &str) -> CrawlReport {
         let mut report = self.crawl(domain).await;
         if let Some(descriptor) = report.descriptor.clone() {
-            self.store_verified(store, descriptor, &mut report);
+            self.store_verified(issuer, descriptor, &mut report).await;
         }
+        let store = issuer.store();
         let json = serde_json::to_vec(&report).expect("a report always serialises");
         if let Err(e) = store.put_report(&report.agent_id, &json) {
             tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
@@ -32,7 +34,13 @@ impl Crawler {
         report
     }
 
-    fn store_verified(&self, store: &Store, descriptor: Descriptor, report: &mut CrawlReport) {
+    async fn store_verified(
+        &self,
+        issuer: &Issuer,
+        descriptor: Descriptor,
+        report: &mut CrawlReport,
+    ) {
+        let store = issuer.store();
         let started = Instant::now();
         let mutual = match self.mutual_peers(store, report) {
             Ok(m) => m,
@@ -60,7 +68,7 @@ impl Crawler {
             });
         }
         let started = Instant::now();
-        let stored = self.store_record(store, descriptor, report);
+        let stored = self.store_record(issuer, descriptor, report).await;
         match stored {
             Ok(()) => {
                 report.stored = true;
@@ -72,7 +80,7 @@ impl Crawler {
                     ms: started.elapsed().as_secs_f64() * 1000.0,
                 });
                 for peer in &mutual {
-                    if let Err(e) = self.upgrade_peer(store, peer) {
+                    if let Err(e) = self.upgrade_peer(issuer, peer).await {
                         tracing::warn!(peer = %peer, error = %e, "could not mark a mutual peer");
                     }
                 }
@@ -91,58 +99,19 @@ impl Crawler {
         }
     }
 
-    fn store_record(
+    async fn store_record(
         &self,
-        store: &Store,
+        issuer: &Issuer,
         descriptor: Descriptor,
         report: &CrawlReport,
     ) -> Result<(), CrawlError> {
-        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
-            message: e.to_string(),
-        };
         let document = report
             .document_text
             .clone()
             .ok_or_else(|| CrawlError::Store {
                 message: "the report holds no document".into(),
             })?;
-        let held = store
-            .get(&report.agent_id)
-            .map_err(|e| to_store(&e))?
-            .map(|a| a.body.seq());
-        self.sign_and_store(store, descriptor, document, held, report.evidence.clone())
-    }
-
-    /// Signs a descriptor record above `held`, stores it and hands it to
-    /// the outbox.
-    fn sign_and_store(
-        &self,
-        store: &Store,
-        descriptor: Descriptor,
-        document: String,
-        held: Option<u64>,
-        evidence: crate::verify::Evidence,
-    ) -> Result<(), CrawlError> {
-        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
-            message: e.to_string(),
-        };
-        let body = DescriptorRecord::new(
-            descriptor,
-            document,
-            record::next_seq(held),
-            record::unix_now(),
-            self.options.record_ttl.as_secs(),
-            evidence,
-        );
-        let signed = SignedRecord::sign_descriptor(&body, &self.key).map_err(|e| to_store(&e))?;
-        let body = RecordBody::Descriptor(Box::new(body));
-        store
-            .put(&signed, &body, Origin::Remote, Expect::Any)
-            .map_err(|e| to_store(&e))?;
-        if let Some(outbox) = &self.outbox {
-            outbox.send(crate::federation::outbox::Published::of(&signed, &body));
-        }
-        Ok(())
+        issue(issuer, descriptor, document, report.evidence.clone()).await
     }
 
     /// Verified peers of this report's agent that are held key-verified
@@ -175,14 +144,11 @@ impl Crawler {
         Ok(out)
     }
 
-    fn upgrade_peer(&self, store: &Store, peer: &str) -> Result<(), CrawlError> {
-        let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
+    async fn upgrade_peer(&self, issuer: &Issuer, peer: &str) -> Result<(), CrawlError> {
+        let held = issuer.store().get(peer).map_err(|e| CrawlError::Store {
             message: e.to_string(),
-        };
-        let Some(held) = store.get(peer).map_err(|e| to_store(&e))? else {
-            return Ok(());
-        };
-        let RecordBody::Descriptor(body) = held.body else {
+        })?;
+        let Some(RecordBody::Descriptor(body)) = held.map(|h| h.body) else {
             return Ok(());
         };
         if body.evidence.mutual_peer {
@@ -190,9 +156,8 @@ impl Crawler {
         }
         let mut evidence = body.evidence.clone();
         evidence.mutual_peer = true;
-        let (descriptor, document, seq) =
-            (body.descriptor.clone(), body.document.clone(), body.seq);
-        self.sign_and_store(store, descriptor, document, Some(seq), evidence)
+        let body = *body;
+        issue(issuer, body.descriptor, body.document, evidence).await
     }
 
     /// Crawls `domains` with bounded concurrency (each domain once),
@@ -201,7 +166,7 @@ impl Crawler {
     /// `progress` after each domain.
     pub async fn crawl_many(
         &self,
-        store: &Store,
+        issuer: &Issuer,
         domains: Vec<String>,
         follow_peers: bool,
         max_domains: usize,
@@ -219,7 +184,7 @@ impl Crawler {
         while !frontier.is_empty() {
             let batch = std::mem::take(&mut frontier);
             let mut results = futures_util::stream::iter(batch)
-                .map(|d| async move { self.crawl_and_store(store, &d).await })
+                .map(|d| async move { self.crawl_and_store(issuer, &d).await })
                 .buffer_unordered(self.options.concurrency.max(1));
             while let Some(report) = results.next().await {
                 progress(&report);
@@ -236,11 +201,24 @@ impl Crawler {
                 reports.push(report);
             }
         }
-        if let Err(e) = store.flush().await {
-            tracing::error!(error = %e, "flushing crawled records failed");
-        }
         reports
     }
+}
+
+/// Signs and stores a crawled agent's descriptor through the one issuer.
+async fn issue(
+    issuer: &Issuer,
+    descriptor: Descriptor,
+    document: String,
+    evidence: crate::verify::Evidence,
+) -> Result<(), CrawlError> {
+    issuer
+        .descriptor(descriptor, document, evidence, Origin::Remote, Expect::Any)
+        .await
+        .map(drop)
+        .map_err(|e| CrawlError::Store {
+            message: e.to_string(),
+        })
 }
 
 /// Ids of the peers a document lists with `trust: verified`.

@@ -37,7 +37,6 @@ pub struct Crawler {
     pub(super) key: Arc<SigningKey>,
     verifier: String,
     pub(super) options: CrawlerOptions,
-    pub(super) outbox: Option<crate::federation::outbox::Outbox>,
 }
 
 impl std::fmt::Debug for Crawler {
@@ -99,15 +98,7 @@ impl Crawler {
             key,
             verifier,
             options,
-            outbox: None,
         })
-    }
-
-    /// Publishes every record this crawler stores through `outbox`.
-    #[must_use]
-    pub fn with_outbox(mut self, outbox: crate::federation::outbox::Outbox) -> Self {
-        self.outbox = Some(outbox);
-        self
     }
 
     /// The options this crawler runs with.

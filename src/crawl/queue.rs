@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{CrawlReport, Crawler};
-use crate::store::Store;
+use crate::issuer::Issuer;
 
 /// A job: domains, and where to send the reports if the caller waits.
 struct Job {
@@ -50,7 +50,7 @@ impl CrawlQueue {
     /// dropped.
     pub fn spawn(
         crawler: Crawler,
-        store: Store,
+        issuer: Issuer,
         options: QueueOptions,
         cancel: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
@@ -68,7 +68,7 @@ impl CrawlQueue {
                     let count = job.domains.len();
                     let reports = tokio::select! {
                         () = cancel.cancelled() => break,
-                        reports = crawler.crawl_many(&store, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |_| {}) => reports,
+                        reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |_| {}) => reports,
                     };
                     tracing::info!(requested = count, crawled = reports.len(), stored = reports.iter().filter(|r| r.stored).count(), "crawl job done");
                     if let Some(reply) = job.reply {

@@ -1,5 +1,5 @@
 //! Records this node issues (registrations, deletions, crawls) on their way
-//! to the mesh. The registry and the crawler drop each stored record into
+//! to the mesh. The [`super::Issuer`] drops each stored record into
 //! an [`Outbox`] (a bounded channel: a full outbox drops the send, and the
 //! DHT's republication carries the record later); the publisher task hands
 //! them to the [`MeshClient`] one by one, outside every request path.
