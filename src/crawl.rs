@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use pipeline::Crawler;
-pub use report::{CrawlReport, EvidenceSummary, Step, StepOutcome, TrustSummary};
+pub use report::{CrawlOutcome, CrawlReport, Step, StepOutcome, TrustSummary, Verified};
 
 use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
@@ -34,6 +34,7 @@ use crate::aidip::FieldProblem;
 use crate::config::CrawlConfig;
 use crate::identity::DomainError;
 use crate::net::AddressPolicy;
+use crate::verify::Reason;
 
 /// Why a crawl (or a step of it) failed. Each variant has a stable reason
 /// code ([`CrawlError::reason`]) that the API and CLI show.
@@ -134,39 +135,39 @@ pub enum CrawlError {
 
 impl CrawlError {
     /// The stable reason code.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::Setup { .. } => "setup_failed",
-            Self::InvalidDomain { .. } => "invalid_domain",
+            Self::Setup { .. } => Reason::SetupFailed,
+            Self::InvalidDomain { .. } => Reason::InvalidDomain,
             Self::Txt(t) => t.reason(),
-            Self::Dns(dns::DnsError::NxDomain { .. }) => "dns_nxdomain",
-            Self::Dns(dns::DnsError::NoRecords { .. }) => "dns_no_records",
-            Self::Dns(_) => "dns_failure",
-            Self::AddressNotAllowed { .. } => "address_not_allowed",
-            Self::InsecureUrl { .. } => "insecure_url",
-            Self::BadUrl { .. } => "bad_url",
-            Self::Tls { .. } => "tls_failure",
-            Self::Connect { .. } => "connect_failed",
-            Self::Timeout { .. } => "timeout",
-            Self::HttpStatus { .. } => "http_status",
-            Self::RedirectLimit { .. } => "redirect_limit",
-            Self::RedirectOtherHost { .. } => "redirect_other_host",
-            Self::WrongContentType { .. } => "wrong_content_type",
-            Self::DocumentTooLarge { .. } => "document_too_large",
-            Self::InvalidJson { .. } => "invalid_json",
-            Self::JsonTooDeep { .. } => "json_too_deep",
-            Self::JsonTooLarge { .. } => "json_too_large",
-            Self::ProtocolUnsupported { .. } => "protocol_unsupported",
-            Self::SchemaInvalid { .. } => "schema_invalid",
-            Self::DomainMismatch { .. } => "domain_mismatch",
-            Self::FingerprintMismatch { .. } => "fingerprint_mismatch",
-            Self::KeyMismatch { .. } => "key_mismatch",
-            Self::ChallengeUnavailable => "challenge_unavailable",
-            Self::ChallengeNoAnswer { .. } => "challenge_no_answer",
-            Self::ChallengeBadSignature => "challenge_bad_signature",
-            Self::ChallengeWrongNonce => "challenge_wrong_nonce",
-            Self::ChallengeFailed { .. } => "challenge_failed",
-            Self::Store { .. } => "store_failed",
+            Self::Dns(dns::DnsError::NxDomain { .. }) => Reason::DnsNxdomain,
+            Self::Dns(dns::DnsError::NoRecords { .. }) => Reason::DnsNoRecords,
+            Self::Dns(_) => Reason::DnsFailure,
+            Self::AddressNotAllowed { .. } => Reason::AddressNotAllowed,
+            Self::InsecureUrl { .. } => Reason::InsecureUrl,
+            Self::BadUrl { .. } => Reason::BadUrl,
+            Self::Tls { .. } => Reason::TlsFailure,
+            Self::Connect { .. } => Reason::ConnectFailed,
+            Self::Timeout { .. } => Reason::Timeout,
+            Self::HttpStatus { .. } => Reason::HttpStatus,
+            Self::RedirectLimit { .. } => Reason::RedirectLimit,
+            Self::RedirectOtherHost { .. } => Reason::RedirectOtherHost,
+            Self::WrongContentType { .. } => Reason::WrongContentType,
+            Self::DocumentTooLarge { .. } => Reason::DocumentTooLarge,
+            Self::InvalidJson { .. } => Reason::InvalidJson,
+            Self::JsonTooDeep { .. } => Reason::JsonTooDeep,
+            Self::JsonTooLarge { .. } => Reason::JsonTooLarge,
+            Self::ProtocolUnsupported { .. } => Reason::ProtocolUnsupported,
+            Self::SchemaInvalid { .. } => Reason::SchemaInvalid,
+            Self::DomainMismatch { .. } => Reason::DomainMismatch,
+            Self::FingerprintMismatch { .. } => Reason::FingerprintMismatch,
+            Self::KeyMismatch { .. } => Reason::KeyMismatch,
+            Self::ChallengeUnavailable => Reason::ChallengeUnavailable,
+            Self::ChallengeNoAnswer { .. } => Reason::ChallengeNoAnswer,
+            Self::ChallengeBadSignature => Reason::ChallengeBadSignature,
+            Self::ChallengeWrongNonce => Reason::ChallengeWrongNonce,
+            Self::ChallengeFailed { .. } => Reason::ChallengeFailed,
+            Self::Store { .. } => Reason::StoreFailed,
         }
     }
 }

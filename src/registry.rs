@@ -12,7 +12,7 @@ use crate::identity;
 use crate::issuer::{IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent};
-use crate::verify::{Evidence, TrustLevel};
+use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// Errors from registry operations.
 #[derive(Debug, thiserror::Error)]
@@ -82,19 +82,6 @@ pub enum Source {
     Mesh,
 }
 
-/// The evidence flags of a result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EvidenceFlags {
-    /// DNSSEC-validated TXT record.
-    pub dnssec: bool,
-    /// Fingerprint chain checked.
-    pub fingerprint: bool,
-    /// Challenge signed by the agent key.
-    pub challenge: bool,
-    /// Mutual verified peers.
-    pub mutual_peer: bool,
-}
-
 /// The `trust` member of results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TrustView {
@@ -105,7 +92,7 @@ pub struct TrustView {
     /// Fingerprints of the keys that signed the record.
     pub attested_by: Vec<String>,
     /// Reason codes of what did not verify in this node's latest crawl.
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
 }
 
 /// An AIDIP summary object, with agentmesh's `score`, `trust`, `source`.
@@ -391,12 +378,7 @@ impl Registry {
             score,
             trust: TrustView {
                 level: e.level(),
-                evidence: EvidenceFlags {
-                    dnssec: e.dnssec,
-                    fingerprint: e.fingerprint,
-                    challenge: e.challenge.is_some(),
-                    mutual_peer: e.mutual_peer,
-                },
+                evidence: EvidenceFlags::from(e),
                 attested_by: vec![identity::fingerprint(agent.record.signer())],
                 reasons,
             },
@@ -410,7 +392,7 @@ impl Registry {
 #[derive(serde::Deserialize)]
 struct ReportReasons {
     #[serde(default)]
-    reasons: Vec<String>,
+    reasons: Vec<Reason>,
 }
 
 /// Lower-cased word tokens of a query, words under 2 characters dropped.

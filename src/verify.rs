@@ -104,6 +104,223 @@ impl Evidence {
     }
 }
 
+/// Why a verification step failed: the stable reason codes that crawl
+/// reports, `verify`, `crawl --json`, `GET /crawl/{domain}` and the
+/// `trust.reasons` of results carry. The strings never change; new codes
+/// may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The crawler could not be set up (TLS roots, resolver).
+    SetupFailed,
+    /// Not a domain name.
+    InvalidDomain,
+    /// No `v=ADP1` TXT record at `_agent.{domain}`.
+    TxtMissing,
+    /// Several ADP TXT records.
+    TxtMultiple,
+    /// A TXT `v` other than `ADP1`.
+    TxtUnsupportedVersion,
+    /// A TXT record without `pk`/`wk`, or malformed.
+    TxtMalformed,
+    /// The name does not exist.
+    DnsNxdomain,
+    /// The name has no records of the type asked.
+    DnsNoRecords,
+    /// A DNS lookup failed (timeout, SERVFAIL, ...).
+    DnsFailure,
+    /// Every address is refused by the address policy.
+    AddressNotAllowed,
+    /// A URL that is not https or wss.
+    InsecureUrl,
+    /// A URL that does not parse.
+    BadUrl,
+    /// The TLS handshake failed.
+    TlsFailure,
+    /// The TCP connection failed.
+    ConnectFailed,
+    /// A step ran out of time.
+    Timeout,
+    /// An HTTP status other than 200.
+    HttpStatus,
+    /// Too many redirects.
+    RedirectLimit,
+    /// A redirect to another host.
+    RedirectOtherHost,
+    /// Not `application/json` or `application/adp+json`.
+    WrongContentType,
+    /// `agent.json` over the size limit.
+    DocumentTooLarge,
+    /// `agent.json` is not JSON.
+    InvalidJson,
+    /// `agent.json` nests too deep.
+    JsonTooDeep,
+    /// `agent.json` has too many values.
+    JsonTooLarge,
+    /// A protocol other than `ADP/1.x`.
+    ProtocolUnsupported,
+    /// `agent.json` does not match the ADP schema.
+    SchemaInvalid,
+    /// The document speaks for another domain.
+    DomainMismatch,
+    /// The DNS `pk` is not the document's fingerprint.
+    FingerprintMismatch,
+    /// `publicKey.full` does not hash to the fingerprint.
+    KeyMismatch,
+    /// No wss chat endpoint to challenge.
+    ChallengeUnavailable,
+    /// The agent did not answer the challenge.
+    ChallengeNoAnswer,
+    /// The challenge answer's signature does not verify.
+    ChallengeBadSignature,
+    /// The challenge answer is for another nonce.
+    ChallengeWrongNonce,
+    /// The challenge failed otherwise.
+    ChallengeFailed,
+    /// Signing or storing the record failed.
+    StoreFailed,
+}
+
+impl Reason {
+    /// Every reason, in the order above.
+    pub const ALL: [Reason; 34] = [
+        Self::SetupFailed,
+        Self::InvalidDomain,
+        Self::TxtMissing,
+        Self::TxtMultiple,
+        Self::TxtUnsupportedVersion,
+        Self::TxtMalformed,
+        Self::DnsNxdomain,
+        Self::DnsNoRecords,
+        Self::DnsFailure,
+        Self::AddressNotAllowed,
+        Self::InsecureUrl,
+        Self::BadUrl,
+        Self::TlsFailure,
+        Self::ConnectFailed,
+        Self::Timeout,
+        Self::HttpStatus,
+        Self::RedirectLimit,
+        Self::RedirectOtherHost,
+        Self::WrongContentType,
+        Self::DocumentTooLarge,
+        Self::InvalidJson,
+        Self::JsonTooDeep,
+        Self::JsonTooLarge,
+        Self::ProtocolUnsupported,
+        Self::SchemaInvalid,
+        Self::DomainMismatch,
+        Self::FingerprintMismatch,
+        Self::KeyMismatch,
+        Self::ChallengeUnavailable,
+        Self::ChallengeNoAnswer,
+        Self::ChallengeBadSignature,
+        Self::ChallengeWrongNonce,
+        Self::ChallengeFailed,
+        Self::StoreFailed,
+    ];
+
+    /// The reason's wire code (`txt_missing`, `timeout`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SetupFailed => "setup_failed",
+            Self::InvalidDomain => "invalid_domain",
+            Self::TxtMissing => "txt_missing",
+            Self::TxtMultiple => "txt_multiple",
+            Self::TxtUnsupportedVersion => "txt_unsupported_version",
+            Self::TxtMalformed => "txt_malformed",
+            Self::DnsNxdomain => "dns_nxdomain",
+            Self::DnsNoRecords => "dns_no_records",
+            Self::DnsFailure => "dns_failure",
+            Self::AddressNotAllowed => "address_not_allowed",
+            Self::InsecureUrl => "insecure_url",
+            Self::BadUrl => "bad_url",
+            Self::TlsFailure => "tls_failure",
+            Self::ConnectFailed => "connect_failed",
+            Self::Timeout => "timeout",
+            Self::HttpStatus => "http_status",
+            Self::RedirectLimit => "redirect_limit",
+            Self::RedirectOtherHost => "redirect_other_host",
+            Self::WrongContentType => "wrong_content_type",
+            Self::DocumentTooLarge => "document_too_large",
+            Self::InvalidJson => "invalid_json",
+            Self::JsonTooDeep => "json_too_deep",
+            Self::JsonTooLarge => "json_too_large",
+            Self::ProtocolUnsupported => "protocol_unsupported",
+            Self::SchemaInvalid => "schema_invalid",
+            Self::DomainMismatch => "domain_mismatch",
+            Self::FingerprintMismatch => "fingerprint_mismatch",
+            Self::KeyMismatch => "key_mismatch",
+            Self::ChallengeUnavailable => "challenge_unavailable",
+            Self::ChallengeNoAnswer => "challenge_no_answer",
+            Self::ChallengeBadSignature => "challenge_bad_signature",
+            Self::ChallengeWrongNonce => "challenge_wrong_nonce",
+            Self::ChallengeFailed => "challenge_failed",
+            Self::StoreFailed => "store_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Reason {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown reason code {s:?}"))
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// The evidence flags as results and reports show them: which proofs an
+/// agent's trust level rests on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EvidenceFlags {
+    /// DNSSEC-validated TXT record.
+    pub dnssec: bool,
+    /// Fingerprint chain checked.
+    pub fingerprint: bool,
+    /// Challenge signed by the agent key.
+    pub challenge: bool,
+    /// Mutual verified peers.
+    pub mutual_peer: bool,
+}
+
+impl From<&Evidence> for EvidenceFlags {
+    fn from(e: &Evidence) -> Self {
+        Self {
+            dnssec: e.dnssec,
+            fingerprint: e.fingerprint,
+            challenge: e.challenge.is_some(),
+            mutual_peer: e.mutual_peer,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +332,19 @@ mod tests {
             rand: vec![0; 16],
             signature: vec![0; 64],
         }
+    }
+
+    #[test]
+    fn reason_codes_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for r in Reason::ALL {
+            assert!(seen.insert(r.as_str()), "{r} twice");
+            assert_eq!(r.as_str().parse::<Reason>().unwrap(), r);
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{r}\""));
+            assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), r);
+        }
+        assert!("no_such_reason".parse::<Reason>().is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store};
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::TrustLevel;
+use agentmesh::verify::{Reason, TrustLevel};
 
 struct Rig {
     testbed: Testbed,
@@ -134,7 +134,9 @@ async fn every_misbehaving_agent_fails_with_its_exact_reason() {
                 }
             }
             Some(reason) => {
-                if r.reasons.first() != Some(&reason) || r.level() != TrustLevel::Unverified {
+                if r.reasons.first().map(|r| r.as_str()) != Some(reason)
+                    || r.level() != TrustLevel::Unverified
+                {
                     wrong.push(format!(
                         "{}: expected {reason}, got {} {:?}",
                         agent.behaviour,
@@ -164,10 +166,10 @@ async fn the_default_policy_never_connects_to_internal_addresses() {
     .await;
     let crawler = rig.crawler(false);
     for agent in rig.testbed.population().agents() {
-        let r = crawler.crawl(&agent.domain).await;
+        let r = crawler.crawl(&agent.domain).await.report;
         assert_eq!(
-            r.reasons.first(),
-            Some(&"address_not_allowed"),
+            r.reasons.first().map(|r| r.as_str()),
+            Some("address_not_allowed"),
             "{}: {:?}",
             agent.domain,
             r.steps
@@ -335,10 +337,10 @@ async fn names_that_resolve_to_internal_addresses_are_refused_before_connecting(
         "literal-metadata.example.test",
         "literal-v6.example.test",
     ] {
-        let r = crawler.crawl(domain).await;
+        let r = crawler.crawl(domain).await.report;
         assert_eq!(
             r.reasons,
-            vec!["address_not_allowed"],
+            vec![Reason::AddressNotAllowed],
             "{domain}: {:?}",
             r.steps
         );

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::identity;
+use crate::verify::Reason;
 
 /// The version this code speaks.
 pub const VERSION: &str = "ADP1";
@@ -52,12 +53,12 @@ pub enum TxtError {
 
 impl TxtError {
     /// The stable reason code shown by the API and CLI.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::Missing { .. } => "txt_missing",
-            Self::Multiple { .. } => "txt_multiple",
-            Self::UnsupportedVersion { .. } => "txt_unsupported_version",
-            Self::MissingKey { .. } | Self::Malformed { .. } => "txt_malformed",
+            Self::Missing { .. } => Reason::TxtMissing,
+            Self::Multiple { .. } => Reason::TxtMultiple,
+            Self::UnsupportedVersion { .. } => Reason::TxtUnsupportedVersion,
+            Self::MissingKey { .. } | Self::Malformed { .. } => Reason::TxtMalformed,
         }
     }
 }
@@ -188,13 +189,22 @@ mod tests {
 
     #[test]
     fn each_defect_has_its_reason() {
-        assert_eq!(parse("a.test", &[]).unwrap_err().reason(), "txt_missing");
-        assert_eq!(one("hello world").unwrap_err().reason(), "txt_missing");
+        assert_eq!(
+            parse("a.test", &[]).unwrap_err().reason().as_str(),
+            "txt_missing"
+        );
+        assert_eq!(
+            one("hello world").unwrap_err().reason().as_str(),
+            "txt_missing"
+        );
         let two = vec![
             render(FP, "https://a.test/1"),
             render(FP, "https://a.test/2"),
         ];
-        assert_eq!(parse("a.test", &two).unwrap_err().reason(), "txt_multiple");
+        assert_eq!(
+            parse("a.test", &two).unwrap_err().reason().as_str(),
+            "txt_multiple"
+        );
         assert!(matches!(
             one(&format!("v=ADP2; pk={FP}; wk=https://a.test/")),
             Err(TxtError::UnsupportedVersion { version }) if version == "ADP2"
@@ -223,11 +233,11 @@ mod tests {
             "v=ADP1; pk={FP}; wk=https://a.test/; pad={}",
             "x".repeat(MAX_RECORD_BYTES)
         );
-        assert_eq!(one(&long).unwrap_err().reason(), "txt_malformed");
+        assert_eq!(one(&long).unwrap_err().reason().as_str(), "txt_malformed");
         let many = format!(
             "v=ADP1; pk={FP}; wk=https://a.test/;{}",
             (0..40).map(|i| format!("k{i}=1;")).collect::<String>()
         );
-        assert_eq!(one(&many).unwrap_err().reason(), "txt_malformed");
+        assert_eq!(one(&many).unwrap_err().reason().as_str(), "txt_malformed");
     }
 }

@@ -89,7 +89,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         Arc::new(key),
         verifier,
     )?;
-    let report = crawler.crawl(&args.domain).await;
+    let report = crawler.crawl(&args.domain).await.report;
     if args.json {
         println!(
             "{}",
@@ -130,7 +130,8 @@ fn print_report(r: &CrawlReport) {
         yes(e.mutual_peer)
     );
     if !r.reasons.is_empty() {
-        println!("reasons: {}", r.reasons.join(", "));
+        let reasons: Vec<&str> = r.reasons.iter().map(|r| r.as_str()).collect();
+        println!("reasons: {}", reasons.join(", "));
     }
 }
 
@@ -220,7 +221,7 @@ fn print_summary(
     for r in reports {
         *levels.entry(r.level()).or_default() += 1;
         if let Some(first) = r.reasons.first() {
-            *reasons.entry(first).or_default() += 1;
+            *reasons.entry(first.as_str()).or_default() += 1;
         }
     }
     let stored = reports.iter().filter(|r| r.stored).count();

@@ -323,7 +323,7 @@ fn print_crawl(n: usize, d: &DemoNode) {
     for r in &d.reports {
         *levels.entry(r.level()).or_default() += 1;
         if let Some(first) = r.reasons.first() {
-            *reasons.entry(first).or_default() += 1;
+            *reasons.entry(first.as_str()).or_default() += 1;
         }
     }
     let levels: Vec<String> = levels
@@ -343,28 +343,29 @@ fn print_crawl(n: usize, d: &DemoNode) {
     }
 }
 
-/// The capability most of `d`'s verified agents offer, and those agents.
+/// The capability most of `d`'s verified agents offer, and those agents
+/// (their capabilities as node `d` stored them).
 fn pick_capability(d: &DemoNode) -> Option<(String, Vec<String>)> {
-    let verified: Vec<&CrawlReport> = d
+    let verified: Vec<(String, Vec<String>)> = d
         .reports
         .iter()
         .filter(|r| r.stored && r.level() >= TrustLevel::KeyVerified)
+        .filter_map(|r| {
+            let summary = d.node.registry().summary(&r.agent_id).ok()?;
+            Some((r.agent_id.clone(), summary.capabilities))
+        })
         .collect();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in &verified {
-        for c in r.descriptor.iter().flat_map(|d| &d.capabilities) {
+    for (_, capabilities) in &verified {
+        for c in capabilities {
             *counts.entry(c).or_default() += 1;
         }
     }
     let (capability, _) = counts.into_iter().max_by_key(|(c, n)| (*n, *c))?;
     let mut agents: Vec<String> = verified
         .iter()
-        .filter(|r| {
-            r.descriptor
-                .as_ref()
-                .is_some_and(|d| d.capabilities.iter().any(|c| c == capability))
-        })
-        .map(|r| r.agent_id.clone())
+        .filter(|(_, capabilities)| capabilities.iter().any(|c| c == capability))
+        .map(|(id, _)| id.clone())
         .collect();
     agents.sort();
     Some((capability.to_owned(), agents))

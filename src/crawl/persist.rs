@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 
-use super::report::{summarise, CrawlReport, Step, StepOutcome};
+use super::report::{summarise, CrawlOutcome, CrawlReport, Step, StepOutcome, Verified};
 use super::{CrawlError, Crawler};
 use crate::adp::AgentDocument;
 use crate::descriptor::Descriptor;
@@ -21,28 +21,29 @@ impl Crawler {
     /// Crawls `domain` and, when its document is consistent with DNS,
     /// signs and stores a descriptor record with the evidence; mutual
     /// verified peers already held are upgraded on both sides.
-    pub async fn crawl_and_store(&self, issuer: &Issuer, domain: &str) -> CrawlReport {
-        let mut report = self.crawl(domain).await;
-        if let Some(descriptor) = report.descriptor.clone() {
-            self.store_verified(issuer, descriptor, &mut report).await;
+    pub async fn crawl_and_store(&self, issuer: &Issuer, domain: &str) -> CrawlOutcome {
+        let mut outcome = self.crawl(domain).await;
+        if let Some(verified) = outcome.verified.as_mut() {
+            self.store_verified(issuer, verified, &outcome.peers, &mut outcome.report)
+                .await;
         }
-        let store = issuer.store();
-        let json = serde_json::to_vec(&report).expect("a report always serialises");
-        if let Err(e) = store.put_report(&report.agent_id, &json) {
+        let report = &outcome.report;
+        let json = serde_json::to_vec(report).expect("a report always serialises");
+        if let Err(e) = issuer.store().put_report(&report.agent_id, &json) {
             tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
         }
-        report
+        outcome
     }
 
     async fn store_verified(
         &self,
         issuer: &Issuer,
-        descriptor: Descriptor,
+        verified: &mut Verified,
+        peers: &[String],
         report: &mut CrawlReport,
     ) {
-        let store = issuer.store();
         let started = Instant::now();
-        let mutual = match self.mutual_peers(store, report) {
+        let mutual = match self.mutual_peers(issuer.store(), report, peers) {
             Ok(m) => m,
             Err(e) => {
                 let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -57,8 +58,8 @@ impl Crawler {
             }
         };
         if !mutual.is_empty() {
-            report.evidence.mutual_peer = true;
-            report.trust = summarise(&report.evidence);
+            verified.evidence.mutual_peer = true;
+            report.trust = summarise(&verified.evidence);
             report.steps.push(Step {
                 step: "peers",
                 outcome: StepOutcome::Ok,
@@ -68,7 +69,13 @@ impl Crawler {
             });
         }
         let started = Instant::now();
-        let stored = self.store_record(issuer, descriptor, report).await;
+        let stored = issue(
+            issuer,
+            verified.descriptor.clone(),
+            verified.document.clone(),
+            verified.evidence.clone(),
+        )
+        .await;
         match stored {
             Ok(()) => {
                 report.stored = true;
@@ -99,29 +106,19 @@ impl Crawler {
         }
     }
 
-    async fn store_record(
-        &self,
-        issuer: &Issuer,
-        descriptor: Descriptor,
-        report: &CrawlReport,
-    ) -> Result<(), CrawlError> {
-        let document = report
-            .document_text
-            .clone()
-            .ok_or_else(|| CrawlError::Store {
-                message: "the report holds no document".into(),
-            })?;
-        issue(issuer, descriptor, document, report.evidence.clone()).await
-    }
-
     /// Verified peers of this report's agent that are held key-verified
     /// and list this agent back as a verified peer.
-    fn mutual_peers(&self, store: &Store, report: &CrawlReport) -> Result<Vec<String>, CrawlError> {
+    fn mutual_peers(
+        &self,
+        store: &Store,
+        report: &CrawlReport,
+        peers: &[String],
+    ) -> Result<Vec<String>, CrawlError> {
         if report.trust.level < TrustLevel::KeyVerified {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for peer in &report.peers {
+        for peer in peers {
             let Some(held) = store.get(peer).map_err(|e| CrawlError::Store {
                 message: e.to_string(),
             })?
@@ -186,10 +183,11 @@ impl Crawler {
             let mut results = futures_util::stream::iter(batch)
                 .map(|d| async move { self.crawl_and_store(issuer, &d).await })
                 .buffer_unordered(self.options.concurrency.max(1));
-            while let Some(report) = results.next().await {
+            while let Some(outcome) = results.next().await {
+                let report = outcome.report;
                 progress(&report);
                 if follow_peers {
-                    for peer in &report.peers {
+                    for peer in &outcome.peers {
                         let Some(d) = peer.strip_prefix("agent:") else {
                             continue;
                         };

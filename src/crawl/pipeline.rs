@@ -16,7 +16,7 @@ use super::challenge::Challenger;
 use super::dns::{Dns, DnsError, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
 use super::persist::verified_peers;
-use super::report::{summarise, CrawlReport, EvidenceSummary, Run, TrustSummary};
+use super::report::{summarise, CrawlOutcome, CrawlReport, Run, Verified};
 use super::{CrawlError, CrawlerOptions};
 use crate::adp::check::{self, DocumentChecker};
 use crate::adp::handshake;
@@ -24,7 +24,7 @@ use crate::adp::{txt, AgentDocument};
 use crate::identity;
 use crate::net::AddressPolicy;
 use crate::record;
-use crate::verify::{ChallengeProof, Evidence, TrustLevel};
+use crate::verify::{ChallengeProof, Evidence};
 
 /// Crawls ADP agents. Cheap to clone.
 #[derive(Clone)]
@@ -107,17 +107,17 @@ impl Crawler {
     }
 
     /// Runs the whole chain for `domain` without storing anything.
-    pub async fn crawl(&self, domain: &str) -> CrawlReport {
+    pub async fn crawl(&self, domain: &str) -> CrawlOutcome {
         let span = tracing::info_span!("crawl", domain = %domain, level = tracing::field::Empty, reason = tracing::field::Empty);
-        let report = self.crawl_inner(domain).instrument(span.clone()).await;
-        span.record("level", report.trust.level.as_str());
-        if let Some(r) = report.reasons.first() {
-            span.record("reason", *r);
+        let outcome = self.crawl_inner(domain).instrument(span.clone()).await;
+        span.record("level", outcome.report.trust.level.as_str());
+        if let Some(r) = outcome.report.reasons.first() {
+            span.record("reason", r.as_str());
         }
-        report
+        outcome
     }
 
-    async fn crawl_inner(&self, raw: &str) -> CrawlReport {
+    async fn crawl_inner(&self, raw: &str) -> CrawlOutcome {
         let normalised = identity::normalise_domain(raw);
         let domain = normalised
             .as_ref()
@@ -126,32 +126,24 @@ impl Crawler {
             report: CrawlReport {
                 agent_id: identity::AgentId::of_domain(&domain).into(),
                 domain: domain.clone(),
-                trust: TrustSummary {
-                    level: TrustLevel::Unverified,
-                    evidence: EvidenceSummary {
-                        dnssec: false,
-                        fingerprint: false,
-                        challenge: false,
-                        mutual_peer: false,
-                    },
-                },
+                trust: summarise(&Evidence::default()),
                 reasons: Vec::new(),
                 steps: Vec::new(),
                 recrawl_after_secs: u64::from(MAX_TTL),
                 stored: false,
-                peers: Vec::new(),
-                evidence: Evidence::default(),
-                descriptor: None,
-                document_text: None,
-                error: None,
             },
+        };
+        let unverified = |run: Run| CrawlOutcome {
+            report: run.report,
+            verified: None,
+            peers: Vec::new(),
         };
         if let Err(e) = normalised {
             run.fail("domain", 0.0, CrawlError::from(e));
-            return run.report;
+            return unverified(run);
         }
         let Ok(checked) = self.fetch_and_check(&domain, &mut run).await else {
-            return run.report;
+            return unverified(run);
         };
         run.report.recrawl_after_secs = checked.ttl;
         let mut evidence = Evidence {
@@ -165,12 +157,16 @@ impl Crawler {
         }) {
             evidence.challenge = Some(proof);
         }
-        run.report.peers = verified_peers(&checked.document);
-        run.report.descriptor = Some(checked.document.to_descriptor());
-        run.report.document_text = Some(checked.text);
-        run.report.evidence = evidence;
-        run.report.trust = summarise(&run.report.evidence);
-        run.report
+        run.report.trust = summarise(&evidence);
+        CrawlOutcome {
+            report: run.report,
+            peers: verified_peers(&checked.document),
+            verified: Some(Verified {
+                descriptor: checked.document.to_descriptor(),
+                document: checked.text,
+                evidence,
+            }),
+        }
     }
 
     async fn fetch_and_check(&self, domain: &str, run: &mut Run) -> Result<Checked, ()> {

@@ -1,7 +1,9 @@
-//! What a crawl reports: each step with its outcome and time, the trust
-//! level with its evidence, and the reason codes of what failed. The
-//! report is what `verify --json`, `crawl --json` and `GET /crawl/{domain}`
-//! print.
+//! What a crawl returns: a [`CrawlOutcome`], the user-facing
+//! [`CrawlReport`] (each step with its outcome and time, the trust level
+//! with its evidence flags, the reason codes of what failed: what
+//! `verify --json`, `crawl --json` and `GET /crawl/{domain}` print) and,
+//! when the document was read and is consistent with DNS, the
+//! [`Verified`] material the crawler signs and stores.
 
 use std::time::Instant;
 
@@ -9,7 +11,7 @@ use serde::Serialize;
 
 use super::CrawlError;
 use crate::descriptor::Descriptor;
-use crate::verify::{Evidence, TrustLevel};
+use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,7 +37,7 @@ pub struct Step {
     pub detail: String,
     /// The reason code when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
+    pub reason: Option<Reason>,
     /// Time spent, milliseconds.
     pub ms: f64,
 }
@@ -46,23 +48,36 @@ pub struct TrustSummary {
     /// The level reached.
     pub level: TrustLevel,
     /// The evidence flags.
-    pub evidence: EvidenceSummary,
+    pub evidence: EvidenceFlags,
 }
 
-/// Evidence flags as reported.
-#[derive(Debug, Clone, Serialize)]
-pub struct EvidenceSummary {
-    /// DNSSEC-validated TXT.
-    pub dnssec: bool,
-    /// Fingerprint chain.
-    pub fingerprint: bool,
-    /// Signed challenge.
-    pub challenge: bool,
-    /// Mutual verified peers.
-    pub mutual_peer: bool,
+/// What crawling one domain gives its caller: the report, and what the
+/// crawler may sign when the document is consistent with DNS.
+#[derive(Debug, Clone)]
+pub struct CrawlOutcome {
+    /// What users see.
+    pub report: CrawlReport,
+    /// The material to sign and store; `None` when the chain broke before
+    /// the document was read and checked against DNS.
+    pub verified: Option<Verified>,
+    /// Agent ids of the peers the document lists with `trust: verified`
+    /// (the crawl frontier, and the candidates for mutual-peer upgrades).
+    pub peers: Vec<String>,
 }
 
-/// The outcome of crawling one domain.
+/// A document consistent with DNS (fingerprint chain and domain), with
+/// everything this node proved about it.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The normalised descriptor.
+    pub descriptor: Descriptor,
+    /// The document as fetched.
+    pub document: String,
+    /// The full evidence (with the challenge proof when it passed).
+    pub evidence: Evidence,
+}
+
+/// The report of crawling one domain.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrawlReport {
     /// The domain crawled (normalised).
@@ -72,7 +87,7 @@ pub struct CrawlReport {
     /// Level and evidence.
     pub trust: TrustSummary,
     /// Reason codes of everything that failed, in order.
-    pub reasons: Vec<&'static str>,
+    pub reasons: Vec<Reason>,
     /// Every step with its outcome.
     pub steps: Vec<Step>,
     /// Recrawl after this many seconds (min of DNS TTL, max-age, 3600).
@@ -80,21 +95,6 @@ pub struct CrawlReport {
     /// Whether a record was stored (only when the document is consistent
     /// with DNS: fingerprint chain and domain).
     pub stored: bool,
-    /// Agent ids of verified peers the document lists (the frontier).
-    #[serde(skip)]
-    pub peers: Vec<String>,
-    /// The full evidence (with the challenge proof).
-    #[serde(skip)]
-    pub evidence: Evidence,
-    /// The descriptor, when the document was read.
-    #[serde(skip)]
-    pub descriptor: Option<Descriptor>,
-    /// The document as fetched, when it was read.
-    #[serde(skip)]
-    pub document_text: Option<String>,
-    /// The first failure, for callers that want the error itself.
-    #[serde(skip)]
-    pub error: Option<CrawlError>,
 }
 
 impl CrawlReport {
@@ -104,6 +104,7 @@ impl CrawlReport {
     }
 }
 
+/// A crawl in progress: the report being written.
 pub(super) struct Run {
     pub(super) report: CrawlReport,
 }
@@ -157,7 +158,6 @@ impl Run {
             ms,
         });
         self.report.reasons.push(reason);
-        self.report.error.get_or_insert(e);
     }
 
     pub(super) fn skip(&mut self, step: &'static str, detail: impl Into<String>) {
@@ -175,11 +175,6 @@ impl Run {
 pub(super) fn summarise(e: &Evidence) -> TrustSummary {
     TrustSummary {
         level: e.level(),
-        evidence: EvidenceSummary {
-            dnssec: e.dnssec,
-            fingerprint: e.fingerprint,
-            challenge: e.challenge.is_some(),
-            mutual_peer: e.mutual_peer,
-        },
+        evidence: EvidenceFlags::from(e),
     }
 }

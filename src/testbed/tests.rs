@@ -168,7 +168,7 @@ fn txt_records_carry_each_dns_misbehaviour() {
         let (agent, records) = txt_of(b);
         txt::parse(&agent.domain, &records)
             .map(|_| ())
-            .map_err(|e| e.reason())
+            .map_err(|e| e.reason().as_str())
     };
     assert_eq!(reason(Behaviour::TxtMissing), Err("txt_missing"));
     assert_eq!(reason(Behaviour::TxtMalformed), Err("txt_malformed"));
