@@ -22,18 +22,23 @@ impl Crawler {
     pub async fn crawl_and_store(&self, store: &Store, domain: &str) -> CrawlReport {
         let mut report = self.crawl(domain).await;
         if let Some(descriptor) = report.descriptor.clone() {
-            self.store_verified(store, descriptor, &mut report);
+            self.store_verified(store, descriptor, &mut report).await;
         }
         let json = serde_json::to_vec(&report).expect("a report always serialises");
-        if let Err(e) = store.put_report(&report.agent_id, &json) {
+        if let Err(e) = store.put_report(&report.agent_id, json).await {
             tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
         }
         report
     }
 
-    fn store_verified(&self, store: &Store, descriptor: Descriptor, report: &mut CrawlReport) {
+    async fn store_verified(
+        &self,
+        store: &Store,
+        descriptor: Descriptor,
+        report: &mut CrawlReport,
+    ) {
         let started = Instant::now();
-        let mutual = match self.mutual_peers(store, report) {
+        let mutual = match self.mutual_peers(store, report).await {
             Ok(m) => m,
             Err(e) => {
                 let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -59,7 +64,7 @@ impl Crawler {
             });
         }
         let started = Instant::now();
-        let stored = self.store_record(store, descriptor, report);
+        let stored = self.store_record(store, descriptor, report).await;
         match stored {
             Ok(()) => {
                 report.stored = true;
@@ -71,7 +76,7 @@ impl Crawler {
                     ms: started.elapsed().as_secs_f64() * 1000.0,
                 });
                 for peer in &mutual {
-                    if let Err(e) = self.upgrade_peer(store, peer) {
+                    if let Err(e) = self.upgrade_peer(store, peer).await {
                         tracing::warn!(peer = %peer, error = %e, "could not mark a mutual peer");
                     }
                 }
@@ -90,7 +95,7 @@ impl Crawler {
         }
     }
 
-    fn store_record(
+    async fn store_record(
         &self,
         store: &Store,
         descriptor: Descriptor,
@@ -107,14 +112,16 @@ impl Crawler {
             })?;
         let held = store
             .get(&report.agent_id)
+            .await
             .map_err(|e| to_store(&e))?
             .map(|a| a.body.seq());
         self.sign_and_store(store, descriptor, document, held, report.evidence.clone())
+            .await
     }
 
     /// Signs a descriptor record above `held`, stores it and hands it to
     /// the outbox.
-    fn sign_and_store(
+    async fn sign_and_store(
         &self,
         store: &Store,
         descriptor: Descriptor,
@@ -137,6 +144,7 @@ impl Crawler {
         let body = RecordBody::Descriptor(Box::new(body));
         store
             .put(&signed, &body, Origin::Remote, Expect::Any)
+            .await
             .map_err(|e| to_store(&e))?;
         if let Some(outbox) = &self.outbox {
             outbox.send(crate::federation::outbox::Published::of(&signed, &body));
@@ -146,13 +154,17 @@ impl Crawler {
 
     /// Verified peers of this report's agent that are held key-verified
     /// and list this agent back as a verified peer.
-    fn mutual_peers(&self, store: &Store, report: &CrawlReport) -> Result<Vec<String>, CrawlError> {
+    async fn mutual_peers(
+        &self,
+        store: &Store,
+        report: &CrawlReport,
+    ) -> Result<Vec<String>, CrawlError> {
         if report.trust.level < TrustLevel::KeyVerified {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
         for peer in &report.peers {
-            let Some(held) = store.get(peer).map_err(|e| CrawlError::Store {
+            let Some(held) = store.get(peer).await.map_err(|e| CrawlError::Store {
                 message: e.to_string(),
             })?
             else {
@@ -174,11 +186,11 @@ impl Crawler {
         Ok(out)
     }
 
-    fn upgrade_peer(&self, store: &Store, peer: &str) -> Result<(), CrawlError> {
+    async fn upgrade_peer(&self, store: &Store, peer: &str) -> Result<(), CrawlError> {
         let to_store = |e: &dyn std::fmt::Display| CrawlError::Store {
             message: e.to_string(),
         };
-        let Some(held) = store.get(peer).map_err(|e| to_store(&e))? else {
+        let Some(held) = store.get(peer).await.map_err(|e| to_store(&e))? else {
             return Ok(());
         };
         let RecordBody::Descriptor(body) = held.body else {
@@ -192,6 +204,7 @@ impl Crawler {
         let (descriptor, document, seq) =
             (body.descriptor.clone(), body.document.clone(), body.seq);
         self.sign_and_store(store, descriptor, document, Some(seq), evidence)
+            .await
     }
 
     /// Crawls `domains` with bounded concurrency (each domain once),

@@ -34,7 +34,7 @@ fn put(
 ) -> Result<PutOutcome, StoreError> {
     let body = DescriptorRecord::new(d, "{}".into(), seq, 1, 3600, Evidence::default());
     let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
-    store.put(
+    store.blocking().put(
         &rec,
         &RecordBody::Descriptor(Box::new(body)),
         origin,
@@ -50,7 +50,9 @@ fn tombstone(store: &Store, id: &str, seq: u64, expect: Expect) -> Result<PutOut
         reason: TombstoneReason::Deleted,
     };
     let rec = SignedRecord::sign_tombstone(&body, &key()).unwrap();
-    store.put(&rec, &RecordBody::Tombstone(body), Origin::Local, expect)
+    store
+        .blocking()
+        .put(&rec, &RecordBody::Tombstone(body), Origin::Local, expect)
 }
 
 fn ids(found: &[StoredAgent]) -> Vec<&str> {
@@ -100,7 +102,7 @@ fn filters_are_and_across_and_within_fields() {
     .unwrap();
 
     let all = |f: Filter| {
-        ids(&s.search(&f, None, 100).unwrap())
+        ids(&s.blocking().search(&f, None, 100).unwrap())
             .into_iter()
             .map(String::from)
             .collect::<Vec<_>>()
@@ -140,7 +142,7 @@ fn pages_continue_after_the_cursor_id() {
         let mut seen = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let page = s.search(&f, after.as_deref(), 10).unwrap();
+            let page = s.blocking().search(&f, after.as_deref(), 10).unwrap();
             if page.is_empty() {
                 break;
             }
@@ -198,11 +200,13 @@ fn stale_seqs_are_refused_and_updates_reindex() {
         PutOutcome::Updated
     );
     assert!(s
+        .blocking()
         .search(&filter(&["old"], &[], &[]), None, 10)
         .unwrap()
         .is_empty());
     assert_eq!(
-        s.search(&filter(&["new"], &[], &[]), None, 10)
+        s.blocking()
+            .search(&filter(&["new"], &[], &[]), None, 10)
             .unwrap()
             .len(),
         1
@@ -225,14 +229,19 @@ fn tombstones_remove_from_search_and_beat_lower_seqs() {
     .unwrap();
     tombstone(&s, "a", 2, Expect::LocalLive).unwrap();
     assert!(s
+        .blocking()
         .search(&filter(&["x"], &[], &[]), None, 10)
         .unwrap()
         .is_empty());
-    assert!(s.search(&Filter::default(), None, 10).unwrap().is_empty());
+    assert!(s
+        .blocking()
+        .search(&Filter::default(), None, 10)
+        .unwrap()
+        .is_empty());
     assert_eq!(s.len(), 0);
-    assert!(!s.is_local("a").unwrap());
+    assert!(!s.blocking().is_local("a").unwrap());
     assert!(matches!(
-        s.get("a").unwrap().unwrap().body,
+        s.blocking().get("a").unwrap().unwrap().body,
         RecordBody::Tombstone(_)
     ));
     let late = put(
@@ -303,8 +312,8 @@ fn local_expectations_protect_other_registries_records() {
         Expect::LocalOrAbsent,
     )
     .unwrap();
-    assert!(s.is_local("mine").unwrap());
-    assert!(!s.is_local("remote").unwrap());
+    assert!(s.blocking().is_local("mine").unwrap());
+    assert!(!s.blocking().is_local("remote").unwrap());
 }
 
 #[test]
@@ -323,18 +332,19 @@ fn reopening_restores_records_indexes_and_counts() {
             .unwrap();
         }
         tombstone(&s, "a0", 2, Expect::LocalLive).unwrap();
-        s.flush_blocking().unwrap();
+        s.blocking().flush().unwrap();
     }
     let s = open(dir.path());
     assert_eq!(s.len(), 49);
     assert_eq!(s.term_count('c', "cap"), 49);
     assert_eq!(
-        s.search(&filter(&["cap"], &["t"], &["en"]), None, 100)
+        s.blocking()
+            .search(&filter(&["cap"], &["t"], &["en"]), None, 100)
             .unwrap()
             .len(),
         49
     );
-    assert!(s.is_local("a1").unwrap());
+    assert!(s.blocking().is_local("a1").unwrap());
 }
 
 #[test]
@@ -359,4 +369,50 @@ fn a_store_of_another_schema_version_is_refused() {
         ),
         "{err}"
     );
+}
+
+fn signed(d: Descriptor, seq: u64) -> (SignedRecord, RecordBody) {
+    let body = DescriptorRecord::new(d, "{}".into(), seq, 1, 3600, Evidence::default());
+    let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
+    (rec, RecordBody::Descriptor(Box::new(body)))
+}
+
+#[tokio::test]
+async fn the_async_face_writes_reads_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let (rec, body) = signed(descriptor("a", &["x"], &[], &[]), 1);
+    assert_eq!(
+        s.put(&rec, &body, Origin::Local, Expect::LocalOrAbsent)
+            .await
+            .unwrap(),
+        PutOutcome::Created
+    );
+    assert_eq!(s.get("a").await.unwrap().unwrap().body.seq(), 1);
+    assert!(s.get("b").await.unwrap().is_none());
+    assert!(s.is_local("a").await.unwrap());
+    let found = s.search(&filter(&["x"], &[], &[]), None, 10).await.unwrap();
+    assert_eq!(ids(&found), ["a"]);
+    s.put_report("a", b"{}".to_vec()).await.unwrap();
+    assert_eq!(s.report("a").await.unwrap().as_deref(), Some(&b"{}"[..]));
+    s.flush().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_panic_in_a_blocking_task_is_a_store_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let err = s
+        .run_blocking(|_| -> u8 { panic!("scan invariant broken") })
+        .await
+        .unwrap_err();
+    match err {
+        StoreError::TaskFailed { operation, reason } => {
+            assert_eq!(operation, "run_blocking");
+            assert!(reason.contains("scan invariant broken"), "{reason}");
+        }
+        other => panic!("expected TaskFailed, got {other}"),
+    }
+    // The store still works afterwards.
+    assert!(s.get("a").await.unwrap().is_none());
 }
