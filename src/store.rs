@@ -248,6 +248,9 @@ struct Inner {
     writes: AtomicU64,
     flushed: AtomicU64,
     flush_turn: tokio::sync::Mutex<()>,
+    /// Runs while a flush holds the gate exclusively (tests only).
+    #[cfg(test)]
+    flush_hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -395,6 +398,8 @@ impl Store {
                     writes: AtomicU64::new(0),
                     flushed: AtomicU64::new(0),
                     flush_turn: tokio::sync::Mutex::new(()),
+                    #[cfg(test)]
+                    flush_hook: Mutex::new(None),
                 }),
             },
         })
@@ -846,6 +851,15 @@ impl Inner {
             .gate
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        #[cfg(test)]
+        if let Some(hook) = self
+            .flush_hook
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            hook();
+        }
         let upto = self.writes.load(Ordering::SeqCst);
         self.db.flush()?;
         self.flushed.fetch_max(upto, Ordering::SeqCst);
