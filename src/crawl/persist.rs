@@ -37,6 +37,11 @@ impl Crawler {
         descriptor: Descriptor,
         report: &mut CrawlReport,
     ) {
+        // One domain at a time from the mutual-peer check to the last
+        // write: two agents listing each other, crawled at once, would
+        // otherwise each find the other not yet stored, and neither
+        // would be marked (the store calls await between check and write).
+        let _turn = self.store_turn.lock().await;
         let started = Instant::now();
         let mutual = match self.mutual_peers(store, report).await {
             Ok(m) => m,

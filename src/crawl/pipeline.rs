@@ -79,6 +79,9 @@ pub struct Crawler {
     verifier: String,
     pub(super) options: CrawlerOptions,
     pub(super) outbox: Option<crate::federation::outbox::Outbox>,
+    /// Held across the mutual-peer check and the writes it decides
+    /// (`persist.rs`), shared by clones.
+    pub(super) store_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Crawler {
@@ -145,6 +148,7 @@ impl Crawler {
             verifier,
             options,
             outbox: None,
+            store_turn: Arc::default(),
         })
     }
 
