@@ -163,7 +163,9 @@ fn put_all(store: &Store, records: &[Prepared]) -> anyhow::Result<Vec<Duration>>
     let mut latencies = Vec::with_capacity(records.len());
     for p in records {
         let t = Instant::now();
-        store.put(&p.record, &p.body, Origin::Local, Expect::LocalOrAbsent)?;
+        store
+            .blocking()
+            .put(&p.record, &p.body, Origin::Local, Expect::LocalOrAbsent)?;
         latencies.push(t.elapsed());
     }
     Ok(latencies)
@@ -181,7 +183,7 @@ fn fill(dir: &Path, n: usize) -> anyhow::Result<()> {
     let t = Instant::now();
     let records = prepare_all(n, &key, config.store.record_ttl)?;
     put_all(&store, &records)?;
-    store.flush_blocking()?;
+    store.blocking().flush()?;
     ensure!(
         store.len() >= n as u64,
         "store holds {} agents, expected at least {n}",

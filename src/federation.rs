@@ -64,6 +64,10 @@ pub enum Judgement {
 }
 
 /// Judges and stores remote records. Cheap to share behind an `Arc`.
+///
+/// Its methods block (signature checks, the store's blocking face): call
+/// them from a blocking context, as the mesh handler and the API's mesh
+/// search do (`spawn_blocking`), never on a runtime worker.
 pub struct Judge {
     store: Store,
     replication: Replication,
@@ -163,7 +167,7 @@ impl Judge {
         // What is not newer than the held record needs no evidence check
         // (most search answers in a replicating mesh). The held record is
         // read once and serves every check below.
-        let held = match self.store.get(body.agent_id()) {
+        let held = match self.store.blocking().get(body.agent_id()) {
             Ok(h) => h,
             Err(_) => return self.refuse("store_failed"),
         };
@@ -192,7 +196,11 @@ impl Judge {
             return Judgement::NotKept;
         }
         let trusted = self.is_trusted(record.signer());
-        match self.store.put(&record, &body, Origin::Remote, Expect::Any) {
+        match self
+            .store
+            .blocking()
+            .put(&record, &body, Origin::Remote, Expect::Any)
+        {
             Ok(PutOutcome::Created | PutOutcome::Updated) => {
                 *self.accepted.lock().expect("the counter is never poisoned") += 1;
                 Judgement::Stored {

@@ -184,10 +184,10 @@ impl Issuer {
         sign: impl FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError>,
     ) -> Result<Issued, IssueError> {
         let guard = self.lock_agent(id).await;
-        let held = self.store.get(id)?.map(|a| a.body.seq());
+        let held = self.store.get(id).await?.map(|a| a.body.seq());
         let seq = record::next_seq(held);
         let (signed, body) = sign(seq).map_err(IssueError::TooLarge)?;
-        let outcome = self.store.put(&signed, &body, origin, expect)?;
+        let outcome = self.store.put(&signed, &body, origin, expect).await?;
         drop(guard);
         self.store.flush().await?;
         if let Some(outbox) = &self.outbox {
@@ -238,7 +238,7 @@ mod tests {
         assert!(again.seq > first.seq);
         assert_eq!(again.outcome, PutOutcome::Updated);
 
-        let held = issuer.store().get(&d.id).unwrap().unwrap();
+        let held = issuer.store().get(&d.id).await.unwrap().unwrap();
         let RecordBody::Descriptor(body) = &held.body else {
             panic!("a descriptor was issued");
         };
@@ -263,7 +263,7 @@ mod tests {
             .unwrap();
         assert!(gone.seq > again.seq);
         assert!(matches!(
-            issuer.store().get(&d.id).unwrap().unwrap().body,
+            issuer.store().get(&d.id).await.unwrap().unwrap().body,
             RecordBody::Tombstone(_)
         ));
         assert!(rx.recv().await.unwrap().capabilities.is_empty());
@@ -297,7 +297,7 @@ mod tests {
         seqs.sort_unstable();
         seqs.dedup();
         assert_eq!(seqs.len(), 16, "every issue got its own seq");
-        let held = issuer.store().get(&d.id).unwrap().unwrap();
+        let held = issuer.store().get(&d.id).await.unwrap().unwrap();
         assert_eq!(held.body.seq(), *seqs.last().unwrap());
     }
 }

@@ -1,6 +1,8 @@
 //! The registry service: AIDIP registration, update, deletion, lookup and
 //! search over the store. The HTTP API and the demo call this; it owns no
 //! transport. Each acknowledged write is flushed to disk before it returns.
+//! Searches (the store walk, decoding, scoring, summaries) run as one
+//! blocking task, off the runtime's workers.
 
 use std::sync::Arc;
 
@@ -11,7 +13,9 @@ use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::identity;
 use crate::issuer::{IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
-use crate::store::{Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent};
+use crate::store::{
+    BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent,
+};
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// Errors from registry operations.
@@ -280,8 +284,8 @@ impl Registry {
     ///
     /// # Errors
     /// [`RegistryError::NotFound`] for unknown or deleted ids.
-    pub fn document(&self, id: &str) -> Result<String, RegistryError> {
-        match self.store.get(id)?.map(|a| a.body) {
+    pub async fn document(&self, id: &str) -> Result<String, RegistryError> {
+        match self.store.get(id).await?.map(|a| a.body) {
             Some(RecordBody::Descriptor(body)) => Ok(body.document),
             _ => Err(RegistryError::NotFound { id: id.to_owned() }),
         }
@@ -291,42 +295,61 @@ impl Registry {
     ///
     /// # Errors
     /// [`RegistryError::NotFound`] for unknown or deleted ids.
-    pub fn summary(&self, id: &str) -> Result<Summary, RegistryError> {
-        let agent = self
-            .store
-            .get(id)?
-            .ok_or_else(|| RegistryError::NotFound { id: id.to_owned() })?;
-        self.summarise(&agent, None)
+    pub async fn summary(&self, id: &str) -> Result<Summary, RegistryError> {
+        let (this, id) = (self.clone(), id.to_owned());
+        self.store
+            .run_blocking(move |store| {
+                let agent = store
+                    .get(&id)?
+                    .ok_or_else(|| RegistryError::NotFound { id: id.clone() })?;
+                this.summarise(store, &agent, None)
+            })
+            .await?
     }
 
-    /// Searches live agents: filters narrow, a free-text query ranks.
+    /// Searches live agents: filters narrow, a free-text query ranks. The
+    /// walk, the ranking and the summaries run on a blocking thread.
     ///
     /// # Errors
     /// [`RegistryError::Store`].
-    pub fn search(&self, q: &SearchQuery) -> Result<Page, RegistryError> {
-        let (found, next_after) = self.find(q)?;
-        let items = found
-            .iter()
-            .map(|(score, a)| self.summarise(a, *score))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Page { items, next_after })
+    pub async fn search(&self, q: &SearchQuery) -> Result<Page, RegistryError> {
+        let (this, q) = (self.clone(), q.clone());
+        self.store
+            .run_blocking(move |store| {
+                let (found, next_after) = this.find_in(store, &q)?;
+                let items = found
+                    .iter()
+                    .map(|(score, a)| this.summarise(store, a, *score))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Page { items, next_after })
+            })
+            .await?
     }
 
     /// The records a search selects, best first, with their scores (when a
     /// query ranks them) and the id to continue after (filter-only
-    /// searches). What the mesh's search protocol answers peers with.
+    /// searches). What the mesh's search protocol answers peers with. The
+    /// walk and the ranking run on a blocking thread.
     ///
     /// # Errors
     /// [`RegistryError::Store`].
-    pub fn find(&self, q: &SearchQuery) -> Result<Found, RegistryError> {
+    pub async fn find(&self, q: &SearchQuery) -> Result<Found, RegistryError> {
+        let (this, q) = (self.clone(), q.clone());
+        self.store
+            .run_blocking(move |store| this.find_in(store, &q))
+            .await?
+    }
+
+    /// [`Registry::find`] on this (blocking) thread.
+    fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Found, RegistryError> {
         let terms = q.query.as_deref().map(query_terms).unwrap_or_default();
         if terms.is_empty() {
-            let found = self.store.search(&q.filter, q.after.as_deref(), q.limit)?;
+            let found = store.search(&q.filter, q.after.as_deref(), q.limit)?;
             let next_after = (found.len() == q.limit && q.limit > 0)
                 .then(|| found[found.len() - 1].body.agent_id().to_owned());
             return Ok((found.into_iter().map(|a| (None, a)).collect(), next_after));
         }
-        let candidates = self.store.search(&q.filter, None, self.max_scan)?;
+        let candidates = store.search(&q.filter, None, self.max_scan)?;
         let mut scored: Vec<(f64, StoredAgent)> = candidates
             .into_iter()
             .filter_map(|a| {
@@ -348,7 +371,13 @@ impl Registry {
         ))
     }
 
-    fn summarise(&self, agent: &StoredAgent, score: Option<f64>) -> Result<Summary, RegistryError> {
+    /// The summary of `agent`, on this (blocking) thread.
+    fn summarise(
+        &self,
+        store: &BlockingStore,
+        agent: &StoredAgent,
+        score: Option<f64>,
+    ) -> Result<Summary, RegistryError> {
         let RecordBody::Descriptor(body) = &agent.body else {
             return Err(RegistryError::NotFound {
                 id: agent.body.agent_id().to_owned(),
@@ -356,14 +385,14 @@ impl Registry {
         };
         let d = &body.descriptor;
         let e = &body.evidence;
-        let source = if self.store.is_local(&d.id)? {
+        let source = if store.is_local(&d.id)? {
             Source::Local
         } else if agent.record.signer() == &self.issuer.key().verifying_key() {
             Source::Crawl
         } else {
             Source::Mesh
         };
-        let reasons = match self.store.report(&d.id)? {
+        let reasons = match store.report(&d.id)? {
             Some(json) => serde_json::from_slice::<ReportReasons>(&json)
                 .map(|r| r.reasons)
                 .unwrap_or_default(),

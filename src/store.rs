@@ -15,8 +15,20 @@
 //! Every write is one sled transaction across the trees, so an index never
 //! disagrees with the record it points at, and the seq check happens inside
 //! it. Posting-list sizes are kept in memory (rebuilt from the keys at open)
-//! so a search walks the most selective term first. [`Store`] is a cheap
-//! handle; clone it freely.
+//! so a search walks the most selective term first.
+//!
+//! sled blocks (disk reads, transactions, flushes, and the write/flush
+//! gate below), so it is touched only on blocking threads, never on the
+//! runtime's workers, which the mesh loop, the crawler and the API share.
+//! Two faces over one database:
+//! - [`Store`], the async face the node uses (registry, crawler, API,
+//!   republisher): a cheap handle, clone it freely; every sled call runs
+//!   in `spawn_blocking`, and [`Store::run_blocking`] runs a whole scan
+//!   there (the registry's ranked searches);
+//! - [`BlockingStore`] ([`Store::blocking`]), the same operations run on
+//!   the calling thread, for code that already is on a blocking thread (the
+//!   federation `Judge`, inside the mesh handler's `spawn_blocking`) or is
+//!   synchronous by nature (benches, the unit tests).
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
@@ -61,6 +73,14 @@ pub enum StoreError {
     /// A stored value could not be read back.
     #[error("corrupt store entry for {key}: {reason}")]
     Corrupt { key: String, reason: String },
+    /// A blocking store task did not complete: it panicked (a bug), or the
+    /// runtime shut down before it ran. A write may or may not have
+    /// happened.
+    #[error("store task {operation} did not complete: {reason}")]
+    TaskFailed {
+        operation: &'static str,
+        reason: String,
+    },
 }
 
 /// What a write may assume about the agent it replaces.
@@ -190,9 +210,20 @@ fn body_terms(body: &RecordBody) -> BTreeSet<Vec<u8>> {
     }
 }
 
-/// The embedded store. Cheap to clone.
+/// The embedded store, its async face: sled is touched only in
+/// `spawn_blocking`. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    sync: BlockingStore,
+}
+
+/// The store's blocking face: the same operations as [`Store`], run on
+/// the calling thread. Only from a blocking context (inside
+/// `spawn_blocking`, a plain thread, a synchronous bench or test), never
+/// on a tokio worker: a write may wait for a whole flush here. Get one
+/// from [`Store::blocking`]; cheap to clone.
+#[derive(Clone)]
+pub struct BlockingStore {
     inner: Arc<Inner>,
 }
 
@@ -209,16 +240,30 @@ struct Inner {
     /// flusher (which needs a read lock the waiting writer now blocks).
     /// Writes take this gate shared, flushes exclusive, so the two never
     /// overlap; sled's own periodic flusher is off ([`Store::open`]).
+    /// Both sides run only on blocking threads, so a write waiting here
+    /// for a whole `db.flush()` holds a blocking-pool thread, never a
+    /// runtime worker.
     gate: std::sync::RwLock<()>,
     /// Group commit: writes done, and writes known durable.
     writes: AtomicU64,
     flushed: AtomicU64,
     flush_turn: tokio::sync::Mutex<()>,
+    /// Runs while a flush holds the gate exclusively (tests only).
+    #[cfg(test)]
+    flush_hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("live", &self.len()).finish()
+    }
+}
+
+impl std::fmt::Debug for BlockingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingStore")
+            .field("live", &self.inner.live.load(Ordering::Relaxed))
+            .finish()
     }
 }
 
@@ -229,8 +274,72 @@ struct Change {
     now_live: bool,
 }
 
+/// A write ready for sled: everything owned, so that it can move to a
+/// blocking thread (the record is encoded on the caller's side).
+struct Write {
+    id: String,
+    seq: u64,
+    kind: u8,
+    value: Vec<u8>,
+    new_terms: BTreeSet<Vec<u8>>,
+    origin: Origin,
+    expect: Expect,
+}
+
+impl Write {
+    fn new(record: &SignedRecord, body: &RecordBody, origin: Origin, expect: Expect) -> Self {
+        let kind = match body {
+            RecordBody::Descriptor(_) => KIND_DESCRIPTOR,
+            RecordBody::Tombstone(_) => KIND_TOMBSTONE,
+        };
+        let mut value = Vec::with_capacity(1 + MAX_ENCODED_HINT);
+        value.push(kind);
+        value.extend_from_slice(&record.encode());
+        Self {
+            id: body.agent_id().to_owned(),
+            seq: body.seq(),
+            kind,
+            value,
+            new_terms: body_terms(body),
+            origin,
+            expect,
+        }
+    }
+}
+
+/// Runs `f` on tokio's blocking pool; a panic or a cancelled task becomes
+/// [`StoreError::TaskFailed`] naming `operation`.
+async fn unblock<T, F>(operation: &'static str, f: F) -> Result<T, StoreError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| task_failed(operation, e))
+}
+
+fn task_failed(operation: &'static str, e: tokio::task::JoinError) -> StoreError {
+    let reason = if e.is_panic() {
+        let panic = e.into_panic();
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned());
+        match message {
+            Some(m) => format!("panicked: {m}"),
+            None => "panicked".to_owned(),
+        }
+    } else {
+        "cancelled: the runtime is shutting down".to_owned()
+    };
+    StoreError::TaskFailed { operation, reason }
+}
+
 impl Store {
-    /// Opens (or creates) the store under `dir`.
+    /// Opens (or creates) the store under `dir`. Blocks (it opens the
+    /// files and counts the index): from async code, call it inside
+    /// `spawn_blocking`, as `Node::spawn` does.
     ///
     /// # Errors
     /// [`StoreError::Sled`], or [`StoreError::SchemaVersion`] for a data
@@ -276,29 +385,203 @@ impl Store {
             }
         }
         Ok(Self {
-            inner: Arc::new(Inner {
-                db,
-                records,
-                index,
-                local,
-                reports,
-                counts: Mutex::new(counts),
-                live: AtomicU64::new(live),
-                gate: std::sync::RwLock::new(()),
-                writes: AtomicU64::new(0),
-                flushed: AtomicU64::new(0),
-                flush_turn: tokio::sync::Mutex::new(()),
-            }),
+            sync: BlockingStore {
+                inner: Arc::new(Inner {
+                    db,
+                    records,
+                    index,
+                    local,
+                    reports,
+                    counts: Mutex::new(counts),
+                    live: AtomicU64::new(live),
+                    gate: std::sync::RwLock::new(()),
+                    writes: AtomicU64::new(0),
+                    flushed: AtomicU64::new(0),
+                    flush_turn: tokio::sync::Mutex::new(()),
+                    #[cfg(test)]
+                    flush_hook: Mutex::new(None),
+                }),
+            },
         })
     }
 
+    /// The blocking face of this store. Only from a blocking context
+    /// (`spawn_blocking`, a plain thread, a synchronous bench or test).
+    pub fn blocking(&self) -> &BlockingStore {
+        &self.sync
+    }
+
+    /// Runs `f` with the blocking face on tokio's blocking pool: for a
+    /// scan, or several reads that belong together, in one hop.
+    ///
+    /// # Errors
+    /// [`StoreError::TaskFailed`] when `f` panics (or the runtime shuts
+    /// down before it runs); `f`'s own errors are in `T`.
+    pub async fn run_blocking<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&BlockingStore) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let sync = self.sync.clone();
+        unblock("run_blocking", move || f(&sync)).await
+    }
+
     /// Stores `record` (already verified by the caller, with `body` its
-    /// decoded payload) if its seq is above the one held.
+    /// decoded payload) if its seq is above the one held. The record is
+    /// encoded here; the transaction runs on a blocking thread, where it
+    /// may wait for a flush in progress.
     ///
     /// # Errors
     /// [`RecordError::StaleSeq`] (as [`StoreError::Record`]) when not newer;
     /// [`StoreError::NotLocal`] / [`StoreError::NotFound`] when `expect`
-    /// does not hold; [`StoreError::Sled`].
+    /// does not hold; [`StoreError::Sled`]; [`StoreError::TaskFailed`].
+    pub async fn put(
+        &self,
+        record: &SignedRecord,
+        body: &RecordBody,
+        origin: Origin,
+        expect: Expect,
+    ) -> Result<PutOutcome, StoreError> {
+        let write = Write::new(record, body, origin, expect);
+        let sync = self.sync.clone();
+        unblock("put", move || sync.write(write)).await?
+    }
+
+    /// The latest record held for `id` (descriptor or tombstone).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
+    /// [`StoreError::TaskFailed`].
+    pub async fn get(&self, id: &str) -> Result<Option<StoredAgent>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("get", move || sync.get(&id)).await?
+    }
+
+    /// Keeps the latest crawl report of an agent (JSON), shown by the API
+    /// beside the record's evidence.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn put_report(&self, id: &str, report: Vec<u8>) -> Result<(), StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("put_report", move || sync.put_report(&id, &report)).await?
+    }
+
+    /// The latest crawl report of an agent, if it was crawled here.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn report(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("report", move || sync.report(&id)).await?
+    }
+
+    /// Whether `id` was registered through this node's API (and is live).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn is_local(&self, id: &str) -> Result<bool, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("is_local", move || sync.is_local(&id)).await?
+    }
+
+    /// Live descriptors matching `filter`, in id order, starting after the
+    /// id `after`, at most `limit`; the walk runs on a blocking thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
+    /// [`StoreError::TaskFailed`].
+    pub async fn search(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredAgent>, StoreError> {
+        let sync = self.sync.clone();
+        let (filter, after) = (filter.clone(), after.map(str::to_owned));
+        unblock("search", move || {
+            sync.search(&filter, after.as_deref(), limit)
+        })
+        .await?
+    }
+
+    /// Number of live descriptors held.
+    pub fn len(&self) -> u64 {
+        self.sync.inner.live.load(Ordering::Relaxed)
+    }
+
+    /// Whether no live descriptor is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many live descriptors carry each term of `filter` (for ranking
+    /// and diagnostics): `(field, term, count)`.
+    pub fn term_count(&self, field: char, term: &str) -> u64 {
+        let field = match field {
+            'c' => FIELD_CAPABILITY,
+            't' => FIELD_TAG,
+            _ => FIELD_LANGUAGE,
+        };
+        let counts = self
+            .sync
+            .inner
+            .counts
+            .lock()
+            .expect("counts lock is never poisoned: no panics while held");
+        counts.get(&prefix(field, term)).copied().unwrap_or(0)
+    }
+
+    /// Makes every write so far durable. Concurrent callers share one
+    /// flush (group commit): a caller whose writes a flush that started
+    /// after them already covered returns at once. The flush runs on a
+    /// blocking thread, holding the gate against writes.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let inner = &self.sync.inner;
+        let mine = inner.writes.load(Ordering::SeqCst);
+        let _turn = inner.flush_turn.lock().await;
+        if inner.flushed.load(Ordering::SeqCst) >= mine && mine > 0 {
+            return Ok(());
+        }
+        let inner = inner.clone();
+        unblock("flush", move || inner.flush_gated()).await?
+    }
+
+    /// Flushes periodically (sled's own flusher is off, see `gate`) until
+    /// `cancel` fires; what the API acknowledges is flushed at once anyway.
+    pub fn spawn_flusher(
+        &self,
+        every: std::time::Duration,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = tick.tick() => {
+                        let inner = &store.sync.inner;
+                        if inner.flushed.load(Ordering::SeqCst) < inner.writes.load(Ordering::SeqCst) {
+                            if let Err(e) = store.flush().await {
+                                tracing::error!(error = %e, "periodic store flush failed");
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl BlockingStore {
+    /// As [`Store::put`], on this thread: may wait for a whole flush.
+    ///
+    /// # Errors
+    /// As [`Store::put`], without [`StoreError::TaskFailed`].
     pub fn put(
         &self,
         record: &SignedRecord,
@@ -306,16 +589,19 @@ impl Store {
         origin: Origin,
         expect: Expect,
     ) -> Result<PutOutcome, StoreError> {
-        let id = body.agent_id().to_owned();
-        let seq = body.seq();
-        let kind = match body {
-            RecordBody::Descriptor(_) => KIND_DESCRIPTOR,
-            RecordBody::Tombstone(_) => KIND_TOMBSTONE,
-        };
-        let mut value = Vec::with_capacity(1 + MAX_ENCODED_HINT);
-        value.push(kind);
-        value.extend_from_slice(&record.encode());
-        let new_terms = body_terms(body);
+        self.write(Write::new(record, body, origin, expect))
+    }
+
+    fn write(&self, write: Write) -> Result<PutOutcome, StoreError> {
+        let Write {
+            id,
+            seq,
+            kind,
+            value,
+            new_terms,
+            origin,
+            expect,
+        } = write;
         let inner = &self.inner;
 
         let gate = inner
@@ -424,7 +710,7 @@ impl Store {
         })
     }
 
-    /// The latest record held for `id` (descriptor or tombstone).
+    /// As [`Store::get`], on this thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`], [`StoreError::Corrupt`].
@@ -435,8 +721,7 @@ impl Store {
         }
     }
 
-    /// Keeps the latest crawl report of an agent (JSON), shown by the API
-    /// beside the record's evidence.
+    /// As [`Store::put_report`], on this thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`].
@@ -445,7 +730,7 @@ impl Store {
         Ok(())
     }
 
-    /// The latest crawl report of an agent, if it was crawled here.
+    /// As [`Store::report`], on this thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`].
@@ -453,7 +738,7 @@ impl Store {
         Ok(self.inner.reports.get(id.as_bytes())?.map(|v| v.to_vec()))
     }
 
-    /// Whether `id` was registered through this node's API (and is live).
+    /// As [`Store::is_local`], on this thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`].
@@ -461,8 +746,7 @@ impl Store {
         Ok(self.inner.local.contains_key(id.as_bytes())?)
     }
 
-    /// Live descriptors matching `filter`, in id order, starting after the
-    /// id `after`, at most `limit`.
+    /// As [`Store::search`], on this thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`], [`StoreError::Corrupt`].
@@ -551,81 +835,13 @@ impl Store {
         Ok(out)
     }
 
-    /// Number of live descriptors held.
-    pub fn len(&self) -> u64 {
-        self.inner.live.load(Ordering::Relaxed)
-    }
-
-    /// Whether no live descriptor is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// How many live descriptors carry each term of `filter` (for ranking
-    /// and diagnostics): `(field, term, count)`.
-    pub fn term_count(&self, field: char, term: &str) -> u64 {
-        let field = match field {
-            'c' => FIELD_CAPABILITY,
-            't' => FIELD_TAG,
-            _ => FIELD_LANGUAGE,
-        };
-        let counts = self
-            .inner
-            .counts
-            .lock()
-            .expect("counts lock is never poisoned: no panics while held");
-        counts.get(&prefix(field, term)).copied().unwrap_or(0)
-    }
-
-    /// Makes every write so far durable. Concurrent callers share one
-    /// flush (group commit): a caller whose writes a flush that started
-    /// after them already covered returns at once.
+    /// Makes every write so far durable, on this thread (no group commit:
+    /// each call flushes).
     ///
     /// # Errors
     /// [`StoreError::Sled`].
-    pub async fn flush(&self) -> Result<(), StoreError> {
-        let mine = self.inner.writes.load(Ordering::SeqCst);
-        let _turn = self.inner.flush_turn.lock().await;
-        if self.inner.flushed.load(Ordering::SeqCst) >= mine && mine > 0 {
-            return Ok(());
-        }
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.flush_gated())
-            .await
-            .expect("the flush task does not panic")
-    }
-
-    /// Makes every write so far durable, blocking.
-    ///
-    /// # Errors
-    /// [`StoreError::Sled`].
-    pub fn flush_blocking(&self) -> Result<(), StoreError> {
+    pub fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush_gated()
-    }
-
-    /// Flushes periodically (sled's own flusher is off, see `gate`) until
-    /// `cancel` fires; what the API acknowledges is flushed at once anyway.
-    pub fn spawn_flusher(
-        &self,
-        every: std::time::Duration,
-        cancel: tokio_util::sync::CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
-        let store = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    _ = tick.tick() => {
-                        if store.inner.flushed.load(Ordering::SeqCst) < store.inner.writes.load(Ordering::SeqCst) {
-                            if let Err(e) = store.flush().await {
-                                tracing::error!(error = %e, "periodic store flush failed");
-                            }
-                        }
-                    }
-                }
-            }
-        })
     }
 }
 
@@ -635,6 +851,15 @@ impl Inner {
             .gate
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        #[cfg(test)]
+        if let Some(hook) = self
+            .flush_hook
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            hook();
+        }
         let upto = self.writes.load(Ordering::SeqCst);
         self.db.flush()?;
         self.flushed.fetch_max(upto, Ordering::SeqCst);

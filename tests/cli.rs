@@ -903,6 +903,7 @@ fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
         );
         let store = agentmesh::store::Store::open(&data.join("store"), 8 << 20).unwrap();
         let held = store
+            .blocking()
             .get(&format!("agent:{domain}"))
             .unwrap()
             .unwrap_or_else(|| panic!("{domain} is stored ({sub})"));

@@ -155,7 +155,7 @@ async fn every_misbehaving_agent_fails_with_its_exact_reason() {
     assert!(silent.stored && silent.trust.evidence.fingerprint && !silent.trust.evidence.challenge);
     let mismatch = by_domain[rig.domain(Behaviour::FingerprintMismatch).as_str()];
     assert!(!mismatch.stored);
-    assert!(rig.store.get(&mismatch.agent_id).unwrap().is_none());
+    assert!(rig.store.get(&mismatch.agent_id).await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,9 +210,10 @@ async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
     assert!(failed.is_empty(), "not key-verified: {failed:?}");
 
     // Levels as stored, after every agent was crawled (order-independent).
-    let level = |domain: &str| match rig
+    let level = async |domain: &str| match rig
         .store
         .get(&format!("agent:{domain}"))
+        .await
         .unwrap()
         .map(|a| a.body)
     {
@@ -227,15 +228,23 @@ async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
         pairs.len()
     );
     for (a, b) in &pairs {
-        assert_eq!(level(a), TrustLevel::PeerVerified, "{a} (mutual with {b})");
-        assert_eq!(level(b), TrustLevel::PeerVerified, "{b} (mutual with {a})");
+        assert_eq!(
+            level(a).await,
+            TrustLevel::PeerVerified,
+            "{a} (mutual with {b})"
+        );
+        assert_eq!(
+            level(b).await,
+            TrustLevel::PeerVerified,
+            "{b} (mutual with {a})"
+        );
     }
     let mutual: std::collections::HashSet<&str> =
         pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
     for agent in population.agents() {
         if !mutual.contains(agent.domain.as_str()) {
             assert_eq!(
-                level(&agent.domain),
+                level(&agent.domain).await,
                 TrustLevel::KeyVerified,
                 "{} has no mutual peer",
                 agent.domain
@@ -249,6 +258,7 @@ async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
     let found = rig
         .store
         .search(&Filter::new([cap.as_str()], [], []).unwrap(), None, 1000)
+        .await
         .unwrap();
     assert!(
         found.iter().any(|a| a.body.agent_id() == some.id()),

@@ -61,7 +61,7 @@ pub(super) fn run(
     let put_wall = t.elapsed();
     row("Store::put, pre-signed, 1 thread", n, put_wall, Some(&lat));
     let t = Instant::now();
-    store.flush_blocking()?;
+    store.blocking().flush()?;
     row("  + one flush at the end", n, put_wall + t.elapsed(), None);
     ensure!(
         store.len() == n as u64,

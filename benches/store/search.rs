@@ -1,5 +1,7 @@
 //! Section (b) of the store bench: filter-search latency through
-//! `Registry::search`, against `Store::search` alone, in-memory posting
+//! `Registry::search` (awaited on a one-thread runtime: its hop to the
+//! blocking pool included, as the API sees it), against the store's
+//! blocking `search` alone, in-memory posting
 //! lists (the proposed fix) and a full scan (no index).
 
 use std::collections::{BTreeSet, HashMap};
@@ -102,7 +104,9 @@ fn scan(store: &Store, f: &Filter, limit: usize) -> anyhow::Result<Vec<String>> 
     let mut out = Vec::new();
     let mut after: Option<String> = None;
     loop {
-        let page = store.search(&Filter::default(), after.as_deref(), SCAN_PAGE)?;
+        let page = store
+            .blocking()
+            .search(&Filter::default(), after.as_deref(), SCAN_PAGE)?;
         let Some(last) = page.last() else {
             return Ok(out);
         };
@@ -138,7 +142,9 @@ impl Postings {
         let mut lists: HashMap<(u8, String), Vec<u32>> = HashMap::new();
         let mut after: Option<String> = None;
         loop {
-            let page = store.search(&Filter::default(), after.as_deref(), 1000)?;
+            let page = store
+                .blocking()
+                .search(&Filter::default(), after.as_deref(), 1000)?;
             let Some(last) = page.last() else { break };
             after = Some(last.body.agent_id().to_owned());
             for agent in &page {
@@ -204,7 +210,7 @@ impl Postings {
                 }
             }
             let id = &self.ids[pos as usize];
-            if let Some(agent) = store.get(id)? {
+            if let Some(agent) = store.blocking().get(id)? {
                 out.push(agent.body.agent_id().to_owned());
                 if out.len() == limit {
                     break;
@@ -217,6 +223,9 @@ impl Postings {
 
 pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Result<()> {
     let cases = cases()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let t = Instant::now();
     let postings = Postings::build(store)?;
     let postings_build = t.elapsed();
@@ -240,8 +249,8 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         let q = query(case);
         let all_matches = scan(store, &case.filter, usize::MAX)?;
         let expected = &all_matches[..all_matches.len().min(case.limit)];
-        let got: Vec<String> = registry
-            .search(&q)?
+        let got: Vec<String> = rt
+            .block_on(registry.search(&q))?
             .items
             .into_iter()
             .map(|s| s.id)
@@ -259,11 +268,11 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         );
         let matches = all_matches.len();
         let api = measure(10, 200, 5_000, Duration::from_secs(2), |_| {
-            registry.search(&q)?;
+            rt.block_on(registry.search(&q))?;
             Ok(())
         })?;
         let raw = measure(10, 200, 5_000, Duration::from_secs(1), |_| {
-            store.search(&case.filter, None, case.limit)?;
+            store.blocking().search(&case.filter, None, case.limit)?;
             Ok(())
         })?;
         let mem = match from_postings {
@@ -296,7 +305,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         mix.push(q);
     }
     let all = measure(10, 500, 7_000, Duration::from_secs(3), |k| {
-        registry.search(&mix[k % mix.len()])?;
+        rt.block_on(registry.search(&mix[k % mix.len()]))?;
         Ok(())
     })?;
     println!(
@@ -308,7 +317,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         all.p99_us()
     );
     println!(
-        "(store p50: Store::search alone; postings: the same filter over in-memory posting \
+        "(store p50: the store's blocking search alone; postings: the same filter over in-memory posting \
          lists, built in {:.1} s; scan: no index, every record decoded in id order)",
         postings_build.as_secs_f64()
     );

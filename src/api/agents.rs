@@ -74,13 +74,13 @@ pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let document = match state.registry().document(&id) {
+    let document = match state.registry().document(&id).await {
         Err(RegistryError::NotFound { .. }) if state.mesh().is_some() => {
             // Not held here: ask the DHT; what comes back is judged (and
             // stored) by the mesh handler before it can be shown.
             let mesh = state.mesh().expect("checked above");
             let _ = mesh.client.get_record(&id).await;
-            state.registry().document(&id)?
+            state.registry().document(&id).await?
         }
         other => other?,
     };
@@ -202,7 +202,7 @@ pub(super) async fn list(
         after: decode_cursor(p.cursor.as_deref())?,
         limit: bounded_limit(&state, p.limit, "limit")?,
     };
-    Ok(page_response(state.registry().search(&query)?))
+    Ok(page_response(state.registry().search(&query).await?))
 }
 
 /// Body of `POST /agents/search`.
@@ -291,7 +291,7 @@ pub(super) async fn search(
         _ => None,
     };
     let started = std::time::Instant::now();
-    let mut response = page_response(state.registry().search(&query)?);
+    let mut response = page_response(state.registry().search(&query).await?);
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "local search");
     if let Some(asked) = asked {
         asked.write_headers(response.headers_mut());
@@ -373,6 +373,7 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
         let known = state
             .registry()
             .find(&held)
+            .await
             .map(|(found, _)| {
                 found
                     .iter()

@@ -92,6 +92,7 @@ pub(super) async fn report(
         .registry()
         .store()
         .report(id.as_str())
+        .await
         .map_err(crate::registry::RegistryError::from)?
         .ok_or_else(|| {
             ApiError::new(

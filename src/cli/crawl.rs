@@ -167,7 +167,13 @@ pub async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     crate::node::create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
     let verifier = crate::identity::peer_id_of(&key);
-    let store = Store::open(&config.store_path(), config.store.cache_bytes).with_context(|| {
+    let store = {
+        let (path, cache) = (config.store_path(), config.store.cache_bytes);
+        tokio::task::spawn_blocking(move || Store::open(&path, cache))
+            .await
+            .context("the store-open task panicked")?
+    }
+    .with_context(|| {
         format!(
             "opening the store in {} (is a node running on it?)",
             config.data_dir.display()

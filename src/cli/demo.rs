@@ -257,7 +257,7 @@ async fn steps(
         print_crawl(i + 1, d);
     }
 
-    let Some((capability, expected)) = pick_capability(&demo[ORGS - 1]) else {
+    let Some((capability, expected)) = pick_capability(&demo[ORGS - 1]).await else {
         anyhow::bail!("node {ORGS} verified no agent: nothing to search for");
     };
     let found = search_until_found(&demo[0].node, &capability, &expected).await?;
@@ -345,16 +345,16 @@ fn print_crawl(n: usize, d: &DemoNode) {
 
 /// The capability most of `d`'s verified agents offer, and those agents
 /// (their capabilities as node `d` stored them).
-fn pick_capability(d: &DemoNode) -> Option<(String, Vec<String>)> {
-    let verified: Vec<(String, Vec<String>)> = d
-        .reports
-        .iter()
-        .filter(|r| r.stored && r.level() >= TrustLevel::KeyVerified)
-        .filter_map(|r| {
-            let summary = d.node.registry().summary(&r.agent_id).ok()?;
-            Some((r.agent_id.clone(), summary.capabilities))
-        })
-        .collect();
+async fn pick_capability(d: &DemoNode) -> Option<(String, Vec<String>)> {
+    let mut verified: Vec<(String, Vec<String>)> = Vec::new();
+    for r in &d.reports {
+        if !r.stored || r.level() < TrustLevel::KeyVerified {
+            continue;
+        }
+        if let Ok(summary) = d.node.registry().summary(&r.agent_id).await {
+            verified.push((r.agent_id.clone(), summary.capabilities));
+        }
+    }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, capabilities) in &verified {
         for c in capabilities {

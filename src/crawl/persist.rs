@@ -29,12 +29,17 @@ impl Crawler {
         }
         let report = &outcome.report;
         let json = serde_json::to_vec(report).expect("a report always serialises");
-        if let Err(e) = issuer.store().put_report(&report.agent_id, &json) {
+        if let Err(e) = issuer.store().put_report(&report.agent_id, json).await {
             tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
         }
         outcome
     }
 
+    /// Stores the agent, then looks for mutual verified peers already
+    /// held and, when it finds some, upgrades both sides. Storing before
+    /// looking means that of two mutual agents crawled at the same time,
+    /// the later look always finds the other stored, with no lock between
+    /// crawls.
     async fn store_verified(
         &self,
         issuer: &Issuer,
@@ -43,32 +48,6 @@ impl Crawler {
         report: &mut CrawlReport,
     ) {
         let started = Instant::now();
-        let mutual = match self.mutual_peers(issuer.store(), report, peers) {
-            Ok(m) => m,
-            Err(e) => {
-                let ms = started.elapsed().as_secs_f64() * 1000.0;
-                report.steps.push(Step {
-                    step: "peers",
-                    outcome: StepOutcome::Failed,
-                    detail: e.to_string(),
-                    reason: Some(e.reason()),
-                    ms,
-                });
-                Vec::new()
-            }
-        };
-        if !mutual.is_empty() {
-            verified.evidence.mutual_peer = true;
-            report.trust = summarise(&verified.evidence);
-            report.steps.push(Step {
-                step: "peers",
-                outcome: StepOutcome::Ok,
-                detail: format!("mutual verified peers: {}", mutual.join(", ")),
-                reason: None,
-                ms: started.elapsed().as_secs_f64() * 1000.0,
-            });
-        }
-        let started = Instant::now();
         let stored = issue(
             issuer,
             verified.descriptor.clone(),
@@ -76,39 +55,73 @@ impl Crawler {
             verified.evidence.clone(),
         )
         .await;
-        match stored {
-            Ok(()) => {
-                report.stored = true;
-                report.steps.push(Step {
-                    step: "record",
-                    outcome: StepOutcome::Ok,
-                    detail: format!("signed and stored at {}", report.trust.level),
-                    reason: None,
-                    ms: started.elapsed().as_secs_f64() * 1000.0,
-                });
-                for peer in &mutual {
-                    if let Err(e) = self.upgrade_peer(issuer, peer).await {
-                        tracing::warn!(peer = %peer, error = %e, "could not mark a mutual peer");
-                    }
-                }
-            }
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        if let Err(e) = stored {
+            let reason = e.reason();
+            report.steps.push(Step {
+                step: "record",
+                outcome: StepOutcome::Failed,
+                detail: e.to_string(),
+                reason: Some(reason),
+                ms,
+            });
+            report.reasons.push(reason);
+            return;
+        }
+        report.stored = true;
+        report.steps.push(Step {
+            step: "record",
+            outcome: StepOutcome::Ok,
+            detail: format!("signed and stored at {}", report.trust.level),
+            reason: None,
+            ms,
+        });
+
+        let started = Instant::now();
+        let mutual = match self.mutual_peers(issuer.store(), report, peers).await {
+            Ok(m) => m,
             Err(e) => {
-                let reason = e.reason();
                 report.steps.push(Step {
-                    step: "record",
+                    step: "peers",
                     outcome: StepOutcome::Failed,
                     detail: e.to_string(),
-                    reason: Some(reason),
+                    reason: Some(e.reason()),
                     ms: started.elapsed().as_secs_f64() * 1000.0,
                 });
-                report.reasons.push(reason);
+                return;
+            }
+        };
+        if mutual.is_empty() {
+            return;
+        }
+        verified.evidence.mutual_peer = true;
+        report.trust = summarise(&verified.evidence);
+        let mut upgraded = Vec::new();
+        for agent in std::iter::once(&report.agent_id).chain(&mutual) {
+            match self.upgrade_peer(issuer, agent).await {
+                Ok(()) => upgraded.push(agent.as_str()),
+                Err(e) => {
+                    tracing::warn!(agent = %agent, error = %e, "could not mark a mutual peer");
+                }
             }
         }
+        report.steps.push(Step {
+            step: "peers",
+            outcome: StepOutcome::Ok,
+            detail: format!(
+                "mutual verified peers: {}; re-signed at {}: {}",
+                mutual.join(", "),
+                report.trust.level,
+                upgraded.join(", ")
+            ),
+            reason: None,
+            ms: started.elapsed().as_secs_f64() * 1000.0,
+        });
     }
 
     /// Verified peers of this report's agent that are held key-verified
     /// and list this agent back as a verified peer.
-    fn mutual_peers(
+    async fn mutual_peers(
         &self,
         store: &Store,
         report: &CrawlReport,
@@ -119,7 +132,7 @@ impl Crawler {
         }
         let mut out = Vec::new();
         for peer in peers {
-            let Some(held) = store.get(peer).map_err(|e| CrawlError::Store {
+            let Some(held) = store.get(peer).await.map_err(|e| CrawlError::Store {
                 message: e.to_string(),
             })?
             else {
@@ -142,9 +155,13 @@ impl Crawler {
     }
 
     async fn upgrade_peer(&self, issuer: &Issuer, peer: &str) -> Result<(), CrawlError> {
-        let held = issuer.store().get(peer).map_err(|e| CrawlError::Store {
-            message: e.to_string(),
-        })?;
+        let held = issuer
+            .store()
+            .get(peer)
+            .await
+            .map_err(|e| CrawlError::Store {
+                message: e.to_string(),
+            })?;
         let Some(RecordBody::Descriptor(body)) = held.map(|h| h.body) else {
             return Ok(());
         };

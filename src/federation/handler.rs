@@ -67,7 +67,7 @@ impl NodeHandler {
         }
     }
 
-    fn answer(&self, request: &SearchRequest) -> SearchResponse {
+    async fn answer(&self, request: &SearchRequest) -> SearchResponse {
         let filter = match Filter::new(
             request.capabilities.iter().map(String::as_str),
             request.tags.iter().map(String::as_str),
@@ -85,7 +85,8 @@ impl NodeHandler {
             after: None,
             limit: limit + known.len() + 1,
         };
-        let Ok((found, _)) = self.registry.find(&query) else {
+        // The registry walks and ranks on a blocking thread.
+        let Ok((found, _)) = self.registry.find(&query).await else {
             return SearchResponse::default();
         };
         let fresh = found.into_iter().filter(|(_, agent)| {
@@ -141,11 +142,6 @@ impl MeshHandler for SharedHandler {
         _from: PeerId,
     ) -> BoxFuture<'static, SearchResponse> {
         let handler = self.0.clone();
-        async move {
-            tokio::task::spawn_blocking(move || handler.answer(&request))
-                .await
-                .unwrap_or_default()
-        }
-        .boxed()
+        async move { handler.answer(&request).await }.boxed()
     }
 }

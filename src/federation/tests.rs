@@ -190,7 +190,7 @@ fn forged_or_inconsistent_evidence_is_refused_and_counted() {
     assert_eq!(counts["bad_evidence"], 3);
     assert_eq!(counts["expired"], 1);
     assert!(
-        f.store.get(&f.agent_id).unwrap().is_none(),
+        f.store.blocking().get(&f.agent_id).unwrap().is_none(),
         "nothing refused was stored"
     );
 }
@@ -246,7 +246,7 @@ fn tombstones_need_the_agent_key_or_the_attester() {
         "the agent revokes itself"
     );
     assert!(matches!(
-        f.store.get(&f.agent_id).unwrap().unwrap().body,
+        f.store.blocking().get(&f.agent_id).unwrap().unwrap().body,
         RecordBody::Tombstone(_)
     ));
     let late = f.descriptor(&f.stranger, 10, &f.agent_key);
@@ -277,7 +277,7 @@ fn a_lookups_node_keeps_what_it_looked_up_and_updates_of_what_it_holds() {
     let first = f.signed(&f.descriptor(&f.friend, 10, &f.agent_key), &f.friend);
     // Offered unasked: checked and passed on, not stored.
     assert_eq!(judge.judge_offered(&first, None), Judgement::NotKept);
-    assert!(f.store.get(&f.agent_id).unwrap().is_none());
+    assert!(f.store.blocking().get(&f.agent_id).unwrap().is_none());
     // Forgeries are refused and counted as on any node.
     let forged = f.signed(&f.descriptor(&f.friend, 11, &f.stranger), &f.friend);
     assert_eq!(
@@ -326,7 +326,7 @@ fn a_node_keeps_its_own_attestation_over_an_untrusted_peers_of_the_same_document
         judge.judge(&f.signed(&theirs, &f.stranger)),
         Judgement::Duplicate
     );
-    let held = f.store.get(&f.agent_id).unwrap().unwrap();
+    let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
     assert_eq!(held.record.signer(), &f.own.verifying_key());
     // A trusted partner's newer attestation replaces ours.
     let partner = f.descriptor(&f.friend, 12, &f.agent_key);

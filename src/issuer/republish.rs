@@ -51,7 +51,10 @@ pub fn spawn_republisher(
             let mut after: Option<String> = None;
             let mut count = 0usize;
             loop {
-                let page = match store.search(&Filter::default(), after.as_deref(), 256) {
+                let page = match store
+                    .search(&Filter::default(), after.as_deref(), 256)
+                    .await
+                {
                     Ok(p) => p,
                     Err(e) => {
                         tracing::warn!(error = %e, "reading the store to republish failed");

@@ -34,7 +34,7 @@ fn put(
 ) -> Result<PutOutcome, StoreError> {
     let body = DescriptorRecord::new(d, "{}".into(), seq, 1, 3600, Evidence::default());
     let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
-    store.put(
+    store.blocking().put(
         &rec,
         &RecordBody::Descriptor(Box::new(body)),
         origin,
@@ -50,7 +50,9 @@ fn tombstone(store: &Store, id: &str, seq: u64, expect: Expect) -> Result<PutOut
         reason: TombstoneReason::Deleted,
     };
     let rec = SignedRecord::sign_tombstone(&body, &key()).unwrap();
-    store.put(&rec, &RecordBody::Tombstone(body), Origin::Local, expect)
+    store
+        .blocking()
+        .put(&rec, &RecordBody::Tombstone(body), Origin::Local, expect)
 }
 
 fn ids(found: &[StoredAgent]) -> Vec<&str> {
@@ -100,7 +102,7 @@ fn filters_are_and_across_and_within_fields() {
     .unwrap();
 
     let all = |f: Filter| {
-        ids(&s.search(&f, None, 100).unwrap())
+        ids(&s.blocking().search(&f, None, 100).unwrap())
             .into_iter()
             .map(String::from)
             .collect::<Vec<_>>()
@@ -140,7 +142,7 @@ fn pages_continue_after_the_cursor_id() {
         let mut seen = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let page = s.search(&f, after.as_deref(), 10).unwrap();
+            let page = s.blocking().search(&f, after.as_deref(), 10).unwrap();
             if page.is_empty() {
                 break;
             }
@@ -198,11 +200,13 @@ fn stale_seqs_are_refused_and_updates_reindex() {
         PutOutcome::Updated
     );
     assert!(s
+        .blocking()
         .search(&filter(&["old"], &[], &[]), None, 10)
         .unwrap()
         .is_empty());
     assert_eq!(
-        s.search(&filter(&["new"], &[], &[]), None, 10)
+        s.blocking()
+            .search(&filter(&["new"], &[], &[]), None, 10)
             .unwrap()
             .len(),
         1
@@ -225,14 +229,19 @@ fn tombstones_remove_from_search_and_beat_lower_seqs() {
     .unwrap();
     tombstone(&s, "a", 2, Expect::LocalLive).unwrap();
     assert!(s
+        .blocking()
         .search(&filter(&["x"], &[], &[]), None, 10)
         .unwrap()
         .is_empty());
-    assert!(s.search(&Filter::default(), None, 10).unwrap().is_empty());
+    assert!(s
+        .blocking()
+        .search(&Filter::default(), None, 10)
+        .unwrap()
+        .is_empty());
     assert_eq!(s.len(), 0);
-    assert!(!s.is_local("a").unwrap());
+    assert!(!s.blocking().is_local("a").unwrap());
     assert!(matches!(
-        s.get("a").unwrap().unwrap().body,
+        s.blocking().get("a").unwrap().unwrap().body,
         RecordBody::Tombstone(_)
     ));
     let late = put(
@@ -303,8 +312,8 @@ fn local_expectations_protect_other_registries_records() {
         Expect::LocalOrAbsent,
     )
     .unwrap();
-    assert!(s.is_local("mine").unwrap());
-    assert!(!s.is_local("remote").unwrap());
+    assert!(s.blocking().is_local("mine").unwrap());
+    assert!(!s.blocking().is_local("remote").unwrap());
 }
 
 #[test]
@@ -323,18 +332,19 @@ fn reopening_restores_records_indexes_and_counts() {
             .unwrap();
         }
         tombstone(&s, "a0", 2, Expect::LocalLive).unwrap();
-        s.flush_blocking().unwrap();
+        s.blocking().flush().unwrap();
     }
     let s = open(dir.path());
     assert_eq!(s.len(), 49);
     assert_eq!(s.term_count('c', "cap"), 49);
     assert_eq!(
-        s.search(&filter(&["cap"], &["t"], &["en"]), None, 100)
+        s.blocking()
+            .search(&filter(&["cap"], &["t"], &["en"]), None, 100)
             .unwrap()
             .len(),
         49
     );
-    assert!(s.is_local("a1").unwrap());
+    assert!(s.blocking().is_local("a1").unwrap());
 }
 
 #[test]
@@ -359,4 +369,119 @@ fn a_store_of_another_schema_version_is_refused() {
         ),
         "{err}"
     );
+}
+
+fn signed(d: Descriptor, seq: u64) -> (SignedRecord, RecordBody) {
+    let body = DescriptorRecord::new(d, "{}".into(), seq, 1, 3600, Evidence::default());
+    let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
+    (rec, RecordBody::Descriptor(Box::new(body)))
+}
+
+#[tokio::test]
+async fn the_async_face_writes_reads_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let (rec, body) = signed(descriptor("a", &["x"], &[], &[]), 1);
+    assert_eq!(
+        s.put(&rec, &body, Origin::Local, Expect::LocalOrAbsent)
+            .await
+            .unwrap(),
+        PutOutcome::Created
+    );
+    assert_eq!(s.get("a").await.unwrap().unwrap().body.seq(), 1);
+    assert!(s.get("b").await.unwrap().is_none());
+    assert!(s.is_local("a").await.unwrap());
+    let found = s.search(&filter(&["x"], &[], &[]), None, 10).await.unwrap();
+    assert_eq!(ids(&found), ["a"]);
+    s.put_report("a", b"{}".to_vec()).await.unwrap();
+    assert_eq!(s.report("a").await.unwrap().as_deref(), Some(&b"{}"[..]));
+    s.flush().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_panic_in_a_blocking_task_is_a_store_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let err = s
+        .run_blocking(|_| -> u8 { panic!("scan invariant broken") })
+        .await
+        .unwrap_err();
+    match err {
+        StoreError::TaskFailed { operation, reason } => {
+            assert_eq!(operation, "run_blocking");
+            assert!(reason.contains("scan invariant broken"), "{reason}");
+        }
+        other => panic!("expected TaskFailed, got {other}"),
+    }
+    // The store still works afterwards.
+    assert!(s.get("a").await.unwrap().is_none());
+}
+
+/// A write that waits for a flush (the gate held exclusively for a whole
+/// `db.flush()`) waits on a blocking thread: on a one-thread runtime,
+/// other tasks keep running meanwhile. Were the write done on the runtime
+/// thread, it would block the only worker until the flush ends.
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_waiting_for_a_flush_does_not_block_the_runtime() {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+
+    // A flush that holds the gate until released (or for 10 s at most, so
+    // that a blocked runtime fails the test instead of hanging it).
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    *s.sync.inner.flush_hook.lock().unwrap() = Some(Box::new(move || {
+        let _ = held_tx.send(());
+        let _ = release_rx.recv_timeout(DEADLINE);
+    }));
+    let flush = tokio::spawn({
+        let s = s.clone();
+        async move { s.flush().await }
+    });
+    tokio::time::timeout(DEADLINE, held_rx)
+        .await
+        .expect("the flush to take the gate within 10 s")
+        .unwrap();
+
+    // A write now waits for the gate.
+    let started = std::time::Instant::now();
+    let (put_started_tx, put_started_rx) = tokio::sync::oneshot::channel::<()>();
+    let put = tokio::spawn({
+        let s = s.clone();
+        async move {
+            let _ = put_started_tx.send(());
+            let (rec, body) = signed(descriptor("a", &["x"], &[], &[]), 1);
+            s.put(&rec, &body, Origin::Remote, Expect::Any).await
+        }
+    });
+    put_started_rx.await.unwrap();
+    // Another task on this runtime still makes progress.
+    let (pong_tx, pong_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = pong_tx.send(());
+    });
+    pong_rx.await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        !put.is_finished(),
+        "the write finished while the flush held the gate: it blocked the runtime for {waited:?}"
+    );
+    assert!(
+        waited < std::time::Duration::from_secs(5),
+        "the runtime was blocked for {waited:?} while a write waited for the flush"
+    );
+
+    release_tx.send(()).unwrap();
+    tokio::time::timeout(DEADLINE, flush)
+        .await
+        .expect("the flush to end within 10 s once released")
+        .unwrap()
+        .unwrap();
+    let outcome = tokio::time::timeout(DEADLINE, put)
+        .await
+        .expect("the write to go through within 10 s once the flush ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome, PutOutcome::Created);
 }
