@@ -112,6 +112,8 @@ pub struct NodeArgs {
     /// Peer to join through (repeatable).
     #[arg(long, value_name = "MULTIADDR")]
     pub bootstrap: Vec<String>,
+    /// How the node's crawler connects (resolvers, trust roots, private
+    /// targets).
     #[command(flatten)]
     pub crawl: CrawlArgs,
 }

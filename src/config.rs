@@ -21,22 +21,39 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("config file {path}: {source}")]
     Read {
+        /// The config file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// The file or an override is not valid TOML or names an unknown key.
     #[error("config {origin}: {message}")]
-    Parse { origin: String, message: String },
+    Parse {
+        /// Where the text at fault came from: `file {path}`,
+        /// `variable {name}`, or the file (or `defaults`) with the
+        /// variables that override it.
+        origin: String,
+        /// The TOML parser's or deserialiser's message.
+        message: String,
+    },
     /// A value is out of its allowed range.
     #[error("config key {key}: {message}")]
-    Invalid { key: &'static str, message: String },
+    Invalid {
+        /// The dotted key at fault (`api.max_body_bytes`).
+        key: &'static str,
+        /// What the value must be, or what is wrong with it.
+        message: String,
+    },
     /// A `crawl.seed_files` file could not be read, is too large, or holds
     /// a line that is not a domain name.
     #[error("config key crawl.seed_files: {}{}: {message}", path.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
     SeedFile {
+        /// The seed file.
         path: PathBuf,
+        /// The 1-based line at fault, when it is one line.
         line: Option<usize>,
+        /// What is wrong.
         message: String,
     },
 }

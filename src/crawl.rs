@@ -43,10 +43,18 @@ use crate::verify::Reason;
 pub enum CrawlError {
     /// The crawler could not be set up (TLS roots, resolver).
     #[error("crawler setup: {message}")]
-    Setup { message: String },
+    Setup {
+        /// What could not be built, as the HTTP client or resolver says.
+        message: String,
+    },
     /// Not a domain name.
     #[error("{domain:?} is not a domain name: {reason}")]
-    InvalidDomain { domain: String, reason: String },
+    InvalidDomain {
+        /// The name as given.
+        domain: String,
+        /// What makes it not a domain name.
+        reason: String,
+    },
     /// The TXT record is missing or unusable.
     #[error(transparent)]
     Txt(#[from] TxtError),
@@ -55,70 +63,148 @@ pub enum CrawlError {
     Dns(#[from] dns::DnsError),
     /// The target address is internal and this node may not connect to it.
     #[error("{host} resolves to {ip}, which this node may not connect to (see --allow-private)")]
-    AddressNotAllowed { host: String, ip: IpAddr },
+    AddressNotAllowed {
+        /// The host name being connected to.
+        host: String,
+        /// The address it resolved to, which the [`AddressPolicy`] refuses.
+        ip: IpAddr,
+    },
     /// `http://` or `ws://` where TLS is required.
     #[error("{url} does not use TLS (https/wss required)")]
-    InsecureUrl { url: String },
+    InsecureUrl {
+        /// The URL without TLS.
+        url: String,
+    },
     /// A URL that does not parse.
     #[error("bad URL {url:?}: {reason}")]
-    BadUrl { url: String, reason: String },
+    BadUrl {
+        /// The URL as given (a `wk` value or a redirect's `Location`).
+        url: String,
+        /// Why it does not parse or cannot be used.
+        reason: String,
+    },
     /// The TLS handshake failed (untrusted certificate, old version...).
     #[error("TLS with {url} failed: {message}")]
-    Tls { url: String, message: String },
+    Tls {
+        /// The URL being connected to.
+        url: String,
+        /// The TLS library's message.
+        message: String,
+    },
     /// The TCP connection failed.
     #[error("cannot connect to {url}: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        /// The URL being connected to.
+        url: String,
+        /// The last connection error.
+        message: String,
+    },
     /// A stage exceeded its time.
     #[error("{stage} timed out after {after:?}")]
     Timeout {
+        /// The stage that ran out of time (`fetch`).
         stage: &'static str,
+        /// The time it was allowed.
         after: Duration,
     },
     /// A non-success HTTP status.
     #[error("{url} answered HTTP {status}")]
-    HttpStatus { url: String, status: u16 },
+    HttpStatus {
+        /// The URL that answered.
+        url: String,
+        /// The HTTP status code it answered with.
+        status: u16,
+    },
     /// More redirects than allowed.
     #[error("more than {limit} redirects from {url}")]
-    RedirectLimit { url: String, limit: usize },
+    RedirectLimit {
+        /// The URL that redirected once too often.
+        url: String,
+        /// The most redirects followed.
+        limit: usize,
+    },
     /// A redirect to another host.
     #[error("redirect from {from} to another host ({to})")]
-    RedirectOtherHost { from: String, to: String },
+    RedirectOtherHost {
+        /// The URL that redirected.
+        from: String,
+        /// Where it redirected to.
+        to: String,
+    },
     /// Not `application/json` or `application/adp+json`.
     #[error("content type {content_type:?} is not application/json or application/adp+json")]
-    WrongContentType { content_type: String },
+    WrongContentType {
+        /// The response's `Content-Type` (empty when it has none).
+        content_type: String,
+    },
     /// Body over the limit.
     #[error("agent.json is larger than {limit} bytes")]
-    DocumentTooLarge { limit: usize },
+    DocumentTooLarge {
+        /// The largest body accepted, in bytes.
+        limit: usize,
+    },
     /// Not JSON.
     #[error("agent.json is not valid JSON: {message}")]
-    InvalidJson { message: String },
+    InvalidJson {
+        /// The JSON parser's message, or why the body is not text.
+        message: String,
+    },
     /// Nested too deep.
     #[error("agent.json nests deeper than {limit} levels")]
-    JsonTooDeep { limit: usize },
+    JsonTooDeep {
+        /// The deepest nesting accepted.
+        limit: usize,
+    },
     /// Too many values.
     #[error("agent.json has more than {limit} values")]
-    JsonTooLarge { limit: usize },
+    JsonTooLarge {
+        /// The most values accepted.
+        limit: usize,
+    },
     /// A protocol version this node does not speak.
     #[error("agent.json protocol {protocol:?} is not ADP/1.x")]
-    ProtocolUnsupported { protocol: String },
+    ProtocolUnsupported {
+        /// The document's `protocol` (empty when it has none).
+        protocol: String,
+    },
     /// The document does not match the ADP schema.
     #[error("agent.json does not match the ADP schema ({} problems)", problems.len())]
-    SchemaInvalid { problems: Vec<FieldProblem> },
+    SchemaInvalid {
+        /// Each mismatch with its JSON pointer (at most 32).
+        problems: Vec<FieldProblem>,
+    },
     /// `identity.domain` or `identity.id` is not the domain crawled.
     #[error("agent.json speaks for {got}, not {expected}")]
-    DomainMismatch { expected: String, got: String },
+    DomainMismatch {
+        /// The domain crawled.
+        expected: String,
+        /// The document's `identity.domain` and `identity.id`.
+        got: String,
+    },
     /// The DNS fingerprint is not the document's.
     #[error("DNS pk {dns} does not match the document's fingerprint {document}")]
-    FingerprintMismatch { dns: String, document: String },
+    FingerprintMismatch {
+        /// The fingerprint in the DNS `pk` field.
+        dns: String,
+        /// The document's `publicKey.fingerprint` (lower-case).
+        document: String,
+    },
     /// `publicKey.full` does not hash to the fingerprint.
     #[error("publicKey.full does not hash to the fingerprint {fingerprint}")]
-    KeyMismatch { fingerprint: String },
+    KeyMismatch {
+        /// The fingerprint the key should hash to (lower-case).
+        fingerprint: String,
+    },
     /// No wss chat endpoint to challenge.
     #[error("no wss chat endpoint to challenge")]
     ChallengeUnavailable,
     /// The agent did not answer the challenge.
     #[error("the agent did not answer the challenge in time")]
-    ChallengeNoAnswer { after: Duration },
+    ChallengeNoAnswer {
+        /// How long the crawler waited (zero when the agent closed the
+        /// connection without answering).
+        after: Duration,
+    },
     /// The answer carries a signature that does not verify.
     #[error("the challenge answer's signature does not verify")]
     ChallengeBadSignature,
@@ -127,10 +213,16 @@ pub enum CrawlError {
     ChallengeWrongNonce,
     /// The answer is malformed or from another key or agent.
     #[error("challenge failed: {message}")]
-    ChallengeFailed { message: String },
+    ChallengeFailed {
+        /// What was wrong with the answer or the exchange.
+        message: String,
+    },
     /// Signing or storing the record failed.
     #[error("storing the record failed: {message}")]
-    Store { message: String },
+    Store {
+        /// The store's or issuer's error.
+        message: String,
+    },
 }
 
 impl CrawlError {

@@ -307,7 +307,5 @@ fn check_tombstone(
     Err("tombstone_not_authorised")
 }
 
-/// The agent key an ADP document names: `publicKey.full`, when it hashes
-/// to the document's fingerprint.
 #[cfg(all(test, feature = "testbed"))]
 mod tests;

@@ -26,20 +26,34 @@ pub const FINGERPRINT_LEN: usize = 72;
 pub enum KeyError {
     /// A public key string was not 32 bytes of base64url.
     #[error("public key is not 32 bytes of base64url without padding: {reason}")]
-    BadPublicKey { reason: String },
+    BadPublicKey {
+        /// What is wrong: the base64 error, the byte count, or not a
+        /// valid Ed25519 point.
+        reason: String,
+    },
     /// A key file could not be read or written.
     #[error("key file {path}: {source}")]
     Io {
+        /// The key file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A key file did not hold a PKCS#8 Ed25519 private key.
     #[error("key file {path} is not a PKCS#8 PEM Ed25519 private key: {reason}")]
-    BadKeyFile { path: PathBuf, reason: String },
+    BadKeyFile {
+        /// The key file.
+        path: PathBuf,
+        /// The PKCS#8 decoder's (or encoder's) message.
+        reason: String,
+    },
     /// `keygen` would overwrite an existing key.
     #[error("key file {path} already exists (refusing to overwrite it)")]
-    Exists { path: PathBuf },
+    Exists {
+        /// The key file that already exists.
+        path: PathBuf,
+    },
 }
 
 /// The fingerprint of a public key: `ed25519:` + lowercase hex of

@@ -17,7 +17,10 @@
 //! - [`issuer`]: signs, stores, flushes and publishes this node's records;
 //! - [`registry`]: registration, lookup and search over the store;
 //! - [`api`]: the HTTP API;
-//! - [`node`]: a running node; [`cli`] and [`demo`]: the binary's commands.
+//! - [`node`]: a running node; [`cli`]: the binary's commands (the demo
+//!   among them);
+//! - `testbed` (feature `testbed`, on by default): the synthetic agent
+//!   population the tests, the demo and the simulations crawl.
 
 pub mod adp;
 pub mod aidip;

@@ -72,28 +72,60 @@ pub const MAX_PROVIDES_PEERS: usize = 1024;
 pub enum MeshError {
     /// A configured multiaddr does not parse.
     #[error("invalid multiaddr {addr:?}: {reason}")]
-    BadAddress { addr: String, reason: String },
+    BadAddress {
+        /// The multiaddr as configured.
+        addr: String,
+        /// Why it does not parse or may not be used.
+        reason: String,
+    },
     /// The configuration breaks an invariant.
     #[error("invalid mesh config: {reason}")]
-    Config { reason: String },
+    Config {
+        /// The invariant broken.
+        reason: String,
+    },
     /// The transport stack could not be built.
     #[error("transport setup failed: {reason}")]
-    Transport { reason: String },
+    Transport {
+        /// The transport builder's error.
+        reason: String,
+    },
     /// A behaviour could not be built.
     #[error("behaviour setup failed: {reason}")]
-    Behaviour { reason: String },
+    Behaviour {
+        /// The behaviour builder's error.
+        reason: String,
+    },
     /// No listener could be started.
     #[error("could not listen on {addr}: {reason}")]
-    Listen { addr: String, reason: String },
+    Listen {
+        /// The first listen multiaddr that failed.
+        addr: String,
+        /// Why it failed (or that it reported no address in time).
+        reason: String,
+    },
     /// A dial could not be started.
     #[error("could not dial {addr}: {reason}")]
-    Dial { addr: String, reason: String },
+    Dial {
+        /// The multiaddr dialled.
+        addr: String,
+        /// The swarm's dial error.
+        reason: String,
+    },
     /// A search request breaks the wire bounds.
     #[error("invalid search request: {reason}")]
-    InvalidRequest { reason: String },
+    InvalidRequest {
+        /// The bound it breaks.
+        reason: String,
+    },
     /// The record is over the size the mesh carries.
     #[error("record is {size} bytes, over the {max}-byte limit")]
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        /// The record's size in bytes.
+        size: usize,
+        /// The largest record the mesh carries, in bytes.
+        max: usize,
+    },
     /// The event loop has stopped (shutdown or cancellation).
     #[error("the mesh has shut down")]
     Shutdown,
@@ -115,13 +147,22 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordOrigin {
     /// A gossipsub message; `author` is the signed message source.
-    Gossip { author: Option<PeerId> },
+    Gossip {
+        /// The peer that signed the message, when it is signed.
+        author: Option<PeerId>,
+    },
     /// A peer asked us to store it in the DHT under `key`. The handler must
     /// check `key == agent_key(<the record's agent id>)`.
-    DhtPut { key: Vec<u8> },
+    DhtPut {
+        /// The DHT key the peer asks to store it under.
+        key: Vec<u8>,
+    },
     /// Found under `key` by our own [`MeshClient::get_record`] (from the
     /// local DHT store when `from` is our own peer id). Same key check.
-    DhtGet { key: Vec<u8> },
+    DhtGet {
+        /// The DHT key it was found under.
+        key: Vec<u8>,
+    },
 }
 
 /// The node's side of the mesh: judges records and answers searches.

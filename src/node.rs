@@ -36,7 +36,9 @@ pub enum NodeError {
     /// The data directory could not be created.
     #[error("data directory {path}: {source}")]
     DataDir {
+        /// The data directory.
         path: std::path::PathBuf,
+        /// Why it could not be created.
         #[source]
         source: std::io::Error,
     },
@@ -55,7 +57,9 @@ pub enum NodeError {
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The configured `api.listen` address.
         addr: SocketAddr,
+        /// Why it could not be bound.
         #[source]
         source: std::io::Error,
     },

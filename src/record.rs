@@ -26,35 +26,62 @@ pub const SIGNING_CONTEXT: &[u8] = b"agentmesh/record/v1\n";
 pub enum RecordError {
     /// Encoded size over [`MAX_RECORD_BYTES`].
     #[error("record is {size} bytes, over the {max}-byte limit")]
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        /// The encoded size in bytes.
+        size: usize,
+        /// The limit, [`MAX_RECORD_BYTES`].
+        max: usize,
+    },
     /// The bytes are not a well-formed envelope.
     #[error("malformed record: {reason}")]
-    Malformed { reason: String },
+    Malformed {
+        /// What is wrong with the envelope.
+        reason: String,
+    },
     /// Bytes left over after the envelope.
     #[error("{extra} trailing bytes after the record")]
-    TrailingBytes { extra: usize },
+    TrailingBytes {
+        /// How many bytes follow it.
+        extra: usize,
+    },
     /// The record type is not one we know.
     #[error("unknown record type {kind:?}")]
-    UnknownType { kind: String },
+    UnknownType {
+        /// The envelope's type string.
+        kind: String,
+    },
     /// The signature does not verify for the signer key.
     #[error("bad signature")]
     BadSignature,
     /// The payload is not the type the envelope says.
     #[error("malformed {kind} payload: {reason}")]
-    BadPayload { kind: &'static str, reason: String },
+    BadPayload {
+        /// The payload type expected (`descriptor` or `tombstone`).
+        kind: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The payload's document does not hash to its stated digest.
     #[error("document digest does not match the document")]
     DigestMismatch,
     /// The record's seq is not above the one already held.
     #[error("stale record for {agent_id}: seq {seq} is not above the held seq {held}")]
     StaleSeq {
+        /// The agent the record is for.
         agent_id: String,
+        /// The record's seq.
         seq: u64,
+        /// The seq of the record already held.
         held: u64,
     },
     /// The record's validity window has passed.
     #[error("record for {agent_id} expired at {expires_at}")]
-    Expired { agent_id: String, expires_at: u64 },
+    Expired {
+        /// The agent the record is for.
+        agent_id: String,
+        /// When it expired, in Unix seconds.
+        expires_at: u64,
+    },
 }
 
 impl RecordError {

@@ -25,15 +25,23 @@ pub enum RegistryError {
     /// The document or query is invalid; each problem names its field.
     #[error("invalid input: {message}{}", problems.first().map(|p| format!(": {} {}", p.field, p.message)).unwrap_or_default())]
     Invalid {
+        /// What is wrong, in one sentence (the API's `message`).
         message: String,
+        /// Each problem with the field it names (the API's `details`).
         problems: Vec<FieldProblem>,
     },
     /// No live agent with this id.
     #[error("agent {id} not found")]
-    NotFound { id: String },
+    NotFound {
+        /// The agent id asked for.
+        id: String,
+    },
     /// The agent is owned by another registry or was crawled.
     #[error("agent {id} is not registered at this node; only its own registry can change it")]
-    NotLocal { id: String },
+    NotLocal {
+        /// The agent id asked for.
+        id: String,
+    },
     /// The signed record would be over the size limit.
     #[error("document too large: {0}")]
     TooLarge(RecordError),

@@ -63,22 +63,40 @@ pub enum StoreError {
     Record(#[from] RecordError),
     /// The data directory holds another layout version.
     #[error("store schema version {found} is not the supported version {expected}")]
-    SchemaVersion { found: u32, expected: u32 },
+    SchemaVersion {
+        /// The version the data directory holds.
+        found: u32,
+        /// The version this build reads, [`SCHEMA_VERSION`].
+        expected: u32,
+    },
     /// The agent belongs to another registry and cannot be changed here.
     #[error("agent {agent_id} is not registered at this node")]
-    NotLocal { agent_id: String },
+    NotLocal {
+        /// The agent the write was for.
+        agent_id: String,
+    },
     /// The agent does not exist (or was deleted).
     #[error("agent {agent_id} not found")]
-    NotFound { agent_id: String },
+    NotFound {
+        /// The agent the write was for.
+        agent_id: String,
+    },
     /// A stored value could not be read back.
     #[error("corrupt store entry for {key}: {reason}")]
-    Corrupt { key: String, reason: String },
+    Corrupt {
+        /// The agent id the entry is stored under.
+        key: String,
+        /// Why it could not be decoded.
+        reason: String,
+    },
     /// A blocking store task did not complete: it panicked (a bug), or the
     /// runtime shut down before it ran. A write may or may not have
     /// happened.
     #[error("store task {operation} did not complete: {reason}")]
     TaskFailed {
+        /// The store operation that ran in the task.
         operation: &'static str,
+        /// The panic message, or why the task did not run.
         reason: String,
     },
 }

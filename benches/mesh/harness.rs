@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 
 /// Command-line knobs (`cargo bench --bench mesh -- --nodes 5,50 ...`).
 #[derive(Debug, Clone)]
-pub struct Args {
+pub(super) struct Args {
     pub nodes: Vec<usize>,
     pub trials: usize,
     pub searches: usize,
@@ -26,7 +26,7 @@ pub struct Args {
 
 impl Args {
     /// Parses the flags; unknown ones (cargo passes `--bench`) are ignored.
-    pub fn parse(args: impl Iterator<Item = String>) -> Self {
+    pub(super) fn parse(args: impl Iterator<Item = String>) -> Self {
         let mut a = Self {
             nodes: vec![5, 50],
             trials: 30,
@@ -65,7 +65,7 @@ impl Args {
     }
 
     /// The flags of the child that runs `n` nodes.
-    pub fn child_args(&self, n: usize) -> Vec<String> {
+    pub(super) fn child_args(&self, n: usize) -> Vec<String> {
         let mut v = vec![
             "--child".into(),
             n.to_string(),
@@ -88,7 +88,7 @@ impl Args {
 }
 
 /// One line: cores, CPU model, memory, load average.
-pub fn machine() -> String {
+pub(super) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -105,7 +105,7 @@ pub fn machine() -> String {
     )
 }
 
-pub fn load_average() -> String {
+pub(super) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
@@ -121,17 +121,17 @@ fn proc_field(file: &str, key: &str) -> Option<f64> {
 }
 
 /// Resident memory of this process, MiB.
-pub fn rss_mib() -> f64 {
+pub(super) fn rss_mib() -> f64 {
     proc_field("/proc/self/status", "VmRSS:").map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// Peak resident memory of this process, MiB.
-pub fn peak_rss_mib() -> f64 {
+pub(super) fn peak_rss_mib() -> f64 {
     proc_field("/proc/self/status", "VmHWM:").map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// CPU time (user + system) this process has used, seconds.
-pub fn cpu_secs() -> f64 {
+pub(super) fn cpu_secs() -> f64 {
     // Fields 14 and 15 of /proc/self/stat, in clock ticks (100 per second
     // on Linux); the command name (field 2) may hold spaces, so count from
     // its closing parenthesis.
@@ -148,17 +148,17 @@ pub fn cpu_secs() -> f64 {
 }
 
 /// Threads of this process.
-pub fn threads() -> u64 {
+pub(super) fn threads() -> u64 {
     proc_field("/proc/self/status", "Threads:").map_or(0, |t| t as u64)
 }
 
 /// Open file descriptors of this process.
-pub fn open_fds() -> usize {
+pub(super) fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
 /// The soft limit on open files.
-pub fn fd_limit() -> String {
+pub(super) fn fd_limit() -> String {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|s| {
@@ -170,7 +170,7 @@ pub fn fd_limit() -> String {
 }
 
 /// The `p` quantile (nearest rank) of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -178,12 +178,12 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+pub(super) fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
 }
 
-pub fn mean(v: &[f64]) -> f64 {
+pub(super) fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -192,7 +192,7 @@ pub fn mean(v: &[f64]) -> f64 {
 
 /// Polls `check` every 50 ms until it holds or `deadline` passes; returns
 /// the time it took, or `None` at the deadline.
-pub async fn wait_until<F, Fut>(deadline: Duration, mut check: F) -> Option<Duration>
+pub(super) async fn wait_until<F, Fut>(deadline: Duration, mut check: F) -> Option<Duration>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -210,19 +210,19 @@ where
 }
 
 /// A node and its data directory (removed on drop).
-pub struct BenchNode {
+pub(super) struct BenchNode {
     pub node: Node,
     pub _dir: tempfile::TempDir,
 }
 
 /// Most earlier nodes one new node bootstraps to.
-pub const BOOTSTRAP_PEERS: usize = 3;
+pub(super) const BOOTSTRAP_PEERS: usize = 3;
 /// sled page cache of each node.
-pub const CACHE_BYTES: u64 = 4 << 20;
+pub(super) const CACHE_BYTES: u64 = 4 << 20;
 
 /// Starts `n` nodes one after the other; node i bootstraps to up to
 /// [`BOOTSTRAP_PEERS`] random earlier nodes.
-pub async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
+pub(super) async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
     let mut nodes: Vec<BenchNode> = Vec::with_capacity(n);
     for i in 0..n {
         let mut earlier: Vec<usize> = (0..i).collect();
@@ -251,7 +251,7 @@ pub async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
 }
 
 /// Min, median and max of one status figure over all nodes.
-pub fn spread(mut v: Vec<usize>) -> String {
+pub(super) fn spread(mut v: Vec<usize>) -> String {
     v.sort_unstable();
     if v.is_empty() {
         return "-".into();
@@ -260,7 +260,7 @@ pub fn spread(mut v: Vec<usize>) -> String {
 }
 
 /// The status of every node: (connected, routing table, gossip mesh).
-pub async fn statuses(nodes: &[BenchNode]) -> Vec<(usize, usize, usize)> {
+pub(super) async fn statuses(nodes: &[BenchNode]) -> Vec<(usize, usize, usize)> {
     let mut out = Vec::with_capacity(nodes.len());
     for n in nodes {
         let s = n.node.mesh().status().await.expect("mesh status");
@@ -273,7 +273,7 @@ pub async fn statuses(nodes: &[BenchNode]) -> Vec<(usize, usize, usize)> {
     out
 }
 
-pub fn describe(st: &[(usize, usize, usize)]) -> String {
+pub(super) fn describe(st: &[(usize, usize, usize)]) -> String {
     format!(
         "connected peers {}, routing table {}, gossip mesh {} (min/median/max)",
         spread(st.iter().map(|s| s.0).collect()),
@@ -283,7 +283,7 @@ pub fn describe(st: &[(usize, usize, usize)]) -> String {
 }
 
 /// Shuts every node down, all at once, each bounded by 30 s.
-pub async fn stop_nodes(nodes: Vec<BenchNode>) {
+pub(super) async fn stop_nodes(nodes: Vec<BenchNode>) {
     let mut set = tokio::task::JoinSet::new();
     for BenchNode { node, _dir } in nodes {
         set.spawn(async move {

@@ -296,7 +296,7 @@ fn foreign_capability(rng: &mut StdRng, from: usize, n: usize, per_node: usize) 
         .to_owned()
 }
 
-pub async fn run(n: usize, args: &Args) {
+pub(super) async fn run(n: usize, args: &Args) {
     let mut rng = StdRng::seed_from_u64(args.seed ^ n as u64);
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)

@@ -23,22 +23,44 @@ const MAX_PROBLEM_CHARS: usize = 300;
 pub enum DocumentError {
     /// Not JSON.
     #[error("agent.json is not valid JSON: {message}")]
-    InvalidJson { message: String },
+    InvalidJson {
+        /// The JSON parser's message.
+        message: String,
+    },
     /// A protocol version this node does not speak.
     #[error("agent.json protocol {protocol:?} is not ADP/1.x")]
-    ProtocolUnsupported { protocol: String },
+    ProtocolUnsupported {
+        /// The document's `protocol` (empty when it has none).
+        protocol: String,
+    },
     /// The document does not match the ADP schema.
     #[error("agent.json does not match the ADP schema ({} problems)", problems.len())]
-    SchemaInvalid { problems: Vec<FieldProblem> },
+    SchemaInvalid {
+        /// Each mismatch with its JSON pointer (at most 32).
+        problems: Vec<FieldProblem>,
+    },
     /// `identity.domain` or `identity.id` is not the domain crawled.
     #[error("agent.json speaks for {got}, not {expected}")]
-    DomainMismatch { expected: String, got: String },
+    DomainMismatch {
+        /// The domain crawled.
+        expected: String,
+        /// The document's `identity.domain` and `identity.id`.
+        got: String,
+    },
     /// The DNS fingerprint is not the document's.
     #[error("DNS pk {dns} does not match the document's fingerprint {document}")]
-    FingerprintMismatch { dns: String, document: String },
+    FingerprintMismatch {
+        /// The fingerprint in the DNS `pk` field.
+        dns: String,
+        /// The document's `publicKey.fingerprint` (lower-case).
+        document: String,
+    },
     /// `publicKey.full` does not hash to the fingerprint.
     #[error("publicKey.full does not hash to the fingerprint {fingerprint}")]
-    KeyMismatch { fingerprint: String },
+    KeyMismatch {
+        /// The fingerprint the key should hash to (lower-case).
+        fingerprint: String,
+    },
 }
 
 /// Checks `agent.json` documents against the ADP schema, compiled once.

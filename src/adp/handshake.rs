@@ -55,13 +55,21 @@ pub struct HandshakeFrame {
 pub enum HandshakeError {
     /// Not a handshake frame, or a malformed one.
     #[error("malformed handshake answer: {reason}")]
-    Malformed { reason: String },
+    Malformed {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The answer echoes another nonce.
     #[error("the answer is for another nonce")]
     WrongNonce,
     /// The answer speaks for another agent id.
     #[error("the answer is from {got}, not {expected}")]
-    WrongAgent { expected: String, got: String },
+    WrongAgent {
+        /// The agent id the challenge was for (`agent:{domain}`).
+        expected: String,
+        /// The agent id the answer gives.
+        got: String,
+    },
     /// The answer's key is not the key the fingerprint chain proved.
     #[error("the answer's public key is not the agent's key")]
     WrongKey,

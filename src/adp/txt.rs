@@ -36,19 +36,36 @@ pub struct AdpTxt {
 pub enum TxtError {
     /// No record starts with `v=ADP`.
     #[error("no ADP TXT record (v=ADP1) at _agent.{domain}")]
-    Missing { domain: String },
+    Missing {
+        /// The domain whose `_agent` name was queried.
+        domain: String,
+    },
     /// More than one ADP record (ADP 10.3 incompatibility).
     #[error("{count} ADP TXT records at _agent.{domain}; exactly one is allowed")]
-    Multiple { domain: String, count: usize },
+    Multiple {
+        /// The domain whose `_agent` name was queried.
+        domain: String,
+        /// How many ADP records it has.
+        count: usize,
+    },
     /// A version this code does not speak (ADP 10.3).
     #[error("unsupported ADP version {version:?} (this node speaks {VERSION})")]
-    UnsupportedVersion { version: String },
+    UnsupportedVersion {
+        /// The record's `v=` value.
+        version: String,
+    },
     /// A required key is absent.
     #[error("the ADP TXT record has no {key}= value")]
-    MissingKey { key: &'static str },
+    MissingKey {
+        /// The absent key (`pk` or `wk`).
+        key: &'static str,
+    },
     /// The record is too long, has too many pairs, or a bad value.
     #[error("malformed ADP TXT record: {reason}")]
-    Malformed { reason: String },
+    Malformed {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl TxtError {

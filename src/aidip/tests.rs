@@ -1,3 +1,8 @@
+//! Tests of the AIDIP document: the examples in `proto/examples/aidip`
+//! (each invalid one refused at the field `proto/examples/manifest.json`
+//! names), the mapping into a descriptor, reserved ids and malformed
+//! languages, and [`with_id`].
+
 use super::*;
 
 fn examples(kind: &str) -> Vec<(String, Value)> {

@@ -17,7 +17,7 @@ use crate::registry::{Page, SearchQuery};
 use crate::store::{Filter, PutOutcome};
 
 /// Header carrying the cursor of the next page.
-pub const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
+pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 
 pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.config().admin_token else {

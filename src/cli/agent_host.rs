@@ -80,7 +80,7 @@ fn tls_config(cert: &PathBuf, key: &PathBuf) -> anyhow::Result<Arc<rustls::Serve
 /// # Errors
 /// For unreadable files, a document that is not bound to the key, or a
 /// port that cannot be bound.
-pub async fn run(args: AgentHostArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: AgentHostArgs) -> anyhow::Result<()> {
     let signal = super::shutdown_signal();
     let text = std::fs::read(&args.document)
         .with_context(|| format!("reading {}", args.document.display()))?;

@@ -29,6 +29,7 @@ pub struct VerifyArgs {
     /// TOML config file (its [crawl] section applies).
     #[arg(long, env = "AGENTMESH_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// How the crawler connects (resolvers, trust roots, private targets).
     #[command(flatten)]
     pub crawl: CrawlArgs,
 }
@@ -59,6 +60,7 @@ pub struct CrawlCmdArgs {
     /// TOML config file.
     #[arg(long, env = "AGENTMESH_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// How the crawler connects (resolvers, trust roots, private targets).
     #[command(flatten)]
     pub crawl: CrawlArgs,
 }
@@ -75,7 +77,7 @@ fn load_config(file: Option<&std::path::Path>, crawl: &CrawlArgs) -> anyhow::Res
 ///
 /// # Errors
 /// When the crawler cannot be set up.
-pub async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref(), &args.crawl)?;
     if let Err(e) = crate::identity::normalise_domain(&args.domain) {
         eprintln!("error: {e}");
@@ -154,7 +156,7 @@ fn read_domains(args: &CrawlCmdArgs) -> anyhow::Result<Vec<String>> {
 ///
 /// # Errors
 /// When the store or the crawler cannot be set up.
-pub async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     let mut config = load_config(args.config.as_deref(), &args.crawl)?;
     if let Some(d) = &args.data_dir {
         config.data_dir = d.clone();

@@ -58,7 +58,7 @@ const BROKEN: [Behaviour; 6] = [
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The demo's population: 300 agents in `org1.test` .. `org3.test`.
-pub fn population() -> Population {
+pub(super) fn population() -> Population {
     let mut config = PopulationConfig::healthy(SEED, ORGS * AGENTS_PER_ORG - BROKEN.len());
     config.agents_per_org = AGENTS_PER_ORG;
     config.misbehaving = BROKEN.to_vec();
@@ -76,7 +76,7 @@ struct DemoNode {
 ///
 /// # Errors
 /// When the testbed or a node cannot start, or a step fails.
-pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let (data_dir, temporary) = match &args.data_dir {
         Some(d) => (d.clone(), false),
         None => (

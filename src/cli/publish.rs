@@ -57,7 +57,10 @@ fn txt_strings(text: &str) -> String {
 ///
 /// # Errors
 /// When the domain is not a domain name.
-pub fn document(args: &PublishArgs, key: &ed25519_dalek::VerifyingKey) -> anyhow::Result<Value> {
+pub(super) fn document(
+    args: &PublishArgs,
+    key: &ed25519_dalek::VerifyingKey,
+) -> anyhow::Result<Value> {
     let domain = crate::identity::normalise_domain(&args.domain)?;
     let authority = match args.port {
         Some(p) if p != 443 => format!("{domain}:{p}"),
@@ -113,7 +116,7 @@ pub fn document(args: &PublishArgs, key: &ed25519_dalek::VerifyingKey) -> anyhow
 /// # Errors
 /// For an unreadable key, a bad domain, an invalid document or an
 /// unwritable output file.
-pub fn run(args: &PublishArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: &PublishArgs) -> anyhow::Result<()> {
     let key = identity::read_key_file(&args.key)?.verifying_key();
     let doc = document(args, &key)?;
     let schema: Value =

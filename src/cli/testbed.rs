@@ -20,7 +20,7 @@ use crate::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOp
 /// The misbehaving agents served when `--broken` is not given: failures
 /// a crawler reports without waiting for a timeout, and none that points
 /// at an address outside the testbed.
-pub const DEFAULT_BROKEN: [Behaviour; 4] = [
+pub(super) const DEFAULT_BROKEN: [Behaviour; 4] = [
     Behaviour::TxtMissing,
     Behaviour::FingerprintMismatch,
     Behaviour::WrongDomain,
@@ -199,7 +199,7 @@ fn write_out(dir: &Path, testbed: &Testbed) -> anyhow::Result<Vec<String>> {
 ///
 /// # Errors
 /// When a listener cannot be bound or `--out` cannot be written.
-pub async fn run(args: TestbedArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(args: TestbedArgs) -> anyhow::Result<ExitCode> {
     let signal = super::shutdown_signal();
     let config = match args.population() {
         Ok(c) => c,

@@ -27,19 +27,33 @@ pub const MAX_ADDRESSES: usize = 8;
 pub enum DnsError {
     /// The name does not exist.
     #[error("{name}: no such domain (NXDOMAIN)")]
-    NxDomain { name: String },
+    NxDomain {
+        /// The name looked up.
+        name: String,
+    },
     /// The name exists but has no records of the type.
     #[error("{name}: no {record_type} records")]
     NoRecords {
+        /// The name looked up.
         name: String,
+        /// The record type asked for (`TXT`, `SRV`, `A/AAAA`...).
         record_type: &'static str,
     },
     /// The lookup failed (timeout, SERVFAIL, unreachable server...).
     #[error("{name}: DNS lookup failed: {message}")]
-    Failed { name: String, message: String },
+    Failed {
+        /// The name looked up.
+        name: String,
+        /// The resolver's message.
+        message: String,
+    },
     /// The resolver could not be built.
     #[error("DNS resolver setup: {message}")]
-    Setup { message: String },
+    Setup {
+        /// Why the resolver could not be built (the system configuration
+        /// could not be read, for one).
+        message: String,
+    },
 }
 
 /// The crawler's resolver. Cheap to clone.

@@ -1,3 +1,7 @@
+//! Tests of the [`Judge`]: evidence re-checked and attesters trusted or
+//! not, forged evidence refused and counted, who may tombstone an agent,
+//! and what a node keeps of what it looked up or already holds.
+
 use super::*;
 use crate::identity;
 use crate::record::TombstoneRecord;

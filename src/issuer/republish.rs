@@ -22,7 +22,7 @@ const REPUBLISH_IN_FLIGHT: usize = 16;
 /// node signed (registrations and crawls) back in the DHT and provides
 /// their capabilities again (a restarted node's Kademlia has forgotten
 /// both); the mesh's own timers republish from then on. Paced at
-/// [`REPUBLISH_PER_SEC`] so that a node holding 100k records does not
+/// `REPUBLISH_PER_SEC` so that a node holding 100k records does not
 /// starve its API, and not gossiped: peers have seen these records.
 pub fn spawn_republisher(
     store: Store,

@@ -111,14 +111,14 @@ pub(super) struct Pending {
 
 impl Pending {
     /// A fresh call id.
-    pub fn next_id(&mut self) -> u64 {
+    pub(super) fn next_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
     }
 
     /// Registers a publish; answers at once when nothing is outstanding.
     /// Returns whether it is still pending (a deadline is needed).
-    pub fn add_publish(
+    pub(super) fn add_publish(
         &mut self,
         id: u64,
         publish: PendingPublish,
@@ -136,7 +136,7 @@ impl Pending {
     }
 
     /// A publish query finished (true if it was one).
-    pub fn publish_result(&mut self, query: QueryId, outcome: DhtOutcome) -> bool {
+    pub(super) fn publish_result(&mut self, query: QueryId, outcome: DhtOutcome) -> bool {
         let Some((id, slot)) = self.publish_queries.remove(&query) else {
             return false;
         };
@@ -159,14 +159,14 @@ impl Pending {
         true
     }
 
-    pub fn publish_deadline(&mut self, id: u64) {
+    pub(super) fn publish_deadline(&mut self, id: u64) {
         if let Some(p) = self.publishes.remove(&id) {
             self.publish_queries.retain(|_, (pid, _)| *pid != id);
             p.answer();
         }
     }
 
-    pub fn add_get(&mut self, query: QueryId, reply: Reply<Option<Vec<u8>>>) {
+    pub(super) fn add_get(&mut self, query: QueryId, reply: Reply<Option<Vec<u8>>>) {
         let get = PendingGet {
             reply,
             checks: 0,
@@ -176,7 +176,7 @@ impl Pending {
     }
 
     /// A record was found for a lookup we still wait on: one more check.
-    pub fn get_found(&mut self, query: QueryId) -> bool {
+    pub(super) fn get_found(&mut self, query: QueryId) -> bool {
         match self.gets.get_mut(&query) {
             Some(g) => {
                 g.checks += 1;
@@ -187,13 +187,13 @@ impl Pending {
     }
 
     /// A check could not start after `get_found` (overloaded).
-    pub fn get_check_dropped(&mut self, query: QueryId) {
+    pub(super) fn get_check_dropped(&mut self, query: QueryId) {
         self.get_verdict(query, None);
     }
 
     /// A check ended; `accepted` carries the record when the handler took
     /// it. Returns true when the lookup is answered and its query can stop.
-    pub fn get_verdict(&mut self, query: QueryId, accepted: Option<Vec<u8>>) -> bool {
+    pub(super) fn get_verdict(&mut self, query: QueryId, accepted: Option<Vec<u8>>) -> bool {
         let Some(g) = self.gets.get_mut(&query) else {
             return false;
         };
@@ -208,7 +208,7 @@ impl Pending {
     }
 
     /// The Kademlia lookup ended; answers `None` if no check is running.
-    pub fn get_query_done(&mut self, query: QueryId) {
+    pub(super) fn get_query_done(&mut self, query: QueryId) {
         if let Some(g) = self.gets.get_mut(&query) {
             g.query_done = true;
             if g.checks == 0 {
@@ -220,7 +220,7 @@ impl Pending {
     }
 
     /// Deadline of a lookup: answers `None`; true if it was still pending.
-    pub fn get_deadline(&mut self, query: QueryId) -> bool {
+    pub(super) fn get_deadline(&mut self, query: QueryId) -> bool {
         match self.gets.remove(&query) {
             Some(g) => {
                 let _ = g.reply.send(Ok(None));
@@ -230,7 +230,7 @@ impl Pending {
         }
     }
 
-    pub fn add_providers(
+    pub(super) fn add_providers(
         &mut self,
         id: u64,
         capability: String,
@@ -256,7 +256,7 @@ impl Pending {
     /// shard key's provider records hold much the same set, so asking the
     /// rest of them costs requests and finds little. Returns the queries
     /// to stop and, when the call is answered, what it answered.
-    pub fn providers_found(
+    pub(super) fn providers_found(
         &mut self,
         query: QueryId,
         found: impl IntoIterator<Item = PeerId>,
@@ -297,7 +297,7 @@ impl Pending {
 
     /// Answers a providers call; returns what it answered and its
     /// still-running queries.
-    pub fn providers_answer(&mut self, id: u64) -> ProvidersAnswered {
+    pub(super) fn providers_answer(&mut self, id: u64) -> ProvidersAnswered {
         let Some(p) = self.providers.remove(&id) else {
             return ProvidersAnswered::default();
         };
@@ -314,7 +314,7 @@ impl Pending {
 
     /// Registers a search; answers at once when nothing was sent.
     /// Returns whether it is still pending (a deadline is needed).
-    pub fn add_search(
+    pub(super) fn add_search(
         &mut self,
         id: u64,
         waiting: HashMap<OutboundRequestId, PeerId>,
@@ -362,7 +362,7 @@ impl Pending {
     }
 
     /// A peer answered (true if the request belonged to a pending search).
-    pub fn search_response(
+    pub(super) fn search_response(
         &mut self,
         request: OutboundRequestId,
         response: SearchResponse,
@@ -373,13 +373,13 @@ impl Pending {
     }
 
     /// A request failed (true if it belonged to a pending search).
-    pub fn search_failure(&mut self, request: OutboundRequestId, reason: String) -> bool {
+    pub(super) fn search_failure(&mut self, request: OutboundRequestId, reason: String) -> bool {
         self.search_settle(request, |o, peer, _| o.failed.push((peer, reason)))
     }
 
     /// Deadline of a search: the unanswered peers time out (counted in
     /// `stats` before the caller hears of it).
-    pub fn search_deadline(&mut self, id: u64, stats: &MeshStats) {
+    pub(super) fn search_deadline(&mut self, id: u64, stats: &MeshStats) {
         let Some(mut s) = self.searches.remove(&id) else {
             return;
         };

@@ -80,15 +80,21 @@ pub enum WireError {
     /// Too many terms in one list.
     #[error("{field} has {count} terms, over {max}")]
     TooManyTerms {
+        /// The request field (`capabilities`, `tags`, `languages`, `known`).
         field: &'static str,
+        /// How many it holds.
         count: usize,
+        /// The most allowed.
         max: usize,
     },
     /// A term or the query is too long.
     #[error("a {field} value is {len} bytes, over {max}")]
     TooLong {
+        /// The request field (a term list, or `query`).
         field: &'static str,
+        /// The value's length in bytes.
         len: usize,
+        /// The longest allowed, in bytes.
         max: usize,
     },
 }

@@ -1,3 +1,7 @@
+//! Tests of the [`Store`]: filters and pages over the indexes, seq order
+//! and tombstones, the [`Expect`] guards on other registries' records,
+//! reopening, and refusing another schema version.
+
 use super::*;
 use crate::descriptor::DocumentFormat;
 use crate::record::{DescriptorRecord, TombstoneReason, TombstoneRecord};

@@ -19,6 +19,8 @@
 
 // Each test crate uses a different part of the harness.
 #![allow(dead_code)]
+// `pub` marks the harness's API to the test crates that include it.
+#![allow(unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
