@@ -24,11 +24,118 @@ use crate::adp::{handshake, AgentDocument};
 use crate::config::Replication;
 use crate::descriptor::DocumentFormat;
 use crate::identity::AgentId;
-use crate::record::{self, DescriptorRecord, RecordBody, SignedRecord};
+use crate::record::{self, DescriptorRecord, RecordBody, RecordError, SignedRecord};
 use crate::store::{Expect, Origin, PutOutcome, Store, StoreError, StoredAgent};
 
-/// Why a tombstone cannot be checked: its agent is not held here.
-const UNKNOWN_AGENT: &str = "tombstone_for_unknown_agent";
+/// Why the judge refused (or could not check) a record from a peer: the
+/// codes `GET /peers` counts under `records.refused` and gossipsub's
+/// verdicts carry. The strings never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The envelope is over the record size limit.
+    TooLarge,
+    /// The envelope is not the CBOR the record format says.
+    Malformed,
+    /// Bytes follow the envelope.
+    TrailingBytes,
+    /// A record type this node does not know.
+    UnknownType,
+    /// The signature does not verify for the signer key.
+    BadSignature,
+    /// The payload is not the type the envelope says.
+    BadPayload,
+    /// The document does not hash to the stated digest.
+    DigestMismatch,
+    /// Older than the record held (counted, not penalised).
+    StaleSeq,
+    /// Past its `expires_at`.
+    Expired,
+    /// Issued further in the future than the tolerated clock skew.
+    IssuedInFuture,
+    /// A DHT value under another agent's key.
+    WrongDhtKey,
+    /// An AIDIP registration with an id in the reserved `agent:` space.
+    ReservedId,
+    /// Evidence that does not check (a challenge proof, or flags that do not go together).
+    BadEvidence,
+    /// An ADP document that does not parse or does not name the record's agent.
+    BadDocument,
+    /// A tombstone for an agent not held here: its signer cannot be checked (ignored, not counted).
+    TombstoneForUnknownAgent,
+    /// A tombstone signed by neither the agent key nor the attester of the held descriptor.
+    TombstoneNotAuthorised,
+    /// The store failed while judging.
+    StoreFailed,
+}
+
+impl Refusal {
+    /// Every refusal, in the order above.
+    pub const ALL: [Refusal; 17] = [
+        Self::TooLarge,
+        Self::Malformed,
+        Self::TrailingBytes,
+        Self::UnknownType,
+        Self::BadSignature,
+        Self::BadPayload,
+        Self::DigestMismatch,
+        Self::StaleSeq,
+        Self::Expired,
+        Self::IssuedInFuture,
+        Self::WrongDhtKey,
+        Self::ReservedId,
+        Self::BadEvidence,
+        Self::BadDocument,
+        Self::TombstoneForUnknownAgent,
+        Self::TombstoneNotAuthorised,
+        Self::StoreFailed,
+    ];
+
+    /// The refusal's wire code (`bad_signature`, `stale_seq`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TooLarge => "too_large",
+            Self::Malformed => "malformed",
+            Self::TrailingBytes => "trailing_bytes",
+            Self::UnknownType => "unknown_type",
+            Self::BadSignature => "bad_signature",
+            Self::BadPayload => "bad_payload",
+            Self::DigestMismatch => "digest_mismatch",
+            Self::StaleSeq => "stale_seq",
+            Self::Expired => "expired",
+            Self::IssuedInFuture => "issued_in_future",
+            Self::WrongDhtKey => "wrong_dht_key",
+            Self::ReservedId => "reserved_id",
+            Self::BadEvidence => "bad_evidence",
+            Self::BadDocument => "bad_document",
+            Self::TombstoneForUnknownAgent => "tombstone_for_unknown_agent",
+            Self::TombstoneNotAuthorised => "tombstone_not_authorised",
+            Self::StoreFailed => "store_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&RecordError> for Refusal {
+    fn from(e: &RecordError) -> Self {
+        match e {
+            RecordError::TooLarge { .. } => Self::TooLarge,
+            RecordError::Malformed { .. } => Self::Malformed,
+            RecordError::TrailingBytes { .. } => Self::TrailingBytes,
+            RecordError::UnknownType { .. } => Self::UnknownType,
+            RecordError::BadSignature => Self::BadSignature,
+            RecordError::BadPayload { .. } => Self::BadPayload,
+            RecordError::DigestMismatch => Self::DigestMismatch,
+            RecordError::StaleSeq { .. } => Self::StaleSeq,
+            RecordError::Expired { .. } => Self::Expired,
+        }
+    }
+}
 
 /// Tolerated clock skew for `issued_at` in the future, seconds.
 pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
@@ -58,9 +165,9 @@ pub enum Judgement {
     /// for an agent this node does not hold (its signer can only be checked
     /// against the descriptor it replaces). Not stored, not counted as a
     /// refusal.
-    Unverifiable(&'static str),
-    /// Refused; the reason code is counted.
-    Refused(&'static str),
+    Unverifiable(Refusal),
+    /// Refused; the reason is counted.
+    Refused(Refusal),
 }
 
 /// Judges and stores remote records. Cheap to share behind an `Arc`.
@@ -73,7 +180,7 @@ pub struct Judge {
     replication: Replication,
     own_key: VerifyingKey,
     trusted: HashSet<[u8; 32]>,
-    refusals: Mutex<BTreeMap<&'static str, u64>>,
+    refusals: Mutex<BTreeMap<Refusal, u64>>,
     accepted: Mutex<u64>,
 }
 
@@ -115,7 +222,9 @@ impl Judge {
         self.refusals
             .lock()
             .expect("the refusal counters are never poisoned")
-            .clone()
+            .iter()
+            .map(|(r, n)| (r.as_str(), *n))
+            .collect()
     }
 
     /// Records stored so far.
@@ -123,7 +232,7 @@ impl Judge {
         *self.accepted.lock().expect("the counter is never poisoned")
     }
 
-    fn refuse(&self, reason: &'static str) -> Judgement {
+    fn refuse(&self, reason: Refusal) -> Judgement {
         *self
             .refusals
             .lock()
@@ -155,28 +264,28 @@ impl Judge {
     fn judge_keeping(&self, bytes: &[u8], dht_key: Option<&[u8]>, keep_new: bool) -> Judgement {
         let record = match SignedRecord::decode(bytes) {
             Ok(r) => r,
-            Err(e) => return self.refuse(e.reason()),
+            Err(e) => return self.refuse(Refusal::from(&e)),
         };
         let body = match record.body() {
             Ok(b) => b,
-            Err(e) => return self.refuse(e.reason()),
+            Err(e) => return self.refuse(Refusal::from(&e)),
         };
         if dht_key.is_some_and(|k| k != crate::mesh::agent_key(body.agent_id()).as_slice()) {
-            return self.refuse("wrong_dht_key");
+            return self.refuse(Refusal::WrongDhtKey);
         }
         // What is not newer than the held record needs no evidence check
         // (most search answers in a replicating mesh). The held record is
         // read once and serves every check below.
         let held = match self.store.blocking().get(body.agent_id()) {
             Ok(h) => h,
-            Err(_) => return self.refuse("store_failed"),
+            Err(_) => return self.refuse(Refusal::StoreFailed),
         };
         if let Some(held) = &held {
             if body.seq() == held.body.seq() {
                 return Judgement::Duplicate;
             }
             if body.seq() < held.body.seq() {
-                self.refuse("stale_seq");
+                self.refuse(Refusal::StaleSeq);
                 return Judgement::Stale;
             }
             if self.keeps_own(held, &record, &body) {
@@ -189,7 +298,9 @@ impl Judge {
         };
         let reverify = match checked {
             Ok(r) => r,
-            Err(reason @ UNKNOWN_AGENT) => return Judgement::Unverifiable(reason),
+            Err(reason @ Refusal::TombstoneForUnknownAgent) => {
+                return Judgement::Unverifiable(reason)
+            }
             Err(reason) => return self.refuse(reason),
         };
         if !keep_new && held.is_none() {
@@ -210,10 +321,10 @@ impl Judge {
                 }
             }
             // Lost a race with another copy of the same or a newer record.
-            Err(StoreError::Record(record::RecordError::StaleSeq { .. })) => Judgement::Duplicate,
+            Err(StoreError::Record(RecordError::StaleSeq { .. })) => Judgement::Duplicate,
             Err(e) => {
                 tracing::error!(error = %e, "storing a remote record failed");
-                self.refuse("store_failed")
+                self.refuse(Refusal::StoreFailed)
             }
         }
     }
@@ -239,45 +350,45 @@ impl Judge {
 
     /// Checks a descriptor's window and evidence; answers the domain to
     /// re-verify for ADP agents.
-    fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, &'static str> {
+    fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, Refusal> {
         let now = record::unix_now();
         if d.expires_at <= now {
-            return Err("expired");
+            return Err(Refusal::Expired);
         }
         if d.issued_at > now + MAX_CLOCK_SKEW_SECS {
-            return Err("issued_in_future");
+            return Err(Refusal::IssuedInFuture);
         }
         let e = &d.evidence;
         match d.descriptor.format {
             DocumentFormat::Aidip => {
                 if d.agent_id.starts_with(crate::aidip::RESERVED_PREFIX) {
-                    return Err("reserved_id");
+                    return Err(Refusal::ReservedId);
                 }
                 if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {
-                    return Err("bad_evidence");
+                    return Err(Refusal::BadEvidence);
                 }
                 Ok(None)
             }
             DocumentFormat::Adp => {
                 let doc: AgentDocument =
-                    serde_json::from_str(&d.document).map_err(|_| "bad_document")?;
+                    serde_json::from_str(&d.document).map_err(|_| Refusal::BadDocument)?;
                 let domain = doc
                     .identity
                     .domain
                     .trim_end_matches('.')
                     .to_ascii_lowercase();
                 if AgentId::of_domain(&domain) != d.agent_id || !doc.names_domain(&domain) {
-                    return Err("bad_document");
+                    return Err(Refusal::BadDocument);
                 }
                 if (e.mutual_peer && e.challenge.is_none())
                     || (e.challenge.is_some() && !e.fingerprint)
                 {
-                    return Err("bad_evidence");
+                    return Err(Refusal::BadEvidence);
                 }
                 if let Some(proof) = &e.challenge {
-                    let key = doc.proven_key().ok_or("bad_evidence")?;
+                    let key = doc.proven_key().ok_or(Refusal::BadEvidence)?;
                     handshake::check_proof(proof, &d.doc_sha256, &d.agent_id, &key)
-                        .map_err(|_| "bad_evidence")?;
+                        .map_err(|_| Refusal::BadEvidence)?;
                 }
                 Ok(Some(domain))
             }
@@ -290,9 +401,9 @@ impl Judge {
 fn check_tombstone(
     held: Option<&StoredAgent>,
     record: &SignedRecord,
-) -> Result<Option<String>, &'static str> {
+) -> Result<Option<String>, Refusal> {
     let Some(held) = held else {
-        return Err(UNKNOWN_AGENT);
+        return Err(Refusal::TombstoneForUnknownAgent);
     };
     if held.record.signer() == record.signer() {
         return Ok(None);
@@ -304,7 +415,7 @@ fn check_tombstone(
             }
         }
     }
-    Err("tombstone_not_authorised")
+    Err(Refusal::TombstoneNotAuthorised)
 }
 
 #[cfg(all(test, feature = "testbed"))]

@@ -400,12 +400,7 @@ impl Registry {
         } else {
             Source::Mesh
         };
-        let reasons = match store.report(&d.id)? {
-            Some(json) => serde_json::from_slice::<ReportReasons>(&json)
-                .map(|r| r.reasons)
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
+        let reasons = store.reasons(&d.id)?;
         Ok(Summary {
             id: d.id.clone(),
             name: d.name.clone(),
@@ -422,14 +417,6 @@ impl Registry {
             source,
         })
     }
-}
-
-/// The one field of a stored crawl report that summaries show (the rest,
-/// steps included, is skipped without being built).
-#[derive(serde::Deserialize)]
-struct ReportReasons {
-    #[serde(default)]
-    reasons: Vec<Reason>,
 }
 
 /// Lower-cased word tokens of a query, words under 2 characters dropped.
@@ -491,5 +478,41 @@ mod tests {
         let none = lexical_score(&["weather".into()], &d);
         assert!(translation > legal && legal > none);
         assert_eq!(none, 0.0);
+    }
+
+    #[tokio::test]
+    async fn summaries_show_the_reasons_of_the_latest_crawl() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 8 << 20).unwrap();
+        let key = std::sync::Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
+        let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
+        let registry = Registry::new(issuer.clone());
+        let id = "agent:a.test";
+        issuer
+            .descriptor(
+                crate::record::tests::sample_descriptor(id),
+                "{}".into(),
+                Evidence {
+                    fingerprint: true,
+                    ..Evidence::default()
+                },
+                Origin::Remote,
+                Expect::Any,
+            )
+            .await
+            .unwrap();
+        store
+            .put_report(id, b"{}".to_vec(), vec![Reason::ChallengeNoAnswer])
+            .await
+            .unwrap();
+        let summary = registry.summary(id).await.unwrap();
+        assert_eq!(summary.source, Source::Crawl);
+        assert_eq!(summary.trust.reasons, [Reason::ChallengeNoAnswer]);
+        assert!(summary.trust.evidence.fingerprint && !summary.trust.evidence.challenge);
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(
+            json["trust"]["reasons"],
+            serde_json::json!(["challenge_no_answer"])
+        );
     }
 }

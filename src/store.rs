@@ -10,6 +10,9 @@
 //!   primary subtag) of each live descriptor;
 //! - `local`: ids registered through this node's API;
 //! - `reports`: the latest crawl report (JSON) of agents crawled here;
+//! - `reasons`: the reason codes of that report (comma-separated), which
+//!   summaries show without reading the report (filled from `reports` at
+//!   the first open of a data directory written before it existed);
 //! - `meta`: the schema version.
 //!
 //! Every write is one sled transaction across the trees, so an index never
@@ -41,6 +44,7 @@ use sled::Transactional;
 
 use crate::descriptor::{self, Descriptor};
 use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
+use crate::verify::Reason;
 
 /// The on-disk layout version this code reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -251,6 +255,7 @@ struct Inner {
     index: sled::Tree,
     local: sled::Tree,
     reports: sled::Tree,
+    reasons: sled::Tree,
     counts: Mutex<HashMap<Vec<u8>, u64>>,
     live: AtomicU64,
     /// sled 0.34 deadlocks when a transaction waits for its global write
@@ -389,6 +394,10 @@ impl Store {
         let index = db.open_tree("index")?;
         let local = db.open_tree("local")?;
         let reports = db.open_tree("reports")?;
+        let reasons = db.open_tree("reasons")?;
+        if reasons.is_empty() && !reports.is_empty() {
+            fill_reasons(&reports, &reasons)?;
+        }
         let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
         for key in index.iter().keys() {
             let key = key?;
@@ -410,6 +419,7 @@ impl Store {
                     index,
                     local,
                     reports,
+                    reasons,
                     counts: Mutex::new(counts),
                     live: AtomicU64::new(live),
                     gate: std::sync::RwLock::new(()),
@@ -475,14 +485,33 @@ impl Store {
         unblock("get", move || sync.get(&id)).await?
     }
 
-    /// Keeps the latest crawl report of an agent (JSON), shown by the API
-    /// beside the record's evidence.
+    /// Keeps the latest crawl report of an agent (JSON, shown by
+    /// `GET /crawl/{domain}`) and its reason codes (shown in the agent's
+    /// `trust.reasons`).
     ///
     /// # Errors
     /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
-    pub async fn put_report(&self, id: &str, report: Vec<u8>) -> Result<(), StoreError> {
+    pub async fn put_report(
+        &self,
+        id: &str,
+        report: Vec<u8>,
+        reasons: Vec<Reason>,
+    ) -> Result<(), StoreError> {
         let (sync, id) = (self.sync.clone(), id.to_owned());
-        unblock("put_report", move || sync.put_report(&id, &report)).await?
+        unblock("put_report", move || {
+            sync.put_report(&id, &report, &reasons)
+        })
+        .await?
+    }
+
+    /// The reason codes of the latest crawl report of an agent (empty when
+    /// it was not crawled here, or everything verified).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn reasons(&self, id: &str) -> Result<Vec<Reason>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("reasons", move || sync.reasons(&id)).await?
     }
 
     /// The latest crawl report of an agent, if it was crawled here.
@@ -743,9 +772,30 @@ impl BlockingStore {
     ///
     /// # Errors
     /// [`StoreError::Sled`].
-    pub fn put_report(&self, id: &str, report: &[u8]) -> Result<(), StoreError> {
+    pub fn put_report(
+        &self,
+        id: &str,
+        report: &[u8],
+        reasons: &[Reason],
+    ) -> Result<(), StoreError> {
+        self.inner
+            .reasons
+            .insert(id.as_bytes(), encode_reasons(reasons))?;
         self.inner.reports.insert(id.as_bytes(), report)?;
         Ok(())
+    }
+
+    /// As [`Store::reasons`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn reasons(&self, id: &str) -> Result<Vec<Reason>, StoreError> {
+        Ok(self
+            .inner
+            .reasons
+            .get(id.as_bytes())?
+            .map(|v| decode_reasons(&v))
+            .unwrap_or_default())
     }
 
     /// As [`Store::report`], on this thread.
@@ -883,6 +933,43 @@ impl Inner {
         self.flushed.fetch_max(upto, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Reason codes as stored: their stable codes, comma-separated.
+fn encode_reasons(reasons: &[Reason]) -> Vec<u8> {
+    reasons
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+        .into_bytes()
+}
+
+/// The stored reason codes; a code this version does not know (written by
+/// a newer one) is skipped.
+fn decode_reasons(bytes: &[u8]) -> Vec<Reason> {
+    String::from_utf8_lossy(bytes)
+        .split(',')
+        .filter_map(|code| code.parse().ok())
+        .collect()
+}
+
+/// Fills `reasons` from the reports of a data directory written before
+/// the reasons were kept on their own (their JSON's `reasons` member).
+fn fill_reasons(reports: &sled::Tree, reasons: &sled::Tree) -> Result<(), StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Codes {
+        #[serde(default)]
+        reasons: Vec<String>,
+    }
+    for entry in reports.iter() {
+        let (id, json) = entry?;
+        let codes: Vec<Reason> = serde_json::from_slice::<Codes>(&json)
+            .map(|c| c.reasons.iter().filter_map(|r| r.parse().ok()).collect())
+            .unwrap_or_default();
+        reasons.insert(id, encode_reasons(&codes))?;
+    }
+    Ok(())
 }
 
 /// A typical encoded record size, to size buffers.

@@ -29,7 +29,11 @@ impl Crawler {
         }
         let report = &outcome.report;
         let json = serde_json::to_vec(report).expect("a report always serialises");
-        if let Err(e) = issuer.store().put_report(&report.agent_id, json).await {
+        if let Err(e) = issuer
+            .store()
+            .put_report(&report.agent_id, json, report.reasons.clone())
+            .await
+        {
             tracing::warn!(agent = %report.agent_id, error = %e, "could not keep the crawl report");
         }
         outcome

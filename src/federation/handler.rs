@@ -62,8 +62,8 @@ impl NodeHandler {
             // Valid: pass it on (and let the DHT hold it), without storing.
             Judgement::NotKept => Verdict::Accept,
             Judgement::Stale => Verdict::Ignore("stale_seq"),
-            Judgement::Unverifiable(reason) => Verdict::Ignore(reason),
-            Judgement::Refused(reason) => Verdict::Reject(reason),
+            Judgement::Unverifiable(reason) => Verdict::Ignore(reason.as_str()),
+            Judgement::Refused(reason) => Verdict::Reject(reason.as_str()),
         }
     }
 

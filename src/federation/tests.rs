@@ -146,7 +146,7 @@ fn forged_or_inconsistent_evidence_is_refused_and_counted() {
     let forged = f.descriptor(&f.stranger, 10, &f.stranger);
     assert_eq!(
         judge.judge(&f.signed(&forged, &f.stranger)),
-        Judgement::Refused("bad_evidence")
+        Judgement::Refused(Refusal::BadEvidence)
     );
     // A proof moved onto another document: the digest no longer matches.
     let mut moved = f.descriptor(&f.stranger, 11, &f.agent_key);
@@ -157,7 +157,7 @@ fn forged_or_inconsistent_evidence_is_refused_and_counted() {
     .to_vec();
     assert_eq!(
         judge.judge(&f.signed(&moved, &f.stranger)),
-        Judgement::Refused("bad_evidence")
+        Judgement::Refused(Refusal::BadEvidence)
     );
     // A mutual-peer claim without a challenge.
     let mut claim = f.descriptor(&f.stranger, 12, &f.agent_key);
@@ -165,29 +165,32 @@ fn forged_or_inconsistent_evidence_is_refused_and_counted() {
     claim.evidence.mutual_peer = true;
     assert_eq!(
         judge.judge(&f.signed(&claim, &f.stranger)),
-        Judgement::Refused("bad_evidence")
+        Judgement::Refused(Refusal::BadEvidence)
     );
     // Expired and future records.
     let mut old = f.descriptor(&f.stranger, 13, &f.agent_key);
     old.expires_at = record::unix_now() - 1;
     assert_eq!(
         judge.judge(&f.signed(&old, &f.stranger)),
-        Judgement::Refused("expired")
+        Judgement::Refused(Refusal::Expired)
     );
     let mut future = f.descriptor(&f.stranger, 14, &f.agent_key);
     future.issued_at = record::unix_now() + 3600;
     assert_eq!(
         judge.judge(&f.signed(&future, &f.stranger)),
-        Judgement::Refused("issued_in_future")
+        Judgement::Refused(Refusal::IssuedInFuture)
     );
     // Envelope failures keep the record layer's reason codes.
     let mut bytes = f.signed(&f.descriptor(&f.stranger, 15, &f.agent_key), &f.stranger);
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
-    assert_eq!(judge.judge(&bytes), Judgement::Refused("bad_signature"));
+    assert_eq!(
+        judge.judge(&bytes),
+        Judgement::Refused(Refusal::BadSignature)
+    );
     assert_eq!(
         judge.judge(&vec![0xa4; 20_000]),
-        Judgement::Refused("too_large")
+        Judgement::Refused(Refusal::TooLarge)
     );
 
     let counts = judge.refusals();
@@ -221,7 +224,7 @@ fn registrations_from_other_registries_carry_no_evidence() {
     body.evidence.fingerprint = true;
     assert_eq!(
         judge.judge(&f.signed(&body, &f.stranger)),
-        Judgement::Refused("bad_evidence")
+        Judgement::Refused(Refusal::BadEvidence)
     );
 }
 
@@ -231,7 +234,7 @@ fn tombstones_need_the_agent_key_or_the_attester() {
     let judge = f.judge();
     assert_eq!(
         judge.judge(&f.tombstone(1, &f.stranger)),
-        Judgement::Unverifiable("tombstone_for_unknown_agent")
+        Judgement::Unverifiable(Refusal::TombstoneForUnknownAgent)
     );
     let body = f.descriptor(&f.stranger, 10, &f.agent_key);
     assert!(matches!(
@@ -240,7 +243,7 @@ fn tombstones_need_the_agent_key_or_the_attester() {
     ));
     assert_eq!(
         judge.judge(&f.tombstone(11, &f.friend)),
-        Judgement::Refused("tombstone_not_authorised")
+        Judgement::Refused(Refusal::TombstoneNotAuthorised)
     );
     assert!(
         matches!(
@@ -286,7 +289,7 @@ fn a_lookups_node_keeps_what_it_looked_up_and_updates_of_what_it_holds() {
     let forged = f.signed(&f.descriptor(&f.friend, 11, &f.stranger), &f.friend);
     assert_eq!(
         judge.judge_offered(&forged, None),
-        Judgement::Refused("bad_evidence")
+        Judgement::Refused(Refusal::BadEvidence)
     );
     // Looked up: kept.
     assert!(matches!(judge.judge(&first), Judgement::Stored { .. }));
@@ -309,7 +312,7 @@ fn a_tombstone_for_an_unknown_agent_is_not_an_offence() {
     let judge = f.judge();
     assert_eq!(
         judge.judge_offered(&f.tombstone(1, &f.stranger), None),
-        Judgement::Unverifiable("tombstone_for_unknown_agent")
+        Judgement::Unverifiable(Refusal::TombstoneForUnknownAgent)
     );
     assert!(judge.refusals().is_empty());
 }
@@ -338,4 +341,36 @@ fn a_node_keeps_its_own_attestation_over_an_untrusted_peers_of_the_same_document
         judge.judge(&f.signed(&partner, &f.friend)),
         Judgement::Stored { .. }
     ));
+}
+
+#[test]
+fn refusal_codes_are_unique_and_match_the_record_layer() {
+    let mut seen = std::collections::HashSet::new();
+    for r in Refusal::ALL {
+        assert!(seen.insert(r.as_str()), "{r} twice");
+    }
+    let errors = [
+        RecordError::TooLarge { size: 1, max: 0 },
+        RecordError::Malformed { reason: "x".into() },
+        RecordError::TrailingBytes { extra: 1 },
+        RecordError::UnknownType { kind: "x".into() },
+        RecordError::BadSignature,
+        RecordError::BadPayload {
+            kind: "descriptor",
+            reason: "x".into(),
+        },
+        RecordError::DigestMismatch,
+        RecordError::StaleSeq {
+            agent_id: "a".into(),
+            seq: 1,
+            held: 2,
+        },
+        RecordError::Expired {
+            agent_id: "a".into(),
+            expires_at: 0,
+        },
+    ];
+    for e in &errors {
+        assert_eq!(Refusal::from(e).as_str(), e.reason(), "{e}");
+    }
 }

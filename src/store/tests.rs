@@ -5,7 +5,7 @@
 use super::*;
 use crate::descriptor::DocumentFormat;
 use crate::record::{DescriptorRecord, TombstoneReason, TombstoneRecord};
-use crate::verify::Evidence;
+use crate::verify::{Evidence, Reason};
 use ed25519_dalek::SigningKey;
 
 fn key() -> SigningKey {
@@ -397,8 +397,19 @@ async fn the_async_face_writes_reads_and_searches() {
     assert!(s.is_local("a").await.unwrap());
     let found = s.search(&filter(&["x"], &[], &[]), None, 10).await.unwrap();
     assert_eq!(ids(&found), ["a"]);
-    s.put_report("a", b"{}".to_vec()).await.unwrap();
+    s.put_report(
+        "a",
+        b"{}".to_vec(),
+        vec![Reason::Timeout, Reason::TxtMissing],
+    )
+    .await
+    .unwrap();
     assert_eq!(s.report("a").await.unwrap().as_deref(), Some(&b"{}"[..]));
+    assert_eq!(
+        s.reasons("a").await.unwrap(),
+        [Reason::Timeout, Reason::TxtMissing]
+    );
+    assert!(s.reasons("b").await.unwrap().is_empty());
     s.flush().await.unwrap();
 }
 
@@ -488,4 +499,38 @@ async fn a_write_waiting_for_a_flush_does_not_block_the_runtime() {
         .unwrap()
         .unwrap();
     assert_eq!(outcome, PutOutcome::Created);
+}
+
+/// A data directory written before reason codes were kept on their own:
+/// the first open fills them from the reports' JSON.
+#[test]
+fn reasons_of_older_data_directories_are_filled_from_their_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        db.open_tree("meta")
+            .unwrap()
+            .insert("schema_version", &super::SCHEMA_VERSION.to_be_bytes())
+            .unwrap();
+        let reports = db.open_tree("reports").unwrap();
+        reports
+            .insert(
+                "agent:a.test",
+                &br#"{"reasons":["challenge_no_answer","a_code_from_a_newer_version"],"steps":[]}"#
+                    [..],
+            )
+            .unwrap();
+        reports
+            .insert("agent:b.test", &br#"{"reasons":[]}"#[..])
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let s = open(dir.path());
+    let b = s.blocking();
+    assert_eq!(
+        b.reasons("agent:a.test").unwrap(),
+        [Reason::ChallengeNoAnswer]
+    );
+    assert!(b.reasons("agent:b.test").unwrap().is_empty());
+    assert!(b.report("agent:a.test").unwrap().is_some());
 }
