@@ -234,13 +234,35 @@ fn probe_json(p: &ProbeResult, window: Duration) -> (Value, Value) {
     (p.get.summary(window), search)
 }
 
-/// How many "crawl job done" lines node A has logged.
+/// How many "crawl job done" lines node A has logged (a job is one
+/// `POST /crawl`, grown by the peers its agents list).
 fn crawl_jobs_done(a: &Node) -> usize {
     a.proc
         .stderr_tail(usize::MAX)
         .lines()
         .filter(|l| l.contains("crawl job done"))
         .count()
+}
+
+/// The warning and error lines a node has logged so far.
+fn warnings(n: &Node) -> Vec<String> {
+    n.proc
+        .stderr_tail(usize::MAX)
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The warnings logged since `before` of them were: their count and the
+/// first one, without its timestamp.
+fn new_warnings(n: &Node, before: usize) -> Value {
+    let all = warnings(n);
+    let first = all.get(before).map(|l| {
+        l.split_once(' ')
+            .map_or(l.as_str(), |(_, rest)| rest.trim())
+    });
+    json!({"count": all.len().saturating_sub(before), "first": first})
 }
 
 /// One run: fresh processes and data, setup, the idle window, the loaded
@@ -384,18 +406,23 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
     // 1. idle
     let load_idle = load_average();
     let cpu0 = cpu_now(&a, &b, &testbed);
+    let warned0 = (warnings(&a).len(), warnings(&b).len());
     let probes = load::spawn_probes(probe_setup(1), args.window, MAX_PROBES_PER_WORKER);
     let timeline_idle = load::monitor(a.url.clone(), args.window).await;
     let idle = tokio::task::spawn_blocking(move || probes.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the probe thread panicked"))?;
     let cpu1 = cpu_now(&a, &b, &testbed);
+    let idle_warnings =
+        json!({"node_a": new_warnings(&a, warned0.0), "node_b": new_warnings(&b, warned0.1)});
     let (idle_get, idle_search) = probe_json(&idle, args.window);
 
     // 2. loaded
     let load_loaded = load_average();
     let records_before = a.health(&http).await?["records"].as_u64().unwrap_or(0);
+    let b_records_before = b.health(&http).await?["records"].as_u64().unwrap_or(0);
     let cpu2 = cpu_now(&a, &b, &testbed);
+    let warned2 = (warnings(&a).len(), warnings(&b).len());
     let burst = args.burst.then(|| {
         load::Burst::start(
             &a.url,
@@ -427,8 +454,15 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
         .await
         .ok()
         .and_then(|h| h["records"].as_u64());
+    let b_records_after = b
+        .health(&http)
+        .await
+        .ok()
+        .and_then(|h| h["records"].as_u64());
     let jobs_done = crawl_jobs_done(&a);
     let cpu3 = cpu_now(&a, &b, &testbed);
+    let loaded_warnings =
+        json!({"node_a": new_warnings(&a, warned2.0), "node_b": new_warnings(&b, warned2.1)});
     let registrations = match burst {
         Some(b) => b.finish().await,
         None => Samples::default(),
@@ -456,6 +490,7 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
             "get": idle_get,
             "mesh_search": idle_search,
             "cpu_cores": cpu_json(cpu0, cpu1, args.window),
+            "warnings": idle_warnings,
             "records_timeline": timeline_idle,
         },
         "loaded": {
@@ -467,11 +502,17 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
                 "queued": queued,
                 "stored_in_window": crawled,
                 "stored_per_sec": crawled.map(|c| c as f64 / loaded_secs),
-                "jobs_of_1000_done": jobs_done,
+                "jobs_done": jobs_done,
+                "jobs_queued": queued.div_ceil(1000),
             },
             "records_before": records_before,
             "records_after": records_after,
+            // What reached B meanwhile (gossip of the registrations and
+            // of the crawled agents).
+            "b_records_before": b_records_before,
+            "b_records_after": b_records_after,
             "cpu_cores": cpu_json(cpu2, cpu3, args.window),
+            "warnings": loaded_warnings,
             "records_timeline": timeline_loaded,
         },
     });
@@ -536,7 +577,7 @@ fn print_run(r: &Value) {
     let c = &l["cpu_cores"];
     println!(
         "loaded window: {} registrations acknowledged ({:.0}/s, p50 {} ms, p99 {} ms, {} errors); \
-         crawl: {} of {} domains stored ({:.0}/s), {} jobs of 1000 done",
+         crawl: {} of {} domains stored ({:.0}/s), {} of {} jobs done; B gained {} records",
         int(&l["registrations"]["acknowledged_in_window"]),
         l["registrations"]["acknowledged_per_sec"]
             .as_f64()
@@ -547,7 +588,15 @@ fn print_run(r: &Value) {
         int(&l["crawl"]["stored_in_window"]),
         int(&l["crawl"]["queued"]),
         l["crawl"]["stored_per_sec"].as_f64().unwrap_or(f64::NAN),
-        int(&l["crawl"]["jobs_of_1000_done"]),
+        int(&l["crawl"]["jobs_done"]),
+        int(&l["crawl"]["jobs_queued"]),
+        match (
+            l["b_records_after"].as_f64(),
+            l["b_records_before"].as_f64()
+        ) {
+            (Some(after), Some(before)) => format!("{:.0}", after - before),
+            _ => "-".into(),
+        },
     );
     println!(
         "CPU in the loaded window (cores): A {:.2}, B {:.2}, testbed {:.2}, bench {:.2}; \
@@ -575,6 +624,18 @@ fn print_run(r: &Value) {
     }
     if let Some(e) = l["registrations"]["first_error"].as_str() {
         println!("first error, registrations: {e}");
+    }
+    for phase in ["idle", "loaded"] {
+        for node in ["node_a", "node_b"] {
+            let w = &r[phase]["warnings"][node];
+            if w["count"].as_f64().unwrap_or(0.0) > 0.0 {
+                println!(
+                    "{node} logged {} warnings in the {phase} window, first: {}",
+                    int(&w["count"]),
+                    w["first"].as_str().unwrap_or("-")
+                );
+            }
+        }
     }
 }
 
