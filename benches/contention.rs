@@ -207,22 +207,60 @@ fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// CPU seconds of A, B, the testbed and this bench.
-fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> [f64; 4] {
-    [
-        a.proc.cpu_secs(),
-        b.proc.cpu_secs(),
-        tb.proc.cpu_secs(),
-        procs::cpu_secs_of("/proc/self/stat"),
-    ]
+/// CPU seconds used so far by A, B, the testbed and this bench, and by
+/// the whole machine.
+struct CpuSnap {
+    at: Instant,
+    procs: [f64; 4],
+    /// Busy (user, nice, system, irq, softirq, steal) and iowait seconds
+    /// of all cores, from the first line of `/proc/stat`.
+    machine: (f64, f64),
 }
 
-fn cpu_json(before: [f64; 4], after: [f64; 4], window: Duration) -> Value {
-    let core = |i: usize| (after[i] - before[i]) / window.as_secs_f64();
+fn machine_cpu() -> (f64, f64) {
+    let ticks: Vec<f64> = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().next().map(str::to_owned))
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter_map(|t| t.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let t = |i: usize| ticks.get(i).copied().unwrap_or(f64::NAN) / 100.0;
+    (t(0) + t(1) + t(2) + t(5) + t(6) + t(7), t(4))
+}
+
+fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> CpuSnap {
+    CpuSnap {
+        at: Instant::now(),
+        procs: [
+            a.proc.cpu_secs(),
+            b.proc.cpu_secs(),
+            tb.proc.cpu_secs(),
+            procs::cpu_secs_of("/proc/self/stat"),
+        ],
+        machine: machine_cpu(),
+    }
+}
+
+/// Cores used between two snapshots; `others` is the machine's busy time
+/// less that of the bench's processes (other people's work on a shared
+/// machine).
+fn cpu_json(before: &CpuSnap, after: &CpuSnap) -> Value {
+    let secs = (after.at - before.at).as_secs_f64();
+    let core = |i: usize| (after.procs[i] - before.procs[i]) / secs;
+    let busy = (after.machine.0 - before.machine.0) / secs;
+    let ours: f64 = (0..4).map(core).sum();
     json!({
         "node_a": core(0),
         "node_b": core(1),
         "testbed": core(2),
         "bench": core(3),
+        "machine_busy": busy,
+        "machine_iowait": (after.machine.1 - before.machine.1) / secs,
+        "others": busy - ours,
     })
 }
 
@@ -489,7 +527,7 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
             "load_average": load_idle,
             "get": idle_get,
             "mesh_search": idle_search,
-            "cpu_cores": cpu_json(cpu0, cpu1, args.window),
+            "cpu_cores": cpu_json(&cpu0, &cpu1),
             "warnings": idle_warnings,
             "records_timeline": timeline_idle,
         },
@@ -511,7 +549,7 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
             // of the crawled agents).
             "b_records_before": b_records_before,
             "b_records_after": b_records_after,
-            "cpu_cores": cpu_json(cpu2, cpu3, args.window),
+            "cpu_cores": cpu_json(&cpu2, &cpu3),
             "warnings": loaded_warnings,
             "records_timeline": timeline_loaded,
         },
@@ -556,21 +594,22 @@ fn probe_cells(p: &Value) -> String {
 
 fn print_run(r: &Value) {
     println!(
-        "{:<7} | {:^49} | {:^49} | A CPU",
+        "{:<7} | {:^49} | {:^49} | cores used",
         "", "GET /agents/{id} (ms)", "mesh search (ms)"
     );
     println!(
-        "{:<7} | {:>6} {:>8} {:>8} {:>8} {:>8} {:>4} | {:>6} {:>8} {:>8} {:>8} {:>8} {:>4} | cores",
+        "{:<7} | {:>6} {:>8} {:>8} {:>8} {:>8} {:>4} | {:>6} {:>8} {:>8} {:>8} {:>8} {:>4} | A    others",
         "phase", "n", "p50", "p95", "p99", "max", "err", "n", "p50", "p95", "p99", "max", "err"
     );
     for phase in ["idle", "loaded"] {
         let p = &r[phase];
         println!(
-            "{:<7} | {} | {} | {:.2}",
+            "{:<7} | {} | {} | {:.2} {:.2}",
             phase,
             probe_cells(&p["get"]),
             probe_cells(&p["mesh_search"]),
-            p["cpu_cores"]["node_a"].as_f64().unwrap_or(f64::NAN)
+            p["cpu_cores"]["node_a"].as_f64().unwrap_or(f64::NAN),
+            p["cpu_cores"]["others"].as_f64().unwrap_or(f64::NAN),
         );
     }
     let l = &r["loaded"];
@@ -600,11 +639,13 @@ fn print_run(r: &Value) {
     );
     println!(
         "CPU in the loaded window (cores): A {:.2}, B {:.2}, testbed {:.2}, bench {:.2}; \
-         mesh searches partial/no peer/empty: {}/{}/{} idle, {}/{}/{} loaded",
+         others {:.2} (iowait {:.2}); mesh searches partial/no peer/empty: {}/{}/{} idle, {}/{}/{} loaded",
         c["node_a"].as_f64().unwrap_or(f64::NAN),
         c["node_b"].as_f64().unwrap_or(f64::NAN),
         c["testbed"].as_f64().unwrap_or(f64::NAN),
         c["bench"].as_f64().unwrap_or(f64::NAN),
+        c["others"].as_f64().unwrap_or(f64::NAN),
+        c["machine_iowait"].as_f64().unwrap_or(f64::NAN),
         int(&r["idle"]["mesh_search"]["partial"]),
         int(&r["idle"]["mesh_search"]["no_peer_asked"]),
         int(&r["idle"]["mesh_search"]["empty"]),
@@ -629,10 +670,13 @@ fn print_run(r: &Value) {
         for node in ["node_a", "node_b"] {
             let w = &r[phase]["warnings"][node];
             if w["count"].as_f64().unwrap_or(0.0) > 0.0 {
+                let first = w["first"]
+                    .as_str()
+                    .map(|f| format!(", first: {f}"))
+                    .unwrap_or_default();
                 println!(
-                    "{node} logged {} warnings in the {phase} window, first: {}",
+                    "{node} logged {} warnings in the {phase} window{first}",
                     int(&w["count"]),
-                    w["first"].as_str().unwrap_or("-")
                 );
             }
         }
