@@ -40,7 +40,9 @@
 //! Other flags (defaults): `--window-secs 20`, `--testbed-agents 5000`,
 //! `--preload 3000`, `--b-agents 300`, `--get-concurrency 8`,
 //! `--get-rate 50`, `--search-concurrency 2`, `--search-rate 10`,
-//! `--burst-concurrency 64`, `--burst-max 200000`, `--no-burst`,
+//! `--burst-concurrency 64`, `--burst-rate 0` (registrations per second
+//! in all, 0: back to back; a fixed rate keeps the offered load the same
+//! for builds that register at different speeds), `--burst-max 200000`, `--no-burst`,
 //! `--no-crawl`, `--seed 1`, `--json PATH` (default
 //! `target/contention/<unix time>.json`), `--keep` (keep the work
 //! directory: node logs and data).
@@ -79,6 +81,9 @@ struct Args {
     search_concurrency: usize,
     search_rate: f64,
     burst_concurrency: usize,
+    /// Registrations per second, all burst workers together (0: back to
+    /// back).
+    burst_rate: f64,
     burst_max: usize,
     burst: bool,
     crawl: bool,
@@ -114,6 +119,7 @@ impl Args {
             search_concurrency: 2,
             search_rate: 10.0,
             burst_concurrency: 64,
+            burst_rate: 0.0,
             burst_max: 200_000,
             burst: true,
             crawl: true,
@@ -138,6 +144,7 @@ impl Args {
                 "--search-concurrency" => a.search_concurrency = value()?.parse()?,
                 "--search-rate" => a.search_rate = value()?.parse()?,
                 "--burst-concurrency" => a.burst_concurrency = value()?.parse()?,
+                "--burst-rate" => a.burst_rate = value()?.parse()?,
                 "--burst-max" => a.burst_max = value()?.parse()?,
                 "--no-burst" => a.burst = false,
                 "--no-crawl" => a.crawl = false,
@@ -169,6 +176,7 @@ impl Args {
             "search_concurrency": self.search_concurrency,
             "search_rate_per_worker": self.search_rate,
             "burst_concurrency": self.burst_concurrency,
+            "burst_rate": self.burst_rate,
             "burst_max": self.burst_max,
             "burst": self.burst,
             "crawl": self.crawl,
@@ -466,6 +474,7 @@ async fn run_once(args: &Args, run: usize) -> anyhow::Result<Value> {
             &a.url,
             run,
             args.burst_concurrency,
+            args.burst_rate,
             args.burst_max,
             args.window + Duration::from_secs(5),
         )
@@ -732,6 +741,22 @@ async fn run_all(args: &Args) -> anyhow::Result<Value> {
         machine["nproc"],
         machine["cpu"].as_str().unwrap_or(""),
         machine["load_average"].as_str().unwrap_or(""),
+    );
+    println!(
+        "probes: GET {} x {}/s, mesh search {} x {}/s; load: burst {} ({} in flight, {}), crawl {} ({} domains)",
+        args.get_concurrency,
+        args.get_rate,
+        args.search_concurrency,
+        args.search_rate,
+        if args.burst { "on" } else { "off" },
+        args.burst_concurrency,
+        if args.burst_rate > 0.0 {
+            format!("{}/s in all", args.burst_rate)
+        } else {
+            "back to back".into()
+        },
+        if args.crawl { "on" } else { "off" },
+        args.testbed_agents,
     );
     let mut runs = Vec::new();
     for run in 1..=args.runs {

@@ -292,7 +292,8 @@ pub async fn register_all(
 }
 
 /// The registration burst: `concurrency` workers registering new agents
-/// (`burst-{run}-{i}`) back to back until `stop` is set, `deadline`
+/// (`burst-{run}-{i}`), back to back or, when `rate` (per second, all
+/// workers together) is above zero, paced, until `stop` is set, `deadline`
 /// passes or `max` were sent.
 pub struct Burst {
     pub stop: Arc<AtomicBool>,
@@ -305,9 +306,11 @@ impl Burst {
         url: &str,
         run: usize,
         concurrency: usize,
+        rate: f64,
         max: usize,
         deadline: Duration,
     ) -> Self {
+        let rate_per_worker = rate / concurrency.max(1) as f64;
         let http = client();
         let stop = Arc::new(AtomicBool::new(false));
         let created = Arc::new(AtomicU64::new(0));
@@ -335,6 +338,7 @@ impl Burst {
                             Ok(r) => samples.fail(format!("register {i}: status {}", r.status())),
                             Err(e) => samples.fail(format!("register {i}: {e}")),
                         }
+                        pace(started, rate_per_worker).await;
                     }
                     samples
                 })
