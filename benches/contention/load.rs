@@ -15,13 +15,13 @@ use serde_json::{json, Value};
 /// Time allowed for one request; a request that takes longer counts as
 /// an error (and its time as a latency of at least this much: see
 /// [`Samples`]).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The capability only node B's agents have.
-pub const B_CAPABILITY: &str = "contention_probe_b_only";
+pub(crate) const B_CAPABILITY: &str = "contention_probe_b_only";
 
 /// An HTTP client for one role (its own connection pool).
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(256)
@@ -29,10 +29,10 @@ pub fn client() -> reqwest::Client {
         .expect("a reqwest client with these options builds")
 }
 
-/// A registration document: `demo::synthetic_agent(n)` under `id`, with
+/// A registration document: `testbed::synthetic_agent(n)` under `id`, with
 /// `capability` instead of its own when given.
-pub fn document(id: &str, n: usize, capability: Option<&str>) -> Value {
-    let mut doc = agentmesh::demo::synthetic_agent(n);
+pub(crate) fn document(id: &str, n: usize, capability: Option<&str>) -> Value {
+    let mut doc = agentmesh::testbed::synthetic_agent(n);
     doc["id"] = json!(id);
     if let Some(cap) = capability {
         doc["capabilities"] = json!([cap]);
@@ -42,13 +42,13 @@ pub fn document(id: &str, n: usize, capability: Option<&str>) -> Value {
 
 /// Latencies of the requests that succeeded, and the failures.
 #[derive(Debug, Default, Clone)]
-pub struct Samples {
+pub(crate) struct Samples {
     /// Microseconds, one per successful request, in completion order.
-    pub micros: Vec<u64>,
+    pub(crate) micros: Vec<u64>,
     /// Requests that failed (transport error, timeout, unexpected status).
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// The first failure, for the report.
-    pub first_error: Option<String>,
+    pub(crate) first_error: Option<String>,
 }
 
 impl Samples {
@@ -73,7 +73,7 @@ impl Samples {
 
     /// Count, p50, p95, p99 and max (milliseconds, nearest rank) and the
     /// error count, as JSON.
-    pub fn summary(&self, window: Duration) -> Value {
+    pub(crate) fn summary(&self, window: Duration) -> Value {
         let mut v = self.micros.clone();
         v.sort_unstable();
         let q = |p: f64| -> Value {
@@ -98,30 +98,30 @@ impl Samples {
 
 /// How the two probes run.
 #[derive(Debug, Clone)]
-pub struct ProbeSetup {
-    pub url: String,
+pub(crate) struct ProbeSetup {
+    pub(crate) url: String,
     /// The ids `GET` picks from, uniformly at random.
-    pub ids: Arc<Vec<String>>,
-    pub get_concurrency: usize,
+    pub(crate) ids: Arc<Vec<String>>,
+    pub(crate) get_concurrency: usize,
     /// Requests per second per GET worker (0: back to back).
-    pub get_rate_per_worker: f64,
-    pub search_concurrency: usize,
+    pub(crate) get_rate_per_worker: f64,
+    pub(crate) search_concurrency: usize,
     /// Searches per second per search worker (0: back to back).
-    pub search_rate_per_worker: f64,
-    pub seed: u64,
+    pub(crate) search_rate_per_worker: f64,
+    pub(crate) seed: u64,
 }
 
 /// What the probes measured in one window.
 #[derive(Debug, Default)]
-pub struct ProbeResult {
-    pub get: Samples,
-    pub search: Samples,
+pub(crate) struct ProbeResult {
+    pub(crate) get: Samples,
+    pub(crate) search: Samples,
     /// Mesh searches whose answer named fewer peers answering than asked
     /// (`x-agentmesh-partial: true`), or that asked no peer at all.
-    pub search_partial: u64,
-    pub search_no_peer_asked: u64,
+    pub(crate) search_partial: u64,
+    pub(crate) search_no_peer_asked: u64,
     /// Mesh searches that returned no agent.
-    pub search_empty: u64,
+    pub(crate) search_empty: u64,
 }
 
 /// Sleeps until the next slot of a worker paced at `rate` per second,
@@ -134,7 +134,11 @@ async fn pace(started: Instant, rate: f64) {
 
 /// Runs the probes for `window` on the current runtime; at most
 /// `max_requests` per worker.
-pub async fn probes(setup: ProbeSetup, window: Duration, max_requests: usize) -> ProbeResult {
+pub(crate) async fn probes(
+    setup: ProbeSetup,
+    window: Duration,
+    max_requests: usize,
+) -> ProbeResult {
     let end = Instant::now() + window;
     let get_client = client();
     let search_client = client();
@@ -233,7 +237,7 @@ pub async fn probes(setup: ProbeSetup, window: Duration, max_requests: usize) ->
 /// Runs [`probes`] on a thread of its own with a current-thread runtime,
 /// so the load generators' tasks never delay a probe's wake-up in a
 /// shared run queue (the cores are still shared).
-pub fn spawn_probes(
+pub(crate) fn spawn_probes(
     setup: ProbeSetup,
     window: Duration,
     max_requests: usize,
@@ -252,7 +256,7 @@ pub fn spawn_probes(
 
 /// Registers `count` documents made by `make(i)` on `url` with
 /// `concurrency` in flight; fails on the first refusal. For the preload.
-pub async fn register_all(
+pub(crate) async fn register_all(
     http: &reqwest::Client,
     url: &str,
     count: usize,
@@ -295,14 +299,14 @@ pub async fn register_all(
 /// (`burst-{run}-{i}`), back to back or, when `rate` (per second, all
 /// workers together) is above zero, paced, until `stop` is set, `deadline`
 /// passes or `max` were sent.
-pub struct Burst {
-    pub stop: Arc<AtomicBool>,
-    pub created: Arc<AtomicU64>,
+pub(crate) struct Burst {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) created: Arc<AtomicU64>,
     workers: Vec<tokio::task::JoinHandle<Samples>>,
 }
 
 impl Burst {
-    pub fn start(
+    pub(crate) fn start(
         url: &str,
         run: usize,
         concurrency: usize,
@@ -353,7 +357,7 @@ impl Burst {
 
     /// Stops the workers and waits for the requests in flight (each
     /// bounded by [`REQUEST_TIMEOUT`]).
-    pub async fn finish(self) -> Samples {
+    pub(crate) async fn finish(self) -> Samples {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = Samples::default();
         for w in self.workers {
@@ -365,7 +369,7 @@ impl Burst {
 
 /// Queues `domains` for crawling on `url` (`POST /crawl`, 1000 per
 /// request, the API's limit); answers how many were queued.
-pub async fn queue_crawl(
+pub(crate) async fn queue_crawl(
     http: &reqwest::Client,
     url: &str,
     domains: &[String],
@@ -391,11 +395,11 @@ pub async fn queue_crawl(
 
 /// One `/health` sample: seconds since the window opened, and the node's
 /// record count.
-pub type HealthSample = (f64, u64);
+pub(crate) type HealthSample = (f64, u64);
 
 /// Polls `GET /health` once a second, at 0, 1, .. `window` seconds
 /// (whole seconds); answers the record counts (a failed poll is skipped).
-pub async fn monitor(url: String, window: Duration) -> Vec<HealthSample> {
+pub(crate) async fn monitor(url: String, window: Duration) -> Vec<HealthSample> {
     let http = client();
     let started = Instant::now();
     let mut out = Vec::new();

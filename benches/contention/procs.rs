@@ -16,7 +16,7 @@ use serde_json::Value;
 const POLL: Duration = Duration::from_millis(50);
 
 /// A child process, killed and reaped on drop.
-pub struct Proc {
+pub(crate) struct Proc {
     name: String,
     child: Child,
     stdout: PathBuf,
@@ -59,12 +59,12 @@ impl Proc {
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// CPU time (user + system) the process has used so far, seconds.
-    pub fn cpu_secs(&self) -> f64 {
+    pub(crate) fn cpu_secs(&self) -> f64 {
         cpu_secs_of(&format!("/proc/{}/stat", self.pid()))
     }
 
@@ -74,7 +74,7 @@ impl Proc {
     }
 
     /// The last `n` lines of stderr, for error messages.
-    pub fn stderr_tail(&self, n: usize) -> String {
+    pub(crate) fn stderr_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
@@ -127,7 +127,7 @@ impl Drop for Proc {
 /// CPU seconds (fields 14 and 15, in clock ticks of 1/100 s on Linux) of a
 /// `/proc/<pid>/stat` file; the command name may hold spaces, so fields are
 /// counted from its closing parenthesis.
-pub fn cpu_secs_of(stat: &str) -> f64 {
+pub(crate) fn cpu_secs_of(stat: &str) -> f64 {
     std::fs::read_to_string(stat)
         .ok()
         .and_then(|s| {
@@ -141,20 +141,25 @@ pub fn cpu_secs_of(stat: &str) -> f64 {
 }
 
 /// A running `agentmesh testbed` and what the nodes need of it.
-pub struct Testbed {
-    pub proc: Proc,
+pub(crate) struct Testbed {
+    pub(crate) proc: Proc,
     /// Its DNS server (UDP and TCP).
-    pub dns: SocketAddr,
+    pub(crate) dns: SocketAddr,
     /// Its test CA, PEM.
-    pub ca_file: PathBuf,
+    pub(crate) ca_file: PathBuf,
     /// Every domain it serves, org by org.
-    pub domains: Vec<String>,
+    pub(crate) domains: Vec<String>,
 }
 
 impl Testbed {
     /// Starts a testbed of `agents` healthy agents (none broken) in
     /// `orgs` organisations, writing its files under `dir/testbed`.
-    pub async fn start(bin: &Path, dir: &Path, agents: usize, orgs: usize) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        bin: &Path,
+        dir: &Path,
+        agents: usize,
+        orgs: usize,
+    ) -> anyhow::Result<Self> {
         let out = dir.join("testbed");
         let args: Vec<String> = [
             "testbed",
@@ -214,23 +219,23 @@ impl Testbed {
 }
 
 /// A running `agentmesh node` on loopback.
-pub struct Node {
-    pub proc: Proc,
-    pub name: String,
-    pub url: String,
-    pub peer_id: String,
+pub(crate) struct Node {
+    pub(crate) proc: Proc,
+    pub(crate) name: String,
+    pub(crate) url: String,
+    pub(crate) peer_id: String,
     // Dropped after the process (fields drop in order): the data
     // directory is removed once the node is dead.
     _dir: tempfile::TempDir,
 }
 
 /// What a node is started with beyond the defaults.
-pub struct NodeSetup<'a> {
-    pub name: &'a str,
+pub(crate) struct NodeSetup<'a> {
+    pub(crate) name: &'a str,
     /// Multiaddrs (with `/p2p/<peer id>`) to bootstrap to.
-    pub bootstrap: Vec<String>,
+    pub(crate) bootstrap: Vec<String>,
     /// The testbed to crawl, if this node crawls.
-    pub crawl: Option<&'a Testbed>,
+    pub(crate) crawl: Option<&'a Testbed>,
 }
 
 /// A TOML string (basic string, escaped).
@@ -241,7 +246,11 @@ fn toml_str(s: &str) -> String {
 impl Node {
     /// Writes the node's config file and starts it; waits for its
     /// "serving" line.
-    pub async fn start(bin: &Path, dir: &Path, setup: NodeSetup<'_>) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        bin: &Path,
+        dir: &Path,
+        setup: NodeSetup<'_>,
+    ) -> anyhow::Result<Self> {
         let data = tempfile::Builder::new()
             .prefix(&format!("{}-", setup.name))
             .tempdir_in(dir)?;
@@ -291,7 +300,7 @@ impl Node {
     }
 
     /// `GET /health`.
-    pub async fn health(&self, http: &reqwest::Client) -> anyhow::Result<Value> {
+    pub(crate) async fn health(&self, http: &reqwest::Client) -> anyhow::Result<Value> {
         let r = http
             .get(format!("{}/health", self.url))
             .timeout(Duration::from_secs(10))
@@ -303,7 +312,7 @@ impl Node {
 
     /// The node's first libp2p listen address with `/p2p/<peer id>`, from
     /// `GET /health`.
-    pub async fn p2p_addr(&self, http: &reqwest::Client) -> anyhow::Result<String> {
+    pub(crate) async fn p2p_addr(&self, http: &reqwest::Client) -> anyhow::Result<String> {
         let health = self.health(http).await?;
         let addr = health["listen_addrs"]
             .as_array()
@@ -321,7 +330,7 @@ impl Node {
     }
 
     /// Polls `GET /health` until `check` holds on it, at most `deadline`.
-    pub async fn wait_health(
+    pub(crate) async fn wait_health(
         &mut self,
         http: &reqwest::Client,
         deadline: Duration,
@@ -352,7 +361,11 @@ impl Node {
 /// Waits until every process in `procs` uses under `threshold` of a core
 /// over a 1 s interval, at most `deadline`; answers how long it took, or
 /// `None` at the deadline (the caller goes on and says so).
-pub async fn wait_quiet(procs: &[&Proc], threshold: f64, deadline: Duration) -> Option<Duration> {
+pub(crate) async fn wait_quiet(
+    procs: &[&Proc],
+    threshold: f64,
+    deadline: Duration,
+) -> Option<Duration> {
     let started = Instant::now();
     let mut before: Vec<f64> = procs.iter().map(|p| p.cpu_secs()).collect();
     loop {

@@ -8,14 +8,14 @@ use serde_json::{json, Value};
 use crate::procs::{self, Node, Testbed};
 
 /// The three load averages of `/proc/loadavg`.
-pub fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
 
 /// Cores, CPU model and load average, as JSON.
-pub fn machine() -> Value {
+pub(crate) fn machine() -> Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -32,7 +32,7 @@ pub fn machine() -> Value {
 }
 
 /// SHA-256 of the binary, so a JSON file says which build it measured.
-pub fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
     use sha2::Digest as _;
     let bytes = std::fs::read(path)?;
     Ok(hex::encode(sha2::Sha256::digest(&bytes)))
@@ -40,7 +40,7 @@ pub fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
 
 /// CPU seconds used so far by A, B, the testbed and this bench, and by
 /// the whole machine.
-pub struct CpuSnap {
+pub(crate) struct CpuSnap {
     at: Instant,
     procs: [f64; 4],
     /// Busy (user, nice, system, irq, softirq, steal) and iowait seconds
@@ -63,7 +63,7 @@ fn machine_cpu() -> (f64, f64) {
     (t(0) + t(1) + t(2) + t(5) + t(6) + t(7), t(4))
 }
 
-pub fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> CpuSnap {
+pub(crate) fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> CpuSnap {
     CpuSnap {
         at: Instant::now(),
         procs: [
@@ -79,7 +79,7 @@ pub fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> CpuSnap {
 /// Cores used between two snapshots; `others` is the machine's busy time
 /// less that of the bench's processes (other people's work on a shared
 /// machine).
-pub fn cpu_json(before: &CpuSnap, after: &CpuSnap) -> Value {
+pub(crate) fn cpu_json(before: &CpuSnap, after: &CpuSnap) -> Value {
     let secs = (after.at - before.at).as_secs_f64();
     let core = |i: usize| (after.procs[i] - before.procs[i]) / secs;
     let busy = (after.machine.0 - before.machine.0) / secs;
@@ -124,7 +124,7 @@ fn probe_cells(p: &Value) -> String {
 }
 
 /// Prints one run (or the medians, same shape) as a compact table.
-pub fn print_run(r: &Value) {
+pub(crate) fn print_run(r: &Value) {
     println!(
         "{:<7} | {:^49} | {:^49} | cores used",
         "", "GET /agents/{id} (ms)", "mesh search (ms)"
@@ -217,7 +217,7 @@ pub fn print_run(r: &Value) {
 
 /// The median over the runs of every number in a run's report (same
 /// shape; strings and timelines left out).
-pub fn medians(runs: &[Value]) -> Value {
+pub(crate) fn medians(runs: &[Value]) -> Value {
     fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
         path.iter().try_fold(v, |v, k| v.get(k))
     }
