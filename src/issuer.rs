@@ -2,8 +2,9 @@
 //! updates and deletions (the registry), crawled agents and mutual-peer
 //! upgrades (the crawler). It reads the held seq under the agent's write
 //! lock, signs the record with the node key for the configured lifetime
-//! (`store.record_ttl`), stores it, flushes the store, and hands the record
-//! to the [`Outbox`] on its way to the mesh.
+//! (`store.record_ttl`), stores it, flushes the store when the record is
+//! one the API acknowledges ([`Durability`]), and hands the record to the
+//! [`Outbox`] on its way to the mesh.
 //!
 //! Submodules: [`outbox`] (the bounded queue to the mesh and its publisher
 //! task), [`republish`] (after a restart, this node's own records go back
@@ -36,6 +37,20 @@ pub enum IssueError {
     /// The store refused the record or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// When an issued record must be on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed before the issue returns and before it is published: what
+    /// the API acknowledges (registrations, updates, deletions).
+    Flushed,
+    /// Stored and published at once; the store's periodic flusher makes
+    /// it durable within a second. For crawled agents: a crash loses at
+    /// most the last second of them, and the next crawl issues them again
+    /// at a higher seq. Waiting for a flush per crawled record would put
+    /// every crawl in the registrations' group-commit queue.
+    Periodic,
 }
 
 /// Number of write-lock stripes.
@@ -133,9 +148,10 @@ impl Issuer {
         evidence: Evidence,
         origin: Origin,
         expect: Expect,
+        durability: Durability,
     ) -> Result<Issued, IssueError> {
         let id = descriptor.id.clone();
-        self.issue(&id, origin, expect, |seq| {
+        self.issue(&id, origin, expect, durability, |seq| {
             let body = DescriptorRecord::new(
                 descriptor,
                 document,
@@ -160,8 +176,9 @@ impl Issuer {
         reason: TombstoneReason,
         origin: Origin,
         expect: Expect,
+        durability: Durability,
     ) -> Result<Issued, IssueError> {
-        self.issue(id, origin, expect, |seq| {
+        self.issue(id, origin, expect, durability, |seq| {
             let body = TombstoneRecord {
                 agent_id: id.to_owned(),
                 seq,
@@ -174,13 +191,14 @@ impl Issuer {
         .await
     }
 
-    /// The one path: lock, read the held seq, sign, store, unlock, flush,
-    /// publish.
+    /// The one path: lock, read the held seq, sign, store, unlock, flush
+    /// (when `durability` asks), publish.
     async fn issue(
         &self,
         id: &str,
         origin: Origin,
         expect: Expect,
+        durability: Durability,
         sign: impl FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError>,
     ) -> Result<Issued, IssueError> {
         let guard = self.lock_agent(id).await;
@@ -189,7 +207,9 @@ impl Issuer {
         let (signed, body) = sign(seq).map_err(IssueError::TooLarge)?;
         let outcome = self.store.put(&signed, &body, origin, expect).await?;
         drop(guard);
-        self.store.flush().await?;
+        if durability == Durability::Flushed {
+            self.store.flush().await?;
+        }
         if let Some(outbox) = &self.outbox {
             outbox.send(Published::of(&signed, &body));
         }
@@ -221,6 +241,7 @@ mod tests {
                 Evidence::default(),
                 Origin::Local,
                 Expect::Any,
+                Durability::Flushed,
             )
             .await
             .unwrap();
@@ -232,6 +253,7 @@ mod tests {
                 Evidence::default(),
                 Origin::Local,
                 Expect::Any,
+                Durability::Flushed,
             )
             .await
             .unwrap();
@@ -258,6 +280,7 @@ mod tests {
                 TombstoneReason::Deleted,
                 Origin::Local,
                 Expect::LocalLive,
+                Durability::Flushed,
             )
             .await
             .unwrap();
@@ -285,6 +308,7 @@ mod tests {
                             Evidence::default(),
                             Origin::Remote,
                             Expect::Any,
+                            Durability::Periodic,
                         )
                         .await
                 })

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::identity;
-use crate::issuer::{IssueError, Issuer};
+use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
     BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent,
@@ -265,6 +265,7 @@ impl Registry {
                 Evidence::default(),
                 Origin::Local,
                 expect,
+                Durability::Flushed,
             )
             .await?;
         Ok((issued.outcome, doc))
@@ -282,6 +283,7 @@ impl Registry {
                 TombstoneReason::Deleted,
                 Origin::Local,
                 Expect::LocalLive,
+                Durability::Flushed,
             )
             .await?;
         Ok(())
@@ -498,6 +500,7 @@ mod tests {
                 },
                 Origin::Remote,
                 Expect::Any,
+                Durability::Periodic,
             )
             .await
             .unwrap();

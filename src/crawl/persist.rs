@@ -12,7 +12,7 @@ use super::{CrawlError, Crawler};
 use crate::adp::AgentDocument;
 use crate::descriptor::Descriptor;
 use crate::identity::normalise_domain;
-use crate::issuer::Issuer;
+use crate::issuer::{Durability, Issuer};
 use crate::record::RecordBody;
 use crate::store::{Expect, Origin, Store};
 use crate::verify::TrustLevel;
@@ -220,6 +220,12 @@ impl Crawler {
                 reports.push(report);
             }
         }
+        // Crawled records ride the periodic flush (`Durability::Periodic`);
+        // a finished crawl is on disk before it reports (`agentmesh crawl`
+        // runs no flusher).
+        if let Err(e) = issuer.store().flush().await {
+            tracing::error!(error = %e, "flushing crawled records failed");
+        }
         reports
     }
 }
@@ -232,7 +238,14 @@ async fn issue(
     evidence: crate::verify::Evidence,
 ) -> Result<(), CrawlError> {
     issuer
-        .descriptor(descriptor, document, evidence, Origin::Remote, Expect::Any)
+        .descriptor(
+            descriptor,
+            document,
+            evidence,
+            Origin::Remote,
+            Expect::Any,
+            Durability::Periodic,
+        )
         .await
         .map(drop)
         .map_err(|e| CrawlError::Store {
