@@ -30,7 +30,6 @@ pub use report::{CrawlOutcome, CrawlReport, Step, StepOutcome, TrustSummary, Ver
 use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
 use crate::adp::txt::TxtError;
-use crate::aidip::FieldProblem;
 use crate::config::CrawlConfig;
 use crate::identity::DomainError;
 use crate::net::AddressPolicy;
@@ -143,12 +142,6 @@ pub enum CrawlError {
         /// The largest body accepted, in bytes.
         limit: usize,
     },
-    /// Not JSON.
-    #[error("agent.json is not valid JSON: {message}")]
-    InvalidJson {
-        /// The JSON parser's message, or why the body is not text.
-        message: String,
-    },
     /// Nested too deep.
     #[error("agent.json nests deeper than {limit} levels")]
     JsonTooDeep {
@@ -161,40 +154,10 @@ pub enum CrawlError {
         /// The most values accepted.
         limit: usize,
     },
-    /// A protocol version this node does not speak.
-    #[error("agent.json protocol {protocol:?} is not ADP/1.x")]
-    ProtocolUnsupported {
-        /// The document's `protocol` (empty when it has none).
-        protocol: String,
-    },
-    /// The document does not match the ADP schema.
-    #[error("agent.json does not match the ADP schema ({} problems)", problems.len())]
-    SchemaInvalid {
-        /// Each mismatch with its JSON pointer (at most 32).
-        problems: Vec<FieldProblem>,
-    },
-    /// `identity.domain` or `identity.id` is not the domain crawled.
-    #[error("agent.json speaks for {got}, not {expected}")]
-    DomainMismatch {
-        /// The domain crawled.
-        expected: String,
-        /// The document's `identity.domain` and `identity.id`.
-        got: String,
-    },
-    /// The DNS fingerprint is not the document's.
-    #[error("DNS pk {dns} does not match the document's fingerprint {document}")]
-    FingerprintMismatch {
-        /// The fingerprint in the DNS `pk` field.
-        dns: String,
-        /// The document's `publicKey.fingerprint` (lower-case).
-        document: String,
-    },
-    /// `publicKey.full` does not hash to the fingerprint.
-    #[error("publicKey.full does not hash to the fingerprint {fingerprint}")]
-    KeyMismatch {
-        /// The fingerprint the key should hash to (lower-case).
-        fingerprint: String,
-    },
+    /// The document is not JSON, not ADP/1.x, not schema-valid, speaks
+    /// for another domain, or breaks the fingerprint chain.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
     /// No wss chat endpoint to challenge.
     #[error("no wss chat endpoint to challenge")]
     ChallengeUnavailable,
@@ -246,39 +209,15 @@ impl CrawlError {
             Self::RedirectOtherHost { .. } => Reason::RedirectOtherHost,
             Self::WrongContentType { .. } => Reason::WrongContentType,
             Self::DocumentTooLarge { .. } => Reason::DocumentTooLarge,
-            Self::InvalidJson { .. } => Reason::InvalidJson,
             Self::JsonTooDeep { .. } => Reason::JsonTooDeep,
             Self::JsonTooLarge { .. } => Reason::JsonTooLarge,
-            Self::ProtocolUnsupported { .. } => Reason::ProtocolUnsupported,
-            Self::SchemaInvalid { .. } => Reason::SchemaInvalid,
-            Self::DomainMismatch { .. } => Reason::DomainMismatch,
-            Self::FingerprintMismatch { .. } => Reason::FingerprintMismatch,
-            Self::KeyMismatch { .. } => Reason::KeyMismatch,
+            Self::Document(d) => d.reason(),
             Self::ChallengeUnavailable => Reason::ChallengeUnavailable,
             Self::ChallengeNoAnswer { .. } => Reason::ChallengeNoAnswer,
             Self::ChallengeBadSignature => Reason::ChallengeBadSignature,
             Self::ChallengeWrongNonce => Reason::ChallengeWrongNonce,
             Self::ChallengeFailed { .. } => Reason::ChallengeFailed,
             Self::Store { .. } => Reason::StoreFailed,
-        }
-    }
-}
-
-impl From<DocumentError> for CrawlError {
-    fn from(e: DocumentError) -> Self {
-        match e {
-            DocumentError::InvalidJson { message } => Self::InvalidJson { message },
-            DocumentError::ProtocolUnsupported { protocol } => {
-                Self::ProtocolUnsupported { protocol }
-            }
-            DocumentError::SchemaInvalid { problems } => Self::SchemaInvalid { problems },
-            DocumentError::DomainMismatch { expected, got } => {
-                Self::DomainMismatch { expected, got }
-            }
-            DocumentError::FingerprintMismatch { dns, document } => {
-                Self::FingerprintMismatch { dns, document }
-            }
-            DocumentError::KeyMismatch { fingerprint } => Self::KeyMismatch { fingerprint },
         }
     }
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{AgentDocument, SCHEMA};
 use crate::aidip::FieldProblem;
 use crate::identity::{self, AgentId};
+use crate::verify::Reason;
 
 /// Most schema problems reported for one document.
 const MAX_PROBLEMS: usize = 32;
@@ -61,6 +62,20 @@ pub enum DocumentError {
         /// The fingerprint the key should hash to (lower-case).
         fingerprint: String,
     },
+}
+
+impl DocumentError {
+    /// The stable reason code.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::InvalidJson { .. } => Reason::InvalidJson,
+            Self::ProtocolUnsupported { .. } => Reason::ProtocolUnsupported,
+            Self::SchemaInvalid { .. } => Reason::SchemaInvalid,
+            Self::DomainMismatch { .. } => Reason::DomainMismatch,
+            Self::FingerprintMismatch { .. } => Reason::FingerprintMismatch,
+            Self::KeyMismatch { .. } => Reason::KeyMismatch,
+        }
+    }
 }
 
 /// Checks `agent.json` documents against the ADP schema, compiled once.

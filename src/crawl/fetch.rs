@@ -16,6 +16,7 @@ use reqwest::StatusCode;
 use url::Url;
 
 use super::CrawlError;
+use crate::adp::check::DocumentError;
 use crate::net::AddressPolicy;
 
 /// Largest `agent.json` accepted, bytes.
@@ -354,7 +355,7 @@ async fn read_document(
         body.extend_from_slice(&chunk);
     }
     check_json_shape(&body)?;
-    let text = String::from_utf8(body).map_err(|_| CrawlError::InvalidJson {
+    let text = String::from_utf8(body).map_err(|_| DocumentError::InvalidJson {
         message: "the body is not UTF-8".into(),
     })?;
     Ok(Fetched {
