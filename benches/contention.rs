@@ -52,6 +52,8 @@
 
 #[path = "contention/load.rs"]
 mod load;
+#[path = "common/machine.rs"]
+mod machine;
 #[path = "contention/procs.rs"]
 mod procs;
 #[path = "contention/report.rs"]

@@ -24,6 +24,8 @@
 
 #[path = "mesh/harness.rs"]
 mod harness;
+#[path = "common/machine.rs"]
+mod machine;
 #[path = "mesh/workload.rs"]
 mod workload;
 

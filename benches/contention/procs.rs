@@ -65,7 +65,7 @@ impl Proc {
 
     /// CPU time (user + system) the process has used so far, seconds.
     pub(crate) fn cpu_secs(&self) -> f64 {
-        cpu_secs_of(&format!("/proc/{}/stat", self.pid()))
+        crate::machine::cpu_secs_of(&format!("/proc/{}/stat", self.pid()))
     }
 
     /// Everything printed on stdout so far.
@@ -122,22 +122,6 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// CPU seconds (fields 14 and 15, in clock ticks of 1/100 s on Linux) of a
-/// `/proc/<pid>/stat` file; the command name may hold spaces, so fields are
-/// counted from its closing parenthesis.
-pub(crate) fn cpu_secs_of(stat: &str) -> f64 {
-    std::fs::read_to_string(stat)
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = f.get(11)?.parse().ok()?;
-            let stime: f64 = f.get(12)?.parse().ok()?;
-            Some((utime + stime) / 100.0)
-        })
-        .unwrap_or(f64::NAN)
 }
 
 /// A running `agentmesh testbed` and what the nodes need of it.

@@ -5,25 +5,13 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::procs::{self, Node, Testbed};
+use crate::procs::{Node, Testbed};
 
-/// The three load averages of `/proc/loadavg`.
-pub(crate) fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
+pub(crate) use crate::machine::load_average;
 
 /// Cores, CPU model and load average, as JSON.
 pub(crate) fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_default();
+    let cpu = crate::machine::cpu_model();
     json!({
         "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "cpu": cpu,
@@ -70,7 +58,7 @@ pub(crate) fn cpu_now(a: &Node, b: &Node, tb: &Testbed) -> CpuSnap {
             a.proc.cpu_secs(),
             b.proc.cpu_secs(),
             tb.proc.cpu_secs(),
-            procs::cpu_secs_of("/proc/self/stat"),
+            crate::machine::cpu_secs_of("/proc/self/stat"),
         ],
         machine: machine_cpu(),
     }

@@ -89,27 +89,16 @@ impl Args {
 
 /// One line: cores, CPU model, memory, load average.
 pub(super) fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_default();
     let mem = proc_field("/proc/meminfo", "MemTotal:").map_or(0.0, |kb| kb / 1024.0 / 1024.0);
     format!(
-        "machine: {} cores, {cpu}, {mem:.1} GiB; load average {}",
+        "machine: {} cores, {}, {mem:.1} GiB; load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        crate::machine::cpu_model(),
         load_average()
     )
 }
 
-pub(super) fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
+pub(super) use crate::machine::load_average;
 
 fn proc_field(file: &str, key: &str) -> Option<f64> {
     std::fs::read_to_string(file).ok().and_then(|s| {
@@ -132,19 +121,7 @@ pub(super) fn peak_rss_mib() -> f64 {
 
 /// CPU time (user + system) this process has used, seconds.
 pub(super) fn cpu_secs() -> f64 {
-    // Fields 14 and 15 of /proc/self/stat, in clock ticks (100 per second
-    // on Linux); the command name (field 2) may hold spaces, so count from
-    // its closing parenthesis.
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = f.get(11)?.parse().ok()?;
-            let stime: f64 = f.get(12)?.parse().ok()?;
-            Some((utime + stime) / 100.0)
-        })
-        .unwrap_or(f64::NAN)
+    crate::machine::cpu_secs_of("/proc/self/stat")
 }
 
 /// Threads of this process.
