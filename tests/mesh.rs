@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentmesh::mesh::{
-    agent_key, DhtOutcome, Mesh, MeshClient, MeshConfig, MeshError, MeshHandler, Multiaddr, PeerId,
-    RecordOrigin, SearchRequest, SearchResponse, Verdict, KAD_PROTOCOL, SEARCH_PROTOCOL,
+    agent_key, shard_of, DhtOutcome, Mesh, MeshClient, MeshConfig, MeshError, MeshHandler,
+    Multiaddr, PeerId, RecordOrigin, SearchRequest, SearchResponse, Verdict, KAD_PROTOCOL,
+    SEARCH_PROTOCOL,
 };
 use futures_util::future::BoxFuture;
 use libp2p::identity::Keypair;
@@ -737,4 +738,68 @@ async fn three_nodes_gossip_and_search_over_quic() {
         outcome.responses[0].1.records,
         vec![ByteBuf::from(record("ok", "agent-q", &["quic_cap"]))]
     );
+}
+
+/// The compose mesh's start-up race: a node that announced its capability
+/// while alone, and an asker whose own provider store holds another
+/// provider of it (announced after the asker joined) but not the first.
+/// The asker must find both: what its own store holds never ends a lookup,
+/// and a node re-announces its keys as peers join a small network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
+    init_tracing();
+    let a = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let report = a
+        .client
+        .publish(
+            record("ok", "agent-a", &["fraud"]),
+            "agent-a".into(),
+            vec!["fraud".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.record, DhtOutcome::NoPeers, "{report:?}");
+
+    // A announces again once it has a peer: B stores A's announcement.
+    // B provides under the same shard key as A, so that the asker's own
+    // store answers that key's lookup with B alone.
+    let shards = MeshConfig::default().shards;
+    let b_key = std::iter::repeat_with(Keypair::generate_ed25519)
+        .find(|k| shard_of(&k.public().to_peer_id(), shards) == shard_of(&a.peer(), shards))
+        .expect("one key in eight has a's shard");
+    let b =
+        TestNode::start_config(b_key, config(vec![a.addr().await]), TestHandler::default()).await;
+    wait_for("b to store a's provider announcement", || async {
+        b.client.stats().providers_stored >= 1
+    })
+    .await;
+
+    // C joins after that announcement, through B.
+    let c = TestNode::start(vec![b.addr().await], TestHandler::default()).await;
+    for (name, node) in [("b", &b), ("c", &c)] {
+        wait_for(
+            &format!("{name} to have the two others in its routing table"),
+            || async { node.client.status().await.unwrap().routing_table_peers >= 2 },
+        )
+        .await;
+    }
+    // B announces now: its announcement reaches C's own provider store.
+    let report = b
+        .client
+        .publish(
+            record("ok", "agent-b", &["fraud"]),
+            "agent-b".into(),
+            vec!["fraud".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        report.capabilities,
+        vec![("fraud".to_owned(), DhtOutcome::Stored)]
+    );
+    wait_for("c to find both a and b providing fraud", || async {
+        let found = c.client.providers("fraud").await.unwrap();
+        found.contains(&a.peer()) && found.contains(&b.peer())
+    })
+    .await;
 }

@@ -26,6 +26,12 @@ use crate::record::MAX_RECORD_BYTES;
 
 /// Most identify listen addresses fed into Kademlia per peer.
 const MAX_IDENTIFY_ADDRS: usize = 16;
+/// Below this many routing-table peers, each new peer brings the next
+/// re-announcement of our provider keys forward (Kademlia's k).
+const REPROVIDE_WHILE_UNDER: usize = 20;
+/// How soon after a new peer the re-announcement runs; arrivals within it
+/// share one round.
+const REPROVIDE_DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn is_unspecified(addr: &Multiaddr) -> bool {
     use libp2p::multiaddr::Protocol;
@@ -193,26 +199,47 @@ impl EventLoop {
                     self.stats
                         .kad_query_done(query_kind(&result), stats.num_requests());
                 }
-                self.on_query(id, result, step.last)
+                // A query's first step may come from the local store before
+                // any peer was asked (get_providers does that).
+                let from_network = stats.num_requests() > 0;
+                self.on_query(id, result, step.last, from_network)
             }
             kad::Event::InboundRequest { request } => {
                 self.stats.kad_request_received(request_kind(&request));
                 self.on_kad_inbound(request)
             }
-            kad::Event::RoutingUpdated { peer, .. } => {
+            kad::Event::RoutingUpdated {
+                peer, is_new_peer, ..
+            } => {
                 trace!(%peer, "routing table updated");
                 if !self.bootstrapped {
                     self.bootstrapped = self.swarm.behaviour_mut().kad.bootstrap().is_ok();
                     // Keys announced while alone reached nobody: announce
                     // them again on the next tick.
                     self.next_reprovide = tokio::time::Instant::now();
+                } else if is_new_peer && self.routing_table_size() <= REPROVIDE_WHILE_UNDER {
+                    // While the network is small and still growing, a new
+                    // peer may be among the closest to our keys though it
+                    // was not there when they were last announced: announce
+                    // again soon (one round for a burst of arrivals).
+                    let soon = tokio::time::Instant::now() + REPROVIDE_DEBOUNCE;
+                    self.next_reprovide = self.next_reprovide.min(soon);
                 }
             }
             other => trace!(event = ?other, "kad event"),
         }
     }
 
-    fn on_query(&mut self, id: kad::QueryId, result: QueryResult, last: bool) {
+    fn routing_table_size(&mut self) -> usize {
+        self.swarm
+            .behaviour_mut()
+            .kad
+            .kbuckets()
+            .map(|k| k.num_entries())
+            .sum()
+    }
+
+    fn on_query(&mut self, id: kad::QueryId, result: QueryResult, last: bool, from_network: bool) {
         match result {
             QueryResult::GetRecord(Ok(GetRecordOk::FoundRecord(found))) => {
                 let from = found.peer.unwrap_or(self.local);
@@ -252,7 +279,9 @@ impl EventLoop {
                     _ => Default::default(),
                 };
                 let local = self.local;
-                let answered = self.pending.providers_found(id, found, &local, last);
+                let answered = self
+                    .pending
+                    .providers_found(id, found, &local, last, from_network);
                 self.providers_answered(answered);
             }
             QueryResult::PutRecord(r) => {

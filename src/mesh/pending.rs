@@ -251,17 +251,23 @@ impl Pending {
         self.providers.insert(id, p);
     }
 
-    /// Providers found by one shard query (`last`: the query ended). A
-    /// shard query that found providers is done: the peers that store a
-    /// shard key's provider records hold much the same set, so asking the
-    /// rest of them costs requests and finds little. Returns the queries
-    /// to stop and, when the call is answered, what it answered.
+    /// Providers found by one shard query (`last`: the query ended;
+    /// `from_network`: a peer answered, rather than this node's own
+    /// provider store, which a lookup reads first). A shard query that a
+    /// peer answered with providers other than this node is done: the
+    /// peers that store a shard key's provider records hold much the same
+    /// set, so asking the rest of them costs requests and finds little.
+    /// What this node's own store holds never ends a query: it holds only
+    /// the announcements that reached it, and a provider that announced
+    /// before this node joined is known only to the others. Returns the
+    /// queries to stop and, when the call is answered, what it answered.
     pub(super) fn providers_found(
         &mut self,
         query: QueryId,
         found: impl IntoIterator<Item = PeerId>,
         local: &PeerId,
         last: bool,
+        from_network: bool,
     ) -> ProvidersAnswered {
         let Some(&id) = self.provider_queries.get(&query) else {
             return ProvidersAnswered::default();
@@ -271,8 +277,11 @@ impl Pending {
         };
         let mut some = false;
         for peer in found {
-            some = true;
-            if &peer != local && !p.found.contains(&peer) && p.found.len() < p.limit {
+            if &peer == local {
+                continue;
+            }
+            some |= from_network;
+            if !p.found.contains(&peer) && p.found.len() < p.limit {
                 p.found.push(peer);
             }
         }
