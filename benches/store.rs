@@ -11,7 +11,8 @@
 //! `Registry::register` run.
 //!
 //! Sections: (a) registration (`store/registration.rs`), (b) filter search
-//! (`store/search.rs`), (c) reopening, here. Each concurrent-registration
+//! (`store/search.rs`), (c) reopening, here, (d) free-text search
+//! (`store/text.rs`; `cargo bench --bench store -- text` runs it alone). Each concurrent-registration
 //! run happens in a child process (this binary, `register TASKS N SECS
 //! DIR`) that the parent kills when it hangs: sled 0.34 can deadlock under
 //! concurrent writes and flushes (see `Store`'s write gate), and a hung run
@@ -44,6 +45,8 @@ use serde_json::Value;
 mod registration;
 #[path = "store/search.rs"]
 mod search;
+#[path = "store/text.rs"]
+mod text;
 
 const DEFAULT_AGENTS: usize = 100_000;
 /// A tag only every `RARE_EVERY`-th agent carries (10 of 100000).
@@ -63,8 +66,11 @@ fn main() -> anyhow::Result<()> {
     if args.first().map(String::as_str) == Some("register") {
         return registration::child(&args[1..]);
     }
-    // `cargo bench` passes `--bench` (and any filter); this harness runs
-    // every case, so the arguments are ignored.
+    // `cargo bench` passes `--bench` (and any filter): `text` runs section
+    // (d) alone; anything else runs every section.
+    if args.iter().any(|a| a == "text") {
+        return run_text();
+    }
     run_all()
 }
 
@@ -275,8 +281,7 @@ fn dir_bytes(dir: &Path) -> u64 {
 fn run_all() -> anyhow::Result<()> {
     let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
     ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
-    let base: PathBuf =
-        std::env::var_os("AGENTMESH_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    let base = bench_base();
     let cfg = StoreConfig::default();
     let key = SigningKey::from_bytes(&[7; 32]);
     println!(
@@ -325,6 +330,31 @@ fn run_all() -> anyhow::Result<()> {
         runs.join(", "),
         Dist::new(opens).pct(0.5).as_secs_f64()
     );
+
+    // (d) text search, on a store of its own.
+    text::run(&base, n, &cfg, &key)?;
+    println!("\nload average at the end: {}", load_average());
+    Ok(())
+}
+
+fn bench_base() -> PathBuf {
+    std::env::var_os("AGENTMESH_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from)
+}
+
+/// Section (d) alone.
+fn run_text() -> anyhow::Result<()> {
+    let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
+    ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
+    println!(
+        "agentmesh store bench, section (d): {n} agents, load average {}",
+        load_average()
+    );
+    text::run(
+        &bench_base(),
+        n,
+        &StoreConfig::default(),
+        &SigningKey::from_bytes(&[7; 32]),
+    )?;
     println!("\nload average at the end: {}", load_average());
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
-    BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent,
+    BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent, TextQuery,
 };
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
@@ -162,7 +162,6 @@ pub struct Registry {
     store: Store,
     issuer: Issuer,
     validator: Arc<MetadataValidator>,
-    max_scan: usize,
 }
 
 impl std::fmt::Debug for Registry {
@@ -173,9 +172,6 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// Most records a free-text query without filters looks at.
-pub const DEFAULT_MAX_SCAN: usize = 200_000;
-
 impl Registry {
     /// A registry over the issuer's store; what it registers is signed,
     /// stored and published by `issuer`.
@@ -184,7 +180,6 @@ impl Registry {
             store: issuer.store().clone(),
             issuer,
             validator: Arc::new(MetadataValidator::new()),
-            max_scan: DEFAULT_MAX_SCAN,
         }
     }
 
@@ -350,35 +345,36 @@ impl Registry {
             .await?
     }
 
-    /// [`Registry::find`] on this (blocking) thread.
+    /// [`Registry::find`] on this (blocking) thread. A query with words
+    /// to rank is answered by the text index (filters narrow inside it);
+    /// one without, by the filter walk in id order.
     fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Found, RegistryError> {
-        let terms = q.query.as_deref().map(query_terms).unwrap_or_default();
-        if terms.is_empty() {
+        let ranked = match q.query.as_deref() {
+            Some(text) => store.text_search(&TextQuery {
+                text,
+                filter: &q.filter,
+                limit: q.limit,
+                now: crate::record::unix_now(),
+            })?,
+            None => None,
+        };
+        let Some(ranked) = ranked else {
             let found = store.search(&q.filter, q.after.as_deref(), q.limit)?;
             let next_after = (found.len() == q.limit && q.limit > 0)
                 .then(|| found[found.len() - 1].body.agent_id().to_owned());
             return Ok((found.into_iter().map(|a| (None, a)).collect(), next_after));
+        };
+        let mut out = Vec::with_capacity(ranked.len());
+        for (id, score) in ranked {
+            // The index may run a commit behind the store: what it ranks
+            // is read back, and only live descriptors are answered.
+            if let Some(agent) = store.get(&id)? {
+                if matches!(agent.body, RecordBody::Descriptor(_)) {
+                    out.push((Some(score), agent));
+                }
+            }
         }
-        let candidates = store.search(&q.filter, None, self.max_scan)?;
-        let mut scored: Vec<(f64, StoredAgent)> = candidates
-            .into_iter()
-            .filter_map(|a| {
-                let s = match &a.body {
-                    RecordBody::Descriptor(d) => lexical_score(&terms, &d.descriptor),
-                    RecordBody::Tombstone(_) => 0.0,
-                };
-                (s > 0.0).then_some((s, a))
-            })
-            .collect();
-        scored.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| a.1.body.agent_id().cmp(b.1.body.agent_id()))
-        });
-        scored.truncate(q.limit);
-        Ok((
-            scored.into_iter().map(|(s, a)| (Some(s), a)).collect(),
-            None,
-        ))
+        Ok((out, None))
     }
 
     /// The summary of `agent`, on this (blocking) thread.
@@ -421,66 +417,9 @@ impl Registry {
     }
 }
 
-/// Lower-cased word tokens of a query, words under 2 characters dropped.
-fn query_terms(q: &str) -> Vec<String> {
-    let mut terms: Vec<String> = q
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 2)
-        .map(str::to_lowercase)
-        .collect();
-    terms.sort();
-    terms.dedup();
-    terms
-}
-
-/// The share of query terms the descriptor mentions, weighting a match in
-/// capabilities or tags (1.0) over the name (0.8) over the description
-/// (0.5). 0 when nothing matches.
-fn lexical_score(terms: &[String], d: &crate::descriptor::Descriptor) -> f64 {
-    let name = d.name.to_lowercase();
-    let description = d.description.to_lowercase();
-    let mut total = 0.0;
-    for t in terms {
-        let in_terms = d
-            .capabilities
-            .iter()
-            .chain(&d.tags)
-            .any(|c| c.split('_').any(|w| w == t) || c == t);
-        total += if in_terms {
-            1.0
-        } else if name.contains(t.as_str()) {
-            0.8
-        } else if description.contains(t.as_str()) {
-            0.5
-        } else {
-            0.0
-        };
-    }
-    total / terms.len() as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_terms_are_words() {
-        assert_eq!(
-            query_terms("Summarize LEGAL documents, in Chinese!"),
-            vec!["chinese", "documents", "in", "legal", "summarize"]
-        );
-    }
-
-    #[test]
-    fn lexical_score_prefers_capability_matches() {
-        let mut d = crate::record::tests::sample_descriptor("a");
-        d.description = "Turns legal text into short notes".into();
-        let translation = lexical_score(&["translation".into()], &d);
-        let legal = lexical_score(&["legal".into()], &d);
-        let none = lexical_score(&["weather".into()], &d);
-        assert!(translation > legal && legal > none);
-        assert_eq!(none, 0.0);
-    }
 
     #[tokio::test]
     async fn summaries_show_the_reasons_of_the_latest_crawl() {

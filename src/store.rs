@@ -44,8 +44,10 @@ use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
 use crate::verify::Reason;
 
 mod blocking;
+pub mod text;
 
-use blocking::{fill_reasons, MAX_ENCODED_HINT};
+use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
+pub use text::TextQuery;
 
 /// The on-disk layout version this code reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -92,6 +94,12 @@ pub enum StoreError {
         /// The agent id the entry is stored under.
         key: String,
         /// Why it could not be decoded.
+        reason: String,
+    },
+    /// The text index failed.
+    #[error("text index: {reason}")]
+    Text {
+        /// What tantivy (or the index's writer thread) said.
         reason: String,
     },
     /// A blocking store task did not complete: it panicked (a bug), or the
@@ -257,6 +265,10 @@ struct Inner {
     local: sled::Tree,
     reports: sled::Tree,
     reasons: sled::Tree,
+    /// Agents written whose text-index entry may not be committed yet
+    /// (id -> seq): see `store/text.rs`.
+    pending: sled::Tree,
+    text: text::TextIndex,
     counts: Mutex<HashMap<Vec<u8>, u64>>,
     live: AtomicU64,
     /// sled 0.34 deadlocks when a transaction waits for its global write
@@ -412,6 +424,8 @@ impl Store {
                 live += 1;
             }
         }
+        let pending = db.open_tree("pending")?;
+        let text = text::TextIndex::open(dir, &records, &pending, live)?;
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
@@ -421,6 +435,8 @@ impl Store {
                     local,
                     reports,
                     reasons,
+                    pending,
+                    text,
                     counts: Mutex::new(counts),
                     live: AtomicU64::new(live),
                     gate: std::sync::RwLock::new(()),
@@ -580,22 +596,65 @@ impl Store {
         counts.get(&prefix(field, term)).copied().unwrap_or(0)
     }
 
-    /// Makes every write so far durable. Concurrent callers share one
-    /// flush (group commit): a caller whose writes a flush that started
-    /// after them already covered returns at once. The flush runs on a
-    /// blocking thread, holding the gate against writes.
+    /// Makes every write so far durable, and searchable by text.
+    /// Concurrent callers share one flush (group commit): a caller whose
+    /// writes a flush that started after them already covered skips the
+    /// flush. The flush runs on a blocking thread, holding the gate
+    /// against writes; the text index commits on its own thread, once for
+    /// every caller waiting at the time.
     ///
     /// # Errors
-    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    /// [`StoreError::Sled`], [`StoreError::Text`],
+    /// [`StoreError::TaskFailed`].
     pub async fn flush(&self) -> Result<(), StoreError> {
         let inner = &self.sync.inner;
         let mine = inner.writes.load(Ordering::SeqCst);
-        let _turn = inner.flush_turn.lock().await;
-        if inner.flushed.load(Ordering::SeqCst) >= mine && mine > 0 {
-            return Ok(());
+        {
+            let _turn = inner.flush_turn.lock().await;
+            if inner.flushed.load(Ordering::SeqCst) < mine || mine == 0 {
+                let inner = inner.clone();
+                unblock("flush", move || inner.flush_gated()).await??;
+            }
         }
-        let inner = inner.clone();
-        unblock("flush", move || inner.flush_gated()).await?
+        // Every write so far searchable by text too (one commit for every
+        // caller waiting at once).
+        inner.text.sync().await
+    }
+
+    /// Waits until every write so far is searchable by text (without
+    /// making it durable: that is [`Store::flush`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Text`] when the index's writer failed or stopped.
+    pub async fn sync_text(&self) -> Result<(), StoreError> {
+        self.sync.inner.text.sync().await
+    }
+
+    /// Live agents matching `q.filter`, ranked by `q.text` with the text
+    /// index (BM25), best first, with scores in 0..1; `None` when the text
+    /// has no word to rank with (empty, only stop words or symbols). On a
+    /// blocking thread.
+    /// Changes are searchable once the index commits them: at the latest
+    /// half a second after the write, at once after [`Store::flush`].
+    ///
+    /// # Errors
+    /// [`StoreError::Text`], [`StoreError::TaskFailed`].
+    pub async fn text_search(
+        &self,
+        q: &TextQuery<'_>,
+    ) -> Result<Option<Vec<(String, f64)>>, StoreError> {
+        let sync = self.sync.clone();
+        let (text, filter) = (q.text.to_owned(), q.filter.clone());
+        let (limit, now) = (q.limit, q.now);
+        unblock("text_search", move || {
+            sync.text_search(&TextQuery {
+                text: &text,
+                filter: &filter,
+                limit,
+                now,
+            })
+        })
+        .await?
     }
 
     /// Flushes periodically (sled's own flusher is off, see `gate`) until

@@ -418,6 +418,12 @@ async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> As
             }
         })
         .await;
+        // What verified is ranked below with the rest: make it searchable.
+        if received > 0 {
+            if let Err(e) = store.sync_text().await {
+                tracing::warn!(error = %e, "mesh search: text index not caught up");
+            }
+        }
         tracing::debug!(
             ms = started.elapsed().as_millis() as u64,
             "mesh search: judged"

@@ -42,74 +42,80 @@ impl BlockingStore {
             .gate
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let result = (&inner.records, &inner.index, &inner.local).transaction(|(r, i, l)| {
-            let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
-            let prev = match r.get(id.as_bytes())? {
-                Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
-                None => None,
-            };
-            let is_local = l.get(id.as_bytes())?.is_some();
-            let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
-            match expect {
-                Expect::Any => {}
-                Expect::LocalOrAbsent if was_live && !is_local => {
-                    return Err(abort(StoreError::NotLocal {
-                        agent_id: id.clone(),
-                    }));
+        let result = (&inner.records, &inner.index, &inner.local, &inner.pending).transaction(
+            |(r, i, l, p)| {
+                let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
+                let prev = match r.get(id.as_bytes())? {
+                    Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
+                    None => None,
+                };
+                let is_local = l.get(id.as_bytes())?.is_some();
+                let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
+                match expect {
+                    Expect::Any => {}
+                    Expect::LocalOrAbsent if was_live && !is_local => {
+                        return Err(abort(StoreError::NotLocal {
+                            agent_id: id.clone(),
+                        }));
+                    }
+                    Expect::LocalLive if !was_live => {
+                        return Err(abort(StoreError::NotFound {
+                            agent_id: id.clone(),
+                        }));
+                    }
+                    Expect::LocalLive if !is_local => {
+                        return Err(abort(StoreError::NotLocal {
+                            agent_id: id.clone(),
+                        }));
+                    }
+                    _ => {}
                 }
-                Expect::LocalLive if !was_live => {
-                    return Err(abort(StoreError::NotFound {
-                        agent_id: id.clone(),
-                    }));
+                if let Some(prev) = &prev {
+                    if seq <= prev.seq() {
+                        return Err(abort(StoreError::Record(RecordError::StaleSeq {
+                            agent_id: id.clone(),
+                            seq,
+                            held: prev.seq(),
+                        })));
+                    }
                 }
-                Expect::LocalLive if !is_local => {
-                    return Err(abort(StoreError::NotLocal {
-                        agent_id: id.clone(),
-                    }));
+                let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
+                let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
+                let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
+                for p in &removed {
+                    i.remove(index_key(p, &id))?;
                 }
-                _ => {}
-            }
-            if let Some(prev) = &prev {
-                if seq <= prev.seq() {
-                    return Err(abort(StoreError::Record(RecordError::StaleSeq {
-                        agent_id: id.clone(),
-                        seq,
-                        held: prev.seq(),
-                    })));
+                for p in &added {
+                    i.insert(index_key(p, &id), &[][..])?;
                 }
-            }
-            let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
-            let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
-            let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
-            for p in &removed {
-                i.remove(index_key(p, &id))?;
-            }
-            for p in &added {
-                i.insert(index_key(p, &id), &[][..])?;
-            }
-            r.insert(id.as_bytes(), value.as_slice())?;
-            match (origin, kind) {
-                (Origin::Local, KIND_DESCRIPTOR) => {
-                    l.insert(id.as_bytes(), &[][..])?;
+                r.insert(id.as_bytes(), value.as_slice())?;
+                p.insert(id.as_bytes(), &seq.to_be_bytes()[..])?;
+                match (origin, kind) {
+                    (Origin::Local, KIND_DESCRIPTOR) => {
+                        l.insert(id.as_bytes(), &[][..])?;
+                    }
+                    (_, KIND_TOMBSTONE) => {
+                        l.remove(id.as_bytes())?;
+                    }
+                    _ => {}
                 }
-                (_, KIND_TOMBSTONE) => {
-                    l.remove(id.as_bytes())?;
-                }
-                _ => {}
-            }
-            Ok(Change {
-                removed,
-                added,
-                was_live,
-                now_live: kind == KIND_DESCRIPTOR,
-            })
-        });
+                Ok(Change {
+                    removed,
+                    added,
+                    was_live,
+                    now_live: kind == KIND_DESCRIPTOR,
+                })
+            },
+        );
         drop(gate);
         let change = match result {
             Ok(c) => c,
             Err(TransactionError::Abort(e)) => return Err(e),
             Err(TransactionError::Storage(e)) => return Err(e.into()),
         };
+        // Before the write is counted: a flush that covers it also waits
+        // for the text index to have it.
+        inner.text.changed(&id);
         inner.writes.fetch_add(1, Ordering::SeqCst);
         {
             let mut counts = inner
@@ -296,7 +302,16 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.inner.flush_gated()
+        self.inner.flush_gated()?;
+        self.inner.text.sync_blocking()
+    }
+
+    /// As [`Store::text_search`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Text`].
+    pub fn text_search(&self, q: &TextQuery<'_>) -> Result<Option<Vec<(String, f64)>>, StoreError> {
+        self.inner.text.search(q)
     }
 }
 
@@ -366,7 +381,7 @@ fn decode_value(id: &str, bytes: &[u8]) -> Result<RecordBody, StoreError> {
     decode_stored(id, bytes).map(|a| a.body)
 }
 
-fn decode_stored(id: &str, bytes: &[u8]) -> Result<StoredAgent, StoreError> {
+pub(super) fn decode_stored(id: &str, bytes: &[u8]) -> Result<StoredAgent, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         key: id.to_owned(),
         reason,

@@ -355,7 +355,13 @@ fn reopening_restores_records_indexes_and_counts() {
 fn a_store_of_another_schema_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = sled::open(dir.path()).unwrap();
+        // No periodic flusher: its thread would hold the database (and its
+        // file lock) for a moment after the drop.
+        let db = sled::Config::new()
+            .path(dir.path())
+            .flush_every_ms(None)
+            .open()
+            .unwrap();
         db.open_tree("meta")
             .unwrap()
             .insert("schema_version", &99u32.to_be_bytes())
@@ -533,4 +539,308 @@ fn reasons_of_older_data_directories_are_filled_from_their_reports() {
     );
     assert!(b.reasons("agent:b.test").unwrap().is_empty());
     assert!(b.report("agent:a.test").unwrap().is_some());
+}
+
+// The text index.
+
+/// Stores a live descriptor (expiring in an hour) with this name,
+/// description and capabilities.
+fn put_text(store: &Store, id: &str, seq: u64, name: &str, description: &str, caps: &[&str]) {
+    let mut d = descriptor(id, caps, &[], &["en"]);
+    d.name = name.into();
+    d.description = description.into();
+    let now = crate::record::unix_now();
+    let body = DescriptorRecord::new(d, "{}".into(), seq, now, 3600, Evidence::default());
+    let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
+    store
+        .blocking()
+        .put(
+            &rec,
+            &RecordBody::Descriptor(Box::new(body)),
+            Origin::Remote,
+            Expect::Any,
+        )
+        .unwrap();
+}
+
+fn ranked(store: &Store, text: &str, f: &Filter) -> Vec<(String, f64)> {
+    store
+        .blocking()
+        .text_search(&TextQuery {
+            text,
+            filter: f,
+            limit: 10,
+            now: crate::record::unix_now(),
+        })
+        .unwrap()
+        .expect("the query has words")
+}
+
+fn ranked_ids(store: &Store, text: &str) -> Vec<String> {
+    ranked(store, text, &Filter::default())
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+#[test]
+fn text_search_ranks_with_bm25_and_filters_narrow() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    put_text(
+        &store,
+        "agent:legal.test",
+        1,
+        "Legal summariser",
+        "Summarizes long legal contracts",
+        &["summarization"],
+    );
+    put_text(
+        &store,
+        "agent:mail.test",
+        1,
+        "Inbox helper",
+        "Summarizes emails and drafts replies",
+        &["summarization", "email"],
+    );
+    put_text(
+        &store,
+        "agent:weather.test",
+        1,
+        "Weather",
+        "Forecasts for any city",
+        &["weather"],
+    );
+    put_text(
+        &store,
+        "agent:zh.test",
+        1,
+        "法律助手",
+        "总结法律文件",
+        &["summarization"],
+    );
+    store.blocking().flush().unwrap();
+
+    // Stemming: "summarize emails" finds "Summarizes emails".
+    let r = ranked(&store, "summarize emails", &Filter::default());
+    assert_eq!(r[0].0, "agent:mail.test");
+    assert!(r.iter().all(|(_, s)| (0.0..=1.0).contains(s)), "{r:?}");
+    assert!(r[0].1 > r[1].1, "{r:?}");
+    assert!(!r.iter().any(|(id, _)| id == "agent:weather.test"));
+    // CJK text is searchable.
+    assert_eq!(ranked_ids(&store, "法律文件"), ["agent:zh.test"]);
+    // A filter narrows what the text ranks.
+    let email = filter(&["email"], &[], &[]);
+    assert_eq!(
+        ranked(&store, "summarize", &email)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>(),
+        ["agent:mail.test"]
+    );
+    // Nothing matches: an empty answer, not an error.
+    assert!(ranked_ids(&store, "astronomy").is_empty());
+    // Only stop words: nothing to rank with.
+    let none = store
+        .blocking()
+        .text_search(&TextQuery {
+            text: "the of and",
+            filter: &Filter::default(),
+            limit: 10,
+            now: 0,
+        })
+        .unwrap();
+    assert!(none.is_none());
+}
+
+#[test]
+fn the_text_index_follows_updates_tombstones_and_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    put_text(
+        &store,
+        "agent:a.test",
+        1,
+        "Translator",
+        "Translates documents",
+        &["translation"],
+    );
+    store.blocking().flush().unwrap();
+    assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
+
+    // An update replaces what the old version said.
+    put_text(
+        &store,
+        "agent:a.test",
+        2,
+        "Transcriber",
+        "Transcribes meetings",
+        &["speech_to_text"],
+    );
+    store.blocking().flush().unwrap();
+    assert!(ranked_ids(&store, "translates").is_empty());
+    assert_eq!(ranked_ids(&store, "meetings"), ["agent:a.test"]);
+
+    // A tombstone removes it.
+    tombstone(&store, "agent:a.test", 3, Expect::Any).unwrap();
+    store.blocking().flush().unwrap();
+    assert!(ranked_ids(&store, "meetings").is_empty());
+
+    // An expired record is not answered (the default helper's records
+    // expired long ago).
+    put(
+        &store,
+        descriptor("agent:old.test", &["meetings"], &[], &[]),
+        1,
+        Origin::Remote,
+        Expect::Any,
+    )
+    .unwrap();
+    store.blocking().flush().unwrap();
+    assert!(ranked_ids(&store, "meetings").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_flush_makes_writes_searchable_by_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let d = {
+                let mut d = descriptor(&format!("agent:{i}.test"), &["translation"], &[], &[]);
+                d.description = format!("translates letters number{i}");
+                d
+            };
+            let (rec, body) = signed(d, 1);
+            store
+                .put(&rec, &body, Origin::Local, Expect::Any)
+                .await
+                .unwrap();
+            store.flush().await.unwrap();
+            // What the caller wrote is searchable once its flush returns.
+            let hits = store
+                .text_search(&TextQuery {
+                    text: &format!("number{i}"),
+                    filter: &Filter::default(),
+                    limit: 5,
+                    now: 0,
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(hits.len(), 1, "agent {i}: {hits:?}");
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+}
+
+#[test]
+fn a_crash_between_the_store_and_the_index_is_repaired_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        put_text(
+            &store,
+            "agent:a.test",
+            1,
+            "Translator",
+            "Translates documents",
+            &["translation"],
+        );
+        put_text(
+            &store,
+            "agent:b.test",
+            1,
+            "Forecaster",
+            "Weather forecasts",
+            &["weather"],
+        );
+        store.blocking().flush().unwrap();
+        // From here the store's writes never reach the index, as when the
+        // process dies after a store write and before the index commits.
+        store
+            .sync
+            .inner
+            .text
+            .lose_changes
+            .store(true, Ordering::SeqCst);
+        put_text(
+            &store,
+            "agent:a.test",
+            2,
+            "Transcriber",
+            "Transcribes meetings",
+            &["speech_to_text"],
+        );
+        tombstone(&store, "agent:b.test", 2, Expect::Any).unwrap();
+        put_text(
+            &store,
+            "agent:b.test",
+            3,
+            "Forecaster",
+            "Storm warnings",
+            &["weather"],
+        );
+        store.blocking().flush().unwrap();
+        assert_eq!(
+            ranked_ids(&store, "translates"),
+            ["agent:a.test"],
+            "the index is behind"
+        );
+    }
+    // Same number of documents, so the agents still marked pending are
+    // re-applied.
+    let store = open(dir.path());
+    assert!(ranked_ids(&store, "translates").is_empty());
+    assert_eq!(ranked_ids(&store, "meetings"), ["agent:a.test"]);
+    assert_eq!(ranked_ids(&store, "storm"), ["agent:b.test"]);
+    assert!(store.sync.inner.pending.is_empty());
+    assert_eq!(store.sync.inner.text.len(), 2);
+}
+
+#[test]
+fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        put_text(
+            &store,
+            "agent:a.test",
+            1,
+            "Translator",
+            "Translates documents",
+            &["translation"],
+        );
+        store.blocking().flush().unwrap();
+        store
+            .sync
+            .inner
+            .text
+            .lose_changes
+            .store(true, Ordering::SeqCst);
+        put_text(
+            &store,
+            "agent:c.test",
+            1,
+            "Chef",
+            "Recipes and menus",
+            &["cooking"],
+        );
+        store.blocking().flush().unwrap();
+    }
+    // A new agent the index never saw: the counts differ, so it is rebuilt.
+    {
+        let store = open(dir.path());
+        assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
+        assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
+    }
+    // The index deleted: rebuilt too.
+    std::fs::remove_dir_all(dir.path().join("text-index")).unwrap();
+    let store = open(dir.path());
+    assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
+    assert_eq!(store.sync.inner.text.len(), 2);
 }
