@@ -465,6 +465,87 @@ async fn list_rejects_bad_cursors_unknown_params_and_bad_languages() {
     }
 }
 
+#[tokio::test]
+async fn list_takes_repeated_parameters_as_comma_lists() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // Each repeated form answers what its comma list answers.
+    for (repeated, comma) in [
+        (
+            "?capabilities=translation&capabilities=summarization",
+            "?capabilities=translation,summarization",
+        ),
+        ("?tags=nlp&tags=cloud", "?tags=nlp,cloud"),
+        ("?language=en&language=zh", "?language=en,zh"),
+        (
+            "?capabilities=translation&tags=nlp&capabilities=summarization,translation",
+            "?capabilities=translation,summarization&tags=nlp",
+        ),
+        (
+            "?language=zh&capabilities=summarization&language=zh-Hant",
+            "?language=zh,zh-Hant&capabilities=summarization",
+        ),
+    ] {
+        let expected = api.get(&format!("/agents{comma}")).await.ids();
+        assert_eq!(
+            api.get(&format!("/agents{repeated}")).await.ids(),
+            expected,
+            "GET /agents{repeated} against {comma}"
+        );
+    }
+    assert_eq!(
+        api.get("/agents?capabilities=translation&capabilities=summarization")
+            .await
+            .ids(),
+        ["a1"]
+    );
+    assert_eq!(api.get("/agents?tags=nlp&tags=cloud").await.ids(), ["a1"]);
+    assert_eq!(
+        api.get("/agents?language=en&language=zh").await.ids(),
+        ["a1"]
+    );
+    // Repeated pages: the cursor still walks.
+    let pages = walk_pages(
+        &api,
+        "/agents?capabilities=translation&capabilities=translation&limit=1",
+    )
+    .await;
+    assert_eq!(pages.concat(), ["a1", "a2", "a4"]);
+}
+
+#[tokio::test]
+async fn list_refuses_repeated_limits_too_many_terms_and_names_bad_languages() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    api.get("/agents?limit=1&limit=2")
+        .await
+        .expect_field_problem("limit");
+    api.get("/agents?cursor=YTE&cursor=YTI")
+        .await
+        .expect_field_problem("cursor");
+    api.get("/agents?bogus=1")
+        .await
+        .expect_field_problem("bogus");
+    // The 32-term bound counts every occurrence.
+    let many: String = (0..33).map(|i| format!("&tags=t{i}")).collect();
+    api.get(&format!("/agents?{}", &many[1..]))
+        .await
+        .expect_field_problem("tags");
+    let split: String = (0..11).map(|i| format!("&tags=a{i},b{i},c{i}")).collect();
+    api.get(&format!("/agents?{}", &split[1..]))
+        .await
+        .expect_field_problem("tags");
+    // A malformed language among well-formed ones is named.
+    let reply = api.get("/agents?language=en&language=1x").await;
+    let problem = reply.expect_field_problem("language");
+    assert!(
+        problem["message"].as_str().unwrap().contains("\"1x\""),
+        "{problem}"
+    );
+}
+
 /// Follows `x-next-cursor` from `first` (a path with query) to the end;
 /// answers every page's ids.
 async fn walk_pages(api: &Api, first: &str) -> Vec<Vec<String>> {
@@ -750,6 +831,96 @@ async fn search_rejects_unknown_scope_and_fields() {
         .await
         .expect_error(400, "InvalidInput");
     api.post_raw("/agents/search", Some("application/json"), b"{".to_vec())
+        .await
+        .expect_error(400, "InvalidInput");
+}
+
+#[tokio::test]
+async fn search_takes_the_drafts_singular_supported_language() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // The draft's own search example answers 200, within its filters.
+    let draft = json!({
+        "query": "summarize an English document",
+        "filters": {"capabilities": ["summarization"], "supported_language": "en"},
+        "top": 3
+    });
+    let reply = api.search(draft.clone()).await;
+    for id in reply.ids() {
+        assert_eq!(id, "a1", "only a1 summarises in English: {}", reply.text);
+    }
+    // The singular means what a one-element array means.
+    for (singular, expected) in [
+        (
+            json!({"capabilities": ["summarization"], "supported_language": "en"}),
+            &["a1"][..],
+        ),
+        (json!({"supported_language": "zh"}), &["a1", "a3"]),
+        (json!({"supported_language": "ZH-hant"}), &["a1"]),
+        (json!({"supported_language": "fr", "tags": ["nlp"]}), &[]),
+    ] {
+        let one = api
+            .search(json!({"filters": singular, "scope": "local"}))
+            .await;
+        assert_eq!(one.ids(), sorted(expected), "filters {singular}");
+        let mut array = singular.clone();
+        let tag = array
+            .as_object_mut()
+            .unwrap()
+            .remove("supported_language")
+            .unwrap();
+        array["supported_languages"] = json!([tag]);
+        assert_eq!(
+            api.search(json!({"filters": array, "scope": "local"}))
+                .await
+                .ids(),
+            one.ids(),
+            "filters {array} against {singular}"
+        );
+    }
+    // null is absent, as for the other members.
+    assert_eq!(
+        api.search(json!({"filters": {"supported_language": null, "tags": ["legal"]}}))
+            .await
+            .ids(),
+        ["a3"]
+    );
+}
+
+#[tokio::test]
+async fn search_refuses_both_language_forms_and_names_bad_languages() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // Both forms at once are refused, whether they agree or not.
+    for filters in [
+        json!({"supported_language": "en", "supported_languages": ["zh"]}),
+        json!({"supported_language": "en", "supported_languages": ["en"]}),
+        json!({"supported_language": "en", "supported_languages": []}),
+    ] {
+        let reply = api.search(json!({ "filters": filters })).await;
+        let problem = reply.expect_field_problem("/filters/supported_language");
+        assert!(
+            problem["message"].as_str().unwrap().contains("not both"),
+            "{problem}"
+        );
+    }
+    // A malformed tag is named at its pointer, in either form.
+    let reply = api
+        .search(json!({"filters": {"supported_language": "1x"}}))
+        .await;
+    reply.expect_field_problem("/filters/supported_language");
+    let reply = api
+        .search(json!({"filters": {"supported_languages": ["en", "not a tag", "1x"]}}))
+        .await;
+    reply.expect_field_problem("/filters/supported_languages/1");
+    reply.expect_field_problem("/filters/supported_languages/2");
+    // The singular holds one tag, not a list.
+    api.search(json!({"filters": {"supported_language": ["en"]}}))
+        .await
+        .expect_error(400, "InvalidInput");
+    api.search(json!({"filters": {"supported_language": 7}}))
         .await
         .expect_error(400, "InvalidInput");
 }
