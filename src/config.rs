@@ -136,6 +136,10 @@ impl Default for ApiConfig {
     }
 }
 
+/// The default longest line of an import, in bytes (`agentmesh import`,
+/// `api.import_max_line_bytes`).
+pub const DEFAULT_IMPORT_MAX_LINE_BYTES: usize = 256 * 1024;
+
 /// `[p2p]`: the mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
