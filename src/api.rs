@@ -3,6 +3,9 @@
 //! call the [`Registry`], and map errors to the draft's error object
 //! through [`ApiError`].
 //!
+//! `POST /admin/import` streams: its response starts at once and the
+//! request timeout does not cover the body (see `api/import.rs`).
+//!
 //! Layers, outermost first: tracing, a concurrency limit, a per-request
 //! timeout and the body size limit; unknown routes and methods answer the
 //! error object too.
@@ -10,6 +13,7 @@
 mod agents;
 mod crawl;
 mod error;
+mod import;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +61,8 @@ struct StateInner {
     config: ApiConfig,
     peer_id: String,
     listen_addrs: Vec<String>,
+    /// One `POST /admin/import` at a time.
+    import_gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -79,6 +85,7 @@ impl AppState {
                 config,
                 peer_id,
                 listen_addrs,
+                import_gate: Arc::new(tokio::sync::Semaphore::new(1)),
             }),
         }
     }
@@ -98,6 +105,10 @@ impl AppState {
     pub(crate) fn config(&self) -> &ApiConfig {
         &self.inner.config
     }
+
+    pub(crate) fn import_gate(&self) -> Arc<tokio::sync::Semaphore> {
+        self.inner.import_gate.clone()
+    }
 }
 
 /// The whole router.
@@ -114,6 +125,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))
+        .route("/admin/import", axum::routing::post(import::import))
         .route("/health", get(health))
         .route("/peers", get(peers))
         .fallback(not_found)

@@ -1,6 +1,7 @@
 //! The command line: argument definitions and the commands they run.
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
-//! `verify` and `crawl`, `cli/publish.rs` the agent-operator tooling,
+//! `verify` and `crawl`, `cli/import.rs` the bulk import,
+//! `cli/publish.rs` the agent-operator tooling,
 //! `cli/testbed.rs` the testbed served on its own, `cli/demo.rs` the
 //! one-command tour.
 
@@ -9,6 +10,7 @@ mod agent_host;
 mod crawl;
 #[cfg(feature = "testbed")]
 mod demo;
+mod import;
 mod publish;
 #[cfg(feature = "testbed")]
 mod testbed;
@@ -65,6 +67,11 @@ pub enum Command {
     /// Crawl many domains into the data directory, with a summary by trust
     /// level and failure reason.
     Crawl(crawl::CrawlCmdArgs),
+    /// Import AIDIP documents, one JSON object per line (`-`: stdin), into
+    /// the data directory as this node's registrations; each refused line
+    /// is reported with its line number (exit 0 when all went in, 3 when
+    /// some lines were refused, 1 on an error).
+    Import(import::ImportArgs),
     /// Print the DNS records and write the agent.json that put an agent on
     /// the mesh.
     Publish(publish::PublishArgs),
@@ -206,6 +213,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen(args) => done(keygen(&args)),
         Command::Verify(args) => crawl::verify(args).await,
         Command::Crawl(args) => crawl::crawl(args).await,
+        Command::Import(args) => import::run(args).await,
         Command::Publish(args) => done(publish::run(&args)),
         #[cfg(feature = "testbed")]
         Command::AgentHost(args) => done(agent_host::run(args).await),

@@ -120,6 +120,12 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Requests handled at once; more wait (then time out).
     pub max_concurrent_requests: usize,
+    /// Longest line of a `POST /admin/import` body, in bytes; a longer
+    /// line is refused (the others still go in).
+    pub import_max_line_bytes: usize,
+    /// Most lines of one `POST /admin/import` body; the import stops
+    /// after them.
+    pub import_max_lines: u64,
 }
 
 impl Default for ApiConfig {
@@ -132,9 +138,15 @@ impl Default for ApiConfig {
             admin_token: None,
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 1024,
+            import_max_line_bytes: DEFAULT_IMPORT_MAX_LINE_BYTES,
+            import_max_lines: 1_000_000,
         }
     }
 }
+
+/// The default longest line of an import, in bytes (`agentmesh import`,
+/// `api.import_max_line_bytes`).
+pub const DEFAULT_IMPORT_MAX_LINE_BYTES: usize = 256 * 1024;
 
 /// `[p2p]`: the mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -367,6 +379,17 @@ impl Config {
         }
         if self.api.max_concurrent_requests == 0 {
             return invalid("api.max_concurrent_requests", "must be above zero");
+        }
+        if self.api.import_max_line_bytes < 1024
+            || self.api.import_max_line_bytes > 16 * 1024 * 1024
+        {
+            return invalid(
+                "api.import_max_line_bytes",
+                "must be between 1 KiB and 16 MiB",
+            );
+        }
+        if self.api.import_max_lines == 0 {
+            return invalid("api.import_max_lines", "must be above zero");
         }
         if matches!(&self.api.admin_token, Some(t) if t.len() < 16) {
             return invalid("api.admin_token", "must be at least 16 characters");

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+pub mod import;
+
 use crate::aidip::{self, FieldProblem, MetadataValidator};
+use crate::descriptor::Descriptor;
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
@@ -156,6 +159,23 @@ pub struct Page {
     pub next_after: Option<String>,
 }
 
+/// A validated registration, ready to be issued.
+struct Prepared {
+    /// The normalised descriptor.
+    descriptor: Descriptor,
+    /// The stored JSON text of `doc`.
+    document: String,
+    /// The document with its id.
+    doc: Value,
+}
+
+/// The id given to a document registered without one: `agent-` and 32
+/// hex digits (random for `POST /agents`, derived from the document by
+/// the bulk import).
+fn generated_id(bytes: [u8; 16]) -> String {
+    format!("agent-{}", hex::encode(bytes))
+}
+
 /// The registry. Cheap to clone.
 #[derive(Clone)]
 pub struct Registry {
@@ -197,9 +217,7 @@ impl Registry {
     /// [`RegistryError::TooLarge`], [`RegistryError::Store`].
     pub async fn register(&self, doc: Value) -> Result<(PutOutcome, Value), RegistryError> {
         let id = match doc.get("id") {
-            None | Some(Value::Null) => {
-                format!("agent-{}", hex::encode(rand::random::<[u8; 16]>()))
-            }
+            None | Some(Value::Null) => generated_id(rand::random()),
             Some(Value::String(id)) => id.clone(),
             Some(_) => return Err(RegistryError::invalid("/id", "id must be a string")),
         };
@@ -233,13 +251,32 @@ impl Registry {
         doc: Value,
         expect: Expect,
     ) -> Result<(PutOutcome, Value), RegistryError> {
+        let prepared = self.prepare(id, &doc)?;
+        let issued = self
+            .issuer
+            .descriptor(
+                prepared.descriptor,
+                prepared.document,
+                Evidence::default(),
+                Origin::Local,
+                expect,
+                Durability::Flushed,
+            )
+            .await?;
+        Ok((issued.outcome, prepared.doc))
+    }
+
+    /// Validates `doc` as a registration of `id` (the AIDIP schema, every
+    /// problem reported) and maps it to what is signed. What `POST /agents`
+    /// and the bulk import both do before issuing.
+    fn prepare(&self, id: &str, doc: &Value) -> Result<Prepared, RegistryError> {
         if !doc.is_object() {
             return Err(RegistryError::invalid(
                 "",
                 "the agent metadata document must be a JSON object",
             ));
         }
-        let doc = aidip::with_id(&doc, id);
+        let doc = aidip::with_id(doc, id);
         let meta = self
             .validator
             .parse(&doc)
@@ -252,18 +289,11 @@ impl Registry {
             })?;
         let descriptor = meta.to_descriptor(id);
         let document = serde_json::to_string(&doc).expect("a serde_json::Value always serialises");
-        let issued = self
-            .issuer
-            .descriptor(
-                descriptor,
-                document,
-                Evidence::default(),
-                Origin::Local,
-                expect,
-                Durability::Flushed,
-            )
-            .await?;
-        Ok((issued.outcome, doc))
+        Ok(Prepared {
+            descriptor,
+            document,
+            doc,
+        })
     }
 
     /// Deletes an agent registered here, leaving a signed tombstone.

@@ -465,6 +465,87 @@ async fn list_rejects_bad_cursors_unknown_params_and_bad_languages() {
     }
 }
 
+#[tokio::test]
+async fn list_takes_repeated_parameters_as_comma_lists() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // Each repeated form answers what its comma list answers.
+    for (repeated, comma) in [
+        (
+            "?capabilities=translation&capabilities=summarization",
+            "?capabilities=translation,summarization",
+        ),
+        ("?tags=nlp&tags=cloud", "?tags=nlp,cloud"),
+        ("?language=en&language=zh", "?language=en,zh"),
+        (
+            "?capabilities=translation&tags=nlp&capabilities=summarization,translation",
+            "?capabilities=translation,summarization&tags=nlp",
+        ),
+        (
+            "?language=zh&capabilities=summarization&language=zh-Hant",
+            "?language=zh,zh-Hant&capabilities=summarization",
+        ),
+    ] {
+        let expected = api.get(&format!("/agents{comma}")).await.ids();
+        assert_eq!(
+            api.get(&format!("/agents{repeated}")).await.ids(),
+            expected,
+            "GET /agents{repeated} against {comma}"
+        );
+    }
+    assert_eq!(
+        api.get("/agents?capabilities=translation&capabilities=summarization")
+            .await
+            .ids(),
+        ["a1"]
+    );
+    assert_eq!(api.get("/agents?tags=nlp&tags=cloud").await.ids(), ["a1"]);
+    assert_eq!(
+        api.get("/agents?language=en&language=zh").await.ids(),
+        ["a1"]
+    );
+    // Repeated pages: the cursor still walks.
+    let pages = walk_pages(
+        &api,
+        "/agents?capabilities=translation&capabilities=translation&limit=1",
+    )
+    .await;
+    assert_eq!(pages.concat(), ["a1", "a2", "a4"]);
+}
+
+#[tokio::test]
+async fn list_refuses_repeated_limits_too_many_terms_and_names_bad_languages() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    api.get("/agents?limit=1&limit=2")
+        .await
+        .expect_field_problem("limit");
+    api.get("/agents?cursor=YTE&cursor=YTI")
+        .await
+        .expect_field_problem("cursor");
+    api.get("/agents?bogus=1")
+        .await
+        .expect_field_problem("bogus");
+    // The 32-term bound counts every occurrence.
+    let many: String = (0..33).map(|i| format!("&tags=t{i}")).collect();
+    api.get(&format!("/agents?{}", &many[1..]))
+        .await
+        .expect_field_problem("tags");
+    let split: String = (0..11).map(|i| format!("&tags=a{i},b{i},c{i}")).collect();
+    api.get(&format!("/agents?{}", &split[1..]))
+        .await
+        .expect_field_problem("tags");
+    // A malformed language among well-formed ones is named.
+    let reply = api.get("/agents?language=en&language=1x").await;
+    let problem = reply.expect_field_problem("language");
+    assert!(
+        problem["message"].as_str().unwrap().contains("\"1x\""),
+        "{problem}"
+    );
+}
+
 /// Follows `x-next-cursor` from `first` (a path with query) to the end;
 /// answers every page's ids.
 async fn walk_pages(api: &Api, first: &str) -> Vec<Vec<String>> {
@@ -754,6 +835,96 @@ async fn search_rejects_unknown_scope_and_fields() {
         .expect_error(400, "InvalidInput");
 }
 
+#[tokio::test]
+async fn search_takes_the_drafts_singular_supported_language() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // The draft's own search example answers 200, within its filters.
+    let draft = json!({
+        "query": "summarize an English document",
+        "filters": {"capabilities": ["summarization"], "supported_language": "en"},
+        "top": 3
+    });
+    let reply = api.search(draft.clone()).await;
+    for id in reply.ids() {
+        assert_eq!(id, "a1", "only a1 summarises in English: {}", reply.text);
+    }
+    // The singular means what a one-element array means.
+    for (singular, expected) in [
+        (
+            json!({"capabilities": ["summarization"], "supported_language": "en"}),
+            &["a1"][..],
+        ),
+        (json!({"supported_language": "zh"}), &["a1", "a3"]),
+        (json!({"supported_language": "ZH-hant"}), &["a1"]),
+        (json!({"supported_language": "fr", "tags": ["nlp"]}), &[]),
+    ] {
+        let one = api
+            .search(json!({"filters": singular, "scope": "local"}))
+            .await;
+        assert_eq!(one.ids(), sorted(expected), "filters {singular}");
+        let mut array = singular.clone();
+        let tag = array
+            .as_object_mut()
+            .unwrap()
+            .remove("supported_language")
+            .unwrap();
+        array["supported_languages"] = json!([tag]);
+        assert_eq!(
+            api.search(json!({"filters": array, "scope": "local"}))
+                .await
+                .ids(),
+            one.ids(),
+            "filters {array} against {singular}"
+        );
+    }
+    // null is absent, as for the other members.
+    assert_eq!(
+        api.search(json!({"filters": {"supported_language": null, "tags": ["legal"]}}))
+            .await
+            .ids(),
+        ["a3"]
+    );
+}
+
+#[tokio::test]
+async fn search_refuses_both_language_forms_and_names_bad_languages() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // Both forms at once are refused, whether they agree or not.
+    for filters in [
+        json!({"supported_language": "en", "supported_languages": ["zh"]}),
+        json!({"supported_language": "en", "supported_languages": ["en"]}),
+        json!({"supported_language": "en", "supported_languages": []}),
+    ] {
+        let reply = api.search(json!({ "filters": filters })).await;
+        let problem = reply.expect_field_problem("/filters/supported_language");
+        assert!(
+            problem["message"].as_str().unwrap().contains("not both"),
+            "{problem}"
+        );
+    }
+    // A malformed tag is named at its pointer, in either form.
+    let reply = api
+        .search(json!({"filters": {"supported_language": "1x"}}))
+        .await;
+    reply.expect_field_problem("/filters/supported_language");
+    let reply = api
+        .search(json!({"filters": {"supported_languages": ["en", "not a tag", "1x"]}}))
+        .await;
+    reply.expect_field_problem("/filters/supported_languages/1");
+    reply.expect_field_problem("/filters/supported_languages/2");
+    // The singular holds one tag, not a list.
+    api.search(json!({"filters": {"supported_language": ["en"]}}))
+        .await
+        .expect_error(400, "InvalidInput");
+    api.search(json!({"filters": {"supported_language": 7}}))
+        .await
+        .expect_error(400, "InvalidInput");
+}
+
 // ----------------------------------------------------------- health, routing
 
 #[tokio::test]
@@ -885,6 +1056,265 @@ async fn admin_token_of_digits_is_a_token() {
         .post("/agents", &minimal_agent("d"))
         .await
         .expect(201);
+}
+
+// ------------------------------------------------------- POST /admin/import
+
+/// `docs` as NDJSON (each already a JSON line, or raw text).
+fn ndjson(lines: &[String]) -> Vec<u8> {
+    lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The result lines of an import and its summary (the last line).
+fn import_results(reply: &common::Reply) -> (Vec<Value>, Value) {
+    reply.expect(200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/x-ndjson"),
+        "{}",
+        reply.request
+    );
+    let mut lines: Vec<Value> = reply
+        .text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect();
+    let summary = lines.pop().expect("an import answers a summary line");
+    assert!(
+        summary["summary"].is_object(),
+        "the last line is the summary: {summary}"
+    );
+    (lines, summary["summary"].clone())
+}
+
+fn outcomes(results: &[Value]) -> Vec<(u64, String)> {
+    results
+        .iter()
+        .map(|r| {
+            (
+                r["line"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn post_import(api: &Api, body: Vec<u8>) -> common::Reply {
+    api.post_raw("/admin/import", Some("application/x-ndjson"), body)
+        .await
+}
+
+#[tokio::test]
+async fn admin_import_answers_a_result_per_line_then_a_summary() {
+    let node = TestNode::start();
+    let api = node.api();
+    let mut invalid = agent("i-bad", &["translation"], &[], &["en"]);
+    invalid.as_object_mut().unwrap().remove("name");
+    let mut no_id = agent("unused", &["summarization"], &["imported"], &["de"]);
+    no_id.as_object_mut().unwrap().remove("id");
+    let lines = vec![
+        agent("i-1", &["translation"], &["imported"], &["en"]).to_string(),
+        "{\"id\": \"i-2\",".to_owned(),
+        String::new(),
+        invalid.to_string(),
+        no_id.to_string(),
+        agent("i-3", &["translation"], &["imported"], &["fr"]).to_string(),
+    ];
+    let (results, summary) = import_results(&post_import(&api, ndjson(&lines)).await);
+    assert_eq!(
+        outcomes(&results),
+        [
+            (1, "created".into()),
+            (2, "refused".into()),
+            (4, "refused".into()),
+            (5, "created".into()),
+            (6, "created".into()),
+        ]
+    );
+    assert!(results[1]["problems"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not JSON"));
+    assert!(
+        results[2]["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["field"] == "/name"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(results[2]["id"], "i-bad");
+    let assigned = results[3]["id"].as_str().unwrap().to_owned();
+    assert!(assigned.starts_with("agent-"), "{assigned}");
+    assert_eq!(
+        summary,
+        json!({"lines": 6, "blank": 1, "created": 3, "updated": 0, "unchanged": 0, "refused": 2, "stopped": null})
+    );
+    // What was imported is registered here, searchable and writable.
+    assert_eq!(
+        api.get("/agents?tags=imported").await.ids(),
+        sorted(&["i-1", "i-3", &assigned])
+    );
+    let summary = &api.get("/agents?capabilities=summarization").await;
+    assert_eq!(summary.expect(200)[0]["source"], "local");
+    assert_eq!(api.get("/agents/i-bad").await.status, 404);
+
+    // The same body again changes nothing; an edited line updates.
+    let (results, summary) = import_results(&post_import(&api, ndjson(&lines)).await);
+    assert_eq!(
+        outcomes(&results),
+        [
+            (1, "unchanged".into()),
+            (2, "refused".into()),
+            (4, "refused".into()),
+            (5, "unchanged".into()),
+            (6, "unchanged".into()),
+        ]
+    );
+    assert_eq!(results[3]["id"], assigned.as_str());
+    assert_eq!(summary["unchanged"], 3);
+    let mut edited = lines.clone();
+    edited[5] = agent("i-3", &["translation"], &["imported", "edited"], &["fr"]).to_string();
+    let (results, _) = import_results(&post_import(&api, ndjson(&edited)).await);
+    assert_eq!(results[4]["outcome"], "updated");
+    assert_eq!(api.get("/agents?tags=edited").await.ids(), ["i-3"]);
+    assert_eq!(api.get("/health").await.expect(200)["records"], 3);
+}
+
+#[tokio::test]
+async fn admin_import_needs_the_admin_token() {
+    let node = TestNode::start_with_env(&[("AGENTMESH_API__ADMIN_TOKEN", TOKEN)]);
+    let open = node.api();
+    let body = ndjson(&[minimal_agent("guarded-import").to_string()]);
+    for api in [&open, &open.with_token("wrong-token-wrong-token")] {
+        post_import(api, body.clone())
+            .await
+            .expect_error(401, "Unauthorized");
+    }
+    assert_eq!(open.get("/agents/guarded-import").await.status, 404);
+    let (results, _) = import_results(&post_import(&open.with_token(TOKEN), body).await);
+    assert_eq!(outcomes(&results), [(1, "created".into())]);
+    assert_eq!(open.get("/agents/guarded-import").await.status, 200);
+    open.get("/admin/import")
+        .await
+        .expect_error(405, "InvalidInput");
+}
+
+#[tokio::test]
+async fn admin_import_refuses_long_lines_and_stops_at_the_line_limit() {
+    let node = TestNode::start_with_env(&[
+        ("AGENTMESH_API__IMPORT_MAX_LINES", "4"),
+        ("AGENTMESH_API__IMPORT_MAX_LINE_BYTES", "4096"),
+    ]);
+    let api = node.api();
+    let mut long = minimal_agent("l-long");
+    long["description"] = json!("x".repeat(5000));
+    let lines: Vec<String> = vec![
+        minimal_agent("l-1").to_string(),
+        long.to_string(),
+        minimal_agent("l-3").to_string(),
+        minimal_agent("l-4").to_string(),
+        minimal_agent("l-5").to_string(),
+        minimal_agent("l-6").to_string(),
+    ];
+    let (results, summary) = import_results(&post_import(&api, ndjson(&lines)).await);
+    assert_eq!(
+        outcomes(&results),
+        [
+            (1, "created".into()),
+            (2, "refused".into()),
+            (3, "created".into()),
+            (4, "created".into()),
+        ]
+    );
+    let message = results[1]["problems"][0]["message"].as_str().unwrap();
+    assert!(message.contains("at most 4096"), "{message}");
+    assert_eq!(summary["lines"], 4);
+    assert_eq!(
+        summary["stopped"],
+        json!({"code": "too_many_lines", "max_lines": 4})
+    );
+    assert_eq!(api.get("/health").await.expect(200)["records"], 3);
+    assert_eq!(api.get("/agents/l-5").await.status, 404);
+}
+
+#[tokio::test]
+async fn admin_import_takes_bodies_past_the_request_limit_but_not_long_lines() {
+    // The default line limit (256 KiB) applies; the request body limit
+    // (256 KiB) does not: an import body may be far larger.
+    let node = TestNode::start();
+    let api = node.api();
+    let mut over = minimal_agent("big-line");
+    over["description"] = json!("y".repeat(256 * 1024));
+    let mut lines = vec![over.to_string()];
+    let mut filler = Vec::new();
+    for i in 0..600 {
+        let mut doc = agent(
+            &format!("bulk-{i:03}"),
+            &["translation"],
+            &["bulk"],
+            &["en"],
+        );
+        doc["description"] = json!("z".repeat(500));
+        filler.push(doc.to_string());
+    }
+    lines.extend(filler);
+    let body = ndjson(&lines);
+    assert!(
+        body.len() > 2 * 256 * 1024,
+        "the body is over twice the request limit"
+    );
+    let (results, summary) = import_results(&post_import(&api, body).await);
+    assert_eq!(results[0]["outcome"], "refused");
+    assert!(results[0]["problems"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("at most {}", 256 * 1024)));
+    assert_eq!(summary["created"], 600);
+    assert_eq!(api.get("/health").await.expect(200)["records"], 600);
+}
+
+#[tokio::test]
+async fn admin_import_runs_one_at_a_time() {
+    let node = TestNode::start();
+    let api = node.api();
+    // A first import whose body stays open until the test closes it.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    }));
+    tx.send(Ok(ndjson(&[minimal_agent("first").to_string()])))
+        .await
+        .unwrap();
+    let first = api
+        .request(reqwest::Method::POST, "/admin/import")
+        .body(body)
+        .send()
+        .await
+        .expect("the first import answers while its body is open");
+    assert_eq!(first.status(), 200);
+    // The first import holds its slot until its body ends.
+    api.post_raw(
+        "/admin/import",
+        Some("application/x-ndjson"),
+        ndjson(&[minimal_agent("second").to_string()]),
+    )
+    .await
+    .expect_error(429, "RateLimited");
+    drop(tx);
+    let text = first.text().await.unwrap();
+    assert!(text.contains("\"summary\""), "{text}");
+    assert_eq!(api.get("/agents/first").await.status, 200);
+    assert_eq!(api.get("/agents/second").await.status, 404);
+    // Once it has finished, the next import runs.
+    let (results, _) =
+        import_results(&post_import(&api, ndjson(&[minimal_agent("second").to_string()])).await);
+    assert_eq!(outcomes(&results), [(1, "created".into())]);
 }
 
 // ------------------------------------------------------------------ durability

@@ -108,6 +108,10 @@ fn help_of_each_command_lists_its_flags() {
         ),
         ("keygen", &["--out"]),
         ("demo", &["--data-dir", "--listen", "--no-serve"]),
+        (
+            "import",
+            &["--data-dir", "--config", "--json", "--max-line-bytes"],
+        ),
     ];
     for (command, flags) in cases {
         let out = agentmesh_run(&[command, "--help"]);
@@ -916,4 +920,205 @@ fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
             "record lifetime ({sub})"
         );
     }
+}
+
+// ---------------------------------------------------------------- import
+
+/// A file of import lines (each written as is, then a newline).
+fn write_lines(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+    let path = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `agentmesh import FILE --data-dir DATA extra...`.
+fn import(file: &Path, data: &Path, extra: &[&str]) -> Finished {
+    run(
+        agentmesh()
+            .arg("import")
+            .arg(file)
+            .arg("--data-dir")
+            .arg(data)
+            .args(extra),
+        Duration::from_secs(60),
+        "agentmesh import",
+    )
+}
+
+/// A count of `import`'s summary table (`  label   N`).
+fn summary_count(out: &str, label: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} count in:\n{out}"))
+}
+
+/// The held seq of `id` in the store of `data` (no node running on it).
+fn held_seq(data: &Path, id: &str) -> u64 {
+    let store = agentmesh::store::Store::open(&data.join("store"), 8 << 20).unwrap();
+    let held = store.blocking().get(id).unwrap();
+    held.unwrap_or_else(|| panic!("{id} is stored")).body.seq()
+}
+
+#[tokio::test]
+async fn import_reports_bad_lines_by_number_imports_the_rest_and_reruns_idempotently() {
+    let dir = tempdir();
+    let data = dir.path().join("data");
+    let mut lines: Vec<String> = (0..20)
+        .map(|i| agentmesh::testbed::synthetic_agent(i).to_string())
+        .collect();
+    // Line numbers count from 1: replace some good lines by bad ones.
+    lines[2] = "{\"id\": \"demo-broken\", ".to_owned();
+    let mut no_name = agentmesh::testbed::synthetic_agent(6);
+    no_name.as_object_mut().unwrap().remove("name");
+    lines[6] = no_name.to_string();
+    lines[9] = String::new();
+    let mut long = agentmesh::testbed::synthetic_agent(11);
+    long["description"] = serde_json::json!("x".repeat(5000));
+    lines[11] = long.to_string();
+    let mut no_id = agentmesh::testbed::synthetic_agent(14);
+    no_id.as_object_mut().unwrap().remove("id");
+    lines[14] = no_id.to_string();
+    let file = write_lines(dir.path(), "agents.jsonl", &lines);
+
+    let out = import(&file, &data, &["--max-line-bytes", "4096"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "refused lines exit 3\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let refused: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("line "))
+        .collect();
+    assert_eq!(refused.len(), 3, "{}", out.stderr);
+    assert!(
+        refused[0].starts_with("line 3: refused: the line is not JSON"),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        refused[1].starts_with("line 7: refused (id demo-00006): /name:"),
+        "{}",
+        refused[1]
+    );
+    assert!(
+        refused[2].starts_with("line 12: refused: the line has 5")
+            && refused[2].contains("at most 4096"),
+        "{}",
+        refused[2]
+    );
+    for (label, n) in [
+        ("lines read", 20),
+        ("created", 16),
+        ("unchanged", 0),
+        ("refused", 3),
+        ("blank", 1),
+    ] {
+        assert_eq!(
+            summary_count(&out.stdout, label),
+            n,
+            "{label}\n{}",
+            out.stdout
+        );
+    }
+    let seq_before = held_seq(&data, "demo-00000");
+
+    // Again, machine-readable: nothing changes, not even a seq.
+    let out = import(&file, &data, &["--max-line-bytes", "4096", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", out.stderr);
+    let mut results: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = results.pop().unwrap();
+    assert_eq!(
+        summary,
+        serde_json::json!({"summary": {"lines": 20, "blank": 1, "created": 0, "updated": 0,
+            "unchanged": 16, "refused": 3, "stopped": null}})
+    );
+    let refused_lines: Vec<u64> = results
+        .iter()
+        .filter(|r| r["outcome"] == "refused")
+        .map(|r| r["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(refused_lines, [3, 7, 12]);
+    let assigned = results
+        .iter()
+        .find(|r| r["line"] == 15)
+        .and_then(|r| r["id"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(assigned.starts_with("agent-"), "{assigned}");
+    assert_eq!(held_seq(&data, "demo-00000"), seq_before);
+
+    // A node on the data directory serves them as its own registrations.
+    let moved = tempfile::TempDir::new().unwrap();
+    copy_dir(&data, moved.path());
+    let node = common::TestNode::builder().data_dir(moved).start();
+    let api = node.api();
+    assert_eq!(api.get("/health").await.expect(200)["records"], 16);
+    assert_eq!(api.get(&format!("/agents/{assigned}")).await.status, 200);
+    assert_eq!(api.get("/agents/demo-00006").await.status, 404);
+    let found = api
+        .search(serde_json::json!({"filters": {"tags": ["legal"]}, "scope": "local"}))
+        .await;
+    let legal: Vec<String> = (0..20)
+        .filter(|i| i % 6 == 0 && ![2, 6, 14].contains(i))
+        .map(|i| format!("demo-{i:05}"))
+        .collect();
+    assert_eq!(found.ids(), legal);
+    assert_eq!(found.expect(200)[0]["source"], "local");
+    let mut changed = agentmesh::testbed::synthetic_agent(0);
+    changed["description"] = serde_json::json!("Edited.");
+    api.put("/agents/demo-00000", &changed).await.expect(200);
+}
+
+#[test]
+fn import_reads_stdin_and_exits_0_when_every_line_went_in() {
+    let dir = tempdir();
+    let data = dir.path().join("data");
+    let lines: Vec<String> = (0..5)
+        .map(|i| agentmesh::testbed::synthetic_agent(i).to_string())
+        .collect();
+    let file = write_lines(dir.path(), "in.jsonl", &lines);
+    let out = run(
+        agentmesh()
+            .args(["import", "-", "--data-dir"])
+            .arg(&data)
+            .stdin(std::fs::File::open(&file).unwrap()),
+        Duration::from_secs(60),
+        "agentmesh import -",
+    );
+    out.assert_success("agentmesh import -");
+    assert!(out.stdout.contains("imported stdin"), "{}", out.stdout);
+    assert_eq!(summary_count(&out.stdout, "created"), 5, "{}", out.stdout);
+    assert!(held_seq(&data, "demo-00004") > 0);
+}
+
+#[test]
+fn import_fails_clearly_without_its_input_or_beside_a_running_node() {
+    let dir = tempdir();
+    let out = import(
+        &dir.path().join("missing.jsonl"),
+        &dir.path().join("data"),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("missing.jsonl"), "{}", out.stderr);
+
+    let node = TestNode::start();
+    let file = write_lines(dir.path(), "one.jsonl", &[minimal_agent("x").to_string()]);
+    let out = import(&file, node.data_dir(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is a node running on it?"),
+        "{}",
+        out.stderr
+    );
 }

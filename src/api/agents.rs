@@ -8,7 +8,7 @@ use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{ApiError, AppState, ErrorCode, MeshState};
 use crate::mesh::wire::{known_digest, SearchRequest, MAX_KNOWN};
@@ -115,26 +115,89 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Query string of `GET /agents`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ListParams {
-    capabilities: Option<String>,
-    tags: Option<String>,
-    language: Option<String>,
+/// Query string of `GET /agents`. `capabilities`, `tags` and `language`
+/// may repeat: `capabilities=a&capabilities=b` means `capabilities=a,b`
+/// (DESIGN.md section 7); `limit` and `cursor` may appear once.
+#[derive(Debug, Default)]
+struct ListParams {
+    capabilities: Vec<String>,
+    tags: Vec<String>,
+    language: Vec<String>,
     limit: Option<usize>,
     cursor: Option<String>,
 }
 
-fn split_csv(v: &Option<String>) -> Vec<&str> {
-    v.as_deref()
-        .map(|s| {
-            s.split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
+impl ListParams {
+    /// Reads the decoded `key=value` pairs in order; an unknown key, a
+    /// repeated `limit` or `cursor`, or a `limit` that is not a number is
+    /// refused.
+    fn parse(pairs: Vec<(String, String)>) -> Result<Self, ApiError> {
+        let mut p = Self::default();
+        let invalid = |field: &str, message: String| {
+            ApiError::new(ErrorCode::InvalidInput, message.clone())
+                .with_details(json!([{"field": field, "message": message}]))
+        };
+        for (key, value) in pairs {
+            match key.as_str() {
+                "capabilities" => p.capabilities.extend(split_csv(&value)),
+                "tags" => p.tags.extend(split_csv(&value)),
+                "language" => p.language.extend(split_csv(&value)),
+                "limit" | "cursor" if p.seen(&key) => {
+                    return Err(invalid(&key, format!("{key} may be given once")));
+                }
+                "limit" => {
+                    p.limit = Some(value.trim().parse().map_err(|_| {
+                        invalid(
+                            "limit",
+                            format!("limit must be a whole number, got {value:?}"),
+                        )
+                    })?);
+                }
+                "cursor" => p.cursor = Some(value),
+                _ => {
+                    return Err(invalid(
+                        &key,
+                        format!(
+                            "unknown query parameter {key:?}; expected capabilities, tags, \
+                             language, limit or cursor"
+                        ),
+                    ));
+                }
+            }
+        }
+        for (field, terms) in [
+            ("capabilities", &p.capabilities),
+            ("tags", &p.tags),
+            ("language", &p.language),
+        ] {
+            check_term_count(field, terms.len())?;
+        }
+        Ok(p)
+    }
+
+    fn seen(&self, key: &str) -> bool {
+        match key {
+            "limit" => self.limit.is_some(),
+            _ => self.cursor.is_some(),
+        }
+    }
+}
+
+fn split_csv(v: &str) -> impl Iterator<Item = String> + '_ {
+    v.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+}
+
+/// Refuses more than [`MAX_FILTER_TERMS`] terms in one filter field.
+fn check_term_count(field: &str, n: usize) -> Result<(), ApiError> {
+    if n <= MAX_FILTER_TERMS {
+        return Ok(());
+    }
+    let message = format!("{field} has {n} terms; at most {MAX_FILTER_TERMS} are allowed");
+    Err(ApiError::new(ErrorCode::InvalidInput, message.clone())
+        .with_details(json!([{"field": field, "message": message}])))
 }
 
 fn bounded_limit(state: &AppState, asked: Option<usize>, field: &str) -> Result<usize, ApiError> {
@@ -164,16 +227,44 @@ fn decode_cursor(cursor: Option<&str>) -> Result<Option<String>, ApiError> {
         .transpose()
 }
 
+/// The filter of a search. Every language that is not a well-formed BCP
+/// 47 tag is reported in `details`, at `language_field` (a query
+/// parameter's name, or a JSON pointer to the array element).
 fn filter_from<'a>(
     capabilities: impl IntoIterator<Item = &'a str>,
     tags: impl IntoIterator<Item = &'a str>,
-    languages: impl IntoIterator<Item = &'a str>,
+    languages: &[&'a str],
+    language_field: impl Fn(usize) -> String,
 ) -> Result<Filter, ApiError> {
-    Filter::new(capabilities, tags, languages).map_err(|bad| {
+    let problems: Vec<Value> = languages
+        .iter()
+        .enumerate()
+        .filter(|(_, tag)| crate::descriptor::normalise_language(tag).is_none())
+        .map(|(i, tag)| {
+            json!({
+                "field": language_field(i),
+                "message": format!("{tag:?} is not a well-formed BCP 47 language tag"),
+            })
+        })
+        .collect();
+    let refused = |problems: Vec<Value>| {
         ApiError::new(
             ErrorCode::InvalidInput,
-            format!("{bad:?} is not a well-formed BCP 47 language tag"),
+            format!(
+                "{} language filter value(s) are not well-formed BCP 47 tags",
+                problems.len()
+            ),
         )
+        .with_details(Value::Array(problems))
+    };
+    if !problems.is_empty() {
+        return Err(refused(problems));
+    }
+    Filter::new(capabilities, tags, languages.iter().copied()).map_err(|bad| {
+        refused(vec![json!({
+            "field": language_field(0),
+            "message": format!("{bad:?} is not a well-formed BCP 47 language tag"),
+        })])
     })
 }
 
@@ -189,14 +280,17 @@ fn page_response(page: Page) -> Response {
 
 pub(super) async fn list(
     State(state): State<AppState>,
-    params: Result<Query<ListParams>, QueryRejection>,
+    params: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(p) = params?;
+    let Query(pairs) = params?;
+    let p = ListParams::parse(pairs)?;
+    let languages: Vec<&str> = p.language.iter().map(String::as_str).collect();
     let query = SearchQuery {
         filter: filter_from(
-            split_csv(&p.capabilities),
-            split_csv(&p.tags),
-            split_csv(&p.language),
+            p.capabilities.iter().map(String::as_str),
+            p.tags.iter().map(String::as_str),
+            &languages,
+            |_| "language".to_owned(),
         )?,
         query: None,
         after: decode_cursor(p.cursor.as_deref())?,
@@ -217,15 +311,43 @@ pub(super) struct SearchBody {
     cursor: Option<String>,
 }
 
+/// `filters` of a search body. Languages come as `supported_languages`
+/// (an array: the agent must support all of them) or as the draft's
+/// singular `supported_language` (one tag, its search-flow example); a
+/// body giving both is refused, whatever they hold, rather than guessing
+/// whether the one is meant to be added to the others.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Filters {
     #[serde(default)]
     capabilities: Vec<String>,
-    #[serde(default)]
-    supported_languages: Vec<String>,
+    supported_languages: Option<Vec<String>>,
+    supported_language: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
+}
+
+impl Filters {
+    /// The language terms and the JSON pointer of each one's source.
+    fn languages(&self) -> Result<(Vec<&str>, &'static str), ApiError> {
+        match (&self.supported_languages, &self.supported_language) {
+            (Some(_), Some(_)) => {
+                let message = "give filters.supported_language (one tag) or \
+                               filters.supported_languages (an array), not both";
+                Err(
+                    ApiError::new(ErrorCode::InvalidInput, message).with_details(json!([
+                        {"field": "/filters/supported_language", "message": message},
+                    ])),
+                )
+            }
+            (Some(many), None) => Ok((
+                many.iter().map(String::as_str).collect(),
+                "/filters/supported_languages",
+            )),
+            (None, Some(one)) => Ok((vec![one.as_str()], "/filters/supported_language")),
+            (None, None) => Ok((Vec::new(), "/filters/supported_languages")),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,20 +368,13 @@ pub(super) async fn search(
 ) -> Result<Response, ApiError> {
     let Json(b) = body?;
     let f = &b.filters;
-    for (name, terms) in [
-        ("filters.capabilities", &f.capabilities),
-        ("filters.supported_languages", &f.supported_languages),
-        ("filters.tags", &f.tags),
+    let (languages, language_pointer) = f.languages()?;
+    for (name, n) in [
+        ("/filters/capabilities", f.capabilities.len()),
+        (language_pointer, languages.len()),
+        ("/filters/tags", f.tags.len()),
     ] {
-        if terms.len() > MAX_FILTER_TERMS {
-            return Err(ApiError::new(
-                ErrorCode::InvalidInput,
-                format!(
-                    "{name} has {} terms; at most {MAX_FILTER_TERMS} are allowed",
-                    terms.len()
-                ),
-            ));
-        }
+        check_term_count(name, n)?;
     }
     if b.query.as_ref().is_some_and(|q| q.len() > MAX_QUERY_BYTES) {
         return Err(ApiError::new(
@@ -272,7 +387,11 @@ pub(super) async fn search(
         filter: filter_from(
             f.capabilities.iter().map(String::as_str),
             f.tags.iter().map(String::as_str),
-            f.supported_languages.iter().map(String::as_str),
+            &languages,
+            |i| match f.supported_language {
+                Some(_) => language_pointer.to_owned(),
+                None => format!("{language_pointer}/{i}"),
+            },
         )?,
         query: b.query.filter(|q| !q.trim().is_empty()),
         after: decode_cursor(b.cursor.as_deref())?,

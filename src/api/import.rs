@@ -1,0 +1,97 @@
+//! `POST /admin/import` (admin, the bearer token of `POST /crawl`): AIDIP
+//! documents as NDJSON in, one result per document line out, streamed as
+//! NDJSON while the import runs, then `{"summary":{...}}`. The import
+//! itself is the registry's [`Importer`], the one `agentmesh import` runs.
+//!
+//! The response starts (200) before the body is read: refusals of single
+//! lines are result lines, and a stop (the line limit, a body that breaks
+//! off, a store failure) is in the summary's `stopped`. Results are sent
+//! once their batch is on disk; a response without a summary line did not
+//! finish. One import runs at a time (a second is answered 429). Clients
+//! must read the response while they send (curl does): results that are
+//! not read hold the import, which then stops reading the body.
+
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use futures_util::{StreamExt as _, TryStreamExt as _};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::io::StreamReader;
+use tracing::Instrument as _;
+
+use super::agents::authorize;
+use super::{ApiError, AppState, ErrorCode};
+use crate::registry::import::{ImportLimits, Importer, LineResult};
+
+/// Results buffered between the import and the response.
+const RESULTS_BUFFER: usize = 1024;
+
+/// The media type of the response.
+const NDJSON: &str = "application/x-ndjson";
+
+fn ndjson_line(v: &impl Serialize) -> Bytes {
+    let mut line = serde_json::to_vec(v).expect("import results always serialise");
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+pub(super) async fn import(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers)?;
+    let permit = state.import_gate().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            ErrorCode::RateLimited,
+            "an import is already running on this node; try again when it has finished",
+        )
+    })?;
+    let config = state.config();
+    let limits = ImportLimits {
+        max_line_bytes: config.import_max_line_bytes,
+        max_lines: config.import_max_lines,
+    };
+    let input = StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
+    let importer = Importer::new(state.registry().clone(), limits);
+    let (tx, rx) = mpsc::channel::<LineResult>(RESULTS_BUFFER);
+    let job = tokio::spawn(
+        async move {
+            let summary = importer.run(input, tx).await;
+            drop(permit);
+            tracing::info!(
+                lines = summary.lines,
+                created = summary.created,
+                updated = summary.updated,
+                unchanged = summary.unchanged,
+                refused = summary.refused,
+                stopped = ?summary.stopped,
+                "import finished"
+            );
+            summary
+        }
+        .instrument(tracing::info_span!("import")),
+    );
+    let results = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|r| (ndjson_line(&r), rx))
+    });
+    let summary = futures_util::stream::once(async move {
+        match job.await {
+            Ok(summary) => ndjson_line(&json!({ "summary": summary })),
+            Err(e) => {
+                tracing::error!(error = %e, "the import task failed");
+                ndjson_line(&json!({
+                    "summary": null,
+                    "error": {"code": "Unavailable", "message": "the import failed; see the node's log"},
+                }))
+            }
+        }
+    });
+    let body = Body::from_stream(results.chain(summary).map(Ok::<_, Infallible>));
+    Ok(([(header::CONTENT_TYPE, NDJSON)], body).into_response())
+}
