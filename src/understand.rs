@@ -51,7 +51,8 @@
 //!   stop words, filler ("need", "agent", "please"), and the words of
 //!   language and trust phrases (a language name that was not a
 //!   constraint stays). [`Understood::terms`] is the text's words plus
-//!   each capability id and its words, for a ranker that wants them.
+//!   each capability id, for a ranker that wants them (the id's own words
+//!   are left out: "text" and "speech" of `speech_to_text` match too much).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
@@ -84,8 +85,8 @@ pub struct Understood {
     pub capabilities: Vec<String>,
     /// The lowest trust level the query accepts, when it names one.
     pub min_trust: Option<TrustLevel>,
-    /// Terms for ranking: the words of `text`, then each capability id
-    /// and the words of the id; unique, in that order.
+    /// Terms for ranking: the words of `text`, then each capability id;
+    /// unique, in that order.
     pub terms: Vec<String>,
     /// Whether the query was longer than [`MAX_QUERY_BYTES`] or
     /// [`MAX_QUERY_WORDS`] and its tail was dropped.
@@ -823,12 +824,7 @@ impl Lexicon {
             }
         };
         text_words.iter().for_each(|w| push(w));
-        for c in &capabilities {
-            push(c);
-            c.split('_')
-                .filter(|w| !w.is_empty() && !STOP_WORDS.contains(w))
-                .for_each(&mut push);
-        }
+        capabilities.iter().for_each(|c| push(c));
         Understood {
             text: text_words.join(" "),
             languages: languages.into_iter().collect(),
