@@ -9,6 +9,8 @@
 //! - [`aidip`]: the AIDIP metadata document and its schema validation;
 //! - [`adp`]: the ADP `agent.json` document;
 //! - [`verify`]: trust levels and evidence;
+//! - [`understand`]: what a natural-language query asks for (languages,
+//!   capabilities, trust), from an editable synonym table;
 //! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents;
 //! - [`record`]: signed CBOR records (descriptor, tombstone);
 //! - [`store`]: the sled store with its secondary indexes;
@@ -40,4 +42,5 @@ pub mod registry;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;
+pub mod understand;
 pub mod verify;

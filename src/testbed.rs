@@ -29,7 +29,7 @@ pub mod dns;
 pub mod population;
 pub mod publish;
 mod synthetic;
-mod vocab;
+pub(crate) mod vocab;
 pub mod web;
 
 use std::io;

@@ -1,0 +1,189 @@
+//! Scoring a ranker against the judgements: precision@1, nDCG@10, and the
+//! queries answered with nothing although relevant agents exist.
+//!
+//! A ranker is any `FnMut(&Query) -> Vec<String>`: agent ids, best first
+//! (the current `Registry::search`, a new index, a mesh search).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use super::population::Agent;
+use super::queries::{grade, Query};
+
+/// The cut-off of nDCG.
+pub(crate) const K: usize = 10;
+
+/// A query with the grade of every agent that has one above 0.
+pub(crate) struct Judged {
+    pub(crate) query: Query,
+    pub(crate) grades: HashMap<String, u8>,
+    /// The highest grade any agent has for it.
+    pub(crate) best: u8,
+    /// The ideal DCG@K (every graded agent, best first).
+    ideal: f64,
+}
+
+/// Judges every query over `agents`.
+pub(crate) fn judge(agents: &[Agent], queries: Vec<Query>) -> Vec<Judged> {
+    queries
+        .into_iter()
+        .map(|query| {
+            let grades: HashMap<String, u8> = agents
+                .iter()
+                .filter_map(|a| {
+                    let g = grade(&query, &a.truth);
+                    (g > 0).then(|| (a.id.clone(), g))
+                })
+                .collect();
+            let mut sorted: Vec<u8> = grades.values().copied().collect();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            let best = sorted.first().copied().unwrap_or(0);
+            let ideal = dcg(sorted.into_iter().take(K));
+            Judged {
+                query,
+                grades,
+                best,
+                ideal,
+            }
+        })
+        .collect()
+}
+
+fn gain(g: u8) -> f64 {
+    f64::from((1u32 << g) - 1)
+}
+
+fn dcg(grades: impl Iterator<Item = u8>) -> f64 {
+    grades
+        .enumerate()
+        .fold(0.0, |sum, (i, g)| sum + gain(g) / ((i + 2) as f64).log2())
+}
+
+/// One query's outcome.
+#[derive(Debug, Clone)]
+pub(crate) struct Outcome {
+    pub(crate) n: usize,
+    pub(crate) text: String,
+    pub(crate) shape: &'static str,
+    /// The first result is of the best grade any agent has.
+    pub(crate) hit_at_1: bool,
+    pub(crate) ndcg: f64,
+    /// Nothing came back although some agent is relevant.
+    pub(crate) empty: bool,
+    /// The grades of the first results.
+    pub(crate) top: Vec<u8>,
+}
+
+/// The scores of a ranker over a judged set.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) outcomes: Vec<Outcome>,
+}
+
+impl Report {
+    pub(crate) fn precision_at_1(&self) -> f64 {
+        mean(
+            self.outcomes
+                .iter()
+                .map(|o| f64::from(u8::from(o.hit_at_1))),
+        )
+    }
+
+    pub(crate) fn ndcg_at_10(&self) -> f64 {
+        mean(self.outcomes.iter().map(|o| o.ndcg))
+    }
+
+    /// Queries answered with nothing although relevant agents exist.
+    pub(crate) fn empty_with_relevant(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.empty).count()
+    }
+
+    /// `(queries, precision@1, nDCG@10)` per shape.
+    pub(crate) fn by_shape(&self) -> BTreeMap<&'static str, (usize, f64, f64)> {
+        let mut out: BTreeMap<&'static str, Vec<&Outcome>> = BTreeMap::new();
+        for o in &self.outcomes {
+            out.entry(o.shape).or_default().push(o);
+        }
+        out.into_iter()
+            .map(|(shape, os)| {
+                let p1 = mean(os.iter().map(|o| f64::from(u8::from(o.hit_at_1))));
+                let ndcg = mean(os.iter().map(|o| o.ndcg));
+                (shape, (os.len(), p1, ndcg))
+            })
+            .collect()
+    }
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+/// Runs `ranker` on every judged query and scores what it answers. Ids
+/// it returns twice count once, at their first place.
+pub(crate) fn evaluate(judged: &[Judged], mut ranker: impl FnMut(&Query) -> Vec<String>) -> Report {
+    let outcomes = judged
+        .iter()
+        .map(|j| {
+            let mut ranked = ranker(&j.query);
+            let mut seen = std::collections::HashSet::new();
+            ranked.retain(|id| seen.insert(id.clone()));
+            let top: Vec<u8> = ranked
+                .iter()
+                .take(K)
+                .map(|id| j.grades.get(id).copied().unwrap_or(0))
+                .collect();
+            let ndcg = if j.ideal > 0.0 {
+                dcg(top.iter().copied()) / j.ideal
+            } else {
+                1.0
+            };
+            Outcome {
+                n: j.query.n,
+                text: j.query.text.clone(),
+                shape: j.query.shape,
+                hit_at_1: j.best > 0 && top.first() == Some(&j.best),
+                ndcg,
+                empty: ranked.is_empty() && j.best > 0,
+                top,
+            }
+        })
+        .collect();
+    Report { outcomes }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} queries: precision@1 {:.3}, nDCG@10 {:.3}, answered with nothing though relevant agents exist: {}",
+            self.outcomes.len(),
+            self.precision_at_1(),
+            self.ndcg_at_10(),
+            self.empty_with_relevant()
+        )?;
+        writeln!(
+            f,
+            "  {:<20} {:>7} {:>7} {:>8}",
+            "shape", "queries", "p@1", "nDCG@10"
+        )?;
+        for (shape, (n, p1, ndcg)) in self.by_shape() {
+            writeln!(f, "  {shape:<20} {n:>7} {p1:>7.3} {ndcg:>8.3}")?;
+        }
+        let mut worst: Vec<&Outcome> = self.outcomes.iter().collect();
+        worst.sort_by(|a, b| a.ndcg.total_cmp(&b.ndcg).then(a.n.cmp(&b.n)));
+        writeln!(f, "  lowest nDCG@10:")?;
+        for o in worst.iter().take(12) {
+            writeln!(
+                f,
+                "    {:.3} #{:<3} {:?} top grades {:?}",
+                o.ndcg, o.n, o.text, o.top
+            )?;
+        }
+        Ok(())
+    }
+}

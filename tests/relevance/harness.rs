@@ -1,0 +1,270 @@
+//! The population in a real store, and the rankers the set is run with:
+//! [`current`] (today's `Registry::search`, text and filter as sent) and
+//! [`understood`] (the same search, fed by `agentmesh::understand`).
+//! [`run`] is the whole evaluation at a population size, for the test and
+//! the bench.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{self, StreamExt};
+
+use agentmesh::aidip::{self, MetadataValidator};
+use agentmesh::issuer::{Durability, Issuer};
+use agentmesh::registry::{Registry, SearchQuery};
+use agentmesh::store::{Expect, Filter, Origin, Store};
+use agentmesh::understand::understand;
+use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
+
+use super::eval::{evaluate, judge, Judged, Report};
+use super::population::{population, Agent};
+use super::queries::{queries, Query};
+
+/// A registry holding a population, in a temporary directory.
+pub(crate) struct Loaded {
+    pub(crate) registry: Registry,
+    pub(crate) agents: Vec<Agent>,
+    /// Kept for the registry's lifetime.
+    _dir: tempfile::TempDir,
+}
+
+/// Evidence that proves `level` (the issuer signs what it is given; no
+/// check happens on this path).
+fn evidence(level: TrustLevel) -> Evidence {
+    let proof = || ChallengeProof {
+        verifier: "relevance-set".into(),
+        unix_ms: 0,
+        rand: vec![0; 16],
+        signature: vec![0; 64],
+    };
+    match level {
+        TrustLevel::Unverified => Evidence::default(),
+        TrustLevel::DnsVerified => Evidence {
+            dnssec: true,
+            ..Evidence::default()
+        },
+        TrustLevel::KeyVerified => Evidence {
+            fingerprint: true,
+            challenge: Some(proof()),
+            ..Evidence::default()
+        },
+        TrustLevel::PeerVerified => Evidence {
+            fingerprint: true,
+            challenge: Some(proof()),
+            mutual_peer: true,
+            ..Evidence::default()
+        },
+    }
+}
+
+/// Registers agents `0..n` into a fresh store: validated as AIDIP,
+/// normalised, signed and stored by the issuer as a registration would
+/// be (without a flush per record; one flush at the end).
+pub(crate) async fn load(n: usize) -> anyhow::Result<Loaded> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path(), 64 << 20)?;
+    let key = Arc::new(ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]));
+    let issuer = Issuer::new(store.clone(), key, Duration::from_secs(24 * 3600));
+    let registry = Registry::new(issuer.clone());
+    let validator = MetadataValidator::new();
+    let agents = population(n);
+    for a in &agents {
+        let doc = aidip::with_id(&a.doc, &a.id);
+        let meta = validator
+            .parse(&doc)
+            .map_err(|p| anyhow::anyhow!("agent {} is not valid AIDIP: {p:?}", a.id))?;
+        issuer
+            .descriptor(
+                meta.to_descriptor(&a.id),
+                serde_json::to_string(&doc)?,
+                evidence(a.truth.trust),
+                Origin::Local,
+                Expect::Any,
+                Durability::Periodic,
+            )
+            .await?;
+    }
+    store.flush().await?;
+    Ok(Loaded {
+        registry,
+        agents,
+        _dir: dir,
+    })
+}
+
+/// Results a ranker returns (the set's nDCG cut-off).
+pub(crate) const TOP: usize = 10;
+
+fn filter_of(q: &Query, capabilities: &[String], languages: &[String]) -> Filter {
+    let (mut caps, mut langs): (Vec<String>, Vec<String>) = q
+        .filter
+        .as_ref()
+        .map(|f| {
+            let caps = f.capabilities.iter().map(|c| c.to_string()).collect();
+            (caps, f.languages.clone())
+        })
+        .unwrap_or_default();
+    caps.extend(capabilities.iter().cloned());
+    langs.extend(languages.iter().cloned());
+    Filter::new(
+        caps.iter().map(String::as_str),
+        [],
+        langs.iter().map(String::as_str),
+    )
+    .expect("the set's languages are BCP 47")
+}
+
+async fn ids(registry: &Registry, search: &SearchQuery) -> Vec<String> {
+    registry
+        .search(search)
+        .await
+        .expect("a search over a healthy store succeeds")
+        .items
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+/// Today's ranking: the text and the explicit filter, as the API sends
+/// them to `Registry::search`.
+pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
+    let search = SearchQuery {
+        filter: filter_of(q, &[], &[]),
+        query: Some(q.text.clone()),
+        after: None,
+        limit: TOP,
+    };
+    ids(registry, &search).await
+}
+
+/// The same search fed by query understanding: the languages it finds
+/// become filter terms and its ranking terms replace the raw text;
+/// results below the trust it asks for are left out. When that finds
+/// fewer than [`TOP`], the understood capabilities and languages as
+/// filters alone fill up the list, then the terms without the languages. Shows what `understand` gives a
+/// ranker that knows nothing of it.
+pub(crate) async fn understood(registry: &Registry, q: &Query) -> Vec<String> {
+    let u = understand(&q.text);
+    let text = (!u.terms.is_empty()).then(|| u.terms.join(" "));
+    let mut attempts = vec![(filter_of(q, &[], &u.languages), text.clone())];
+    if !u.capabilities.is_empty() || !u.languages.is_empty() {
+        attempts.push((filter_of(q, &u.capabilities, &u.languages), None));
+    }
+    if !u.languages.is_empty() {
+        attempts.push((filter_of(q, &[], &[]), text));
+    }
+    let mut found: Vec<String> = Vec::new();
+    for (filter, query) in attempts {
+        if filter.is_empty() && query.is_none() {
+            continue;
+        }
+        let search = SearchQuery {
+            filter,
+            query,
+            after: None,
+            limit: if u.min_trust.is_some() { 20 * TOP } else { TOP },
+        };
+        let page = registry
+            .search(&search)
+            .await
+            .expect("a search over a healthy store succeeds");
+        for s in page.items {
+            let trusted = u.min_trust.is_none_or(|min| s.trust.level >= min);
+            if trusted && found.len() < TOP && !found.contains(&s.id) {
+                found.push(s.id);
+            }
+        }
+        if found.len() == TOP {
+            break;
+        }
+    }
+    found
+}
+
+/// Runs an async ranker on every query, a few at once (each search is a
+/// blocking task of its own); the answers by query number.
+pub(crate) async fn rank_all<'a, F, Fut>(judged: &'a [Judged], ranker: F) -> Vec<Vec<String>>
+where
+    F: Fn(&'a Query) -> Fut,
+    Fut: std::future::Future<Output = Vec<String>>,
+{
+    let mut answers: Vec<(usize, Vec<String>)> = stream::iter(judged)
+        .map(|j| {
+            let answer = ranker(&j.query);
+            async move { (j.query.n, answer.await) }
+        })
+        .buffer_unordered(CONCURRENT_QUERIES)
+        .collect()
+        .await;
+    answers.sort_by_key(|(n, _)| *n);
+    answers.into_iter().map(|(_, a)| a).collect()
+}
+
+/// Queries in flight at once in [`rank_all`].
+const CONCURRENT_QUERIES: usize = 4;
+
+/// The outcome of [`run`].
+pub(crate) struct Run {
+    pub(crate) agents: usize,
+    pub(crate) load: Duration,
+    pub(crate) current: Report,
+    pub(crate) current_time: Duration,
+    pub(crate) understood: Report,
+    pub(crate) understood_time: Duration,
+}
+
+/// The judged set over agents `0..n`.
+pub(crate) fn judged(agents: &[Agent]) -> Vec<Judged> {
+    judge(agents, queries())
+}
+
+/// Loads `n` agents and scores both rankers; what the test runs at 1,000
+/// and the bench at 100,000.
+pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
+    let t = Instant::now();
+    let loaded = load(n).await?;
+    let load = t.elapsed();
+    let judged = judged(&loaded.agents);
+    let registry = &loaded.registry;
+    let t = Instant::now();
+    let answers = rank_all(&judged, |q| current(registry, q)).await;
+    let current_time = t.elapsed();
+    let current_report = evaluate(&judged, |q| answers[q.n].clone());
+    let t = Instant::now();
+    let answers = rank_all(&judged, |q| understood(registry, q)).await;
+    let understood_time = t.elapsed();
+    let understood_report = evaluate(&judged, |q| answers[q.n].clone());
+    Ok(Run {
+        agents: n,
+        load,
+        current: current_report,
+        current_time,
+        understood: understood_report,
+        understood_time,
+    })
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per_query =
+            |d: Duration| d.as_secs_f64() * 1000.0 / self.current.outcomes.len().max(1) as f64;
+        writeln!(
+            f,
+            "relevance set over {} agents (loaded in {:.1} s)",
+            self.agents,
+            self.load.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "current ranking (Registry::search, text as typed), {:.1} ms/query:",
+            per_query(self.current_time)
+        )?;
+        write!(f, "{}", self.current)?;
+        writeln!(
+            f,
+            "current ranking fed by understand(), {:.1} ms/query:",
+            per_query(self.understood_time)
+        )?;
+        write!(f, "{}", self.understood)
+    }
+}
