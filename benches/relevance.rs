@@ -1,13 +1,11 @@
 //! The relevance set at scale (issue 12): the queries of
 //! `tests/relevance.rs` over `AGENTMESH_RELEVANCE_AGENTS` generated agents
-//! (default 100000), scored for today's ranking and for the same ranking
-//! fed by `agentmesh::understand`: precision@1, nDCG@10, the queries
-//! answered with nothing though relevant agents exist, time per query.
+//! (default 100000), scored for the node's search (`Registry::search`:
+//! query understanding and the text index): precision@1, nDCG@10, the
+//! queries answered with nothing though relevant agents exist, time per
+//! query.
 //!
-//! `cargo bench --bench relevance`. Today's ranking scans every record per
-//! free-text query, so at 100k agents a run takes many minutes; a smaller
-//! population (`AGENTMESH_RELEVANCE_AGENTS=20000`) gives a first look. The
-//! queries are anchored on the first 1,000 agents, so every size of at
+//! `cargo bench --bench relevance`. The queries are anchored on the first 1,000 agents, so every size of at
 //! least 1,000 has relevant agents for each.
 
 // The test uses what the bench does not (the set's own checks).

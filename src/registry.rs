@@ -12,6 +12,7 @@ use serde_json::Value;
 pub mod import;
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
+use crate::descriptor;
 use crate::descriptor::Descriptor;
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
@@ -19,6 +20,7 @@ use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
     BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent, TextQuery,
 };
+use crate::understand::understand;
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// Errors from registry operations.
@@ -375,36 +377,96 @@ impl Registry {
             .await?
     }
 
-    /// [`Registry::find`] on this (blocking) thread. A query with words
-    /// to rank is answered by the text index (filters narrow inside it);
-    /// one without, by the filter walk in id order.
+    /// [`Registry::find`] on this (blocking) thread. A query's text is
+    /// understood first ([`understand`]): the languages it names narrow
+    /// (when that leaves fewer results than asked for, the rest are
+    /// filled without them, ranked after), the trust it asks for is a
+    /// floor, and its words and the capability ids it names are ranked by
+    /// the text index, inside the request's own filters. A query with no
+    /// word to rank with (or none) walks the filter indexes in id order.
     fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Found, RegistryError> {
-        let ranked = match q.query.as_deref() {
-            Some(text) => store.text_search(&TextQuery {
-                text,
-                filter: &q.filter,
-                limit: q.limit,
-                now: crate::record::unix_now(),
-            })?,
-            None => None,
+        let Some(u) = q.query.as_deref().map(understand) else {
+            return self.walk(store, q, None);
         };
-        let Some(ranked) = ranked else {
-            let found = store.search(&q.filter, q.after.as_deref(), q.limit)?;
-            let next_after = (found.len() == q.limit && q.limit > 0)
-                .then(|| found[found.len() - 1].body.agent_id().to_owned());
-            return Ok((found.into_iter().map(|a| (None, a)).collect(), next_after));
-        };
-        let mut out = Vec::with_capacity(ranked.len());
-        for (id, score) in ranked {
-            // The index may run a commit behind the store: what it ranks
-            // is read back, and only live descriptors are answered.
-            if let Some(agent) = store.get(&id)? {
-                if matches!(agent.body, RecordBody::Descriptor(_)) {
-                    out.push((Some(score), agent));
+        let mut narrowed = q.filter.clone();
+        narrowed.languages = descriptor::normalise_languages(
+            q.filter
+                .languages
+                .iter()
+                .chain(&u.languages)
+                .map(String::as_str),
+        )
+        .unwrap_or_else(|_| q.filter.languages.clone());
+        if u.terms.is_empty() {
+            // Only languages or trust named ("agents in Chinese").
+            let walked = SearchQuery {
+                filter: narrowed,
+                ..q.clone()
+            };
+            return self.walk(store, &walked, u.min_trust);
+        }
+        let ranked_text = u.terms.join(" ");
+        let now = crate::record::unix_now();
+        let mut attempts = vec![narrowed];
+        if !u.languages.is_empty() {
+            attempts.push(q.filter.clone());
+        }
+        let mut out: Vec<(Option<f64>, StoredAgent)> = Vec::with_capacity(q.limit);
+        for filter in attempts {
+            if out.len() >= q.limit {
+                break;
+            }
+            let ranked = store
+                .text_search(&TextQuery {
+                    text: &ranked_text,
+                    filter: &filter,
+                    limit: q.limit,
+                    now,
+                    min_trust: u.min_trust,
+                })?
+                .unwrap_or_default();
+            for (id, score) in ranked {
+                if out.len() >= q.limit || out.iter().any(|(_, a)| a.body.agent_id() == id.as_str())
+                {
+                    continue;
+                }
+                // The index may run a commit behind the store: what it
+                // ranks is read back, and only live descriptors answered.
+                if let Some(agent) = store.get(&id)? {
+                    if matches!(agent.body, RecordBody::Descriptor(_)) {
+                        out.push((Some(score), agent));
+                    }
                 }
             }
         }
         Ok((out, None))
+    }
+
+    /// The filter walk, in id order, from `q.after`; with `min_trust`,
+    /// a page holds only the agents at that level or above (so it may
+    /// hold fewer than `q.limit`).
+    fn walk(
+        &self,
+        store: &BlockingStore,
+        q: &SearchQuery,
+        min_trust: Option<TrustLevel>,
+    ) -> Result<Found, RegistryError> {
+        let found = store.search(&q.filter, q.after.as_deref(), q.limit)?;
+        let next_after = (found.len() == q.limit && q.limit > 0)
+            .then(|| found[found.len() - 1].body.agent_id().to_owned());
+        let trusted = |a: &StoredAgent| match (&a.body, min_trust) {
+            (_, None) => true,
+            (RecordBody::Descriptor(d), Some(min)) => d.evidence.level() >= min,
+            (RecordBody::Tombstone(_), Some(_)) => false,
+        };
+        Ok((
+            found
+                .into_iter()
+                .filter(trusted)
+                .map(|a| (None, a))
+                .collect(),
+            next_after,
+        ))
     }
 
     /// The summary of `agent`, on this (blocking) thread.

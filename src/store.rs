@@ -645,13 +645,14 @@ impl Store {
     ) -> Result<Option<Vec<(String, f64)>>, StoreError> {
         let sync = self.sync.clone();
         let (text, filter) = (q.text.to_owned(), q.filter.clone());
-        let (limit, now) = (q.limit, q.now);
+        let (limit, now, min_trust) = (q.limit, q.now, q.min_trust);
         unblock("text_search", move || {
             sync.text_search(&TextQuery {
                 text: &text,
                 filter: &filter,
                 limit,
                 now,
+                min_trust,
             })
         })
         .await?

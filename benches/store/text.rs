@@ -209,6 +209,7 @@ pub(super) fn run(
                 filter: &Filter::default(),
                 limit: 10,
                 now,
+                min_trust: None,
             })?;
             ensure!(hits.is_some(), "query {k} had no words");
             Ok(())

@@ -571,6 +571,7 @@ fn ranked(store: &Store, text: &str, f: &Filter) -> Vec<(String, f64)> {
             filter: f,
             limit: 10,
             now: crate::record::unix_now(),
+            min_trust: None,
         })
         .unwrap()
         .expect("the query has words")
@@ -648,6 +649,7 @@ fn text_search_ranks_with_bm25_and_filters_narrow() {
             filter: &Filter::default(),
             limit: 10,
             now: 0,
+            min_trust: None,
         })
         .unwrap();
     assert!(none.is_none());
@@ -726,6 +728,7 @@ async fn store_flush_makes_writes_searchable_by_text() {
                     filter: &Filter::default(),
                     limit: 5,
                     now: 0,
+                    min_trust: None,
                 })
                 .await
                 .unwrap()

@@ -47,6 +47,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 
 use super::{decode_stored, descriptor, Filter, StoreError, KIND_DESCRIPTOR};
 use crate::record::{DescriptorRecord, RecordBody};
+use crate::verify::TrustLevel;
 
 /// The index's directory, inside the store's.
 const INDEX_DIR: &str = "text-index";
@@ -84,6 +85,7 @@ struct Fields {
     cap: Field,
     tag: Field,
     lang: Field,
+    trust: Field,
 }
 
 impl Fields {
@@ -119,6 +121,7 @@ fn schema() -> (Schema, Fields) {
         cap: b.add_text_field("cap", STRING),
         tag: b.add_text_field("tag", STRING),
         lang: b.add_text_field("lang", STRING),
+        trust: b.add_u64_field("trust", NumericOptions::default() | INDEXED | FAST),
     };
     (b.build(), fields)
 }
@@ -265,6 +268,8 @@ pub struct TextQuery<'a> {
     pub limit: usize,
     /// The time against which expiry is judged, in Unix seconds.
     pub now: u64,
+    /// The lowest trust level answered, if any.
+    pub min_trust: Option<TrustLevel>,
 }
 
 /// What the writer thread is asked to do.
@@ -523,6 +528,16 @@ impl TextIndex {
             Occur::Must,
             Box::new(ConstScoreQuery::new(Box::new(live), 0.0)),
         ));
+        if let Some(min) = q.min_trust {
+            let trusted = RangeQuery::new(
+                std::ops::Bound::Included(Term::from_field_u64(f.trust, trust_rank(min))),
+                std::ops::Bound::Unbounded,
+            );
+            must.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(Box::new(trusted), 0.0)),
+            ));
+        }
         let query = BooleanQuery::new(must);
         let top = searcher
             .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
@@ -561,6 +576,16 @@ impl Drop for TextIndex {
         if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+}
+
+/// A trust level as indexed: its rank, lowest 0.
+fn trust_rank(level: TrustLevel) -> u64 {
+    match level {
+        TrustLevel::Unverified => 0,
+        TrustLevel::DnsVerified => 1,
+        TrustLevel::KeyVerified => 2,
+        TrustLevel::PeerVerified => 3,
     }
 }
 
@@ -621,6 +646,7 @@ fn document(f: &Fields, r: &DescriptorRecord) -> TantivyDocument {
     let mut doc = TantivyDocument::default();
     doc.add_text(f.id, &r.agent_id);
     doc.add_u64(f.expires, r.expires_at);
+    doc.add_u64(f.trust, trust_rank(r.evidence.level()));
     doc.add_text(f.name, &d.name);
     doc.add_text(f.description, &d.description);
     for c in &d.capabilities {

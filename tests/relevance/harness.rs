@@ -1,6 +1,5 @@
-//! The population in a real store, and the rankers the set is run with:
-//! [`current`] (today's `Registry::search`, text and filter as sent) and
-//! [`understood`] (the same search, fed by `agentmesh::understand`).
+//! The population in a real store, and the ranker the set is run with:
+//! [`current`] (the node's `Registry::search`, text and filter as sent).
 //! [`run`] is the whole evaluation at a population size, for the test and
 //! the bench.
 
@@ -13,7 +12,6 @@ use agentmesh::aidip::{self, MetadataValidator};
 use agentmesh::issuer::{Durability, Issuer};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
-use agentmesh::understand::understand;
 use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
 
 use super::eval::{evaluate, judge, Judged, Report};
@@ -125,8 +123,8 @@ async fn ids(registry: &Registry, search: &SearchQuery) -> Vec<String> {
         .collect()
 }
 
-/// Today's ranking: the text and the explicit filter, as the API sends
-/// them to `Registry::search`.
+/// The node's search: the text and the explicit filter, as the API sends
+/// them to `Registry::search` (which understands the text itself).
 pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
     let search = SearchQuery {
         filter: filter_of(q, &[], &[]),
@@ -135,50 +133,6 @@ pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
         limit: TOP,
     };
     ids(registry, &search).await
-}
-
-/// The same search fed by query understanding: the languages it finds
-/// become filter terms and its ranking terms replace the raw text;
-/// results below the trust it asks for are left out. When that finds
-/// fewer than [`TOP`], the understood capabilities and languages as
-/// filters alone fill up the list, then the terms without the languages. Shows what `understand` gives a
-/// ranker that knows nothing of it.
-pub(crate) async fn understood(registry: &Registry, q: &Query) -> Vec<String> {
-    let u = understand(&q.text);
-    let text = (!u.terms.is_empty()).then(|| u.terms.join(" "));
-    let mut attempts = vec![(filter_of(q, &[], &u.languages), text.clone())];
-    if !u.capabilities.is_empty() || !u.languages.is_empty() {
-        attempts.push((filter_of(q, &u.capabilities, &u.languages), None));
-    }
-    if !u.languages.is_empty() {
-        attempts.push((filter_of(q, &[], &[]), text));
-    }
-    let mut found: Vec<String> = Vec::new();
-    for (filter, query) in attempts {
-        if filter.is_empty() && query.is_none() {
-            continue;
-        }
-        let search = SearchQuery {
-            filter,
-            query,
-            after: None,
-            limit: if u.min_trust.is_some() { 20 * TOP } else { TOP },
-        };
-        let page = registry
-            .search(&search)
-            .await
-            .expect("a search over a healthy store succeeds");
-        for s in page.items {
-            let trusted = u.min_trust.is_none_or(|min| s.trust.level >= min);
-            if trusted && found.len() < TOP && !found.contains(&s.id) {
-                found.push(s.id);
-            }
-        }
-        if found.len() == TOP {
-            break;
-        }
-    }
-    found
 }
 
 /// Runs an async ranker on every query, a few at once (each search is a
@@ -209,8 +163,6 @@ pub(crate) struct Run {
     pub(crate) load: Duration,
     pub(crate) current: Report,
     pub(crate) current_time: Duration,
-    pub(crate) understood: Report,
-    pub(crate) understood_time: Duration,
 }
 
 /// The judged set over agents `0..n`.
@@ -218,7 +170,7 @@ pub(crate) fn judged(agents: &[Agent]) -> Vec<Judged> {
     judge(agents, queries())
 }
 
-/// Loads `n` agents and scores both rankers; what the test runs at 1,000
+/// Loads `n` agents and scores the node's search; what the test runs at 1,000
 /// and the bench at 100,000.
 pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let t = Instant::now();
@@ -230,17 +182,11 @@ pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let answers = rank_all(&judged, |q| current(registry, q)).await;
     let current_time = t.elapsed();
     let current_report = evaluate(&judged, |q| answers[q.n].clone());
-    let t = Instant::now();
-    let answers = rank_all(&judged, |q| understood(registry, q)).await;
-    let understood_time = t.elapsed();
-    let understood_report = evaluate(&judged, |q| answers[q.n].clone());
     Ok(Run {
         agents: n,
         load,
         current: current_report,
         current_time,
-        understood: understood_report,
-        understood_time,
     })
 }
 
@@ -256,15 +202,9 @@ impl std::fmt::Display for Run {
         )?;
         writeln!(
             f,
-            "current ranking (Registry::search, text as typed), {:.1} ms/query:",
+            "Registry::search (text as typed), {:.1} ms/query:",
             per_query(self.current_time)
         )?;
-        write!(f, "{}", self.current)?;
-        writeln!(
-            f,
-            "current ranking fed by understand(), {:.1} ms/query:",
-            per_query(self.understood_time)
-        )?;
-        write!(f, "{}", self.understood)
+        write!(f, "{}", self.current)
     }
 }
