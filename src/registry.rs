@@ -405,7 +405,8 @@ impl Registry {
             };
             return self.walk(store, &walked, u.min_trust);
         }
-        let ranked_text = u.terms.join(" ");
+        // The words that named no capability rank as text; the named
+        // capabilities as ids (their words would count twice).
         let now = crate::record::unix_now();
         let mut attempts = vec![narrowed];
         if !u.languages.is_empty() {
@@ -418,11 +419,12 @@ impl Registry {
             }
             let ranked = store
                 .text_search(&TextQuery {
-                    text: &ranked_text,
+                    text: &u.rest,
                     filter: &filter,
                     limit: q.limit,
                     now,
                     min_trust: u.min_trust,
+                    capabilities: &u.capabilities,
                 })?
                 .unwrap_or_default();
             for (id, score) in ranked {

@@ -646,6 +646,7 @@ impl Store {
         let sync = self.sync.clone();
         let (text, filter) = (q.text.to_owned(), q.filter.clone());
         let (limit, now, min_trust) = (q.limit, q.now, q.min_trust);
+        let capabilities = q.capabilities.to_vec();
         unblock("text_search", move || {
             sync.text_search(&TextQuery {
                 text: &text,
@@ -653,6 +654,7 @@ impl Store {
                 limit,
                 now,
                 min_trust,
+                capabilities: &capabilities,
             })
         })
         .await?

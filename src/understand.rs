@@ -85,6 +85,11 @@ pub struct Understood {
     pub capabilities: Vec<String>,
     /// The lowest trust level the query accepts, when it names one.
     pub min_trust: Option<TrustLevel>,
+    /// The words of `text` that did not name a capability (the subject,
+    /// the objects: "legal", "contracts"), separated by one space. A
+    /// ranker that matches [`Understood::capabilities`] as ids ranks these
+    /// beside them, so a capability's own words do not count twice.
+    pub rest: String,
     /// Terms for ranking: the words of `text`, then each capability id;
     /// unique, in that order.
     pub terms: Vec<String>,
@@ -735,8 +740,10 @@ impl Lexicon {
             .collect();
         let content_words: Vec<&str> = content.iter().map(|&i| tokens[i]).collect();
         let is_language_word = |w: &str| self.languages.by_first.contains_key(w);
-        // Which word positions start a capability phrase or hint.
+        // Which word positions start a capability phrase or hint, and
+        // which words a capability phrase (not a hint) used.
         let mut names_capability = vec![false; n];
+        let mut in_capability = vec![false; n];
         for (phrases, found) in [
             (&self.capabilities, &mut capabilities),
             (&self.hints, &mut hints),
@@ -749,10 +756,15 @@ impl Lexicon {
                     continue;
                 }
                 match phrases.longest(&content_words, j, true) {
-                    Some((len, Target::Capability(c) | Target::Hint(c))) => {
+                    Some((len, target @ (Target::Capability(c) | Target::Hint(c)))) => {
                         found.insert(c.clone());
                         names_capability[content[j]] = true;
                         used[j..j + len].iter_mut().for_each(|u| *u = true);
+                        if matches!(target, Target::Capability(_)) {
+                            content[j..j + len]
+                                .iter()
+                                .for_each(|&i| in_capability[i] = true);
+                        }
                         j += len;
                     }
                     _ => j += 1,
@@ -816,6 +828,15 @@ impl Lexicon {
             })
             .map(|i| tokens[i])
             .collect();
+        let rest: Vec<&str> = (0..n)
+            .filter(|&i| {
+                !taken[i]
+                    && !in_capability[i]
+                    && !STOP_WORDS.contains(&tokens[i])
+                    && !FILLER.contains(&tokens[i])
+            })
+            .map(|i| tokens[i])
+            .collect();
         let capabilities: Vec<String> = capabilities.into_iter().collect();
         let mut terms: Vec<String> = Vec::new();
         let mut push = |t: &str| {
@@ -827,6 +848,7 @@ impl Lexicon {
         capabilities.iter().for_each(|c| push(c));
         Understood {
             text: text_words.join(" "),
+            rest: rest.join(" "),
             languages: languages.into_iter().collect(),
             capabilities,
             min_trust,

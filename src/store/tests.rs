@@ -63,8 +63,21 @@ fn ids(found: &[StoredAgent]) -> Vec<&str> {
     found.iter().map(|a| a.body.agent_id()).collect()
 }
 
+/// Opens the store in `dir`. A reopen right after a drop may find the
+/// files still locked for a moment (sled's and tantivy's background
+/// threads let go of them after the handles are gone): retried until a
+/// deadline.
 fn open(dir: &Path) -> Store {
-    Store::open(dir, 16 << 20).unwrap()
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Store::open(dir, 16 << 20) {
+            Ok(store) => return store,
+            Err(e) if e.to_string().contains("lock") && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("opening the store: {e}"),
+        }
+    }
 }
 
 fn filter(caps: &[&str], tags: &[&str], langs: &[&str]) -> Filter {
@@ -572,6 +585,7 @@ fn ranked(store: &Store, text: &str, f: &Filter) -> Vec<(String, f64)> {
             limit: 10,
             now: crate::record::unix_now(),
             min_trust: None,
+            capabilities: &[],
         })
         .unwrap()
         .expect("the query has words")
@@ -650,6 +664,7 @@ fn text_search_ranks_with_bm25_and_filters_narrow() {
             limit: 10,
             now: 0,
             min_trust: None,
+            capabilities: &[],
         })
         .unwrap();
     assert!(none.is_none());
@@ -729,6 +744,7 @@ async fn store_flush_makes_writes_searchable_by_text() {
                     limit: 5,
                     now: 0,
                     min_trust: None,
+                    capabilities: &[],
                 })
                 .await
                 .unwrap()

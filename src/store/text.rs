@@ -1,8 +1,9 @@
 //! The text index (tantivy): what a free-text search ranks. BM25 over an
 //! agent's name, description, capabilities, tags, publisher and operations,
-//! with field boosts, English stemming and CJK bigrams; filter terms and
-//! the record's expiry are indexed beside them so that filters narrow and
-//! the text ranks in one query.
+//! with field boosts, English stemming and CJK bigrams; filter terms, the
+//! trust level and the record's expiry are indexed beside them so that
+//! filters narrow and the text ranks in one query (expired records are
+//! left out of the hits).
 //!
 //! The index follows the store's `records` tree exactly, and lives in
 //! `text-index/` inside the store's directory:
@@ -32,8 +33,7 @@ use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, Occur, Query, RangeQuery,
-    TermQuery,
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, FAST,
@@ -68,8 +68,11 @@ pub const MAX_QUERY_TERMS: usize = 32;
 const MAX_OPERATIONS: usize = 64;
 /// Longest token indexed, in bytes.
 const MAX_TOKEN_BYTES: usize = 40;
-/// How much of a match in a second field adds to the best field's.
-const TIE_BREAKER: f32 = 0.1;
+/// The weight of a capability id the query names, matched exactly.
+const CAPABILITY_BOOST: f32 = 3.0;
+/// Most hits one text search looks at while expired records crowd its
+/// page.
+const MAX_FETCH: usize = 10_000;
 
 /// The fields of an indexed agent.
 #[derive(Clone, Copy)]
@@ -92,10 +95,10 @@ impl Fields {
     /// The ranked fields and their boosts.
     fn ranked(&self) -> [(Field, f32); 6] {
         [
-            (self.capabilities, 3.0),
-            (self.name, 2.5),
-            (self.tags, 1.5),
-            (self.operations, 1.2),
+            (self.capabilities, 2.0),
+            (self.name, 1.5),
+            (self.tags, 2.0),
+            (self.operations, 1.0),
             (self.description, 1.0),
             (self.publisher, 0.5),
         ]
@@ -270,6 +273,9 @@ pub struct TextQuery<'a> {
     pub now: u64,
     /// The lowest trust level answered, if any.
     pub min_trust: Option<TrustLevel>,
+    /// Capability ids that rank (matched exactly, weighted like a word
+    /// found in the capabilities), beside the text's words; not required.
+    pub capabilities: &'a [String],
 }
 
 /// What the writer thread is asked to do.
@@ -464,7 +470,8 @@ impl TextIndex {
             .get(TOKENIZER)
             .expect("registered at open");
         let terms = analyse(&mut analyzer, q.text, MAX_QUERY_TERMS);
-        if terms.is_empty() {
+        let capabilities = &q.capabilities[..q.capabilities.len().min(MAX_QUERY_TERMS)];
+        if terms.is_empty() && capabilities.is_empty() {
             return Ok(None);
         }
         if q.limit == 0 {
@@ -473,34 +480,44 @@ impl TextIndex {
         let searcher = self.reader.searcher();
         let docs = searcher.num_docs().max(1);
         let f = self.fields;
+        // One flat union of boosted term queries (a word's matches in
+        // several fields add up), so tantivy can skip whole blocks of
+        // documents that cannot reach the top (block-max WAND) when no
+        // filter narrows.
         let mut ranked: Vec<Box<dyn Query>> = Vec::new();
         let mut ceiling = 0.0f64;
-        for t in &terms {
-            let mut best = 0.0f64;
-            let mut any = false;
-            let mut disjuncts: Vec<Box<dyn Query>> = Vec::new();
-            for (field, boost) in f.ranked() {
-                let term = Term::from_field_text(field, t);
-                let df = searcher.doc_freq(&term).map_err(text_err)?;
-                if df > 0 {
-                    any = true;
-                    best = best.max(f64::from(boost) * idf(df, docs));
-                }
-                disjuncts.push(Box::new(BoostQuery::new(
+        let mut clause = |field: Field, text: &str, boost: f32| -> Result<f64, StoreError> {
+            let term = Term::from_field_text(field, text);
+            let df = searcher.doc_freq(&term).map_err(text_err)?;
+            if df > 0 {
+                ranked.push(Box::new(BoostQuery::new(
                     Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
                     boost,
                 )));
             }
+            Ok(if df > 0 {
+                f64::from(boost) * idf(df, docs)
+            } else {
+                0.0
+            })
+        };
+        for t in &terms {
+            let mut best = 0.0f64;
+            for (field, boost) in f.ranked() {
+                best = best.max(clause(field, t, boost)?);
+            }
             // A word no agent has still counts against every result: an
             // agent matching half of the query scores about half.
-            ceiling += if any { best } else { idf(0, docs) };
-            ranked.push(Box::new(DisjunctionMaxQuery::with_tie_breaker(
-                disjuncts,
-                TIE_BREAKER,
-            )));
+            ceiling += if best > 0.0 { best } else { idf(0, docs) };
         }
-        let mut must: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(BooleanQuery::union(ranked)))];
+        for c in capabilities {
+            let best = clause(f.cap, c, CAPABILITY_BOOST)?;
+            ceiling += if best > 0.0 { best } else { idf(0, docs) };
+        }
+        if ranked.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let union: Box<dyn Query> = Box::new(BooleanQuery::union(ranked));
         let exact = |field: Field, value: &str| -> (Occur, Box<dyn Query>) {
             let q = TermQuery::new(
                 Term::from_field_text(field, value),
@@ -511,6 +528,7 @@ impl TextIndex {
                 Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
             )
         };
+        let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for c in &q.filter.capabilities {
             must.push(exact(f.cap, c));
         }
@@ -520,14 +538,6 @@ impl TextIndex {
         for l in &q.filter.languages {
             must.push(exact(f.lang, &l.to_ascii_lowercase()));
         }
-        let live = RangeQuery::new(
-            std::ops::Bound::Excluded(Term::from_field_u64(f.expires, q.now)),
-            std::ops::Bound::Unbounded,
-        );
-        must.push((
-            Occur::Must,
-            Box::new(ConstScoreQuery::new(Box::new(live), 0.0)),
-        ));
         if let Some(min) = q.min_trust {
             let trusted = RangeQuery::new(
                 std::ops::Bound::Included(Term::from_field_u64(f.trust, trust_rank(min))),
@@ -538,20 +548,48 @@ impl TextIndex {
                 Box::new(ConstScoreQuery::new(Box::new(trusted), 0.0)),
             ));
         }
-        let query = BooleanQuery::new(must);
-        let top = searcher
-            .search(&query, &TopDocs::with_limit(q.limit).order_by_score())
-            .map_err(text_err)?;
-        let mut out = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
-            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
-                let s = (f64::from(score) / ceiling.max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
-                out.push((id.to_owned(), s));
+        let query: Box<dyn Query> = if must.is_empty() {
+            union
+        } else {
+            must.push((Occur::Must, union));
+            Box::new(BooleanQuery::new(must))
+        };
+        // Expired records are left out after the fact (they are few: the
+        // index drops a record when the store replaces it); ask for more
+        // while they crowd the page.
+        let mut fetch = q.limit.saturating_add(8);
+        loop {
+            let top = searcher
+                .search(&query, &TopDocs::with_limit(fetch).order_by_score())
+                .map_err(text_err)?;
+            let complete = top.len() < fetch;
+            let mut out = Vec::with_capacity(q.limit);
+            for (score, address) in top {
+                let expires = searcher
+                    .segment_reader(address.segment_ord)
+                    .fast_fields()
+                    .u64("expires")
+                    .map_err(text_err)?
+                    .first(address.doc_id)
+                    .unwrap_or(0);
+                if expires <= q.now {
+                    continue;
+                }
+                let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
+                if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
+                    let s = (f64::from(score) / ceiling.max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
+                    out.push((id.to_owned(), s));
+                }
+                if out.len() == q.limit {
+                    break;
+                }
             }
+            if out.len() == q.limit || complete || fetch >= MAX_FETCH {
+                out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                return Ok(Some(out));
+            }
+            fetch = fetch.saturating_mul(4).min(MAX_FETCH);
         }
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(Some(out))
     }
 
     #[cfg(test)]
