@@ -11,7 +11,7 @@
 //! `Registry::register` run.
 //!
 //! Sections: (a) registration (`store/registration.rs`), (b) filter search
-//! (`store/search.rs`), (c) reopening, here, (d) free-text search
+//! (`store/search.rs`), (c) reopening, here, (e) free-text search
 //! (`store/text.rs`; `cargo bench --bench store -- text` runs it alone). Each concurrent-registration
 //! run happens in a child process (this binary, `register TASKS N SECS
 //! DIR`) that the parent kills when it hangs: sled 0.34 can deadlock under
@@ -67,7 +67,7 @@ fn main() -> anyhow::Result<()> {
         return registration::child(&args[1..]);
     }
     // `cargo bench` passes `--bench` (and any filter): `text` runs section
-    // (d) alone; anything else runs every section.
+    // (e) alone; anything else runs every section.
     if args.iter().any(|a| a == "text") {
         return run_text();
     }
@@ -331,7 +331,7 @@ fn run_all() -> anyhow::Result<()> {
         Dist::new(opens).pct(0.5).as_secs_f64()
     );
 
-    // (d) text search, on a store of its own.
+    // (e) text search, on a store of its own.
     text::run(&base, n, &cfg, &key)?;
     println!("\nload average at the end: {}", load_average());
     Ok(())
@@ -341,12 +341,12 @@ fn bench_base() -> PathBuf {
     std::env::var_os("AGENTMESH_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
-/// Section (d) alone.
+/// Section (e) alone.
 fn run_text() -> anyhow::Result<()> {
     let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
     ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
     println!(
-        "agentmesh store bench, section (d): {n} agents, load average {}",
+        "agentmesh store bench, section (e): {n} agents, load average {}",
         load_average()
     );
     text::run(

@@ -1,5 +1,5 @@
-//! Section (d) of the store bench: free-text search (the text index).
-//! Run alone with `cargo bench --bench store -- text` (section (d) only,
+//! Section (e) of the store bench: free-text search (the text index).
+//! Run alone with `cargo bench --bench store -- text` (section (e) only,
 //! over `AGENTMESH_BENCH_AGENTS` agents, default 100000).
 //!
 //! What it measures, on a store filled the way registrations fill it:
@@ -168,7 +168,7 @@ pub(super) fn run(
         .build()?;
     let dir = scratch(base, "text")?;
     let path = dir.path().join("store");
-    println!("\n(d) text search over {n} agents");
+    println!("\n(e) text search over {n} agents");
     let t = Instant::now();
     let records = prepare_all(n, key, cfg.record_ttl)?;
     let prepared = t.elapsed();
