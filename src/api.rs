@@ -14,6 +14,7 @@ mod agents;
 mod crawl;
 mod error;
 mod import;
+mod resolve;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +123,11 @@ pub fn router(state: AppState) -> Router {
             get(agents::get_one)
                 .put(agents::update)
                 .delete(agents::delete),
+        )
+        .route(
+            "/resolve",
+            axum::routing::post(resolve::resolve)
+                .layer(DefaultBodyLimit::max(resolve::MAX_BODY_BYTES)),
         )
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))

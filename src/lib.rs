@@ -18,6 +18,8 @@
 //! - [`federation`]: judging records that arrive from other nodes;
 //! - [`issuer`]: signs, stores, flushes and publishes this node's records;
 //! - [`registry`]: registration, lookup and search over the store;
+//! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
+//!   policy to candidates with invocation metadata;
 //! - [`api`]: the HTTP API;
 //! - [`node`]: a running node; [`cli`]: the binary's commands (the demo
 //!   among them);
@@ -39,6 +41,7 @@ pub mod net;
 pub mod node;
 pub mod record;
 pub mod registry;
+pub mod resolve;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -344,6 +344,21 @@ impl Registry {
             .await?
     }
 
+    /// The summary of a stored live descriptor, on this (blocking) thread:
+    /// what a search answers for it. For services that select records
+    /// themselves (the resolver).
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`] for a tombstone, [`RegistryError::Store`].
+    pub fn summary_of(
+        &self,
+        store: &BlockingStore,
+        agent: &StoredAgent,
+        score: Option<f64>,
+    ) -> Result<Summary, RegistryError> {
+        self.summarise(store, agent, score)
+    }
+
     /// Searches live agents: filters narrow, a free-text query ranks. The
     /// walk, the ranking and the summaries run on a blocking thread.
     ///

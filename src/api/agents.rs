@@ -419,7 +419,7 @@ pub(super) async fn search(
 }
 
 /// Who a mesh search asked and who answered.
-struct Asked {
+pub(super) struct Asked {
     asked: usize,
     answered: usize,
     unanswered: Vec<String>,
@@ -427,7 +427,7 @@ struct Asked {
 }
 
 impl Asked {
-    fn write_headers(&self, headers: &mut HeaderMap) {
+    pub(super) fn write_headers(&self, headers: &mut HeaderMap) {
         let mut put = |name: &'static str, value: String| {
             if let Ok(v) = HeaderValue::from_str(&value) {
                 headers.insert(name, v);
@@ -449,7 +449,7 @@ impl Asked {
 /// Asks the providers of the most selective capability (or, without one,
 /// the connected peers), at most `fanout`, within the search timeout, and
 /// judges every record they send back.
-async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> Asked {
+pub(super) async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> Asked {
     let store = state.registry().store();
     let work = async {
         let rarest = query

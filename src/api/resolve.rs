@@ -1,0 +1,51 @@
+//! `POST /resolve`: intent resolution (see [`crate::resolve`]). The
+//! handler parses and bounds the request, asks the mesh when the request
+//! says `"scope": "mesh"` (with what [`Plan::mesh_query`] allows to leave
+//! this node), and answers the [`crate::resolve::Resolution`].
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::agents::ask_mesh;
+use super::{ApiError, AppState, ErrorCode};
+use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
+
+/// Largest `/resolve` body, in bytes: an intent of 1 KiB, a policy of
+/// bounded arrays and a context of hints fit well within it.
+pub(super) const MAX_BODY_BYTES: usize = 64 * 1024;
+
+pub(super) async fn resolve(
+    State(state): State<AppState>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let request = ResolveRequest::parse(&body).map_err(|problems| {
+        let message = match problems.as_slice() {
+            [one] => format!("invalid resolve request: {} {}", one.field, one.message),
+            many => format!("invalid resolve request ({} problems)", many.len()),
+        };
+        ApiError::new(ErrorCode::InvalidInput, message).with_details(json!(problems))
+    })?;
+    let plan = Plan::new(request);
+    let mut asked = None;
+    let mut mesh_view = None;
+    if plan.request.scope == Scope::Mesh {
+        let query = plan.mesh_query();
+        if let (Some(mesh), Some(query)) = (state.mesh(), &query) {
+            asked = Some(ask_mesh(&state, mesh, query).await);
+        }
+        mesh_view = Some(plan.mesh_view(asked.is_some()));
+    }
+    let mut resolution = Resolver::new(state.registry().clone())
+        .resolve(&plan)
+        .await?;
+    resolution.mesh = mesh_view;
+    let mut response = Json(resolution).into_response();
+    if let Some(asked) = asked {
+        asked.write_headers(response.headers_mut());
+    }
+    Ok(response)
+}
