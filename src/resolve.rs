@@ -137,9 +137,10 @@ impl Plan {
         .unwrap_or_default()
     }
 
-    /// The words the text index ranks with.
+    /// The words that rank as text: those that named no capability (the
+    /// named capabilities rank as ids), and the context's domain.
     fn ranked_text(&self) -> String {
-        let mut text = self.understood.terms.join(" ");
+        let mut text = self.understood.rest.clone();
         if let Some(domain) = &self.request.context.domain {
             text.push(' ');
             text.push_str(domain);
@@ -313,6 +314,7 @@ impl Resolver {
                 limit: budget,
                 now,
                 min_trust: plan.trust_floor(),
+                capabilities: &plan.understood.capabilities,
             })?;
             let more_possible;
             match ranked {
