@@ -241,7 +241,9 @@ for pair in "1 3" "3 1"; do
     [ "$status" = 200 ] ||
         fail "node$asker's mesh search for $cap with node2 down answered $status: $(body) $(cat "$tmp/curl-error")"
     echo "   node$asker: \"$cap\" -> $(body | jq length) agents in ${ms} ms ($(mesh_headers))"
-    [ "$ms" -le 10000 ] || fail "node$asker's mesh search took ${ms} ms with node2 down (p2p.search_timeout is 2 s)"
+    # p2p.search_timeout (2 s) bounds the whole search; 1.5 s for curl,
+    # HTTP and a loaded machine.
+    [ "$ms" -le 3500 ] || fail "node$asker's mesh search took ${ms} ms with node2 down (p2p.search_timeout is 2 s, end to end)"
     body | jq -e --argjson want "${expected[$owner]}" \
         '[.[].id] as $got | all($want[]; . as $w | $got | index($w))' >/dev/null ||
         fail "node$asker's mesh search for $cap with node2 down lost node$owner's agents ${expected[$owner]}: $(body)"

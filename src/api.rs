@@ -34,19 +34,17 @@ use crate::crawl::queue::CrawlQueue;
 use crate::federation::Judge;
 use crate::mesh::MeshClient;
 use crate::registry::Registry;
+use crate::search::FederatedSearch;
 
-/// The mesh as the API uses it: the client, the judge that checks what
-/// peers answer, and how widely and long a search asks.
+/// The mesh as the API uses it beyond search (which goes through
+/// [`FederatedSearch`]): the client (`GET /health`, `GET /peers`, DHT
+/// lookups of `GET /agents/{id}`) and the judge's counters.
 #[derive(Clone)]
 pub struct MeshState {
     /// The mesh client.
     pub client: MeshClient,
-    /// Judges (and caches) records that searches bring back.
+    /// Judges records from peers (its counters are shown by `GET /peers`).
     pub judge: Arc<Judge>,
-    /// Most peers one search asks.
-    pub fanout: usize,
-    /// How long a search waits for them.
-    pub timeout: Duration,
 }
 
 /// What the handlers share.
@@ -59,6 +57,7 @@ struct StateInner {
     registry: Registry,
     crawl_queue: Option<CrawlQueue>,
     mesh: Option<MeshState>,
+    search: FederatedSearch,
     config: ApiConfig,
     peer_id: String,
     listen_addrs: Vec<String>,
@@ -68,12 +67,13 @@ struct StateInner {
 
 impl AppState {
     /// State for a node with `registry` (and `crawl_queue`, when it
-    /// crawls), identified by `peer_id` and reachable at `listen_addrs`
-    /// (multiaddrs with `/p2p/<peer id>`).
+    /// crawls), searching with `search`, identified by `peer_id` and
+    /// reachable at `listen_addrs` (multiaddrs with `/p2p/<peer id>`).
     pub fn new(
         registry: Registry,
         crawl_queue: Option<CrawlQueue>,
         mesh: Option<MeshState>,
+        search: FederatedSearch,
         config: ApiConfig,
         peer_id: String,
         listen_addrs: Vec<String>,
@@ -83,6 +83,7 @@ impl AppState {
                 registry,
                 crawl_queue,
                 mesh,
+                search,
                 config,
                 peer_id,
                 listen_addrs,
@@ -101,6 +102,10 @@ impl AppState {
 
     pub(crate) fn mesh(&self) -> Option<&MeshState> {
         self.inner.mesh.as_ref()
+    }
+
+    pub(crate) fn search(&self) -> &FederatedSearch {
+        &self.inner.search
     }
 
     pub(crate) fn config(&self) -> &ApiConfig {

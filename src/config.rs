@@ -162,7 +162,9 @@ pub struct P2pConfig {
     pub trusted_peers: Vec<String>,
     /// Most peers one mesh search asks.
     pub search_fanout: usize,
-    /// How long a mesh search waits for peers.
+    /// How long a mesh search may take, end to end: provider lookup,
+    /// peers' answers, judging them and ranking (a peer that has not
+    /// answered by 70 % of it is not waited for).
     #[serde(with = "humantime_serde")]
     pub search_timeout: Duration,
     /// Dial loopback, private, link-local and CGNAT addresses (peers on

@@ -396,6 +396,14 @@ impl Judge {
     }
 }
 
+/// Records a search brought back were looked up: judged like a DHT get
+/// (kept when valid, whatever `p2p.replication` says).
+impl crate::search::Admit for Judge {
+    fn admit(&self, record: &[u8]) -> bool {
+        matches!(self.judge(record), Judgement::Stored { .. })
+    }
+}
+
 /// A tombstone stands when the agent's own key signed it, or the node
 /// that attested the descriptor it replaces (`held`).
 fn check_tombstone(

@@ -20,6 +20,8 @@
 //! - [`registry`]: registration, lookup and search over the store;
 //! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
 //!   policy to candidates with invocation metadata;
+//! - [`search`]: federated search, both halves: asking the mesh within one
+//!   budget and ranking locally, answering peers from the index;
 //! - [`api`]: the HTTP API;
 //! - [`node`]: a running node; [`cli`]: the binary's commands (the demo
 //!   among them);
@@ -42,6 +44,7 @@ pub mod node;
 pub mod record;
 pub mod registry;
 pub mod resolve;
+pub mod search;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -24,6 +24,7 @@ use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
 use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
 use crate::registry::Registry;
+use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::{Store, StoreError};
 
 /// Errors starting or stopping a node.
@@ -77,6 +78,7 @@ pub struct Node {
     registry: Registry,
     crawl_queue: CrawlQueue,
     mesh: MeshClient,
+    search: FederatedSearch,
     stages: Stages,
 }
 
@@ -303,15 +305,23 @@ impl Node {
             }
         }
 
+        let search = FederatedSearch::new(
+            registry.clone(),
+            Some(MeshAsk {
+                client: mesh.clone(),
+                admit: judge.clone(),
+                fanout: config.p2p.search_fanout,
+                budget: config.p2p.search_timeout,
+            }),
+        );
         let state = AppState::new(
             registry.clone(),
             Some(crawl_queue.clone()),
             Some(MeshState {
                 client: mesh.clone(),
                 judge,
-                fanout: config.p2p.search_fanout,
-                timeout: config.p2p.search_timeout,
             }),
+            search.clone(),
             config.api.clone(),
             peer_id.clone(),
             listen_addrs.clone(),
@@ -326,6 +336,7 @@ impl Node {
             registry,
             crawl_queue,
             mesh,
+            search,
             stages,
         })
     }
@@ -359,6 +370,12 @@ impl Node {
     /// The node's registry.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The node's search (what `POST /agents/search` runs): local, or
+    /// over the mesh within `p2p.search_timeout`.
+    pub fn search(&self) -> &FederatedSearch {
+        &self.search
     }
 
     /// Stops the API (in-flight requests get [`api::SHUTDOWN_GRACE`]),

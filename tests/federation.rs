@@ -11,6 +11,9 @@ use agentmesh::config::{Config, Replication};
 use agentmesh::mesh::wire::{SearchRequest, SearchResponse};
 use agentmesh::mesh::{Mesh, MeshConfig, MeshHandler, RecordOrigin, Verdict};
 use agentmesh::node::Node;
+use agentmesh::registry::SearchQuery;
+use agentmesh::search::{Asked, Scope, Unanswered};
+use agentmesh::store::Filter;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{json, Value};
@@ -340,17 +343,18 @@ impl MeshHandler for Rogue {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() {
-    let nodes = mesh_of(5).await;
+/// A [`Rogue`] mesh peer bootstrapped to `boot`, its key, and the token
+/// that stops it.
+async fn spawn_rogue(
+    boot: &[String],
+) -> (
+    agentmesh::mesh::MeshClient,
+    ed25519_dalek::SigningKey,
+    tokio_util::sync::CancellationToken,
+) {
     let config = MeshConfig {
         listen: vec!["/ip4/127.0.0.1/tcp/0".parse().unwrap()],
-        bootstrap: nodes[0]
-            .0
-            .listen_addrs()
-            .iter()
-            .map(|a| a.parse().unwrap())
-            .collect(),
+        bootstrap: boot.iter().map(|a| a.parse().unwrap()).collect(),
         allow_private_addresses: true,
         ..MeshConfig::default()
     };
@@ -364,6 +368,13 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
     )
     .await
     .unwrap();
+    (rogue, key, cancel)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() {
+    let nodes = mesh_of(5).await;
+    let (rogue, key, cancel) = spawn_rogue(nodes[0].0.listen_addrs()).await;
     wait_until("the rogue peer joins the gossip", || async {
         rogue
             .status()
@@ -463,6 +474,7 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         "the search waited {elapsed:?}"
     );
     assert_eq!(response.headers()["x-agentmesh-partial"], "true");
+    assert_eq!(response.headers()["x-agentmesh-budget-exhausted"], "true");
     let unanswered = response.headers()["x-agentmesh-unanswered"]
         .to_str()
         .unwrap()
@@ -472,6 +484,113 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         "{unanswered}"
     );
     cancel.cancel();
+}
+
+/// A filter of capabilities only.
+fn capabilities(caps: &[&str]) -> Filter {
+    Filter::new(caps.iter().copied(), [], []).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_provider_costs_a_search_no_more_than_its_budget() {
+    // The compose case: a provider that never answers (there, a killed
+    // node) used to cost the lookup's half budget, then the whole budget
+    // of the fan-out, then judging. Now one deadline bounds them all.
+    let budget = Duration::from_secs(2);
+    let tweak = |c: &mut Config| c.p2p.search_timeout = budget;
+    let (asker, _d1) = node_with(&[], tweak).await;
+    let boot = asker.listen_addrs().to_vec();
+    let (helper, _d2) = node_with(&boot, tweak).await;
+    let (rogue, key, cancel) = spawn_rogue(&boot).await;
+
+    // Both provide the capability: the helper holds a registered agent,
+    // the rogue announces one of its own.
+    register(&helper, &agent("counted", "budgeting")).await;
+    rogue
+        .publish(
+            aidip_record("rogue-agent", "budgeting", 1, &key),
+            "rogue-agent".into(),
+            vec!["budgeting".into()],
+        )
+        .await
+        .unwrap();
+    let (helper_id, rogue_id) = (helper.mesh().peer_id(), rogue.peer_id());
+    wait_until("the asker finds both providers", || async {
+        let found = asker.mesh().providers("budgeting").await.unwrap();
+        found.contains(&helper_id) && found.contains(&rogue_id)
+    })
+    .await;
+    wait_until("the asker is connected to the rogue", || async {
+        let peers = asker.mesh().peers().await.unwrap();
+        peers.iter().any(|p| p.peer_id == rogue_id)
+    })
+    .await;
+
+    let query = SearchQuery {
+        filter: capabilities(&["budgeting"]),
+        limit: 10,
+        ..SearchQuery::default()
+    };
+    let outcome = asker.search().search(&query, Scope::Mesh).await.unwrap();
+    let report = outcome.mesh.expect("a mesh search reports on the mesh");
+    assert_eq!(report.whom, Asked::Providers, "{report:?}");
+    assert_eq!(report.asked, 2, "{report:?}");
+    assert_eq!(report.answered, 1, "the helper answers: {report:?}");
+    assert_eq!(report.unanswered, [(rogue_id, Unanswered::TimedOut)]);
+    assert!(report.partial && report.budget_exhausted, "{report:?}");
+    assert_eq!(report.budget, budget);
+    // The whole search, lookup, fan-out, judging and ranking, ends near
+    // its budget; before, this took the fan-out's budget plus half of it
+    // for the lookup. (Twice the budget: a margin for a loaded machine,
+    // not a wait anything relies on.)
+    assert!(
+        outcome.elapsed < budget * 2,
+        "the search took {:?}",
+        outcome.elapsed
+    );
+    let ids: Vec<&str> = outcome.page.items.iter().map(|s| s.id.as_str()).collect();
+    assert!(ids.contains(&"counted"), "{ids:?}");
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_with_nobody_to_ask_asks_nobody() {
+    let (alone, _dir) = node(&[]).await;
+    register(&alone, &agent("solo", "solitaire")).await;
+    let query = SearchQuery {
+        filter: capabilities(&["solitaire"]),
+        limit: 10,
+        ..SearchQuery::default()
+    };
+    let outcome = alone.search().search(&query, Scope::Mesh).await.unwrap();
+    let report = outcome.mesh.expect("a mesh search reports on the mesh");
+    assert_eq!(report.whom, Asked::Nobody);
+    assert_eq!((report.asked, report.answered), (0, 0));
+    assert!(!report.partial && !report.budget_exhausted, "{report:?}");
+    assert_eq!(outcome.page.items.len(), 1);
+    // Nothing went out: no provider lookup, no request.
+    let stats = alone.mesh().stats();
+    assert_eq!(stats.requests_sent, 0);
+
+    // Over HTTP: the same, in the headers.
+    let r = reqwest::Client::new()
+        .post(url(&alone, "/agents/search"))
+        .json(&json!({"filters": {"capabilities": ["solitaire"]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-agentmesh-peers-asked"], "0");
+    assert_eq!(r.headers()["x-agentmesh-partial"], "false");
+    assert_eq!(r.headers()["x-agentmesh-budget-exhausted"], "false");
+    assert!(r.headers().contains_key("x-agentmesh-elapsed-ms"));
+    // A local search says nothing about the mesh.
+    let r = reqwest::Client::new()
+        .post(url(&alone, "/agents/search"))
+        .json(&json!({"filters": {"capabilities": ["solitaire"]}, "scope": "local"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(!r.headers().contains_key("x-agentmesh-peers-asked"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

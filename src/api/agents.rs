@@ -1,5 +1,7 @@
 //! `/agents` handlers: register, get, update, delete, list and search.
 
+use std::time::Duration;
+
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -10,10 +12,10 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{ApiError, AppState, ErrorCode, MeshState};
-use crate::mesh::wire::{known_digest, SearchRequest, MAX_KNOWN};
+use super::{ApiError, AppState, ErrorCode};
 use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery};
+use crate::search::{MeshReport, Scope};
 use crate::store::{Filter, PutOutcome};
 
 /// Header carrying the cursor of the next page.
@@ -350,13 +352,6 @@ impl Filters {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Scope {
-    Local,
-    Mesh,
-}
-
 /// Longest free-text query, in bytes.
 const MAX_QUERY_BYTES: usize = 1024;
 /// Most terms in one filter field.
@@ -382,7 +377,7 @@ pub(super) async fn search(
             format!("query is longer than {MAX_QUERY_BYTES} bytes"),
         ));
     }
-    let scope = b.scope.unwrap_or(Scope::Mesh);
+    let scope = b.scope.unwrap_or_default();
     let query = SearchQuery {
         filter: filter_from(
             f.capabilities.iter().map(String::as_str),
@@ -401,167 +396,43 @@ pub(super) async fn search(
             "top",
         )?,
     };
-    // A mesh search asks peers first (first page only) and caches what
-    // verifies, so the local search below ranks everything together.
-    let asked = match (scope, state.mesh()) {
-        (Scope::Mesh, Some(mesh)) if query.after.is_none() => {
-            Some(ask_mesh(&state, mesh, &query).await)
-        }
-        _ => None,
-    };
-    let started = std::time::Instant::now();
-    let mut response = page_response(state.registry().search(&query).await?);
-    tracing::debug!(ms = started.elapsed().as_millis() as u64, "local search");
-    if let Some(asked) = asked {
-        asked.write_headers(response.headers_mut());
+    // The search asks the mesh first (a first page in mesh scope) and
+    // ranks everything this node then holds.
+    let outcome = state.search().search(&query, scope).await?;
+    let mut response = page_response(outcome.page);
+    if let Some(report) = &outcome.mesh {
+        write_mesh_headers(report, outcome.elapsed, response.headers_mut());
     }
     Ok(response)
 }
 
-/// Who a mesh search asked and who answered.
-pub(super) struct Asked {
-    asked: usize,
-    answered: usize,
-    unanswered: Vec<String>,
-    records: usize,
-}
-
-impl Asked {
-    pub(super) fn write_headers(&self, headers: &mut HeaderMap) {
-        let mut put = |name: &'static str, value: String| {
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                headers.insert(name, v);
-            }
-        };
-        put("x-agentmesh-peers-asked", self.asked.to_string());
-        put("x-agentmesh-peers-answered", self.answered.to_string());
-        put("x-agentmesh-records-received", self.records.to_string());
-        put(
-            "x-agentmesh-partial",
-            (!self.unanswered.is_empty()).to_string(),
-        );
-        if !self.unanswered.is_empty() {
-            put("x-agentmesh-unanswered", self.unanswered.join(","));
-        }
-    }
-}
-
-/// Asks the providers of the most selective capability (or, without one,
-/// the connected peers), at most `fanout`, within the search timeout, and
-/// judges every record they send back.
-pub(super) async fn ask_mesh(state: &AppState, mesh: &MeshState, query: &SearchQuery) -> Asked {
-    let store = state.registry().store();
-    let work = async {
-        let rarest = query
-            .filter
-            .capabilities
-            .iter()
-            .min_by_key(|c| store.term_count('c', c));
-        let started = std::time::Instant::now();
-        let mut peers = match rarest {
-            // Half the budget at most: a lookup that waits on a dead peer
-            // must leave time to ask the live ones.
-            Some(cap) => mesh
-                .client
-                .providers_up_to(cap, mesh.fanout, mesh.timeout / 2)
-                .await
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        tracing::debug!(
-            capability = ?rarest,
-            providers = peers.len(),
-            ms = started.elapsed().as_millis() as u64,
-            "mesh search: provider lookup"
-        );
-        if peers.is_empty() {
-            peers = mesh
-                .client
-                .peers()
-                .await
-                .map(|ps| ps.into_iter().map(|p| p.peer_id).collect())
-                .unwrap_or_default();
-        }
-        peers.truncate(mesh.fanout);
-        // What this node already holds of the answer: peers leave it out.
-        let held = SearchQuery {
-            limit: MAX_KNOWN,
-            after: None,
-            ..query.clone()
-        };
-        let known = state
-            .registry()
-            .find(&held)
-            .await
-            .map(|(found, _)| {
-                found
-                    .iter()
-                    .map(|(_, a)| (known_digest(a.body.agent_id()), a.body.seq()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let request = SearchRequest {
-            capabilities: query.filter.capabilities.clone(),
-            tags: query.filter.tags.clone(),
-            languages: query.filter.languages.clone(),
-            query: query.query.clone(),
-            limit: u32::try_from(query.limit).unwrap_or(u32::MAX),
-            known,
-        };
-        let asked = peers.len();
-        let outcome = mesh
-            .client
-            .search(peers, request, mesh.timeout)
-            .await
-            .unwrap_or_default();
-        let mut unanswered: Vec<String> =
-            outcome.timed_out.iter().map(ToString::to_string).collect();
-        unanswered.extend(outcome.failed.iter().map(|(p, _)| p.to_string()));
-        let records: Vec<Vec<u8>> = outcome
-            .responses
-            .iter()
-            .flat_map(|(_, r)| r.records.iter().map(|b| b.to_vec()))
-            .collect();
-        let received = records.len();
-        tracing::debug!(
-            asked,
-            answered = outcome.responses.len(),
-            records = received,
-            ms = started.elapsed().as_millis() as u64,
-            "mesh search: answers"
-        );
-        let judge = mesh.judge.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            for bytes in records {
-                judge.judge(&bytes);
-            }
-        })
-        .await;
-        // What verified is ranked below with the rest: make it searchable.
-        if received > 0 {
-            if let Err(e) = store.sync_text().await {
-                tracing::warn!(error = %e, "mesh search: text index not caught up");
-            }
-        }
-        tracing::debug!(
-            ms = started.elapsed().as_millis() as u64,
-            "mesh search: judged"
-        );
-        Asked {
-            asked,
-            answered: outcome.responses.len(),
-            unanswered,
-            records: received,
+/// The `x-agentmesh-*` headers of a mesh search: whom it asked, who
+/// answered, what came back, whether the answer is partial (and who did
+/// not answer), how long the search took and whether its budget ran out.
+pub(super) fn write_mesh_headers(report: &MeshReport, elapsed: Duration, headers: &mut HeaderMap) {
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(name, v);
         }
     };
-    // Provider lookups and the search share one deadline (plus a margin
-    // for judging what arrived).
-    tokio::time::timeout(mesh.timeout * 2, work)
-        .await
-        .unwrap_or(Asked {
-            asked: 0,
-            answered: 0,
-            unanswered: vec!["deadline".into()],
-            records: 0,
-        })
+    put("x-agentmesh-peers-asked", report.asked.to_string());
+    put("x-agentmesh-peers-answered", report.answered.to_string());
+    put(
+        "x-agentmesh-records-received",
+        report.records_received.to_string(),
+    );
+    put("x-agentmesh-partial", report.partial.to_string());
+    if !report.unanswered.is_empty() {
+        let peers: Vec<String> = report
+            .unanswered
+            .iter()
+            .map(|(peer, _)| peer.to_string())
+            .collect();
+        put("x-agentmesh-unanswered", peers.join(","));
+    }
+    put(
+        "x-agentmesh-budget-exhausted",
+        report.budget_exhausted.to_string(),
+    );
+    put("x-agentmesh-elapsed-ms", elapsed.as_millis().to_string());
 }

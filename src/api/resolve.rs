@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::agents::ask_mesh;
+use super::agents::write_mesh_headers;
 use super::{ApiError, AppState, ErrorCode};
 use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
 
@@ -30,12 +30,12 @@ pub(super) async fn resolve(
         ApiError::new(ErrorCode::InvalidInput, message).with_details(json!(problems))
     })?;
     let plan = Plan::new(request);
+    let started = std::time::Instant::now();
     let mut asked = None;
     let mut mesh_view = None;
     if plan.request.scope == Scope::Mesh {
-        let query = plan.mesh_query();
-        if let (Some(mesh), Some(query)) = (state.mesh(), &query) {
-            asked = Some(ask_mesh(&state, mesh, query).await);
+        if let Some(query) = plan.mesh_query() {
+            asked = state.search().ask(&query).await;
         }
         mesh_view = Some(plan.mesh_view(asked.is_some()));
     }
@@ -44,8 +44,8 @@ pub(super) async fn resolve(
         .await?;
     resolution.mesh = mesh_view;
     let mut response = Json(resolution).into_response();
-    if let Some(asked) = asked {
-        asked.write_headers(response.headers_mut());
+    if let Some(report) = &asked {
+        write_mesh_headers(report, started.elapsed(), response.headers_mut());
     }
     Ok(response)
 }

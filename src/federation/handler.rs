@@ -1,20 +1,19 @@
 //! The node's side of the mesh ([`MeshHandler`]): records from peers go
-//! through the [`Judge`]; searches from peers are answered from the
-//! registry with signed records, which the asker verifies itself.
+//! through the [`Judge`]; searches from peers are answered by the
+//! answering half of federated search ([`crate::search::answer`]: this
+//! node's index, signed records the asker verifies itself).
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use libp2p::PeerId;
-use serde_bytes::ByteBuf;
 
 use super::{Judge, Judgement};
 use crate::crawl::queue::CrawlQueue;
-use crate::mesh::wire::{known_digest, SearchRequest, SearchResponse, MAX_RESPONSE_BYTES};
+use crate::mesh::wire::{SearchRequest, SearchResponse};
 use crate::mesh::{MeshHandler, RecordOrigin, Verdict};
-use crate::registry::{Registry, SearchQuery};
-use crate::store::Filter;
+use crate::registry::Registry;
 
 /// Judges inbound records and answers peers' searches.
 pub struct NodeHandler {
@@ -66,53 +65,6 @@ impl NodeHandler {
             Judgement::Refused(reason) => Verdict::Reject(reason.as_str()),
         }
     }
-
-    async fn answer(&self, request: &SearchRequest) -> SearchResponse {
-        let filter = match Filter::new(
-            request.capabilities.iter().map(String::as_str),
-            request.tags.iter().map(String::as_str),
-            request.languages.iter().map(String::as_str),
-        ) {
-            Ok(f) => f,
-            Err(_) => return SearchResponse::default(),
-        };
-        let limit = request.bounded_limit() as usize;
-        let known: std::collections::HashMap<u64, u64> = request.known.iter().copied().collect();
-        // Room for the records the asker lists as known, which are left out.
-        let query = SearchQuery {
-            filter,
-            query: request.query.clone(),
-            after: None,
-            limit: limit + known.len() + 1,
-        };
-        // The registry walks and ranks on a blocking thread.
-        let Ok((found, _)) = self.registry.find(&query).await else {
-            return SearchResponse::default();
-        };
-        let fresh = found.into_iter().filter(|(_, agent)| {
-            let id = agent.body.agent_id();
-            known
-                .get(&known_digest(id))
-                .is_none_or(|&seq| agent.body.seq() > seq)
-        });
-        let mut records = Vec::new();
-        let mut bytes = 0usize;
-        let mut truncated = false;
-        for (_, agent) in fresh {
-            if records.len() == limit {
-                truncated = true;
-                break;
-            }
-            let encoded = agent.record.encode();
-            if bytes + encoded.len() > (MAX_RESPONSE_BYTES as usize) / 2 {
-                truncated = true;
-                break;
-            }
-            bytes += encoded.len();
-            records.push(ByteBuf::from(encoded));
-        }
-        SearchResponse { records, truncated }
-    }
 }
 
 /// The shared handler, as the mesh takes it.
@@ -142,6 +94,6 @@ impl MeshHandler for SharedHandler {
         _from: PeerId,
     ) -> BoxFuture<'static, SearchResponse> {
         let handler = self.0.clone();
-        async move { handler.answer(&request).await }.boxed()
+        async move { crate::search::answer(&handler.registry, &request).await }.boxed()
     }
 }
