@@ -1,6 +1,7 @@
-//! The text index (tantivy): what a free-text search ranks. BM25 over an
-//! agent's name, description, capabilities, tags, publisher and operations,
-//! with field boosts, English stemming and CJK bigrams; filter terms, the
+//! The text index (tantivy): what a free-text search ranks. BM25 over one
+//! field holding an agent's name, description, capabilities (twice),
+//! tags, publisher and operations, and over its tags alone (two posting
+//! lists per query word); English stemming and CJK bigrams; filter terms, the
 //! trust level and the record's expiry are indexed beside them so that
 //! filters narrow and the text ranks in one query (expired records are
 //! left out of the hits).
@@ -53,7 +54,7 @@ use crate::verify::TrustLevel;
 const INDEX_DIR: &str = "text-index";
 /// The version of the schema and analysis; an index of another version is
 /// rebuilt at open.
-pub(super) const TEXT_VERSION: u32 = 1;
+pub(super) const TEXT_VERSION: u32 = 2;
 const VERSION_FILE: &str = "agentmesh-text-version";
 const TOKENIZER: &str = "agentmesh";
 /// The writer's indexing memory (tantivy's floor is 15 MB per thread).
@@ -79,30 +80,16 @@ const MAX_FETCH: usize = 10_000;
 struct Fields {
     id: Field,
     expires: Field,
-    name: Field,
-    description: Field,
-    capabilities: Field,
+    /// Every ranked text of the agent, in one field; what weighs more
+    /// is written more than once (see [`document`]).
+    all: Field,
+    /// The tags again, ranked beside `all`: a subject tag ("legal")
+    /// weighs more than the same word in a description.
     tags: Field,
-    publisher: Field,
-    operations: Field,
     cap: Field,
     tag: Field,
     lang: Field,
     trust: Field,
-}
-
-impl Fields {
-    /// The ranked fields and their boosts.
-    fn ranked(&self) -> [(Field, f32); 6] {
-        [
-            (self.capabilities, 2.0),
-            (self.name, 1.5),
-            (self.tags, 2.0),
-            (self.operations, 1.0),
-            (self.description, 1.0),
-            (self.publisher, 0.5),
-        ]
-    }
 }
 
 fn schema() -> (Schema, Fields) {
@@ -115,12 +102,8 @@ fn schema() -> (Schema, Fields) {
     let fields = Fields {
         id: b.add_text_field("id", STRING | STORED),
         expires: b.add_u64_field("expires", NumericOptions::default() | INDEXED | FAST),
-        name: b.add_text_field("name", text.clone()),
-        description: b.add_text_field("description", text.clone()),
-        capabilities: b.add_text_field("capabilities", text.clone()),
-        tags: b.add_text_field("tags", text.clone()),
-        publisher: b.add_text_field("publisher", text.clone()),
-        operations: b.add_text_field("operations", text),
+        all: b.add_text_field("all", text.clone()),
+        tags: b.add_text_field("tags", text),
         cap: b.add_text_field("cap", STRING),
         tag: b.add_text_field("tag", STRING),
         lang: b.add_text_field("lang", STRING),
@@ -480,10 +463,9 @@ impl TextIndex {
         let searcher = self.reader.searcher();
         let docs = searcher.num_docs().max(1);
         let f = self.fields;
-        // One flat union of boosted term queries (a word's matches in
-        // several fields add up), so tantivy can skip whole blocks of
-        // documents that cannot reach the top (block-max WAND) when no
-        // filter narrows.
+        // One flat union of term queries (two per word: `all` and `tags`),
+        // so tantivy can skip whole blocks of documents that cannot reach
+        // the top (block-max WAND) when no filter narrows.
         let mut ranked: Vec<Box<dyn Query>> = Vec::new();
         let mut ceiling = 0.0f64;
         let mut clause = |field: Field, text: &str, boost: f32| -> Result<f64, StoreError> {
@@ -503,9 +485,8 @@ impl TextIndex {
         };
         for t in &terms {
             let mut best = 0.0f64;
-            for (field, boost) in f.ranked() {
-                best = best.max(clause(field, t, boost)?);
-            }
+            best = best.max(clause(f.all, t, 1.0)?);
+            best = best.max(clause(f.tags, t, 1.0)?);
             // A word no agent has still counts against every result: an
             // agent matching half of the query scores about half.
             ceiling += if best > 0.0 { best } else { idf(0, docs) };
@@ -678,20 +659,25 @@ impl Applier<'_> {
     }
 }
 
-/// The index document of a descriptor record.
+/// The index document of a descriptor record. `all` holds the name, the
+/// description, the publisher and the operations once, and the
+/// capability ids twice (a capability is what an agent is for); the tags
+/// go to `all` and to `tags`.
 fn document(f: &Fields, r: &DescriptorRecord) -> TantivyDocument {
     let d = &r.descriptor;
     let mut doc = TantivyDocument::default();
     doc.add_text(f.id, &r.agent_id);
     doc.add_u64(f.expires, r.expires_at);
     doc.add_u64(f.trust, trust_rank(r.evidence.level()));
-    doc.add_text(f.name, &d.name);
-    doc.add_text(f.description, &d.description);
+    doc.add_text(f.all, &d.name);
+    doc.add_text(f.all, &d.description);
     for c in &d.capabilities {
-        doc.add_text(f.capabilities, c);
+        doc.add_text(f.all, c);
+        doc.add_text(f.all, c);
         doc.add_text(f.cap, c);
     }
     for t in &d.tags {
+        doc.add_text(f.all, t);
         doc.add_text(f.tags, t);
         doc.add_text(f.tag, t);
     }
@@ -704,10 +690,10 @@ fn document(f: &Fields, r: &DescriptorRecord) -> TantivyDocument {
         doc.add_text(f.lang, l);
     }
     if let Some(p) = &d.publisher {
-        doc.add_text(f.publisher, p);
+        doc.add_text(f.all, p);
     }
     for op in operations(&r.document) {
-        doc.add_text(f.operations, op);
+        doc.add_text(f.all, op);
     }
     doc
 }
