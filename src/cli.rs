@@ -223,6 +223,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Opens a node's data directory for a one-shot command (`crawl`,
+/// `import`): creates it when missing, loads (or creates) the node key,
+/// and opens the store on a blocking thread. Fails when a node runs on it.
+async fn open_data_dir(
+    config: &Config,
+) -> anyhow::Result<(crate::store::Store, ed25519_dalek::SigningKey)> {
+    crate::node::create_data_dir(&config.data_dir)?;
+    let key = identity::load_or_create(&config.node_key_path())?;
+    let (path, cache) = (config.store_path(), config.store.cache_bytes);
+    let store = tokio::task::spawn_blocking(move || crate::store::Store::open(&path, cache))
+        .await
+        .context("the store-open task panicked")?
+        .with_context(|| {
+            format!(
+                "opening the store in {} (is a node running on it?)",
+                config.data_dir.display()
+            )
+        })?;
+    Ok((store, key))
+}
+
 fn peer_id(args: &PeerIdArgs) -> anyhow::Result<()> {
     let mut config = Config::load(args.config.as_deref(), std::env::vars())?;
     if let Some(d) = &args.data_dir {

@@ -46,7 +46,7 @@ use tracing::{info, info_span, warn, Instrument};
 pub use certs::TestCa;
 pub use population::{Agent, Behaviour, Population, PopulationConfig};
 pub use publish::Ports;
-pub use synthetic::synthetic_agent;
+pub use synthetic::{synthetic_agent, SYNTHETIC_DOMAINS};
 pub use web::{agent_router, AgentSite, Drip, SiteCounts, Sites};
 
 use crate::adp::AgentDocument;

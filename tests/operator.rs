@@ -10,8 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use agentmesh::testbed::dns::{DnsServer, Zone};
-use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use common::{agentmesh, run, ChildGuard, TestNode, DEADLINE};
+use common::{agentmesh, run, testbed_with_ca, ChildGuard, TestNode, DEADLINE};
 use serde_json::{json, Value};
 
 /// Starts `agent-host` and waits (with a deadline) for its "serving" line.
@@ -248,23 +247,6 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
         wrong.assert_failure("agent-host with the wrong key");
         assert!(wrong.stderr.contains("names the key"), "{}", wrong.stderr);
     });
-}
-
-/// A testbed of `healthy` agents and its CA written to `<dir>/ca.pem`.
-async fn testbed_with_ca(
-    seed: u64,
-    healthy: usize,
-) -> (Testbed, tempfile::TempDir, std::path::PathBuf) {
-    let testbed = Testbed::start(
-        Population::generate(&PopulationConfig::healthy(seed, healthy)),
-        TestbedOptions::default(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    testbed.write_ca(&ca).unwrap();
-    (testbed, dir, ca)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,8 +6,8 @@
 
 mod common;
 
-use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use common::{Api, TestNode};
+use agentmesh::testbed::Testbed;
+use common::{testbed_with_ca, Api, TestNode};
 use serde_json::{json, Value};
 
 const INTENT: &str = "summarize legal documents";
@@ -258,15 +258,7 @@ async fn max_latency_keeps_out_slower_and_undeclared_agents() {
 /// A testbed of healthy agents and its CA written to `<dir>/ca.pem`,
 /// and a node that trusts both; one agent crawled (key-verified).
 async fn node_with_a_crawled_agent() -> (Testbed, TestNode, tempfile::TempDir, String, String) {
-    let testbed = Testbed::start(
-        Population::generate(&PopulationConfig::healthy(31, 3)),
-        TestbedOptions::default(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    testbed.write_ca(&ca).unwrap();
+    let (testbed, dir, ca) = testbed_with_ca(31, 3).await;
     let resolver = testbed.dns_addr().to_string();
     let ca = ca.to_string_lossy().into_owned();
     let node = tokio::task::block_in_place(|| {

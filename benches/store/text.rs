@@ -23,6 +23,7 @@ use agentmesh::issuer::Issuer;
 use agentmesh::record::{self, RecordBody};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Filter, Store, TextQuery};
+use agentmesh::testbed::SYNTHETIC_DOMAINS;
 use anyhow::{ensure, Context as _};
 use ed25519_dalek::SigningKey;
 
@@ -43,14 +44,6 @@ const CAPABILITY_WORDS: [&str; 12] = [
     "question answering",
     "classification",
 ];
-const DOMAINS: [&str; 6] = [
-    "legal",
-    "medical",
-    "finance",
-    "retail",
-    "education",
-    "travel",
-];
 /// How many text queries each round runs (all distinct).
 const QUERIES: usize = 200;
 
@@ -59,7 +52,7 @@ fn queries() -> Vec<String> {
     let mut out = Vec::with_capacity(QUERIES);
     for i in 0..QUERIES {
         let cap = CAPABILITY_WORDS[i % CAPABILITY_WORDS.len()];
-        let domain = DOMAINS[(i / CAPABILITY_WORDS.len()) % DOMAINS.len()];
+        let domain = SYNTHETIC_DOMAINS[(i / CAPABILITY_WORDS.len()) % SYNTHETIC_DOMAINS.len()];
         out.push(match i % 5 {
             0 => cap.to_owned(),
             1 => format!("{domain} {cap}"),

@@ -15,7 +15,6 @@ use crate::config::Config;
 use crate::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
 use crate::identity;
 use crate::issuer::Issuer;
-use crate::store::Store;
 use crate::verify::TrustLevel;
 
 /// Flags of `verify`.
@@ -166,21 +165,8 @@ pub(super) async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: no domains given (arguments or --file)");
         return Ok(ExitCode::from(2));
     }
-    crate::node::create_data_dir(&config.data_dir)?;
-    let key = identity::load_or_create(&config.node_key_path())?;
+    let (store, key) = super::open_data_dir(&config).await?;
     let verifier = crate::identity::peer_id_of(&key);
-    let store = {
-        let (path, cache) = (config.store_path(), config.store.cache_bytes);
-        tokio::task::spawn_blocking(move || Store::open(&path, cache))
-            .await
-            .context("the store-open task panicked")?
-    }
-    .with_context(|| {
-        format!(
-            "opening the store in {} (is a node running on it?)",
-            config.data_dir.display()
-        )
-    })?;
     let mut options = CrawlerOptions::from_config(&config.crawl);
     options.concurrency = args.concurrency.max(1);
     let key = Arc::new(key);

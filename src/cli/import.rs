@@ -20,11 +20,9 @@ use serde_json::json;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::config::{Config, DEFAULT_IMPORT_MAX_LINE_BYTES};
-use crate::identity;
 use crate::issuer::Issuer;
 use crate::registry::import::{ImportLimits, ImportSummary, Importer, LineResult, Outcome};
 use crate::registry::Registry;
-use crate::store::Store;
 
 /// Exit status when the import ran to the end but refused some lines
 /// (the others went in).
@@ -102,20 +100,7 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--max-line-bytes must be above zero");
     }
     let (input, size) = open(&args.file).await?;
-    crate::node::create_data_dir(&config.data_dir)?;
-    let key = identity::load_or_create(&config.node_key_path())?;
-    let store = {
-        let (path, cache) = (config.store_path(), config.store.cache_bytes);
-        tokio::task::spawn_blocking(move || Store::open(&path, cache))
-            .await
-            .context("the store-open task panicked")?
-    }
-    .with_context(|| {
-        format!(
-            "opening the store in {} (is a node running on it?)",
-            config.data_dir.display()
-        )
-    })?;
+    let (store, key) = super::open_data_dir(&config).await?;
     // The node's issuer: the node key, the configured lifetime. Nothing
     // is published here; a node started on the data directory puts its
     // own records back into the DHT.

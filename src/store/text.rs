@@ -538,6 +538,13 @@ impl TextIndex {
         // Expired records are left out after the fact (they are few: the
         // index drops a record when the store replaces it); ask for more
         // while they crowd the page.
+        // Each segment's expiry column, opened once per search.
+        let expiry = searcher
+            .segment_readers()
+            .iter()
+            .map(|r| r.fast_fields().u64("expires"))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(text_err)?;
         let mut fetch = q.limit.saturating_add(8);
         loop {
             let top = searcher
@@ -546,11 +553,7 @@ impl TextIndex {
             let complete = top.len() < fetch;
             let mut out = Vec::with_capacity(q.limit);
             for (score, address) in top {
-                let expires = searcher
-                    .segment_reader(address.segment_ord)
-                    .fast_fields()
-                    .u64("expires")
-                    .map_err(text_err)?
+                let expires = expiry[address.segment_ord as usize]
                     .first(address.doc_id)
                     .unwrap_or(0);
                 if expires <= q.now {
@@ -756,6 +759,12 @@ impl WriterLoop {
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     if !done.is_empty() {
                         let _ = self.commit(&mut done);
+                    }
+                    // Merges finish before the thread ends, so that the
+                    // index's files and lock are released when the store
+                    // is dropped (a reopen follows at once in a restart).
+                    if let Err(e) = self.writer.wait_merging_threads() {
+                        tracing::warn!(error = %e, "text index: a merge failed at shutdown");
                     }
                     return;
                 }

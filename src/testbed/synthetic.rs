@@ -25,7 +25,9 @@ const PUBLISHERS: [&str; 5] = [
     "Globex",
     "Initech",
 ];
-const DOMAINS: [&str; 6] = [
+/// The subject domains of the synthetic population (each agent's first
+/// tag), for benchmarks that word queries about them.
+pub const SYNTHETIC_DOMAINS: [&str; 6] = [
     "legal",
     "medical",
     "finance",
@@ -39,7 +41,7 @@ pub fn synthetic_agent(i: usize) -> Value {
     let cap = |k: usize| CAPABILITIES[(i * 7 + k * 5) % CAPABILITIES.len()];
     let (c1, c2) = (cap(0), cap(1));
     let capabilities: Vec<&str> = if c1 == c2 { vec![c1] } else { vec![c1, c2] };
-    let domain = DOMAINS[i % DOMAINS.len()];
+    let domain = SYNTHETIC_DOMAINS[i % SYNTHETIC_DOMAINS.len()];
     let languages = vec![
         LANGUAGES[i % LANGUAGES.len()],
         LANGUAGES[(i / 3 + 1) % LANGUAGES.len()],

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use serde_json::{json, Value};
 
 /// How long any single wait may take.
@@ -799,4 +800,21 @@ pub fn examples_in(dir: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// A testbed of `healthy` agents and its CA written to `<dir>/ca.pem`.
+pub async fn testbed_with_ca(
+    seed: u64,
+    healthy: usize,
+) -> (Testbed, tempfile::TempDir, std::path::PathBuf) {
+    let testbed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(seed, healthy)),
+        TestbedOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    testbed.write_ca(&ca).unwrap();
+    (testbed, dir, ca)
 }
