@@ -202,7 +202,7 @@ impl Issuer {
         sign: impl FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError>,
     ) -> Result<Issued, IssueError> {
         let guard = self.lock_agent(id).await;
-        let held = self.store.get(id).await?.map(|a| a.body.seq());
+        let held = self.store.held_seq(id).await?;
         let seq = record::next_seq(held);
         let (signed, body) = sign(seq).map_err(IssueError::TooLarge)?;
         let outcome = self.store.put(&signed, &body, origin, expect).await?;

@@ -18,7 +18,8 @@ use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
-    BlockingStore, Expect, Filter, Origin, PutOutcome, Store, StoreError, StoredAgent, TextQuery,
+    BlockingStore, CompactAgent, Expect, Filter, Origin, PutOutcome, Store, StoreError,
+    StoredAgent, TextQuery,
 };
 use crate::understand::understand;
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
@@ -151,6 +152,10 @@ pub struct SearchQuery {
 /// What [`Registry::find`] selects: scored records, and the id to
 /// continue after.
 pub type Found = (Vec<(Option<f64>, StoredAgent)>, Option<String>);
+
+/// What a search picks before it reads anything more: compact records
+/// with their scores, and the id to continue after.
+type Picked = (Vec<(Option<f64>, CompactAgent)>, Option<String>);
 
 /// One page of results.
 #[derive(Debug, Clone)]
@@ -337,9 +342,9 @@ impl Registry {
         self.store
             .run_blocking(move |store| {
                 let agent = store
-                    .get(&id)?
+                    .compact(&id)?
                     .ok_or_else(|| RegistryError::NotFound { id: id.clone() })?;
-                this.summarise(store, &agent, None)
+                this.summarise(store, agent, None)
             })
             .await?
     }
@@ -356,7 +361,13 @@ impl Registry {
         agent: &StoredAgent,
         score: Option<f64>,
     ) -> Result<Summary, RegistryError> {
-        self.summarise(store, agent, score)
+        let RecordBody::Descriptor(body) = &agent.body else {
+            return Err(RegistryError::NotFound {
+                id: agent.body.agent_id().to_owned(),
+            });
+        };
+        let local = store.is_local(&body.agent_id)?;
+        self.summarise(store, CompactAgent::of(&agent.record, body, local), score)
     }
 
     /// Searches live agents: filters narrow, a free-text query ranks. The
@@ -370,8 +381,8 @@ impl Registry {
             .run_blocking(move |store| {
                 let (found, next_after) = this.find_in(store, &q)?;
                 let items = found
-                    .iter()
-                    .map(|(score, a)| this.summarise(store, a, *score))
+                    .into_iter()
+                    .map(|(score, a)| this.summarise(store, a, score))
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(Page { items, next_after })
             })
@@ -388,7 +399,20 @@ impl Registry {
     pub async fn find(&self, q: &SearchQuery) -> Result<Found, RegistryError> {
         let (this, q) = (self.clone(), q.clone());
         self.store
-            .run_blocking(move |store| this.find_in(store, &q))
+            .run_blocking(move |store| -> Result<Found, RegistryError> {
+                let (found, next_after) = this.find_in(store, &q)?;
+                let mut out = Vec::with_capacity(found.len());
+                for (score, compact) in found {
+                    // Read as it is now: replaced or deleted since is
+                    // answered as it stands, or left out.
+                    if let Some(agent) = store.get(&compact.id)? {
+                        if matches!(agent.body, RecordBody::Descriptor(_)) {
+                            out.push((score, agent));
+                        }
+                    }
+                }
+                Ok((out, next_after))
+            })
             .await?
     }
 
@@ -398,8 +422,9 @@ impl Registry {
     /// filled without them, ranked after), the trust it asks for is a
     /// floor, and its words and the capability ids it names are ranked by
     /// the text index, inside the request's own filters. A query with no
-    /// word to rank with (or none) walks the filter indexes in id order.
-    fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Found, RegistryError> {
+    /// word to rank with (or none) walks the filter posting lists, in
+    /// order of first arrival.
+    fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Picked, RegistryError> {
         let Some(u) = q.query.as_deref().map(understand) else {
             return self.walk(store, q, None);
         };
@@ -427,7 +452,7 @@ impl Registry {
         if !u.languages.is_empty() {
             attempts.push(q.filter.clone());
         }
-        let mut out: Vec<(Option<f64>, StoredAgent)> = Vec::with_capacity(q.limit);
+        let mut out: Vec<(Option<f64>, CompactAgent)> = Vec::with_capacity(q.limit);
         for filter in attempts {
             if out.len() >= q.limit {
                 break;
@@ -443,82 +468,63 @@ impl Registry {
                 })?
                 .unwrap_or_default();
             for (id, score) in ranked {
-                if out.len() >= q.limit || out.iter().any(|(_, a)| a.body.agent_id() == id.as_str())
-                {
+                if out.len() >= q.limit || out.iter().any(|(_, a)| a.id == id) {
                     continue;
                 }
                 // The index may run a commit behind the store: what it
-                // ranks is read back, and only live descriptors answered.
-                if let Some(agent) = store.get(&id)? {
-                    if matches!(agent.body, RecordBody::Descriptor(_)) {
-                        out.push((Some(score), agent));
-                    }
+                // ranks is read back (its compact record), and only live
+                // descriptors answered.
+                if let Some(agent) = store.compact(&id)? {
+                    out.push((Some(score), agent));
                 }
             }
         }
         Ok((out, None))
     }
 
-    /// The filter walk, in id order, from `q.after`; with `min_trust`,
-    /// a page holds only the agents at that level or above (so it may
-    /// hold fewer than `q.limit`).
+    /// The filter walk, in order of first arrival, from `q.after`; with
+    /// `min_trust`, only the agents at that level or above.
     fn walk(
         &self,
         store: &BlockingStore,
         q: &SearchQuery,
         min_trust: Option<TrustLevel>,
-    ) -> Result<Found, RegistryError> {
-        let found = store.search(&q.filter, q.after.as_deref(), q.limit)?;
-        let next_after = (found.len() == q.limit && q.limit > 0)
-            .then(|| found[found.len() - 1].body.agent_id().to_owned());
-        let trusted = |a: &StoredAgent| match (&a.body, min_trust) {
-            (_, None) => true,
-            (RecordBody::Descriptor(d), Some(min)) => d.evidence.level() >= min,
-            (RecordBody::Tombstone(_), Some(_)) => false,
-        };
-        Ok((
-            found
-                .into_iter()
-                .filter(trusted)
-                .map(|a| (None, a))
-                .collect(),
-            next_after,
-        ))
+    ) -> Result<Picked, RegistryError> {
+        let (found, next_after) = store.walk(&q.filter, min_trust, q.after.as_deref(), q.limit)?;
+        Ok((found.into_iter().map(|a| (None, a)).collect(), next_after))
     }
 
-    /// The summary of `agent`, on this (blocking) thread.
+    /// The summary of `agent`, on this (blocking) thread: its compact
+    /// record, where it came from, and the reasons of its latest crawl.
     fn summarise(
         &self,
         store: &BlockingStore,
-        agent: &StoredAgent,
+        agent: CompactAgent,
         score: Option<f64>,
     ) -> Result<Summary, RegistryError> {
-        let RecordBody::Descriptor(body) = &agent.body else {
-            return Err(RegistryError::NotFound {
-                id: agent.body.agent_id().to_owned(),
-            });
-        };
-        let d = &body.descriptor;
-        let e = &body.evidence;
-        let source = if store.is_local(&d.id)? {
+        let source = if agent.local {
             Source::Local
-        } else if agent.record.signer() == &self.issuer.key().verifying_key() {
+        } else if agent.signer == self.issuer.key().verifying_key().as_bytes() {
             Source::Crawl
         } else {
             Source::Mesh
         };
-        let reasons = store.reasons(&d.id)?;
+        let reasons = store.reasons(&agent.id)?;
+        let attested_by = match ed25519_dalek::VerifyingKey::try_from(agent.signer.as_slice()) {
+            Ok(key) => vec![identity::fingerprint(&key)],
+            Err(_) => Vec::new(),
+        };
         Ok(Summary {
-            id: d.id.clone(),
-            name: d.name.clone(),
-            description: d.description.clone(),
-            endpoint: d.endpoint.clone(),
-            capabilities: d.capabilities.clone(),
+            id: agent.id,
+            name: agent.name,
+            description: agent.description,
+            endpoint: agent.endpoint,
+            capabilities: agent.capabilities,
             score,
             trust: TrustView {
-                level: e.level(),
-                evidence: EvidenceFlags::from(e),
-                attested_by: vec![identity::fingerprint(agent.record.signer())],
+                level: agent.level,
+                evidence: agent.evidence,
+                attested_by,
                 reasons,
             },
             source,

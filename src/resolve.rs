@@ -333,7 +333,7 @@ impl Resolver {
                     }
                 }
                 None => {
-                    // Nothing to rank with: the filter walk, in id order.
+                    // Nothing to rank with: the filter walk, in order of first arrival.
                     let found = store.search(filter, None, budget)?;
                     more_possible = found.len() >= budget;
                     for agent in found {

@@ -5,20 +5,30 @@
 //! Trees:
 //! - `records`: agent id -> one kind byte + the encoded [`SignedRecord`]
 //!   (the latest one, descriptor or tombstone);
-//! - `index`: field byte + term + `0x00` + agent id -> empty, for every
-//!   capability (`c`), tag (`t`) and language (`l`, the full tag and its
-//!   primary subtag) of each live descriptor;
+//! - `ordinals`: agent id -> its ordinal (`u32`, big-endian), given at
+//!   the agent's first write and never reused (`store/postings.rs`);
+//! - `compact`: ordinal -> the agent's [`CompactAgent`] (what a search
+//!   result shows), or its id alone once it is a tombstone
+//!   (`store/compact.rs`);
+//! - `index`: field byte + term + `0x00` + ordinal -> empty, for every
+//!   capability (`c`), tag (`t`), language (`l`, the full tag and its
+//!   primary subtag), trust level (`v`) and liveness (`*`) of each live
+//!   descriptor;
 //! - `local`: ids registered through this node's API;
 //! - `reports`: the latest crawl report (JSON) of agents crawled here;
 //! - `reasons`: the reason codes of that report (comma-separated), which
 //!   summaries show without reading the report (filled from `reports` at
 //!   the first open of a data directory written before it existed);
+//! - `pending`: agents whose text-index entry may not be committed yet;
 //! - `meta`: the schema version.
 //!
-//! Every write is one sled transaction across the trees, so an index never
-//! disagrees with the record it points at, and the seq check happens inside
-//! it. Posting-list sizes are kept in memory (rebuilt from the keys at open)
-//! so a search walks the most selective term first.
+//! Every write is one sled transaction across the trees, so an index
+//! entry or a compact record never disagrees with the record it comes
+//! from, and the seq check happens inside it. The `index` tree is read
+//! once, at open, into roaring bitmaps kept in memory
+//! (`store/postings.rs`), which every commit then updates: a filter
+//! search intersects bitmaps and reads one compact record per result,
+//! whether the node is warm or just restarted.
 //!
 //! sled blocks (disk reads, transactions, flushes, and the write/flush
 //! gate below), so it is touched only on blocking threads, never on the
@@ -34,7 +44,7 @@
 //!   handler's `spawn_blocking`) or is synchronous by nature (benches, the
 //!   unit tests).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,19 +54,26 @@ use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
 use crate::verify::Reason;
 
 mod blocking;
+mod compact;
+mod migrate;
+mod postings;
 pub mod text;
 
 use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
+pub use compact::CompactAgent;
+use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
 pub use text::TextQuery;
 
-/// The on-disk layout version this code reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The on-disk layout version this code reads and writes. Version 1
+/// (index keys by agent id, no ordinals or compact records) is migrated
+/// at open.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Write stripes: writes of agents in different stripes run at once.
+const WRITE_STRIPES: usize = 64;
 
 const KIND_DESCRIPTOR: u8 = b'd';
 const KIND_TOMBSTONE: u8 = b't';
-const FIELD_CAPABILITY: u8 = b'c';
-const FIELD_TAG: u8 = b't';
-const FIELD_LANGUAGE: u8 = b'l';
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +117,12 @@ pub enum StoreError {
     #[error("text index: {reason}")]
     Text {
         /// What tantivy (or the index's writer thread) said.
+        reason: String,
+    },
+    /// The store cannot take another agent.
+    #[error("store full: {reason}")]
+    Full {
+        /// What ran out.
         reason: String,
     },
     /// A blocking store task did not complete: it panicked (a bug), or the
@@ -204,43 +227,6 @@ impl Filter {
     }
 }
 
-fn prefix(field: u8, term: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(term.len() + 2);
-    k.push(field);
-    k.extend_from_slice(term.as_bytes());
-    k.push(0);
-    k
-}
-
-fn index_key(prefix: &[u8], id: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + id.len());
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(id.as_bytes());
-    k
-}
-
-/// The index prefixes of a descriptor.
-fn terms_of(d: &Descriptor) -> BTreeSet<Vec<u8>> {
-    let mut out = BTreeSet::new();
-    out.extend(d.capabilities.iter().map(|t| prefix(FIELD_CAPABILITY, t)));
-    out.extend(d.tags.iter().map(|t| prefix(FIELD_TAG, t)));
-    for lang in &d.languages {
-        out.insert(prefix(FIELD_LANGUAGE, &lang.to_ascii_lowercase()));
-        out.insert(prefix(
-            FIELD_LANGUAGE,
-            &descriptor::primary_language(lang).to_ascii_lowercase(),
-        ));
-    }
-    out
-}
-
-fn body_terms(body: &RecordBody) -> BTreeSet<Vec<u8>> {
-    match body {
-        RecordBody::Descriptor(d) => terms_of(&d.descriptor),
-        RecordBody::Tombstone(_) => BTreeSet::new(),
-    }
-}
-
 /// The embedded store, its async face: sled is touched only in
 /// `spawn_blocking`. Cheap to clone.
 #[derive(Clone)]
@@ -268,8 +254,15 @@ struct Inner {
     /// Agents written whose text-index entry may not be committed yet
     /// (id -> seq): see `store/text.rs`.
     pending: sled::Tree,
+    ordinals: sled::Tree,
+    compact: sled::Tree,
     text: text::TextIndex,
-    counts: Mutex<HashMap<Vec<u8>, u64>>,
+    /// The `index` tree's posting lists, in memory.
+    postings: std::sync::RwLock<Postings>,
+    /// The next ordinal to give an agent seen for the first time.
+    next_ord: AtomicU64,
+    /// Write stripes by agent id (`BlockingStore::write`).
+    stripes: Vec<Mutex<()>>,
     live: AtomicU64,
     /// sled 0.34 deadlocks when a transaction waits for its global write
     /// lock while a flush holds the read lock and waits for the log
@@ -304,6 +297,7 @@ impl std::fmt::Debug for BlockingStore {
 }
 
 struct Change {
+    ord: u32,
     removed: Vec<Vec<u8>>,
     added: Vec<Vec<u8>>,
     was_live: bool,
@@ -317,6 +311,9 @@ struct Write {
     seq: u64,
     kind: u8,
     value: Vec<u8>,
+    /// The compact record (a live descriptor's), its `local` flag set
+    /// inside the transaction.
+    compact: Option<CompactAgent>,
     new_terms: BTreeSet<Vec<u8>>,
     origin: Origin,
     expect: Expect,
@@ -331,11 +328,16 @@ impl Write {
         let mut value = Vec::with_capacity(1 + MAX_ENCODED_HINT);
         value.push(kind);
         value.extend_from_slice(&record.encode());
+        let compact = match body {
+            RecordBody::Descriptor(d) => Some(CompactAgent::of(record, d, false)),
+            RecordBody::Tombstone(_) => None,
+        };
         Self {
             id: body.agent_id().to_owned(),
             seq: body.seq(),
             kind,
             value,
+            compact,
             new_terms: body_terms(body),
             origin,
             expect,
@@ -387,43 +389,39 @@ impl Store {
             .flush_every_ms(None)
             .open()?;
         let meta = db.open_tree("meta")?;
-        match meta.get("schema_version")? {
-            None => {
-                meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
-            }
-            Some(v) => {
-                let found = <[u8; 4]>::try_from(v.as_ref())
-                    .map(u32::from_be_bytes)
-                    .unwrap_or(0);
-                if found != SCHEMA_VERSION {
-                    return Err(StoreError::SchemaVersion {
-                        found,
-                        expected: SCHEMA_VERSION,
-                    });
-                }
-            }
+        let found = meta.get("schema_version")?.map(|v| {
+            <[u8; 4]>::try_from(v.as_ref())
+                .map(u32::from_be_bytes)
+                .unwrap_or(0)
+        });
+        if let Some(found) = found.filter(|f| *f != SCHEMA_VERSION && *f != 1) {
+            return Err(StoreError::SchemaVersion {
+                found,
+                expected: SCHEMA_VERSION,
+            });
         }
         let records = db.open_tree("records")?;
         let index = db.open_tree("index")?;
         let local = db.open_tree("local")?;
         let reports = db.open_tree("reports")?;
         let reasons = db.open_tree("reasons")?;
+        let ordinals = db.open_tree("ordinals")?;
+        let compact = db.open_tree("compact")?;
+        if found == Some(1) {
+            migrate::from_v1(&db, &records, &index, &local, &ordinals, &compact)?;
+        }
+        if found != Some(SCHEMA_VERSION) {
+            meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+        }
         if reasons.is_empty() && !reports.is_empty() {
             fill_reasons(&reports, &reasons)?;
         }
-        let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
-        for key in index.iter().keys() {
-            let key = key?;
-            if let Some(end) = key.iter().skip(1).position(|b| *b == 0) {
-                *counts.entry(key[..end + 2].to_vec()).or_default() += 1;
-            }
-        }
-        let mut live = 0;
-        for value in records.iter().values() {
-            if value?.first() == Some(&KIND_DESCRIPTOR) {
-                live += 1;
-            }
-        }
+        let postings = Postings::load(&index)?;
+        let live = postings.live();
+        let next_ord = match compact.last()? {
+            Some((key, _)) => u64::from(postings::decode_ord("compact", &key)?) + 1,
+            None => 0,
+        };
         let pending = db.open_tree("pending")?;
         let text = text::TextIndex::open(dir, &records, &pending, live)?;
         Ok(Self {
@@ -436,8 +434,12 @@ impl Store {
                     reports,
                     reasons,
                     pending,
+                    ordinals,
+                    compact,
                     text,
-                    counts: Mutex::new(counts),
+                    postings: std::sync::RwLock::new(postings),
+                    next_ord: AtomicU64::new(next_ord),
+                    stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
                     gate: std::sync::RwLock::new(()),
                     writes: AtomicU64::new(0),
@@ -502,6 +504,27 @@ impl Store {
         unblock("get", move || sync.get(&id)).await?
     }
 
+    /// The seq of the record held for `id` (descriptor or tombstone),
+    /// without reading the record itself.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
+    /// [`StoreError::TaskFailed`].
+    pub async fn held_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("held_seq", move || sync.held_seq(&id)).await?
+    }
+
+    /// The compact record of a live agent (see [`BlockingStore::compact`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
+    /// [`StoreError::TaskFailed`].
+    pub async fn compact(&self, id: &str) -> Result<Option<CompactAgent>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("compact", move || sync.compact(&id)).await?
+    }
+
     /// Keeps the latest crawl report of an agent (JSON, shown by
     /// `GET /crawl/{domain}`) and its reason codes (shown in the agent's
     /// `trust.reasons`).
@@ -549,8 +572,9 @@ impl Store {
         unblock("is_local", move || sync.is_local(&id)).await?
     }
 
-    /// Live descriptors matching `filter`, in id order, starting after the
-    /// id `after`, at most `limit`; the walk runs on a blocking thread.
+    /// Live descriptors matching `filter`, in order of first
+    /// arrival, after the agent `after`, at most `limit` (see
+    /// [`BlockingStore::walk`]); on a blocking thread.
     ///
     /// # Errors
     /// [`StoreError::Sled`], [`StoreError::Corrupt`],
@@ -587,13 +611,12 @@ impl Store {
             't' => FIELD_TAG,
             _ => FIELD_LANGUAGE,
         };
-        let counts = self
-            .sync
+        self.sync
             .inner
-            .counts
-            .lock()
-            .expect("counts lock is never poisoned: no panics while held");
-        counts.get(&prefix(field, term)).copied().unwrap_or(0)
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len(&prefix(field, term))
     }
 
     /// Makes every write so far durable, and searchable by text.

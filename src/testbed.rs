@@ -46,7 +46,9 @@ use tracing::{info, info_span, warn, Instrument};
 pub use certs::TestCa;
 pub use population::{Agent, Behaviour, Population, PopulationConfig};
 pub use publish::Ports;
-pub use synthetic::{synthetic_agent, SYNTHETIC_DOMAINS};
+pub use synthetic::{
+    synthetic_agent, SYNTHETIC_CAPABILITIES, SYNTHETIC_DOMAINS, SYNTHETIC_LANGUAGES,
+};
 pub use web::{agent_router, AgentSite, Drip, SiteCounts, Sites};
 
 use crate::adp::AgentDocument;

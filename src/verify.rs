@@ -298,7 +298,7 @@ impl PartialEq<&str> for Reason {
 
 /// The evidence flags as results and reports show them: which proofs an
 /// agent's trust level rests on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvidenceFlags {
     /// DNSSEC-validated TXT record.
     pub dnssec: bool,

@@ -564,7 +564,7 @@ async fn walk_pages(api: &Api, first: &str) -> Vec<Vec<String>> {
 }
 
 #[tokio::test]
-async fn cursor_pagination_walks_every_match_once_in_id_order() {
+async fn cursor_pagination_walks_every_match_once_in_order_of_arrival() {
     let node = TestNode::start();
     let api = node.api();
     let mut matching = Vec::new();
@@ -581,8 +581,7 @@ async fn cursor_pagination_walks_every_match_once_in_id_order() {
         all.push(id);
         api.register(&doc).await;
     }
-    matching.sort();
-    all.sort();
+    // Pages list agents in the order this node first saw them, not by id.
     for (first, limit, expected) in [
         (
             "/agents?capabilities=summarization&tags=paged&limit=7",
@@ -616,6 +615,42 @@ async fn cursor_pagination_walks_every_match_once_in_id_order() {
         )
         .await;
     assert_eq!(second.ids(), matching[20..]);
+
+    // An agent registered while a client pages comes after everyone
+    // already listed; an update keeps its agent's place.
+    let first = api.get("/agents?tags=paged&limit=20").await;
+    assert_eq!(first.ids(), all[..20]);
+    let mut cursor = first
+        .header("x-next-cursor")
+        .expect("a full page has a next cursor")
+        .to_owned();
+    api.register(&agent(
+        "a-newcomer",
+        &["summarization"],
+        &["paged"],
+        &["de"],
+    ))
+    .await;
+    api.post(
+        "/agents",
+        &agent(&all[0], &["translation"], &["paged"], &["en", "fr"]),
+    )
+    .await
+    .expect(200);
+    let mut rest = Vec::new();
+    for _ in 0..10 {
+        let page = api
+            .get(&format!("/agents?tags=paged&limit=20&cursor={cursor}"))
+            .await;
+        rest.extend(page.ids());
+        match page.header("x-next-cursor") {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = all[20..].to_vec();
+    expected.push("a-newcomer".into());
+    assert_eq!(rest, expected);
 }
 
 // -------------------------------------------------------- POST /agents/search
@@ -1156,10 +1191,9 @@ async fn admin_import_answers_a_result_per_line_then_a_summary() {
         json!({"lines": 6, "blank": 1, "created": 3, "updated": 0, "unchanged": 0, "refused": 2, "stopped": null})
     );
     // What was imported is registered here, searchable and writable.
-    assert_eq!(
-        api.get("/agents?tags=imported").await.ids(),
-        sorted(&["i-1", "i-3", &assigned])
-    );
+    let mut listed = api.get("/agents?tags=imported").await.ids();
+    listed.sort();
+    assert_eq!(listed, sorted(&["i-1", "i-3", &assigned]));
     let summary = &api.get("/agents?capabilities=summarization").await;
     assert_eq!(summary.expect(200)[0]["source"], "local");
     assert_eq!(api.get("/agents/i-bad").await.status, 404);
@@ -1484,12 +1518,12 @@ async fn concurrent_acknowledged_writes_survive_a_crash() {
         );
     }
     assert_eq!(api.get("/health").await.expect(200)["records"], 40);
-    assert_eq!(
-        walk_pages(&api, "/agents?capabilities=parallel&limit=100")
-            .await
-            .concat(),
-        acked.keys().cloned().collect::<Vec<_>>()
-    );
+    // Each once (in the order the concurrent writes landed).
+    let mut listed = walk_pages(&api, "/agents?capabilities=parallel&limit=100")
+        .await
+        .concat();
+    listed.sort();
+    assert_eq!(listed, acked.keys().cloned().collect::<Vec<_>>());
 }
 
 /// Runs the futures concurrently on the test's runtime; answers their

@@ -3,13 +3,14 @@
 //! and the group-commit flush, and the encodings of stored values. The
 //! async [`Store`] runs these inside `spawn_blocking`.
 
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 
 use super::*;
+use crate::verify::TrustLevel;
+use postings::index_key;
 
 impl BlockingStore {
     /// As [`Store::put`], on this thread: may wait for a whole flush.
@@ -32,81 +33,111 @@ impl BlockingStore {
             seq,
             kind,
             value,
+            compact,
             new_terms,
             origin,
             expect,
         } = write;
         let inner = &self.inner;
 
+        // Writes of one agent commit and then update the in-memory posting
+        // lists in the same order: two writes of an agent whose updates
+        // crossed would leave the terms of the older one behind.
+        let _agent = inner.stripe(&id);
         let gate = inner
             .gate
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let result = (&inner.records, &inner.index, &inner.local, &inner.pending).transaction(
-            |(r, i, l, p)| {
-                let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
-                let prev = match r.get(id.as_bytes())? {
-                    Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
-                    None => None,
-                };
-                let is_local = l.get(id.as_bytes())?.is_some();
-                let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
-                match expect {
-                    Expect::Any => {}
-                    Expect::LocalOrAbsent if was_live && !is_local => {
-                        return Err(abort(StoreError::NotLocal {
-                            agent_id: id.clone(),
-                        }));
-                    }
-                    Expect::LocalLive if !was_live => {
-                        return Err(abort(StoreError::NotFound {
-                            agent_id: id.clone(),
-                        }));
-                    }
-                    Expect::LocalLive if !is_local => {
-                        return Err(abort(StoreError::NotLocal {
-                            agent_id: id.clone(),
-                        }));
-                    }
-                    _ => {}
-                }
-                if let Some(prev) = &prev {
-                    if seq <= prev.seq() {
-                        return Err(abort(StoreError::Record(RecordError::StaleSeq {
-                            agent_id: id.clone(),
-                            seq,
-                            held: prev.seq(),
-                        })));
-                    }
-                }
-                let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
-                let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
-                let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
-                for p in &removed {
-                    i.remove(index_key(p, &id))?;
-                }
-                for p in &added {
-                    i.insert(index_key(p, &id), &[][..])?;
-                }
-                r.insert(id.as_bytes(), value.as_slice())?;
-                p.insert(id.as_bytes(), &seq.to_be_bytes()[..])?;
-                match (origin, kind) {
-                    (Origin::Local, KIND_DESCRIPTOR) => {
-                        l.insert(id.as_bytes(), &[][..])?;
-                    }
-                    (_, KIND_TOMBSTONE) => {
-                        l.remove(id.as_bytes())?;
-                    }
-                    _ => {}
-                }
-                Ok(Change {
-                    removed,
-                    added,
-                    was_live,
-                    now_live: kind == KIND_DESCRIPTOR,
-                })
-            },
+        let trees = (
+            &inner.records,
+            &inner.index,
+            &inner.local,
+            &inner.pending,
+            &inner.ordinals,
+            &inner.compact,
         );
+        let result = trees.transaction(|(r, i, l, p, o, c)| {
+            let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
+            let prev = match r.get(id.as_bytes())? {
+                Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
+                None => None,
+            };
+            let is_local = l.get(id.as_bytes())?.is_some();
+            let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
+            match expect {
+                Expect::Any => {}
+                Expect::LocalOrAbsent if was_live && !is_local => {
+                    return Err(abort(StoreError::NotLocal {
+                        agent_id: id.clone(),
+                    }));
+                }
+                Expect::LocalLive if !was_live => {
+                    return Err(abort(StoreError::NotFound {
+                        agent_id: id.clone(),
+                    }));
+                }
+                Expect::LocalLive if !is_local => {
+                    return Err(abort(StoreError::NotLocal {
+                        agent_id: id.clone(),
+                    }));
+                }
+                _ => {}
+            }
+            if let Some(prev) = &prev {
+                if seq <= prev.seq() {
+                    return Err(abort(StoreError::Record(RecordError::StaleSeq {
+                        agent_id: id.clone(),
+                        seq,
+                        held: prev.seq(),
+                    })));
+                }
+            }
+            let ord = match o.get(id.as_bytes())? {
+                Some(v) => postings::decode_ord(&id, &v).map_err(abort)?,
+                None => {
+                    let ord = inner.allocate_ord().map_err(abort)?;
+                    o.insert(id.as_bytes(), &ord.to_be_bytes()[..])?;
+                    ord
+                }
+            };
+            let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
+            let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
+            let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
+            for p in &removed {
+                i.remove(index_key(p, ord))?;
+            }
+            for p in &added {
+                i.insert(index_key(p, ord), &[][..])?;
+            }
+            r.insert(id.as_bytes(), value.as_slice())?;
+            p.insert(id.as_bytes(), &seq.to_be_bytes()[..])?;
+            let now_local = match (origin, kind) {
+                (Origin::Local, KIND_DESCRIPTOR) => {
+                    l.insert(id.as_bytes(), &[][..])?;
+                    true
+                }
+                (_, KIND_TOMBSTONE) => {
+                    l.remove(id.as_bytes())?;
+                    false
+                }
+                _ => is_local,
+            };
+            let compact_value = match &compact {
+                Some(agent) => compact::encode_live(&CompactAgent {
+                    local: now_local,
+                    ..agent.clone()
+                }),
+                None => compact::encode_tombstone(&id, seq),
+            };
+            c.insert(&ord.to_be_bytes()[..], compact_value)?;
+            Ok(Change {
+                ord,
+                removed,
+                added,
+                was_live,
+                now_live: kind == KIND_DESCRIPTOR,
+            })
+        });
         drop(gate);
         let change = match result {
             Ok(c) => c,
@@ -118,20 +149,15 @@ impl BlockingStore {
         inner.text.changed(&id);
         inner.writes.fetch_add(1, Ordering::SeqCst);
         {
-            let mut counts = inner
-                .counts
-                .lock()
-                .expect("counts lock is never poisoned: no panics while held");
-            for p in change.removed {
-                if let Some(n) = counts.get_mut(&p) {
-                    *n = n.saturating_sub(1);
-                    if *n == 0 {
-                        counts.remove(&p);
-                    }
-                }
+            let mut postings = inner
+                .postings
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for p in &change.removed {
+                postings.remove(p, change.ord);
             }
             for p in change.added {
-                *counts.entry(p).or_default() += 1;
+                postings.insert(p, change.ord);
             }
         }
         match (change.was_live, change.now_live) {
@@ -217,83 +243,104 @@ impl BlockingStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<StoredAgent>, StoreError> {
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        let prefixes = filter.prefixes();
-        if prefixes.is_empty() {
-            let start = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.as_bytes().to_vec()));
-            for entry in self
-                .inner
-                .records
-                .range::<Vec<u8>, _>((start, Bound::Unbounded))
-            {
-                let (key, value) = entry?;
-                if value.first() != Some(&KIND_DESCRIPTOR) {
-                    continue;
-                }
-                out.push(decode_stored(&String::from_utf8_lossy(&key), &value)?);
-                if out.len() == limit {
-                    break;
-                }
-            }
-            return Ok(out);
-        }
-        // Walk the smallest posting list; probe the others.
-        let (driver, others) = {
-            let counts = self
-                .inner
-                .counts
-                .lock()
-                .expect("counts lock is never poisoned: no panics while held");
-            let mut sized: Vec<(u64, Vec<u8>)> = prefixes
-                .into_iter()
-                .map(|p| (counts.get(&p).copied().unwrap_or(0), p))
-                .collect();
-            sized.sort();
-            if sized[0].0 == 0 {
-                return Ok(out);
-            }
-            let driver = sized.remove(0).1;
-            (
-                driver,
-                sized.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
-            )
-        };
-        let start = match after {
-            Some(a) => Bound::Excluded(index_key(&driver, a)),
-            None => Bound::Included(driver.clone()),
-        };
-        let mut end = driver.clone();
-        *end.last_mut().expect("a prefix ends in its 0x00 separator") = 1;
-        'candidates: for key in self
-            .inner
-            .index
-            .range::<Vec<u8>, _>((start, Bound::Excluded(end)))
-            .keys()
-        {
-            let key = key?;
-            let id = &key[driver.len()..];
-            for p in &others {
-                let mut probe = Vec::with_capacity(p.len() + id.len());
-                probe.extend_from_slice(p);
-                probe.extend_from_slice(id);
-                if !self.inner.index.contains_key(probe)? {
-                    continue 'candidates;
-                }
-            }
-            let id = String::from_utf8_lossy(id).into_owned();
-            if let Some(agent) = self.get(&id)? {
-                if agent.record.kind() == RecordType::Descriptor {
-                    out.push(agent);
-                    if out.len() == limit {
-                        break;
-                    }
+        let (page, _) = self.walk(filter, None, after, limit)?;
+        let mut out = Vec::with_capacity(page.len());
+        for agent in page {
+            // A record replaced since the walk read its compact form is
+            // read as it is now, and left out if it is gone.
+            if let Some(stored) = self.get(&agent.id)? {
+                if stored.record.kind() == RecordType::Descriptor {
+                    out.push(stored);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// One page of the live descriptors matching `filter` (and
+    /// at `min_trust` or above), in order of first arrival, after the
+    /// agent `after` (from its first page when `None`; an id this store
+    /// never held answers an empty page): their compact records, and the
+    /// id to continue after when more may follow. The filter is an AND of
+    /// in-memory bitmaps; each result costs one read of its compact
+    /// record.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn walk(
+        &self,
+        filter: &Filter,
+        min_trust: Option<TrustLevel>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<CompactAgent>, Option<String>), StoreError> {
+        if limit == 0 {
+            return Ok((Vec::new(), None));
+        }
+        let start = match after {
+            None => 0,
+            Some(id) => match self.inner.ordinals.get(id.as_bytes())? {
+                Some(v) => u64::from(postings::decode_ord(id, &v)?) + 1,
+                None => return Ok((Vec::new(), None)),
+            },
+        };
+        let Ok(start) = u32::try_from(start) else {
+            return Ok((Vec::new(), None));
+        };
+        let matching = self
+            .inner
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .select(&filter.prefixes(), min_trust);
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let mut ords = matching.range(start..);
+        for ord in ords.by_ref() {
+            if let Some(agent) = self.compact_at(ord)? {
+                out.push(agent);
+                if out.len() == limit {
+                    break;
+                }
+            }
+        }
+        let more = out.len() == limit && ords.next().is_some();
+        let next = more.then(|| out[out.len() - 1].id.clone());
+        Ok((out, next))
+    }
+
+    /// The compact record of a live agent (what a search result shows);
+    /// `None` for an unknown agent or a tombstone.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn compact(&self, id: &str) -> Result<Option<CompactAgent>, StoreError> {
+        match self.inner.ordinals.get(id.as_bytes())? {
+            Some(v) => self.compact_at(postings::decode_ord(id, &v)?),
+            None => Ok(None),
+        }
+    }
+
+    /// The seq of the record held for `id` (descriptor or tombstone),
+    /// read from its compact record: what the next record must exceed.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn held_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        let Some(v) = self.inner.ordinals.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        let ord = postings::decode_ord(id, &v)?;
+        match self.inner.compact.get(ord.to_be_bytes())? {
+            Some(bytes) => compact::seq_of(id, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn compact_at(&self, ord: u32) -> Result<Option<CompactAgent>, StoreError> {
+        match self.inner.compact.get(ord.to_be_bytes())? {
+            Some(bytes) => compact::decode(&format!("ordinal {ord}"), &bytes),
+            None => Ok(None),
+        }
     }
 
     /// Makes every write so far durable, on this thread (no group commit:
@@ -316,6 +363,25 @@ impl BlockingStore {
 }
 
 impl Inner {
+    /// The write stripe of agent `id`: held from a write's transaction to
+    /// its posting-list update.
+    fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h =
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
+        self.stripes[(h as usize) % self.stripes.len()]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The next ordinal, for an agent seen for the first time.
+    fn allocate_ord(&self) -> Result<u32, StoreError> {
+        let n = self.next_ord.fetch_add(1, Ordering::SeqCst);
+        u32::try_from(n).map_err(|_| StoreError::Full {
+            reason: format!("{n} agents seen: the ordinal space (u32) is spent"),
+        })
+    }
+
     pub(super) fn flush_gated(&self) -> Result<(), StoreError> {
         let _exclusive = self
             .gate

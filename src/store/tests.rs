@@ -863,3 +863,5 @@ fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
     assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
     assert_eq!(store.sync.inner.text.len(), 2);
 }
+
+mod walk;

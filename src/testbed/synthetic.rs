@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-const CAPABILITIES: [&str; 12] = [
+/// The capability ids of the synthetic population.
+pub const SYNTHETIC_CAPABILITIES: [&str; 12] = [
     "translation",
     "summarization",
     "text_generation",
@@ -17,7 +18,8 @@ const CAPABILITIES: [&str; 12] = [
     "question_answering",
     "classification",
 ];
-const LANGUAGES: [&str; 8] = ["en", "zh", "fr", "de", "es", "ja", "pt-BR", "ar"];
+/// The languages of the synthetic population.
+pub const SYNTHETIC_LANGUAGES: [&str; 8] = ["en", "zh", "fr", "de", "es", "ja", "pt-BR", "ar"];
 const PUBLISHERS: [&str; 5] = [
     "Acme AI",
     "Northwind Labs",
@@ -38,13 +40,13 @@ pub const SYNTHETIC_DOMAINS: [&str; 6] = [
 
 /// A deterministic synthetic AIDIP document, number `i` of a population.
 pub fn synthetic_agent(i: usize) -> Value {
-    let cap = |k: usize| CAPABILITIES[(i * 7 + k * 5) % CAPABILITIES.len()];
+    let cap = |k: usize| SYNTHETIC_CAPABILITIES[(i * 7 + k * 5) % SYNTHETIC_CAPABILITIES.len()];
     let (c1, c2) = (cap(0), cap(1));
     let capabilities: Vec<&str> = if c1 == c2 { vec![c1] } else { vec![c1, c2] };
     let domain = SYNTHETIC_DOMAINS[i % SYNTHETIC_DOMAINS.len()];
     let languages = vec![
-        LANGUAGES[i % LANGUAGES.len()],
-        LANGUAGES[(i / 3 + 1) % LANGUAGES.len()],
+        SYNTHETIC_LANGUAGES[i % SYNTHETIC_LANGUAGES.len()],
+        SYNTHETIC_LANGUAGES[(i / 3 + 1) % SYNTHETIC_LANGUAGES.len()],
     ];
     json!({
         "id": format!("demo-{i:05}"),

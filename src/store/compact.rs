@@ -1,0 +1,186 @@
+//! Compact records: what a search result shows of an agent, kept apart
+//! from the signed record that only `GET /agents/{id}`, the mesh and the
+//! resolver need. A search page reads one small value per result (a few
+//! hundred bytes) instead of decoding a whole signed record (kilobytes:
+//! the original document rides in it).
+//!
+//! The `compact` tree maps an agent's ordinal (see `store/postings.rs`) to
+//! one kind byte, the record's seq (8 bytes, big-endian: what the issuer
+//! reads before it signs the next record) and, for a live descriptor, the
+//! CBOR of [`CompactAgent`]; a tombstone keeps only the agent id. The
+//! store writes it in the same transaction as the record, so the two
+//! never disagree.
+
+use serde::{Deserialize, Serialize};
+
+use super::{StoreError, KIND_DESCRIPTOR, KIND_TOMBSTONE};
+use crate::record::{DescriptorRecord, SignedRecord};
+use crate::verify::{EvidenceFlags, TrustLevel};
+
+/// What a search result shows of a live agent, as the store keeps it
+/// beside the signed record (short CBOR keys: it is stored a million
+/// times).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactAgent {
+    /// Agent id.
+    #[serde(rename = "i")]
+    pub id: String,
+    /// The record's seq.
+    #[serde(rename = "q")]
+    pub seq: u64,
+    /// When the record expires (unix seconds).
+    #[serde(rename = "x")]
+    pub expires_at: u64,
+    /// Name.
+    #[serde(rename = "n")]
+    pub name: String,
+    /// Description.
+    #[serde(rename = "d")]
+    pub description: String,
+    /// Invocation endpoint.
+    #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Normalised capability ids.
+    #[serde(rename = "c")]
+    pub capabilities: Vec<String>,
+    /// The trust level the record's evidence proves.
+    #[serde(rename = "l")]
+    pub level: TrustLevel,
+    /// The evidence flags.
+    #[serde(rename = "f")]
+    pub evidence: EvidenceFlags,
+    /// The raw Ed25519 key that signed the record (the attesting node).
+    #[serde(rename = "s", with = "serde_bytes")]
+    pub signer: Vec<u8>,
+    /// Whether the agent was registered through this node's API.
+    #[serde(rename = "o")]
+    pub local: bool,
+}
+
+impl CompactAgent {
+    /// The compact form of a stored descriptor record; `local` as the
+    /// store's `local` tree says.
+    pub fn of(record: &SignedRecord, body: &DescriptorRecord, local: bool) -> Self {
+        let d = &body.descriptor;
+        Self {
+            id: body.agent_id.clone(),
+            seq: body.seq,
+            expires_at: body.expires_at,
+            name: d.name.clone(),
+            description: d.description.clone(),
+            endpoint: d.endpoint.clone(),
+            capabilities: d.capabilities.clone(),
+            level: body.evidence.level(),
+            evidence: EvidenceFlags::from(&body.evidence),
+            signer: record.signer().as_bytes().to_vec(),
+            local,
+        }
+    }
+}
+
+/// The stored value of a live descriptor.
+pub(super) fn encode_live(agent: &CompactAgent) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.push(KIND_DESCRIPTOR);
+    out.extend_from_slice(&agent.seq.to_be_bytes());
+    ciborium::into_writer(agent, &mut out)
+        .expect("a CompactAgent (strings, numbers, bytes) always encodes to a Vec");
+    out
+}
+
+/// The stored value of a tombstone: its seq and the agent id.
+pub(super) fn encode_tombstone(id: &str, seq: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + id.len());
+    out.push(KIND_TOMBSTONE);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out
+}
+
+/// The seq of a stored compact value (a descriptor's or a tombstone's),
+/// without decoding the rest.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] naming `key` when the value is too short.
+pub(super) fn seq_of(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
+    bytes
+        .get(1..9)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| StoreError::Corrupt {
+            key: key.to_owned(),
+            reason: format!("a compact record of {} bytes", bytes.len()),
+        })
+}
+
+/// A stored compact value: `Some` for a live descriptor, `None` for a
+/// tombstone.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] naming `key` when the value does not decode.
+pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Option<CompactAgent>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: key.to_owned(),
+        reason,
+    };
+    match (bytes.first(), bytes.get(9..)) {
+        (Some(&KIND_DESCRIPTOR), Some(rest)) => ciborium::from_reader(rest)
+            .map(Some)
+            .map_err(|e| corrupt(format!("compact record: {e}"))),
+        (Some(&KIND_TOMBSTONE), Some(_)) => Ok(None),
+        (Some(kind), Some(_)) => Err(corrupt(format!("compact record of unknown kind {kind}"))),
+        _ => Err(corrupt(format!(
+            "a compact record of {} bytes",
+            bytes.len()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> CompactAgent {
+        CompactAgent {
+            id: "agent:a.test".into(),
+            seq: 7,
+            expires_at: 1_900_000_000,
+            name: "A".into(),
+            description: "Translates legal text".into(),
+            endpoint: Some("https://a.test/chat".into()),
+            capabilities: vec!["translation".into()],
+            level: TrustLevel::KeyVerified,
+            evidence: EvidenceFlags {
+                fingerprint: true,
+                challenge: true,
+                ..EvidenceFlags::default()
+            },
+            signer: vec![9; 32],
+            local: true,
+        }
+    }
+
+    #[test]
+    fn a_compact_record_round_trips_and_a_tombstone_keeps_only_its_seq() {
+        let a = sample();
+        let bytes = encode_live(&a);
+        assert_eq!(seq_of("k", &bytes).unwrap(), 7);
+        assert_eq!(decode("k", &bytes).unwrap(), Some(a));
+        let tomb = encode_tombstone("agent:a.test", 8);
+        assert_eq!(decode("k", &tomb).unwrap(), None);
+        assert_eq!(seq_of("k", &tomb).unwrap(), 8);
+    }
+
+    #[test]
+    fn a_damaged_compact_record_is_reported_as_corrupt_with_its_key() {
+        let mut bytes = encode_live(&sample());
+        bytes.truncate(bytes.len() / 2);
+        assert!(seq_of("agent:a.test", &bytes[..5]).is_err());
+        for bad in [&bytes[..], &[][..], &[b'?', 1, 2][..], &[b'?'; 12][..]] {
+            match decode("agent:a.test", bad) {
+                Err(StoreError::Corrupt { key, .. }) => assert_eq!(key, "agent:a.test"),
+                other => panic!("expected Corrupt, got {other:?}"),
+            }
+        }
+    }
+}
