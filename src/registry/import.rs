@@ -227,6 +227,7 @@ impl Importer {
         let mut summary = ImportSummary::default();
         let mut batch: Vec<Entry> = Vec::new();
         let mut batch_bytes = 0usize;
+        let mut in_validation = None;
         loop {
             let next = reader.next_line().await;
             let line = summary.lines + 1;
@@ -267,11 +268,21 @@ impl Importer {
             };
             let full = batch.len() >= BATCH_LINES || batch_bytes >= BATCH_BYTES;
             if full || stop.is_some() {
+                // This batch is validated while the one before it is
+                // issued: the two stages overlap on the two sides of the
+                // blocking pool and the runtime.
                 let entries = std::mem::take(&mut batch);
                 batch_bytes = 0;
-                if let Err(stopped) = self.import_batch(entries, &results, &mut summary).await {
-                    summary.stopped = Some(stopped);
-                    break;
+                let validating = self.validate(entries);
+                if let Some(previous) = in_validation.replace(validating) {
+                    if let Err(stopped) = self
+                        .issue_batch(previous.await, &results, &mut summary)
+                        .await
+                    {
+                        summary.stopped = Some(stopped);
+                        in_validation = None;
+                        break;
+                    }
                 }
             }
             if let Some(stopped) = stop {
@@ -279,30 +290,58 @@ impl Importer {
                 break;
             }
         }
+        if let Some(last) = in_validation {
+            if let Err(stopped) = self.issue_batch(last.await, &results, &mut summary).await {
+                summary.stopped.get_or_insert(stopped);
+            }
+        }
         summary
     }
 
-    /// Validates, issues and flushes one batch, then reports its results.
-    async fn import_batch(
+    /// Starts validating a batch on the blocking pool, split over the
+    /// cores; what the future answers is the batch in line order.
+    fn validate(
         &self,
         entries: Vec<Entry>,
+    ) -> impl std::future::Future<Output = Result<Vec<Checked>, Stopped>> {
+        let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_part = entries.len().div_ceil(parts).max(1);
+        let mut entries = entries.into_iter();
+        let mut tasks = Vec::with_capacity(parts);
+        loop {
+            let part: Vec<Entry> = entries.by_ref().take(per_part).collect();
+            if part.is_empty() {
+                break;
+            }
+            let registry = self.registry.clone();
+            tasks.push(tokio::task::spawn_blocking(move || {
+                part.into_iter()
+                    .map(|e| check(&registry, e))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        async move {
+            let mut out = Vec::new();
+            for task in tasks {
+                out.extend(task.await.map_err(|e| Stopped::Store {
+                    message: format!("the validation task failed: {e}"),
+                })?);
+            }
+            Ok(out)
+        }
+    }
+
+    /// Issues and flushes one validated batch, then reports its results.
+    async fn issue_batch(
+        &self,
+        checked: Result<Vec<Checked>, Stopped>,
         results: &mpsc::Sender<LineResult>,
         summary: &mut ImportSummary,
     ) -> Result<(), Stopped> {
-        if entries.is_empty() {
+        let checked = checked?;
+        if checked.is_empty() {
             return Ok(());
         }
-        let registry = self.registry.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            entries
-                .into_iter()
-                .map(|e| check(&registry, e))
-                .collect::<Vec<_>>()
-        })
-        .await
-        .map_err(|e| Stopped::Store {
-            message: format!("the validation task failed: {e}"),
-        })?;
 
         // Issued concurrently in runs of distinct ids, so that two lines
         // for one agent land in line order.
@@ -374,25 +413,36 @@ impl Importer {
             Checked::Ready { line, id, prepared } => (line, id, prepared),
         };
         let issuer: &Issuer = &self.registry.issuer;
+        // Only a local, fresh agent can be left unchanged: its compact
+        // record says so without the whole record, which is read (for its
+        // document) only then.
+        let half_life = issuer.ttl().as_secs() / 2;
         let held_id = id.clone();
-        let (held, local) = self
+        let held_document = self
             .registry
             .store
             .run_blocking(move |s| -> Result<_, StoreError> {
-                Ok((s.get(&held_id)?, s.is_local(&held_id)?))
+                match s.compact(&held_id)? {
+                    Some(c)
+                        if c.local
+                            && c.expires_at > record::unix_now().saturating_add(half_life) =>
+                    {
+                        Ok(s.get(&held_id)?.and_then(|a| match a.body {
+                            RecordBody::Descriptor(held) => Some(held.document),
+                            RecordBody::Tombstone(_) => None,
+                        }))
+                    }
+                    _ => Ok(None),
+                }
             })
             .await??;
-        if let Some(RecordBody::Descriptor(held)) = held.map(|a| a.body) {
-            let half_life = issuer.ttl().as_secs() / 2;
-            let fresh = held.expires_at > record::unix_now().saturating_add(half_life);
-            if local && fresh && same_document(&held.document, &prepared) {
-                return Ok(LineResult {
-                    line,
-                    id: Some(id),
-                    outcome: Outcome::Unchanged,
-                    problems: Vec::new(),
-                });
-            }
+        if held_document.is_some_and(|held| same_document(&held, &prepared)) {
+            return Ok(LineResult {
+                line,
+                id: Some(id),
+                outcome: Outcome::Unchanged,
+                problems: Vec::new(),
+            });
         }
         let issued = issuer
             .descriptor(
