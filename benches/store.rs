@@ -12,7 +12,10 @@
 //!
 //! Sections: (a) registration (`store/registration.rs`), (b) filter search
 //! (`store/search.rs`), (c) reopening, here, (e) free-text search
-//! (`store/text.rs`; `cargo bench --bench store -- text` runs it alone). Each concurrent-registration
+//! (`store/text.rs`; `cargo bench --bench store -- text` runs it alone),
+//! (f) search at scale after a restart and during an import
+//! (`store/scale.rs`; `cargo bench --bench store -- scale` runs it alone,
+//! and only when asked). Each concurrent-registration
 //! run happens in a child process (this binary, `register TASKS N SECS
 //! DIR`) that the parent kills when it hangs: sled 0.34 can deadlock under
 //! concurrent writes and flushes (see `Store`'s write gate), and a hung run
@@ -43,6 +46,8 @@ use serde_json::Value;
 
 #[path = "store/registration.rs"]
 mod registration;
+#[path = "store/scale.rs"]
+mod scale;
 #[path = "store/search.rs"]
 mod search;
 #[path = "store/text.rs"]
@@ -70,6 +75,9 @@ fn main() -> anyhow::Result<()> {
     // (e) alone; anything else runs every section.
     if args.iter().any(|a| a == "text") {
         return run_text();
+    }
+    if args.iter().any(|a| a == "scale") {
+        return run_scale();
     }
     run_all()
 }
@@ -136,11 +144,21 @@ fn prepare(
 
 /// Prepares agents `0..n` on every core, in order.
 fn prepare_all(n: usize, key: &SigningKey, ttl: Duration) -> anyhow::Result<Vec<Prepared>> {
+    prepare_range(0..n, key, ttl)
+}
+
+/// Prepares agents `range` on every core, in order.
+fn prepare_range(
+    range: std::ops::Range<usize>,
+    key: &SigningKey,
+    ttl: Duration,
+) -> anyhow::Result<Vec<Prepared>> {
     let validator = MetadataValidator::new();
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = n.div_ceil(threads).max(1);
+    let (first, n) = (range.start, range.end);
+    let chunk = range.len().div_ceil(threads).max(1);
     let parts: Vec<anyhow::Result<Vec<Prepared>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
+        let handles: Vec<_> = (first..n)
             .step_by(chunk)
             .map(|start| {
                 let validator = &validator;
@@ -156,7 +174,7 @@ fn prepare_all(n: usize, key: &SigningKey, ttl: Duration) -> anyhow::Result<Vec<
             .map(|h| h.join().expect("a preparing thread does not panic"))
             .collect()
     });
-    let mut out = Vec::with_capacity(n);
+    let mut out = Vec::with_capacity(n - first);
     for part in parts {
         out.extend(part?);
     }
@@ -350,6 +368,24 @@ fn run_text() -> anyhow::Result<()> {
         load_average()
     );
     text::run(
+        &bench_base(),
+        n,
+        &StoreConfig::default(),
+        &SigningKey::from_bytes(&[7; 32]),
+    )?;
+    println!("\nload average at the end: {}", load_average());
+    Ok(())
+}
+
+/// Section (f) alone.
+fn run_scale() -> anyhow::Result<()> {
+    let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
+    ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
+    println!(
+        "agentmesh store bench, section (f): {n} agents, load average {}",
+        load_average()
+    );
+    scale::run(
         &bench_base(),
         n,
         &StoreConfig::default(),

@@ -48,7 +48,7 @@ const CAPABILITY_WORDS: [&str; 12] = [
 const QUERIES: usize = 200;
 
 /// `QUERIES` queries of one to five words, in a few phrasings.
-fn queries() -> Vec<String> {
+pub(super) fn queries() -> Vec<String> {
     let mut out = Vec::with_capacity(QUERIES);
     for i in 0..QUERIES {
         let cap = CAPABILITY_WORDS[i % CAPABILITY_WORDS.len()];

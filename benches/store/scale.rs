@@ -1,0 +1,382 @@
+//! Section (f) of the store bench: search at scale, after a restart and
+//! during an import. `cargo bench --bench store -- scale` runs it alone,
+//! over `AGENTMESH_BENCH_AGENTS` agents (default 100000); with
+//! `AGENTMESH_BENCH_STORE=DIR` the filled store is kept in `DIR` and
+//! reused by the next run when it holds the same number of agents (a
+//! fill of a million takes minutes).
+//!
+//! What it measures, each through the service the API calls (summaries
+//! included):
+//! - 200 filter searches (`Registry::search`, limit 10; capability, tag
+//!   and language terms in a mix, the empty intersection of two common
+//!   terms and an unknown capability among them), 200 free-text top-10
+//!   searches, 200 free-text searches with a capability filter, and 100
+//!   `POST /resolve` plans (`Resolver::resolve`);
+//! - right after `Store::open` (a restart: the first round, then a
+//!   second), then warm, then while an import of new agents runs in the
+//!   same process (`Importer`, as `agentmesh import` and
+//!   `POST /admin/import` run it: validation, signing, store, index);
+//! - bytes on disk per agent, the store's and the text index's.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentmesh::config::StoreConfig;
+use agentmesh::issuer::Issuer;
+use agentmesh::registry::import::{ImportLimits, Importer};
+use agentmesh::registry::{Registry, SearchQuery};
+use agentmesh::resolve::{Plan, ResolveRequest, Resolver};
+use agentmesh::store::{Filter, Store};
+use agentmesh::testbed::{
+    synthetic_agent, SYNTHETIC_CAPABILITIES, SYNTHETIC_DOMAINS, SYNTHETIC_LANGUAGES,
+};
+use anyhow::{ensure, Context as _};
+use ed25519_dalek::SigningKey;
+
+use super::{dir_bytes, load_average, prepare_range, put_all, scratch, text::queries, us, Dist};
+
+/// Agents prepared and stored per step of the fill (bounds its memory).
+const FILL_CHUNK: usize = 100_000;
+/// Agents the import during the measurements brings in.
+const IMPORT_AGENTS: usize = 100_000;
+
+/// 200 filters over the population's own vocabulary.
+fn filters() -> anyhow::Result<Vec<(String, Filter)>> {
+    let mut out = Vec::new();
+    let f = |caps: &[&str], tags: &[&str], langs: &[&str]| {
+        Filter::new(
+            caps.iter().copied(),
+            tags.iter().copied(),
+            langs.iter().copied(),
+        )
+        .map_err(anyhow::Error::msg)
+    };
+    for i in 0..200 {
+        let cap = SYNTHETIC_CAPABILITIES[i % SYNTHETIC_CAPABILITIES.len()];
+        let tag = SYNTHETIC_DOMAINS[(i / 12) % SYNTHETIC_DOMAINS.len()];
+        let lang = SYNTHETIC_LANGUAGES[(i / 3) % SYNTHETIC_LANGUAGES.len()];
+        let (name, filter) = match i % 10 {
+            0 | 1 => (format!("cap {cap}"), f(&[cap], &[], &[])?),
+            2 | 3 => (format!("cap {cap} + tag {tag}"), f(&[cap], &[tag], &[])?),
+            4 | 5 => (
+                format!("cap {cap} + tag {tag} + lang {lang}"),
+                f(&[cap], &[tag], &[lang])?,
+            ),
+            6 => (format!("tag {tag} + lang {lang}"), f(&[], &[tag], &[lang])?),
+            // Two common terms that no agent has together: tags are the
+            // agent's domain (index i % 6) and cloud/on-premises (i % 2),
+            // so "legal" (0) and "on_premises" (odd) never meet.
+            7 => (
+                "empty: tag legal + tag on_premises".into(),
+                f(&[], &["legal", "on_premises"], &[])?,
+            ),
+            8 => (
+                "empty: cap teleportation (unknown)".into(),
+                f(&["teleportation"], &[], &[])?,
+            ),
+            _ => ("no filter".into(), Filter::default()),
+        };
+        out.push((name, filter));
+    }
+    Ok(out)
+}
+
+/// 100 resolution intents, with a policy.
+fn plans() -> anyhow::Result<Vec<Plan>> {
+    let mut out = Vec::new();
+    for i in 0..100 {
+        let domain = SYNTHETIC_DOMAINS[i % SYNTHETIC_DOMAINS.len()];
+        let what = ["translate", "summarize", "review code", "transcribe speech"][i % 4];
+        let body = serde_json::json!({
+            "intent": format!("I need an agent to {what} for {domain} work"),
+            "policy": {"languages": [SYNTHETIC_LANGUAGES[i % 3]], "status": ["active"]},
+            "top": 5,
+            "scope": "local",
+        });
+        let request = ResolveRequest::parse(&body)
+            .map_err(|p| anyhow::anyhow!("resolve request {i}: {p:?}"))?;
+        out.push(Plan::new(request));
+    }
+    Ok(out)
+}
+
+/// The workloads, one round each.
+struct Workloads {
+    filters: Vec<(String, Filter)>,
+    texts: Vec<String>,
+    plans: Vec<Plan>,
+}
+
+impl Workloads {
+    fn filter_round(&self, rt: &tokio::runtime::Runtime, reg: &Registry) -> anyhow::Result<Dist> {
+        let mut samples = Vec::with_capacity(self.filters.len());
+        let mut found = 0;
+        for (name, filter) in &self.filters {
+            let q = SearchQuery {
+                filter: filter.clone(),
+                query: None,
+                after: None,
+                limit: 10,
+            };
+            let t = Instant::now();
+            let page = rt.block_on(reg.search(&q))?;
+            samples.push(t.elapsed());
+            ensure!(
+                !name.starts_with("empty") || page.items.is_empty(),
+                "{name}: {} results",
+                page.items.len()
+            );
+            found += usize::from(!page.items.is_empty());
+        }
+        // Many combinations of the population's terms never meet.
+        ensure!(
+            found > self.filters.len() / 4,
+            "only {found} filters found anything"
+        );
+        Ok(Dist::new(samples))
+    }
+
+    fn text_round(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        reg: &Registry,
+        filter: &Filter,
+    ) -> anyhow::Result<Dist> {
+        let mut samples = Vec::with_capacity(self.texts.len());
+        for text in &self.texts {
+            let q = SearchQuery {
+                filter: filter.clone(),
+                query: Some(text.clone()),
+                after: None,
+                limit: 10,
+            };
+            let t = Instant::now();
+            rt.block_on(reg.search(&q))?;
+            samples.push(t.elapsed());
+        }
+        Ok(Dist::new(samples))
+    }
+
+    fn resolve_round(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        resolver: &Resolver,
+    ) -> anyhow::Result<Dist> {
+        let mut samples = Vec::with_capacity(self.plans.len());
+        let mut empty = 0;
+        for plan in &self.plans {
+            let t = Instant::now();
+            let r = rt.block_on(resolver.resolve(plan))?;
+            samples.push(t.elapsed());
+            empty += usize::from(r.candidates.is_empty());
+        }
+        ensure!(
+            empty < self.plans.len() / 4,
+            "{empty} resolutions found nothing"
+        );
+        Ok(Dist::new(samples))
+    }
+
+    /// Every workload once: filter, text, text + filter, resolve.
+    fn round(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        reg: &Registry,
+        resolver: &Resolver,
+        translation: &Filter,
+    ) -> anyhow::Result<[Dist; 4]> {
+        Ok([
+            self.filter_round(rt, reg)?,
+            self.text_round(rt, reg, &Filter::default())?,
+            self.text_round(rt, reg, translation)?,
+            self.resolve_round(rt, resolver)?,
+        ])
+    }
+}
+
+const WORKLOADS: [&str; 4] = [
+    "filter, limit 10",
+    "text top-10",
+    "text top-10 + filter `translation`",
+    "resolve, top 5",
+];
+
+fn rows(when: &str, dists: &[Dist; 4]) {
+    for (what, d) in WORKLOADS.iter().zip(dists) {
+        row(when, what, d);
+    }
+}
+
+fn row(when: &str, what: &str, d: &Dist) {
+    println!(
+        "| {when} | {what} | {:.0} µs | {:.0} µs | {:.0} µs | {} |",
+        d.p50_us(),
+        d.p99_us(),
+        us(d.pct(1.0)),
+        d.0.len()
+    );
+}
+
+/// Fills `path` with agents `0..n` (in chunks), unless it already holds
+/// exactly `n`.
+fn fill(path: &Path, n: usize, cfg: &StoreConfig, key: &SigningKey) -> anyhow::Result<()> {
+    if path.exists() {
+        let held = Store::open(path, cfg.cache_bytes)?.len();
+        if held == n as u64 {
+            println!("reusing the store in {} ({held} agents)", path.display());
+            return Ok(());
+        }
+        std::fs::remove_dir_all(path).with_context(|| format!("clearing {}", path.display()))?;
+    }
+    let t = Instant::now();
+    let store = Store::open(path, cfg.cache_bytes)?;
+    for start in (0..n).step_by(FILL_CHUNK) {
+        let records = prepare_range(start..n.min(start + FILL_CHUNK), key, cfg.record_ttl)?;
+        put_all(&store, &records)?;
+    }
+    store.blocking().flush()?;
+    ensure!(store.len() == n as u64, "the fill stored {}", store.len());
+    println!("filled {n} agents in {:.0} s", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+pub(super) fn run(
+    base: &Path,
+    n: usize,
+    cfg: &StoreConfig,
+    key: &SigningKey,
+) -> anyhow::Result<()> {
+    println!("\n(f) search over {n} agents, after a restart and during an import");
+    let scratch_dir = scratch(base, "scale")?;
+    let path = scratch_dir.path().join("store");
+    match std::env::var_os("AGENTMESH_BENCH_STORE") {
+        // The kept store is filled once and copied: the import below
+        // changes the copy only.
+        Some(kept) => {
+            fill(Path::new(&kept), n, cfg, key)?;
+            let t = Instant::now();
+            copy_dir(Path::new(&kept), &path)?;
+            println!(
+                "copied the kept store in {:.0} s",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        None => fill(&path, n, cfg, key)?,
+    }
+
+    let w = Workloads {
+        filters: filters()?,
+        texts: queries(),
+        plans: plans()?,
+    };
+    let translation = Filter::new(["translation"], [], []).map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let t = Instant::now();
+    let store = Store::open(&path, cfg.cache_bytes)?;
+    let opened = t.elapsed();
+    ensure!(
+        store.len() == n as u64,
+        "reopened store holds {}",
+        store.len()
+    );
+    let reg = Registry::new(Issuer::new(
+        store.clone(),
+        Arc::new(key.clone()),
+        cfg.record_ttl,
+    ));
+    let resolver = Resolver::new(reg.clone());
+    println!(
+        "Store::open: {:.2} s; load average {}",
+        opened.as_secs_f64(),
+        load_average()
+    );
+    println!("\n| when | query | p50 | p99 | max | queries |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    rows(
+        "after a restart, first round",
+        &w.round(&rt, &reg, &resolver, &translation)?,
+    );
+    rows(
+        "after a restart, second round",
+        &w.round(&rt, &reg, &resolver, &translation)?,
+    );
+    rows("warm", &w.round(&rt, &reg, &resolver, &translation)?);
+
+    // During an import: new agents (ids past the population's) through the
+    // importer on a runtime of its own, while the rounds run here.
+    let mut ndjson = Vec::new();
+    for i in n..n + IMPORT_AGENTS {
+        serde_json::to_writer(&mut ndjson, &synthetic_agent(i))?;
+        ndjson.push(b'\n');
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let importer = {
+        let (reg, done) = (reg.clone(), done.clone());
+        std::thread::spawn(move || -> anyhow::Result<(u64, Duration)> {
+            let rt = tokio::runtime::Runtime::new()?;
+            let t = Instant::now();
+            let summary = rt.block_on(async {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                let importer = Importer::new(reg, ImportLimits::default());
+                let summary = importer.run(ndjson.as_slice(), tx).await;
+                let _ = drain.await;
+                summary
+            });
+            done.store(true, Ordering::SeqCst);
+            Ok((summary.created, t.elapsed()))
+        })
+    };
+    let mut rounds = 0;
+    let mut during: [Vec<Duration>; 4] = Default::default();
+    while !done.load(Ordering::SeqCst) && rounds < 200 {
+        let round = w.round(&rt, &reg, &resolver, &translation)?;
+        for (all, d) in during.iter_mut().zip(round) {
+            all.extend(d.0);
+        }
+        rounds += 1;
+    }
+    rows(
+        &format!("during an import ({rounds} rounds)"),
+        &during.map(Dist::new),
+    );
+    let (imported, took) = importer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the import thread panicked"))??;
+    println!(
+        "\nthe import: {imported} agents in {:.1} s ({:.0}/s), {rounds} rounds of queries beside it",
+        took.as_secs_f64(),
+        imported as f64 / took.as_secs_f64()
+    );
+    store.blocking().flush()?;
+    let total = store.len();
+    let index = path.join("text-index");
+    println!(
+        "on disk: {:.0} MiB for {total} agents ({:.0} bytes per agent), of which the text index {:.0} MiB ({:.0} bytes per agent); load average {}",
+        dir_bytes(&path) as f64 / f64::from(1 << 20),
+        dir_bytes(&path) as f64 / total as f64,
+        dir_bytes(&index) as f64 / f64::from(1 << 20),
+        dir_bytes(&index) as f64 / total as f64,
+        load_average()
+    );
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
