@@ -3,6 +3,8 @@
 //! Module map (see `ARCHITECTURE.md` for how a record flows):
 //! - [`config`]: the TOML + environment + flags configuration;
 //! - [`net`]: the address policy (which addresses may be connected to);
+//! - [`priority`]: background threads yield the CPU to the ones answering
+//!   queries;
 //! - [`identity`]: Ed25519 keys, fingerprints, key files, agent ids and
 //!   domains, peer ids;
 //! - [`descriptor`]: the normalised agent view both formats map into;
@@ -41,6 +43,7 @@ pub mod issuer;
 pub mod mesh;
 pub mod net;
 pub mod node;
+pub mod priority;
 pub mod record;
 pub mod registry;
 pub mod resolve;

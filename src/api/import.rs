@@ -60,7 +60,10 @@ pub(super) async fn import(
     let input = StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
     let importer = Importer::new(state.registry().clone(), limits);
     let (tx, rx) = mpsc::channel::<LineResult>(RESULTS_BUFFER);
-    let job = tokio::spawn(
+    // Bulk work: on a thread and runtime of its own at background
+    // priority, so that the node's searches keep the CPU first.
+    let job = crate::priority::spawn_background(
+        "import",
         async move {
             let summary = importer.run(input, tx).await;
             drop(permit);
@@ -84,7 +87,7 @@ pub(super) async fn import(
         match job.await {
             Ok(summary) => ndjson_line(&json!({ "summary": summary })),
             Err(e) => {
-                tracing::error!(error = %e, "the import task failed");
+                tracing::error!(error = %e, "the import thread failed");
                 ndjson_line(&json!({
                     "summary": null,
                     "error": {"code": "Unavailable", "message": "the import failed; see the node's log"},

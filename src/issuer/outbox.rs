@@ -4,6 +4,10 @@
 //! DHT's republication carries the record later); the publisher task hands
 //! them to the [`MeshClient`] one by one, outside every request path.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -38,20 +42,63 @@ impl Published {
 
 /// The sending side. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Outbox(mpsc::Sender<Published>);
+pub struct Outbox {
+    tx: mpsc::Sender<Published>,
+    dropped: Arc<Dropped>,
+}
+
+/// Records dropped since the last warning, and when that was: a burst
+/// (a bulk import into a running node) logs one line per interval, not
+/// one per record.
+#[derive(Debug)]
+struct Dropped {
+    since_warning: AtomicU64,
+    total: AtomicU64,
+    last_warning: Mutex<Option<Instant>>,
+}
+
+/// Least time between two "outbox full" warnings.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 impl Outbox {
     /// A new outbox holding at most `capacity` records in flight.
     pub fn new(capacity: usize) -> (Self, mpsc::Receiver<Published>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (Self(tx), rx)
+        let dropped = Arc::new(Dropped {
+            since_warning: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            last_warning: Mutex::new(None),
+        });
+        (Self { tx, dropped }, rx)
     }
 
-    /// Queues `p`; drops it (with a warning) when the outbox is full.
+    /// Queues `p`; drops it when the outbox is full (or closed), with a
+    /// warning at most every [`WARN_EVERY`] that counts what was dropped.
     pub fn send(&self, p: Published) {
-        if let Err(e) = self.0.try_send(p) {
-            tracing::warn!(error = %e, "outbox full or closed; the record waits for republication");
+        if let Err(e) = self.tx.try_send(p) {
+            let d = &self.dropped;
+            d.since_warning.fetch_add(1, Ordering::Relaxed);
+            let total = d.total.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut last = d
+                .last_warning
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                *last = Some(Instant::now());
+                let dropped = d.since_warning.swap(0, Ordering::Relaxed);
+                tracing::warn!(
+                    error = %e,
+                    dropped,
+                    total,
+                    "outbox full or closed: records dropped since the last warning wait for republication"
+                );
+            }
         }
+    }
+
+    /// Records dropped because the outbox was full, since it was made.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.total.load(Ordering::Relaxed)
     }
 }
 
@@ -85,4 +132,33 @@ pub fn spawn_publisher(
         }
         .instrument(tracing::info_span!("publisher")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(i: usize) -> Published {
+        Published {
+            record: Vec::new(),
+            agent_id: format!("a{i}"),
+            capabilities: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_full_outbox_keeps_the_first_records_and_counts_what_it_drops() {
+        let (outbox, mut rx) = Outbox::new(2);
+        for i in 0..5 {
+            outbox.send(published(i));
+        }
+        assert_eq!(outbox.dropped(), 3);
+        assert_eq!(rx.try_recv().unwrap().agent_id, "a0");
+        assert_eq!(rx.try_recv().unwrap().agent_id, "a1");
+        assert!(rx.try_recv().is_err());
+        // Room again: nothing more is dropped.
+        outbox.send(published(5));
+        assert_eq!(outbox.dropped(), 3);
+        assert_eq!(rx.try_recv().unwrap().agent_id, "a5");
+    }
 }

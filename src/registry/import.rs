@@ -298,8 +298,10 @@ impl Importer {
         summary
     }
 
-    /// Starts validating a batch on the blocking pool, split over the
-    /// cores; what the future answers is the batch in line order.
+    /// Starts validating a batch, split over the cores, on threads of its
+    /// own at background priority (`crate::priority`: on a busy machine
+    /// the node's searches run first); what the future answers is the
+    /// batch in line order.
     fn validate(
         &self,
         entries: Vec<Entry>,
@@ -308,23 +310,40 @@ impl Importer {
         let per_part = entries.len().div_ceil(parts).max(1);
         let mut entries = entries.into_iter();
         let mut tasks = Vec::with_capacity(parts);
+        let mut spawn_error = None;
         loop {
             let part: Vec<Entry> = entries.by_ref().take(per_part).collect();
             if part.is_empty() {
                 break;
             }
             let registry = self.registry.clone();
-            tasks.push(tokio::task::spawn_blocking(move || {
-                part.into_iter()
-                    .map(|e| check(&registry, e))
-                    .collect::<Vec<_>>()
-            }));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let spawned = std::thread::Builder::new()
+                .name("import-validate".into())
+                .spawn(move || {
+                    crate::priority::lower_current_thread();
+                    let checked: Vec<Checked> =
+                        part.into_iter().map(|e| check(&registry, e)).collect();
+                    let _ = tx.send(checked);
+                });
+            match spawned {
+                Ok(_) => tasks.push(rx),
+                Err(e) => {
+                    spawn_error = Some(e.to_string());
+                    break;
+                }
+            }
         }
         async move {
+            if let Some(e) = spawn_error {
+                return Err(Stopped::Store {
+                    message: format!("could not start a validation thread: {e}"),
+                });
+            }
             let mut out = Vec::new();
             for task in tasks {
-                out.extend(task.await.map_err(|e| Stopped::Store {
-                    message: format!("the validation task failed: {e}"),
+                out.extend(task.await.map_err(|_| Stopped::Store {
+                    message: "a validation thread ended without its results".into(),
                 })?);
             }
             Ok(out)

@@ -375,6 +375,8 @@ impl TextIndex {
             std::thread::Builder::new()
                 .name("text-index".into())
                 .spawn(move || {
+                    // Indexing is bulk work: searches go first.
+                    crate::priority::lower_current_thread();
                     WriterLoop {
                         writer,
                         reader,
