@@ -22,6 +22,9 @@
 //! must neither hang the bench nor leave stuck threads in sled's global
 //! thread pool for the runs after it.
 //!
+//! `<bench binary> ndjson FILE N` writes the population as NDJSON, for
+//! `agentmesh import`.
+//!
 //! `<bench binary> fill DIR [N]` instead fills a node data directory with N
 //! agents registered as local and signed with `DIR/node.key`, exactly as
 //! `Registry::register` stores them but without a flush per record;
@@ -67,6 +70,12 @@ fn main() -> anyhow::Result<()> {
             None => env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?,
         };
         return fill(Path::new(dir), n);
+    }
+    if args.first().map(String::as_str) == Some("ndjson") {
+        let (Some(file), Some(n)) = (args.get(1), args.get(2)) else {
+            anyhow::bail!("usage: store ndjson FILE N");
+        };
+        return ndjson(Path::new(file), n.parse().context("N must be a number")?);
     }
     if args.first().map(String::as_str) == Some("register") {
         return registration::child(&args[1..]);
@@ -218,6 +227,22 @@ fn fill(dir: &Path, n: usize) -> anyhow::Result<()> {
         dir.display(),
         t.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// `store ndjson FILE N`: the population `0..N` as AIDIP documents, one
+/// per line (what `agentmesh import` reads).
+fn ndjson(file: &Path, n: usize) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?,
+    );
+    for i in 0..n {
+        serde_json::to_writer(&mut out, &bench_doc(i))?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    println!("wrote {n} documents to {}", file.display());
     Ok(())
 }
 

@@ -14,8 +14,8 @@
 //!   `POST /resolve` plans (`Resolver::resolve`);
 //! - right after `Store::open` (a restart: the first round, then a
 //!   second), then warm, then while an import of new agents runs in the
-//!   same process (`Importer`, as `agentmesh import` and
-//!   `POST /admin/import` run it: validation, signing, store, index);
+//!   same process (`Importer` on a background-priority thread, as
+//!   `POST /admin/import` runs it: validation, signing, store, index);
 //! - bytes on disk per agent, the store's and the text index's.
 
 use std::path::Path;
@@ -314,21 +314,20 @@ pub(super) fn run(
         ndjson.push(b'\n');
     }
     let done = Arc::new(AtomicBool::new(false));
+    // As `POST /admin/import` runs it on a node: on a thread and runtime of
+    // its own at background priority.
     let importer = {
         let (reg, done) = (reg.clone(), done.clone());
-        std::thread::spawn(move || -> anyhow::Result<(u64, Duration)> {
-            let rt = tokio::runtime::Runtime::new()?;
+        agentmesh::priority::spawn_background("bench-import", async move {
             let t = Instant::now();
-            let summary = rt.block_on(async {
-                let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
-                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-                let importer = Importer::new(reg, ImportLimits::default());
-                let summary = importer.run(ndjson.as_slice(), tx).await;
-                let _ = drain.await;
-                summary
-            });
+            let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+            let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+            let summary = Importer::new(reg, ImportLimits::default())
+                .run(ndjson.as_slice(), tx)
+                .await;
+            let _ = drain.await;
             done.store(true, Ordering::SeqCst);
-            Ok((summary.created, t.elapsed()))
+            (summary.created, t.elapsed())
         })
     };
     let mut rounds = 0;
@@ -345,8 +344,8 @@ pub(super) fn run(
         &during.map(Dist::new),
     );
     let (imported, took) = importer
-        .join()
-        .map_err(|_| anyhow::anyhow!("the import thread panicked"))??;
+        .blocking_recv()
+        .map_err(|_| anyhow::anyhow!("the import thread failed"))?;
     println!(
         "\nthe import: {imported} agents in {:.1} s ({:.0}/s), {rounds} rounds of queries beside it",
         took.as_secs_f64(),
