@@ -13,6 +13,7 @@
 pub mod outbox;
 pub mod republish;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use crate::descriptor::Descriptor;
 use crate::record::{
     self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason, TombstoneRecord,
 };
-use crate::store::{Expect, Origin, PutOutcome, Store, StoreError};
+use crate::store::{BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
 use crate::verify::Evidence;
 
 /// Why a record could not be issued.
@@ -126,13 +127,11 @@ impl Issuer {
         self.ttl
     }
 
-    async fn lock_agent(&self, id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+    fn stripe_of(&self, id: &str) -> usize {
         use std::hash::{BuildHasher, BuildHasherDefault};
         let hash =
             BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
-        self.write_locks[(hash % WRITE_LOCK_STRIPES as u64) as usize]
-            .lock()
-            .await
+        (hash % WRITE_LOCK_STRIPES as u64) as usize
     }
 
     /// Issues a descriptor of `descriptor.id` above the seq held, valid
@@ -150,20 +149,52 @@ impl Issuer {
         expect: Expect,
         durability: Durability,
     ) -> Result<Issued, IssueError> {
-        let id = descriptor.id.clone();
-        self.issue(&id, origin, expect, durability, |seq| {
-            let body = DescriptorRecord::new(
-                descriptor,
-                document,
-                seq,
-                record::unix_now(),
-                self.ttl.as_secs(),
-                evidence,
-            );
-            let signed = SignedRecord::sign_descriptor(&body, &self.key)?;
-            Ok((signed, RecordBody::Descriptor(Box::new(body))))
-        })
+        self.descriptors(
+            vec![(descriptor, document, evidence)],
+            origin,
+            expect,
+            durability,
+        )
         .await
+        .pop()
+        .expect("one result per descriptor")
+    }
+
+    /// Issues several descriptors at once (a bulk import's run of
+    /// agents): one hop to the blocking pool that reads every held seq,
+    /// signs, and stores them in one store transaction; one flush when
+    /// `durability` asks. Each gets its own result, in order: a refusal
+    /// (another registry's agent, a record over the size limit) leaves the
+    /// others issued. Two descriptors of one agent are issued in order.
+    pub async fn descriptors(
+        &self,
+        items: Vec<(Descriptor, String, Evidence)>,
+        origin: Origin,
+        expect: Expect,
+        durability: Durability,
+    ) -> Vec<Result<Issued, IssueError>> {
+        let (ttl, key) = (self.ttl.as_secs(), self.key.clone());
+        let signers = items
+            .into_iter()
+            .map(|(descriptor, document, evidence)| {
+                let key = key.clone();
+                let id = descriptor.id.clone();
+                let sign: Signer = Box::new(move |seq| {
+                    let body = DescriptorRecord::new(
+                        descriptor,
+                        document,
+                        seq,
+                        record::unix_now(),
+                        ttl,
+                        evidence,
+                    );
+                    let signed = SignedRecord::sign_descriptor(&body, &key)?;
+                    Ok((signed, RecordBody::Descriptor(Box::new(body))))
+                });
+                (id, sign)
+            })
+            .collect();
+        self.issue(signers, origin, expect, durability).await
     }
 
     /// Issues a tombstone for `id` above the seq held.
@@ -178,43 +209,175 @@ impl Issuer {
         expect: Expect,
         durability: Durability,
     ) -> Result<Issued, IssueError> {
-        self.issue(id, origin, expect, durability, |seq| {
+        let (key, agent_id) = (self.key.clone(), id.to_owned());
+        let sign: Signer = Box::new(move |seq| {
             let body = TombstoneRecord {
-                agent_id: id.to_owned(),
+                agent_id,
                 seq,
                 issued_at: record::unix_now(),
                 reason,
             };
-            let signed = SignedRecord::sign_tombstone(&body, &self.key)?;
+            let signed = SignedRecord::sign_tombstone(&body, &key)?;
             Ok((signed, RecordBody::Tombstone(body)))
-        })
-        .await
+        });
+        self.issue(vec![(id.to_owned(), sign)], origin, expect, durability)
+            .await
+            .pop()
+            .expect("one result per record")
     }
 
-    /// The one path: lock, read the held seq, sign, store, unlock, flush
-    /// (when `durability` asks), publish.
+    /// The one path: lock the agents (their stripes, in order), then on a
+    /// blocking thread read each held seq, sign, and store them all in one
+    /// transaction; unlock, flush (when `durability` asks), publish.
     async fn issue(
         &self,
-        id: &str,
+        items: Vec<(String, Signer)>,
         origin: Origin,
         expect: Expect,
         durability: Durability,
-        sign: impl FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError>,
-    ) -> Result<Issued, IssueError> {
-        let guard = self.lock_agent(id).await;
-        let held = self.store.held_seq(id).await?;
-        let seq = record::next_seq(held);
-        let (signed, body) = sign(seq).map_err(IssueError::TooLarge)?;
-        let outcome = self.store.put(&signed, &body, origin, expect).await?;
-        drop(guard);
-        if durability == Durability::Flushed {
-            self.store.flush().await?;
+    ) -> Vec<Result<Issued, IssueError>> {
+        let count = items.len();
+        let mut stripes: Vec<usize> = items.iter().map(|(id, _)| self.stripe_of(id)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut guards = Vec::with_capacity(stripes.len());
+        for s in stripes {
+            guards.push(self.write_locks[s].lock().await);
         }
-        if let Some(outbox) = &self.outbox {
-            outbox.send(Published::of(&signed, &body));
+        let stored = self
+            .store
+            .run_blocking(move |store| sign_and_store(store, items, origin, expect))
+            .await;
+        drop(guards);
+        let results = match stored {
+            Ok(results) => results,
+            Err(e) => {
+                let reason = e.to_string();
+                let mut out = vec![Err(IssueError::Store(e))];
+                out.extend((1..count).map(|_| {
+                    Err(IssueError::Store(StoreError::BatchFailed {
+                        reason: reason.clone(),
+                    }))
+                }));
+                return out;
+            }
+        };
+        if durability == Durability::Flushed && results.iter().any(Result::is_ok) {
+            if let Err(e) = self.store.flush().await {
+                // Nothing is acknowledged that is not on disk.
+                let reason = e.to_string();
+                let mut out = vec![Err(IssueError::Store(e))];
+                out.extend((1..count).map(|_| {
+                    Err(IssueError::Store(StoreError::BatchFailed {
+                        reason: reason.clone(),
+                    }))
+                }));
+                return out;
+            }
         }
-        Ok(Issued { outcome, seq })
+        results
+            .into_iter()
+            .map(|r| {
+                r.map(|(issued, published)| {
+                    if let Some(outbox) = &self.outbox {
+                        outbox.send(published);
+                    }
+                    issued
+                })
+            })
+            .collect()
     }
+}
+
+/// What signs one record at the seq it is given.
+type Signer = Box<dyn FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError> + Send>;
+
+/// An issued record and what goes to the outbox for it.
+type Stored = Result<(Issued, Published), IssueError>;
+
+/// Reads each held seq, signs (on every core, for a batch), and stores
+/// what signed in one batch (on a blocking thread, under the agents'
+/// locks).
+fn sign_and_store(
+    store: &BlockingStore,
+    items: Vec<(String, Signer)>,
+    origin: Origin,
+    expect: Expect,
+) -> Vec<Stored> {
+    // Seqs first, in order: a second record of one agent in the batch
+    // goes above the first.
+    let mut assigned: HashMap<String, u64> = HashMap::new();
+    let mut to_sign: Vec<Result<(u64, Signer), IssueError>> = Vec::with_capacity(items.len());
+    for (id, sign) in items {
+        let held = match assigned.get(&id) {
+            Some(seq) => Some(*seq),
+            None => match store.held_seq(&id) {
+                Ok(held) => held,
+                Err(e) => {
+                    to_sign.push(Err(e.into()));
+                    continue;
+                }
+            },
+        };
+        let seq = record::next_seq(held);
+        assigned.insert(id, seq);
+        to_sign.push(Ok((seq, sign)));
+    }
+    let signed = sign_all(to_sign);
+    let ready: Vec<(SignedRecord, RecordBody)> = signed
+        .iter()
+        .filter_map(|r| r.as_ref().ok().cloned())
+        .collect();
+    let mut puts = store.put_batch(&ready, origin, expect).into_iter();
+    signed
+        .into_iter()
+        .map(|r| {
+            let (record, body) = r?;
+            let outcome = puts.next().expect("one put result per signed record")?;
+            Ok((
+                Issued {
+                    outcome,
+                    seq: body.seq(),
+                },
+                Published::of(&record, &body),
+            ))
+        })
+        .collect()
+}
+
+/// Batches at least this large are signed on every core.
+const PARALLEL_SIGNING: usize = 32;
+
+/// Signs each record at its seq, in order; a large batch is split over
+/// scoped threads (which inherit the caller's priority).
+fn sign_all(
+    items: Vec<Result<(u64, Signer), IssueError>>,
+) -> Vec<Result<(SignedRecord, RecordBody), IssueError>> {
+    let sign_one = |item: Result<(u64, Signer), IssueError>| {
+        let (seq, sign) = item?;
+        sign(seq).map_err(IssueError::TooLarge)
+    };
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if items.len() < PARALLEL_SIGNING || parts < 2 {
+        return items.into_iter().map(sign_one).collect();
+    }
+    let per_part = items.len().div_ceil(parts);
+    let mut items = items.into_iter();
+    let chunks: Vec<Vec<_>> = std::iter::from_fn(|| {
+        let chunk: Vec<_> = items.by_ref().take(per_part).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    })
+    .collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(sign_one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("signing does not panic"))
+            .collect()
+    })
 }
 
 #[cfg(test)]
@@ -323,5 +486,60 @@ mod tests {
         assert_eq!(seqs.len(), 16, "every issue got its own seq");
         let held = issuer.store().get(&d.id).await.unwrap().unwrap();
         assert_eq!(held.body.seq(), *seqs.last().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_batch_issues_each_record_on_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (outbox, mut rx) = Outbox::new(64);
+        let issuer = issuer(&dir, Duration::from_secs(3600)).with_outbox(outbox);
+        // "remote" is held as another registry's agent.
+        issuer
+            .descriptor(
+                sample_descriptor("remote"),
+                "{}".into(),
+                Evidence::default(),
+                Origin::Remote,
+                Expect::Any,
+                Durability::Flushed,
+            )
+            .await
+            .unwrap();
+        assert_eq!(rx.recv().await.unwrap().agent_id, "remote");
+        let items = ["a", "remote", "b", "a"]
+            .iter()
+            .map(|id| (sample_descriptor(id), "{}".to_owned(), Evidence::default()))
+            .collect();
+        let results = issuer
+            .descriptors(
+                items,
+                Origin::Local,
+                Expect::LocalOrAbsent,
+                Durability::Flushed,
+            )
+            .await;
+        assert_eq!(results.len(), 4);
+        let first_a = results[0].as_ref().unwrap();
+        assert_eq!(first_a.outcome, PutOutcome::Created);
+        assert!(matches!(
+            results[1],
+            Err(IssueError::Store(StoreError::NotLocal { .. }))
+        ));
+        assert_eq!(results[2].as_ref().unwrap().outcome, PutOutcome::Created);
+        let second_a = results[3].as_ref().unwrap();
+        assert_eq!(second_a.outcome, PutOutcome::Updated);
+        assert!(
+            second_a.seq > first_a.seq,
+            "the later record of a goes above"
+        );
+        assert_eq!(
+            issuer.store().held_seq("a").await.unwrap(),
+            Some(second_a.seq)
+        );
+        // What was issued went to the outbox, in order; the refusal did not.
+        let sent: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|p| p.agent_id)
+            .collect();
+        assert_eq!(sent, ["a", "b", "a"]);
     }
 }

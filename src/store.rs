@@ -119,6 +119,13 @@ pub enum StoreError {
         /// What tantivy (or the index's writer thread) said.
         reason: String,
     },
+    /// A batch of writes failed as a whole (another write of the batch
+    /// carries the cause).
+    #[error("store batch failed: {reason}")]
+    BatchFailed {
+        /// The cause, as the batch's first write reports it.
+        reason: String,
+    },
     /// The store cannot take another agent.
     #[error("store full: {reason}")]
     Full {

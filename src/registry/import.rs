@@ -55,8 +55,11 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = crate::config::DEFAULT_IMPORT_MAX_LINE
 pub const BATCH_LINES: usize = 1000;
 /// Most line bytes held in one batch.
 pub const BATCH_BYTES: usize = 8 << 20;
-/// Records issued at once within a batch (distinct agents only).
-const IN_FLIGHT: usize = 8;
+/// Documents of distinct agents issued in one store transaction.
+const ISSUE_CHUNK: usize = 128;
+/// Chunks issued at once within a batch (one is checked for unchanged
+/// documents while another is signed and stored).
+const IN_FLIGHT: usize = 2;
 
 /// What one import may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,11 +377,20 @@ impl Importer {
                 _ => false,
             };
             if c.is_none() || repeats {
-                let issued: Vec<_> = futures_util::stream::iter(std::mem::take(&mut run))
-                    .map(|c| self.apply(c))
+                let mut pending = std::mem::take(&mut run).into_iter();
+                let chunks: Vec<Vec<Checked>> = std::iter::from_fn(|| {
+                    let chunk: Vec<Checked> = pending.by_ref().take(ISSUE_CHUNK).collect();
+                    (!chunk.is_empty()).then_some(chunk)
+                })
+                .collect();
+                let issued: Vec<_> = futures_util::stream::iter(chunks)
+                    .map(|chunk| self.apply(chunk))
                     .buffered(IN_FLIGHT)
-                    .collect()
-                    .await;
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 ids.clear();
                 for r in issued {
                     match r {
@@ -425,68 +437,100 @@ impl Importer {
         }
     }
 
-    /// Issues one validated document, unless it is unchanged.
-    async fn apply(&self, c: Checked) -> Result<LineResult, StoreError> {
-        let (line, id, prepared) = match c {
-            Checked::Done(r) => return Ok(r),
-            Checked::Ready { line, id, prepared } => (line, id, prepared),
-        };
+    /// Issues a chunk of validated documents of distinct agents, each
+    /// unless it is unchanged: one hop to the blocking pool to find the
+    /// unchanged ones, then one [`Issuer::descriptors`] call (one store
+    /// transaction) for the rest. A store failure is an `Err` among the
+    /// results; refusals are refused lines.
+    async fn apply(&self, chunk: Vec<Checked>) -> Vec<Result<LineResult, StoreError>> {
         let issuer: &Issuer = &self.registry.issuer;
         // Only a local, fresh agent can be left unchanged: its compact
         // record says so without the whole record, which is read (for its
         // document) only then.
         let half_life = issuer.ttl().as_secs() / 2;
-        let held_id = id.clone();
-        let held_document = self
+        let ids: Vec<String> = chunk
+            .iter()
+            .filter_map(|c| match c {
+                Checked::Ready { id, .. } => Some(id.clone()),
+                Checked::Done(_) => None,
+            })
+            .collect();
+        let held = self
             .registry
             .store
-            .run_blocking(move |s| -> Result<_, StoreError> {
-                match s.compact(&held_id)? {
-                    Some(c)
-                        if c.local
-                            && c.expires_at > record::unix_now().saturating_add(half_life) =>
-                    {
-                        Ok(s.get(&held_id)?.and_then(|a| match a.body {
-                            RecordBody::Descriptor(held) => Some(held.document),
-                            RecordBody::Tombstone(_) => None,
-                        }))
-                    }
-                    _ => Ok(None),
-                }
+            .run_blocking(move |s| -> Result<Vec<Option<String>>, StoreError> {
+                let now = record::unix_now();
+                ids.iter()
+                    .map(|id| match s.compact(id)? {
+                        Some(c) if c.local && c.expires_at > now.saturating_add(half_life) => {
+                            Ok(s.get(id)?.and_then(|a| match a.body {
+                                RecordBody::Descriptor(held) => Some(held.document),
+                                RecordBody::Tombstone(_) => None,
+                            }))
+                        }
+                        _ => Ok(None),
+                    })
+                    .collect()
             })
-            .await??;
-        if held_document.is_some_and(|held| same_document(&held, &prepared)) {
-            return Ok(LineResult {
-                line,
-                id: Some(id),
-                outcome: Outcome::Unchanged,
-                problems: Vec::new(),
-            });
+            .await
+            .and_then(|r| r);
+        let mut held = match held {
+            Ok(held) => held.into_iter(),
+            Err(e) => return vec![Err(e)],
+        };
+        let mut out = Vec::with_capacity(chunk.len());
+        let mut issuing: Vec<(u64, String)> = Vec::new();
+        let mut items = Vec::new();
+        for c in chunk {
+            let (line, id, prepared) = match c {
+                Checked::Done(r) => {
+                    out.push(Ok(r));
+                    continue;
+                }
+                Checked::Ready { line, id, prepared } => (line, id, prepared),
+            };
+            let held_document = held.next().expect("one held document per ready line");
+            if held_document.is_some_and(|held| same_document(&held, &prepared)) {
+                out.push(Ok(LineResult {
+                    line,
+                    id: Some(id),
+                    outcome: Outcome::Unchanged,
+                    problems: Vec::new(),
+                }));
+                continue;
+            }
+            let Prepared {
+                descriptor,
+                document,
+                ..
+            } = *prepared;
+            issuing.push((line, id));
+            items.push((descriptor, document, Evidence::default()));
         }
         let issued = issuer
-            .descriptor(
-                prepared.descriptor,
-                prepared.document,
-                Evidence::default(),
+            .descriptors(
+                items,
                 Origin::Local,
                 Expect::LocalOrAbsent,
                 Durability::Periodic,
             )
             .await;
-        let outcome = match issued.map_err(RegistryError::from) {
-            Ok(issued) => match issued.outcome {
-                PutOutcome::Created => Outcome::Created,
-                PutOutcome::Updated => Outcome::Updated,
-            },
-            Err(RegistryError::Store(e)) => return Err(e),
-            Err(e) => return Ok(LineResult::refused(line, Some(id), problems_of(e))),
-        };
-        Ok(LineResult {
-            line,
-            id: Some(id),
-            outcome,
-            problems: Vec::new(),
-        })
+        for ((line, id), issued) in issuing.into_iter().zip(issued) {
+            out.push(match issued.map_err(RegistryError::from) {
+                Ok(issued) => Ok(LineResult {
+                    line,
+                    id: Some(id),
+                    outcome: match issued.outcome {
+                        PutOutcome::Created => Outcome::Created,
+                        PutOutcome::Updated => Outcome::Updated,
+                    },
+                    problems: Vec::new(),
+                }),
+                Err(RegistryError::Store(e)) => Err(e),
+                Err(e) => Ok(LineResult::refused(line, Some(id), problems_of(e))),
+            });
+        }
+        out
     }
 }
 

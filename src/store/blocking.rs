@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 use sled::Transactional;
 
 use super::*;
@@ -28,22 +28,43 @@ impl BlockingStore {
     }
 
     pub(super) fn write(&self, write: Write) -> Result<PutOutcome, StoreError> {
-        let Write {
-            id,
-            seq,
-            kind,
-            value,
-            compact,
-            new_terms,
-            origin,
-            expect,
-        } = write;
-        let inner = &self.inner;
+        self.write_batch(vec![write])
+            .pop()
+            .expect("one outcome per write")
+    }
 
+    /// As [`Store::put_batch`], on this thread: may wait for a whole flush.
+    pub fn put_batch(
+        &self,
+        records: &[(SignedRecord, RecordBody)],
+        origin: Origin,
+        expect: Expect,
+    ) -> Vec<Result<PutOutcome, StoreError>> {
+        self.write_batch(
+            records
+                .iter()
+                .map(|(record, body)| Write::new(record, body, origin, expect))
+                .collect(),
+        )
+    }
+
+    /// Writes in one sled transaction, each checked on its own: a write
+    /// refused (stale seq, another registry's agent) is left out and its
+    /// error answered in its place, the others commit together. Writes of
+    /// one agent apply in order.
+    pub(super) fn write_batch(&self, writes: Vec<Write>) -> Vec<Result<PutOutcome, StoreError>> {
+        let inner = &self.inner;
+        if writes.is_empty() {
+            return Vec::new();
+        }
         // Writes of one agent commit and then update the in-memory posting
         // lists in the same order: two writes of an agent whose updates
-        // crossed would leave the terms of the older one behind.
-        let _agent = inner.stripe(&id);
+        // crossed would leave the terms of the older one behind. Stripes
+        // are taken in index order, so batches never deadlock.
+        let mut stripes: Vec<usize> = writes.iter().map(|w| inner.stripe_of(&w.id)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _held: Vec<_> = stripes.iter().map(|s| inner.lock_stripe(*s)).collect();
         let gate = inner
             .gate
             .read()
@@ -57,123 +78,38 @@ impl BlockingStore {
             &inner.compact,
         );
         let result = trees.transaction(|(r, i, l, p, o, c)| {
-            let abort = |e: StoreError| ConflictableTransactionError::Abort(e);
-            let prev = match r.get(id.as_bytes())? {
-                Some(bytes) => Some(decode_value(&id, &bytes).map_err(abort)?),
-                None => None,
-            };
-            let is_local = l.get(id.as_bytes())?.is_some();
-            let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
-            match expect {
-                Expect::Any => {}
-                Expect::LocalOrAbsent if was_live && !is_local => {
-                    return Err(abort(StoreError::NotLocal {
-                        agent_id: id.clone(),
-                    }));
-                }
-                Expect::LocalLive if !was_live => {
-                    return Err(abort(StoreError::NotFound {
-                        agent_id: id.clone(),
-                    }));
-                }
-                Expect::LocalLive if !is_local => {
-                    return Err(abort(StoreError::NotLocal {
-                        agent_id: id.clone(),
-                    }));
-                }
-                _ => {}
+            let mut outcomes = Vec::with_capacity(writes.len());
+            for w in &writes {
+                outcomes.push(inner.apply(w, (r, i, l, p, o, c))?);
             }
-            if let Some(prev) = &prev {
-                if seq <= prev.seq() {
-                    return Err(abort(StoreError::Record(RecordError::StaleSeq {
-                        agent_id: id.clone(),
-                        seq,
-                        held: prev.seq(),
-                    })));
-                }
-            }
-            let ord = match o.get(id.as_bytes())? {
-                Some(v) => postings::decode_ord(&id, &v).map_err(abort)?,
-                None => {
-                    let ord = inner.allocate_ord().map_err(abort)?;
-                    o.insert(id.as_bytes(), &ord.to_be_bytes()[..])?;
-                    ord
-                }
-            };
-            let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
-            let removed: Vec<Vec<u8>> = old_terms.difference(&new_terms).cloned().collect();
-            let added: Vec<Vec<u8>> = new_terms.difference(&old_terms).cloned().collect();
-            for p in &removed {
-                i.remove(index_key(p, ord))?;
-            }
-            for p in &added {
-                i.insert(index_key(p, ord), &[][..])?;
-            }
-            r.insert(id.as_bytes(), value.as_slice())?;
-            p.insert(id.as_bytes(), &seq.to_be_bytes()[..])?;
-            let now_local = match (origin, kind) {
-                (Origin::Local, KIND_DESCRIPTOR) => {
-                    l.insert(id.as_bytes(), &[][..])?;
-                    true
-                }
-                (_, KIND_TOMBSTONE) => {
-                    l.remove(id.as_bytes())?;
-                    false
-                }
-                _ => is_local,
-            };
-            let compact_value = match &compact {
-                Some(agent) => compact::encode_live(&CompactAgent {
-                    local: now_local,
-                    ..agent.clone()
-                }),
-                None => compact::encode_tombstone(&id, seq),
-            };
-            c.insert(&ord.to_be_bytes()[..], compact_value)?;
-            Ok(Change {
-                ord,
-                removed,
-                added,
-                was_live,
-                now_live: kind == KIND_DESCRIPTOR,
-            })
+            Ok(outcomes)
         });
         drop(gate);
-        let change = match result {
-            Ok(c) => c,
-            Err(TransactionError::Abort(e)) => return Err(e),
-            Err(TransactionError::Storage(e)) => return Err(e.into()),
+        let outcomes = match result {
+            Ok(outcomes) => outcomes,
+            // Refusals are answered per write: only the store failing (or
+            // a bug) fails the whole batch. The first write gets the error
+            // itself, the others say their batch failed.
+            Err(e) => {
+                let e: StoreError = match e {
+                    TransactionError::Abort(e) => e,
+                    TransactionError::Storage(e) => e.into(),
+                };
+                let reason = e.to_string();
+                let mut out = vec![Err(e)];
+                out.extend(writes[1..].iter().map(|_| {
+                    Err(StoreError::BatchFailed {
+                        reason: reason.clone(),
+                    })
+                }));
+                return out;
+            }
         };
-        // Before the write is counted: a flush that covers it also waits
-        // for the text index to have it.
-        inner.text.changed(&id);
-        inner.writes.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut postings = inner
-                .postings
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for p in &change.removed {
-                postings.remove(p, change.ord);
-            }
-            for p in change.added {
-                postings.insert(p, change.ord);
-            }
-        }
-        match (change.was_live, change.now_live) {
-            (false, true) => {
-                inner.live.fetch_add(1, Ordering::Relaxed);
-            }
-            (true, false) => {
-                inner.live.fetch_sub(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-        Ok(if change.was_live {
-            PutOutcome::Updated
-        } else {
-            PutOutcome::Created
-        })
+        writes
+            .iter()
+            .zip(outcomes)
+            .map(|(w, outcome)| outcome.map(|change| inner.committed(&w.id, change)))
+            .collect()
     }
 
     /// As [`Store::get`], on this thread.
@@ -365,13 +301,157 @@ impl BlockingStore {
 impl Inner {
     /// The write stripe of agent `id`: held from a write's transaction to
     /// its posting-list update.
-    fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
+    fn stripe_of(&self, id: &str) -> usize {
         use std::hash::{BuildHasher, BuildHasherDefault};
         let h =
             BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
-        self.stripes[(h as usize) % self.stripes.len()]
+        (h as usize) % self.stripes.len()
+    }
+
+    fn lock_stripe(&self, stripe: usize) -> std::sync::MutexGuard<'_, ()> {
+        self.stripes[stripe]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One write inside a batch's transaction: the checks (`expect`, the
+    /// seq), then the record, its ordinal, compact record, index entries,
+    /// local mark and pending mark. A refusal (the inner error) writes
+    /// nothing; the outer error is sled's (the transaction retries or
+    /// fails).
+    #[allow(clippy::type_complexity)]
+    fn apply(
+        &self,
+        w: &Write,
+        (r, i, l, p, o, c): (
+            &TransactionalTree,
+            &TransactionalTree,
+            &TransactionalTree,
+            &TransactionalTree,
+            &TransactionalTree,
+            &TransactionalTree,
+        ),
+    ) -> Result<Result<Change, StoreError>, ConflictableTransactionError<StoreError>> {
+        let id = &w.id;
+        let prev = match r.get(id.as_bytes())? {
+            Some(bytes) => match decode_value(id, &bytes) {
+                Ok(prev) => Some(prev),
+                Err(e) => return Ok(Err(e)),
+            },
+            None => None,
+        };
+        let is_local = l.get(id.as_bytes())?.is_some();
+        let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
+        let refused = match w.expect {
+            Expect::LocalOrAbsent if was_live && !is_local => Some(StoreError::NotLocal {
+                agent_id: id.clone(),
+            }),
+            Expect::LocalLive if !was_live => Some(StoreError::NotFound {
+                agent_id: id.clone(),
+            }),
+            Expect::LocalLive if !is_local => Some(StoreError::NotLocal {
+                agent_id: id.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(e) = refused {
+            return Ok(Err(e));
+        }
+        if let Some(prev) = &prev {
+            if w.seq <= prev.seq() {
+                return Ok(Err(StoreError::Record(RecordError::StaleSeq {
+                    agent_id: id.clone(),
+                    seq: w.seq,
+                    held: prev.seq(),
+                })));
+            }
+        }
+        let ord = match o.get(id.as_bytes())? {
+            Some(v) => match postings::decode_ord(id, &v) {
+                Ok(ord) => ord,
+                Err(e) => return Ok(Err(e)),
+            },
+            None => match self.allocate_ord() {
+                Ok(ord) => {
+                    o.insert(id.as_bytes(), &ord.to_be_bytes()[..])?;
+                    ord
+                }
+                Err(e) => return Ok(Err(e)),
+            },
+        };
+        let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
+        let removed: Vec<Vec<u8>> = old_terms.difference(&w.new_terms).cloned().collect();
+        let added: Vec<Vec<u8>> = w.new_terms.difference(&old_terms).cloned().collect();
+        for term in &removed {
+            i.remove(index_key(term, ord))?;
+        }
+        for term in &added {
+            i.insert(index_key(term, ord), &[][..])?;
+        }
+        r.insert(id.as_bytes(), w.value.as_slice())?;
+        p.insert(id.as_bytes(), &w.seq.to_be_bytes()[..])?;
+        let now_local = match (w.origin, w.kind) {
+            (Origin::Local, KIND_DESCRIPTOR) => {
+                l.insert(id.as_bytes(), &[][..])?;
+                true
+            }
+            (_, KIND_TOMBSTONE) => {
+                l.remove(id.as_bytes())?;
+                false
+            }
+            _ => is_local,
+        };
+        let compact_value = match &w.compact {
+            Some(agent) => compact::encode_live(&CompactAgent {
+                local: now_local,
+                ..agent.clone()
+            }),
+            None => compact::encode_tombstone(id, w.seq),
+        };
+        c.insert(&ord.to_be_bytes()[..], compact_value)?;
+        Ok(Ok(Change {
+            ord,
+            removed,
+            added,
+            was_live,
+            now_live: w.kind == KIND_DESCRIPTOR,
+        }))
+    }
+
+    /// After a write committed: the text index is told, the write counted
+    /// (for the group flush), the posting lists and the live count
+    /// updated.
+    fn committed(&self, id: &str, change: Change) -> PutOutcome {
+        // Before the write is counted: a flush that covers it also waits
+        // for the text index to have it.
+        self.text.changed(id);
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut postings = self
+                .postings
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for p in &change.removed {
+                postings.remove(p, change.ord);
+            }
+            for p in change.added {
+                postings.insert(p, change.ord);
+            }
+        }
+        match (change.was_live, change.now_live) {
+            (false, true) => {
+                self.live.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.live.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if change.was_live {
+            PutOutcome::Updated
+        } else {
+            PutOutcome::Created
+        }
     }
 
     /// The next ordinal, for an agent seen for the first time.

@@ -864,4 +864,5 @@ fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
     assert_eq!(store.sync.inner.text.len(), 2);
 }
 
+mod batch;
 mod walk;
