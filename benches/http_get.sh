@@ -11,6 +11,9 @@
 #
 #   benches/http_get.sh                        # 100000 agents, 2 threads, 64 connections, 15 s
 #   AGENTMESH_BENCH_AGENTS=2000 WRK_DURATION=3s benches/http_get.sh
+#   AGENTMESH_BENCH_AGENTS=1000000 AGENTMESH_BENCH_DATA=/path/to/data benches/http_get.sh
+#       # a data directory already holding the population (e.g. from
+#       # `agentmesh import` of `store ndjson FILE N`): no fill; kept at exit
 #
 # Needs wrk (Debian: apt-get install -y wrk), curl and bc.
 set -euo pipefail
@@ -56,14 +59,19 @@ BENCH_BIN=$(cargo bench --bench store --no-run --message-format=json 2>/dev/null
     || true)
 [ -x "$BENCH_BIN" ] || { echo "error: could not find the store bench binary" >&2; exit 1; }
 
-echo "== filling $WORK/data with $AGENTS agents"
-"$BENCH_BIN" fill "$WORK/data" "$AGENTS"
+DATA=${AGENTMESH_BENCH_DATA:-$WORK/data}
+if [ -z "${AGENTMESH_BENCH_DATA:-}" ]; then
+    echo "== filling $DATA with $AGENTS agents"
+    "$BENCH_BIN" fill "$DATA" "$AGENTS"
+else
+    echo "== using $DATA as it is (expected to hold $AGENTS agents)"
+fi
 
 echo "== starting the node"
 start=$(date +%s.%N)
 # Port 0 everywhere: the API port is read back from the node's banner, and
 # the libp2p listener must not collide with another node on this machine.
-target/release/agentmesh node --data-dir "$WORK/data" --listen 127.0.0.1:0 \
+target/release/agentmesh node --data-dir "$DATA" --listen 127.0.0.1:0 \
     --p2p-listen /ip4/127.0.0.1/tcp/0 >"$WORK/node.out" 2>"$WORK/node.err" &
 NODE_PID=$!
 URL=

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh::config::StoreConfig;
 use agentmesh::issuer::Issuer;
-use agentmesh::registry::import::{ImportLimits, Importer};
+use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::resolve::{Plan, ResolveRequest, Resolver};
 use agentmesh::store::{Filter, Store};
@@ -135,6 +135,20 @@ impl Workloads {
             found > self.filters.len() / 4,
             "only {found} filters found anything"
         );
+        Ok(Dist::new(samples))
+    }
+
+    /// The baseline in the same run: the same filters through
+    /// `Store::search`, which picks the same agents but reads each one's
+    /// whole signed record (as every filter search did before compact
+    /// records), without summaries.
+    fn whole_records_round(&self, store: &Store) -> anyhow::Result<Dist> {
+        let mut samples = Vec::with_capacity(self.filters.len());
+        for (_, filter) in &self.filters {
+            let t = Instant::now();
+            store.blocking().search(filter, None, 10)?;
+            samples.push(t.elapsed());
+        }
         Ok(Dist::new(samples))
     }
 
@@ -305,6 +319,11 @@ pub(super) fn run(
         &w.round(&rt, &reg, &resolver, &translation)?,
     );
     rows("warm", &w.round(&rt, &reg, &resolver, &translation)?);
+    row(
+        "warm",
+        "baseline: the same filters, whole records (`Store::search`)",
+        &w.whole_records_round(&store)?,
+    );
 
     // During an import: new agents (ids past the population's) through the
     // importer on a runtime of its own, while the rounds run here.
@@ -315,7 +334,8 @@ pub(super) fn run(
     }
     let done = Arc::new(AtomicBool::new(false));
     // As `POST /admin/import` runs it on a node: on a thread and runtime of
-    // its own at background priority.
+    // its own at background priority, in the serving node's smaller
+    // transactions.
     let importer = {
         let (reg, done) = (reg.clone(), done.clone());
         agentmesh::priority::spawn_background("bench-import", async move {
@@ -323,6 +343,7 @@ pub(super) fn run(
             let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
             let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
             let summary = Importer::new(reg, ImportLimits::default())
+                .with_issue_chunk(SERVING_ISSUE_CHUNK)
                 .run(ndjson.as_slice(), tx)
                 .await;
             let _ = drain.await;

@@ -26,7 +26,7 @@ use tracing::Instrument as _;
 
 use super::agents::authorize;
 use super::{ApiError, AppState, ErrorCode};
-use crate::registry::import::{ImportLimits, Importer, LineResult};
+use crate::registry::import::{ImportLimits, Importer, LineResult, SERVING_ISSUE_CHUNK};
 
 /// Results buffered between the import and the response.
 const RESULTS_BUFFER: usize = 1024;
@@ -58,7 +58,8 @@ pub(super) async fn import(
         max_lines: config.import_max_lines,
     };
     let input = StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
-    let importer = Importer::new(state.registry().clone(), limits);
+    let importer =
+        Importer::new(state.registry().clone(), limits).with_issue_chunk(SERVING_ISSUE_CHUNK);
     let (tx, rx) = mpsc::channel::<LineResult>(RESULTS_BUFFER);
     // Bulk work: on a thread and runtime of its own at background
     // priority, so that the node's searches keep the CPU first.

@@ -55,8 +55,13 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = crate::config::DEFAULT_IMPORT_MAX_LINE
 pub const BATCH_LINES: usize = 1000;
 /// Most line bytes held in one batch.
 pub const BATCH_BYTES: usize = 8 << 20;
-/// Documents of distinct agents issued in one store transaction.
-const ISSUE_CHUNK: usize = 128;
+/// Documents of distinct agents issued in one store transaction, by
+/// default (`agentmesh import`: nothing else runs).
+pub const ISSUE_CHUNK: usize = 128;
+/// The same on a serving node (`POST /admin/import`): smaller
+/// transactions, so that the searches served meanwhile wait less behind
+/// each one.
+pub const SERVING_ISSUE_CHUNK: usize = 16;
 /// Chunks issued at once within a batch (one is checked for unchanged
 /// documents while another is signed and stored).
 const IN_FLIGHT: usize = 2;
@@ -189,6 +194,7 @@ impl ImportSummary {
 pub struct Importer {
     registry: Registry,
     limits: ImportLimits,
+    issue_chunk: usize,
 }
 
 /// A line waiting in a batch.
@@ -213,7 +219,19 @@ impl Importer {
     /// An importer into `registry` (its validator, its issuer) with
     /// `limits`.
     pub fn new(registry: Registry, limits: ImportLimits) -> Self {
-        Self { registry, limits }
+        Self {
+            registry,
+            limits,
+            issue_chunk: ISSUE_CHUNK,
+        }
+    }
+
+    /// Issues at most `n` documents per store transaction (at least 1):
+    /// [`SERVING_ISSUE_CHUNK`] on a node that serves searches meanwhile.
+    #[must_use]
+    pub fn with_issue_chunk(mut self, n: usize) -> Self {
+        self.issue_chunk = n.max(1);
+        self
     }
 
     /// Imports every line of `input`, sending one [`LineResult`] per
@@ -379,7 +397,7 @@ impl Importer {
             if c.is_none() || repeats {
                 let mut pending = std::mem::take(&mut run).into_iter();
                 let chunks: Vec<Vec<Checked>> = std::iter::from_fn(|| {
-                    let chunk: Vec<Checked> = pending.by_ref().take(ISSUE_CHUNK).collect();
+                    let chunk: Vec<Checked> = pending.by_ref().take(self.issue_chunk).collect();
                     (!chunk.is_empty()).then_some(chunk)
                 })
                 .collect();
