@@ -386,31 +386,26 @@ fn bench_base() -> PathBuf {
 
 /// Section (e) alone.
 fn run_text() -> anyhow::Result<()> {
-    let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
-    ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
-    println!(
-        "agentmesh store bench, section (e): {n} agents, load average {}",
-        load_average()
-    );
-    text::run(
-        &bench_base(),
-        n,
-        &StoreConfig::default(),
-        &SigningKey::from_bytes(&[7; 32]),
-    )?;
-    println!("\nload average at the end: {}", load_average());
-    Ok(())
+    run_section("(e)", text::run)
 }
 
 /// Section (f) alone.
 fn run_scale() -> anyhow::Result<()> {
+    run_section("(f)", scale::run)
+}
+
+/// One section alone, over `AGENTMESH_BENCH_AGENTS` agents.
+fn run_section(
+    name: &str,
+    section: fn(&Path, usize, &StoreConfig, &SigningKey) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let n = env_usize("AGENTMESH_BENCH_AGENTS", DEFAULT_AGENTS)?;
     ensure!(n >= 100, "AGENTMESH_BENCH_AGENTS must be at least 100");
     println!(
-        "agentmesh store bench, section (f): {n} agents, load average {}",
+        "agentmesh store bench, section {name}: {n} agents, load average {}",
         load_average()
     );
-    scale::run(
+    section(
         &bench_base(),
         n,
         &StoreConfig::default(),

@@ -25,7 +25,7 @@ use crate::descriptor::Descriptor;
 use crate::record::{
     self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason, TombstoneRecord,
 };
-use crate::store::{BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
+use crate::store::{failed_batch, BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
 use crate::verify::Evidence;
 
 /// Why a record could not be issued.
@@ -251,28 +251,12 @@ impl Issuer {
         drop(guards);
         let results = match stored {
             Ok(results) => results,
-            Err(e) => {
-                let reason = e.to_string();
-                let mut out = vec![Err(IssueError::Store(e))];
-                out.extend((1..count).map(|_| {
-                    Err(IssueError::Store(StoreError::BatchFailed {
-                        reason: reason.clone(),
-                    }))
-                }));
-                return out;
-            }
+            Err(e) => return failed_batch(e, count),
         };
         if durability == Durability::Flushed && results.iter().any(Result::is_ok) {
             if let Err(e) = self.store.flush().await {
                 // Nothing is acknowledged that is not on disk.
-                let reason = e.to_string();
-                let mut out = vec![Err(IssueError::Store(e))];
-                out.extend((1..count).map(|_| {
-                    Err(IssueError::Store(StoreError::BatchFailed {
-                        reason: reason.clone(),
-                    }))
-                }));
-                return out;
+                return failed_batch(e, count);
             }
         }
         results

@@ -144,6 +144,21 @@ pub enum StoreError {
     },
 }
 
+/// The outcomes of a batch of writes that failed as a whole: the first
+/// carries the cause, each of the others [`StoreError::BatchFailed`].
+pub fn failed_batch<T, E: From<StoreError>>(cause: StoreError, count: usize) -> Vec<Result<T, E>> {
+    let reason = cause.to_string();
+    let mut out = Vec::with_capacity(count.max(1));
+    out.push(Err(cause.into()));
+    out.extend((1..count).map(|_| {
+        Err(StoreError::BatchFailed {
+            reason: reason.clone(),
+        }
+        .into())
+    }));
+    out
+}
+
 /// What a write may assume about the agent it replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {

@@ -35,7 +35,7 @@ use agentmesh::testbed::{
 use anyhow::{ensure, Context as _};
 use ed25519_dalek::SigningKey;
 
-use super::{dir_bytes, load_average, prepare_range, put_all, scratch, text::queries, us, Dist};
+use super::{dir_bytes, load_average, prepare_range, put_all, scratch, text, us, Dist};
 
 /// Agents prepared and stored per step of the fill (bounds its memory).
 const FILL_CHUNK: usize = 100_000;
@@ -158,19 +158,7 @@ impl Workloads {
         reg: &Registry,
         filter: &Filter,
     ) -> anyhow::Result<Dist> {
-        let mut samples = Vec::with_capacity(self.texts.len());
-        for text in &self.texts {
-            let q = SearchQuery {
-                filter: filter.clone(),
-                query: Some(text.clone()),
-                after: None,
-                limit: 10,
-            };
-            let t = Instant::now();
-            rt.block_on(reg.search(&q))?;
-            samples.push(t.elapsed());
-        }
-        Ok(Dist::new(samples))
+        text::round(rt, reg, &self.texts, filter)
     }
 
     fn resolve_round(
@@ -282,7 +270,7 @@ pub(super) fn run(
 
     let w = Workloads {
         filters: filters()?,
-        texts: queries(),
+        texts: text::queries(),
         plans: plans()?,
     };
     let translation = Filter::new(["translation"], [], []).map_err(anyhow::Error::msg)?;

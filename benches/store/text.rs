@@ -119,7 +119,7 @@ fn row(name: &str, d: &Dist) {
 }
 
 /// One round of every query through the registry; each query once.
-fn round(
+pub(super) fn round(
     rt: &tokio::runtime::Runtime,
     registry: &Registry,
     qs: &[String],

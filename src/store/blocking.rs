@@ -91,18 +91,11 @@ impl BlockingStore {
             // a bug) fails the whole batch. The first write gets the error
             // itself, the others say their batch failed.
             Err(e) => {
-                let e: StoreError = match e {
+                let cause: StoreError = match e {
                     TransactionError::Abort(e) => e,
                     TransactionError::Storage(e) => e.into(),
                 };
-                let reason = e.to_string();
-                let mut out = vec![Err(e)];
-                out.extend(writes[1..].iter().map(|_| {
-                    Err(StoreError::BatchFailed {
-                        reason: reason.clone(),
-                    })
-                }));
-                return out;
+                return failed_batch(cause, writes.len());
             }
         };
         writes
