@@ -315,6 +315,16 @@ impl PartialEq<String> for AgentId {
     }
 }
 
+/// Which of `stripes` lock stripes agent `id` falls in (the same agent,
+/// the same stripe, within one process): the issuer's per-agent locks and
+/// the store's write stripes.
+pub fn stripe_of(id: &str, stripes: usize) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hash =
+        BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
+    (hash % stripes.max(1) as u64) as usize
+}
+
 /// The libp2p keypair of a node's Ed25519 signing key (the node key is
 /// its libp2p identity).
 pub fn libp2p_keypair(key: &SigningKey) -> libp2p::identity::Keypair {

@@ -127,13 +127,6 @@ impl Issuer {
         self.ttl
     }
 
-    fn stripe_of(&self, id: &str) -> usize {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let hash =
-            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
-        (hash % WRITE_LOCK_STRIPES as u64) as usize
-    }
-
     /// Issues a descriptor of `descriptor.id` above the seq held, valid
     /// for the issuer's lifetime from now.
     ///
@@ -237,7 +230,10 @@ impl Issuer {
         durability: Durability,
     ) -> Vec<Result<Issued, IssueError>> {
         let count = items.len();
-        let mut stripes: Vec<usize> = items.iter().map(|(id, _)| self.stripe_of(id)).collect();
+        let mut stripes: Vec<usize> = items
+            .iter()
+            .map(|(id, _)| crate::identity::stripe_of(id, WRITE_LOCK_STRIPES))
+            .collect();
         stripes.sort_unstable();
         stripes.dedup();
         let mut guards = Vec::with_capacity(stripes.len());
@@ -517,7 +513,7 @@ mod tests {
             "the later record of a goes above"
         );
         assert_eq!(
-            issuer.store().held_seq("a").await.unwrap(),
+            issuer.store().blocking().held_seq("a").unwrap(),
             Some(second_a.seq)
         );
         // What was issued went to the outbox, in order; the refusal did not.

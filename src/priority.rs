@@ -30,25 +30,6 @@ pub fn lower_current_thread() {
     }
 }
 
-/// The calling thread's nice value, where the system says (Linux).
-pub fn current_thread_nice() -> Option<i32> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: as above; getpriority only reads.
-        unsafe {
-            let tid = libc::gettid();
-            // -1 is also a valid nice value: errno tells them apart.
-            *libc::__errno_location() = 0;
-            let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
-            (*libc::__errno_location() == 0).then_some(nice)
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
-}
-
 /// Runs `work` to completion on a thread of its own at background
 /// priority, on a current-thread runtime made for it; the blocking tasks
 /// it spawns run on that runtime's own pool, whose threads inherit the
@@ -87,6 +68,25 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The calling thread's nice value, where the system says (Linux).
+    fn current_thread_nice() -> Option<i32> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: as above; getpriority only reads.
+            unsafe {
+                let tid = libc::gettid();
+                // -1 is also a valid nice value: errno tells them apart.
+                *libc::__errno_location() = 0;
+                let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+                (*libc::__errno_location() == 0).then_some(nice)
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
 
     #[test]
     #[cfg(target_os = "linux")]

@@ -526,27 +526,6 @@ impl Store {
         unblock("get", move || sync.get(&id)).await?
     }
 
-    /// The seq of the record held for `id` (descriptor or tombstone),
-    /// without reading the record itself.
-    ///
-    /// # Errors
-    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
-    /// [`StoreError::TaskFailed`].
-    pub async fn held_seq(&self, id: &str) -> Result<Option<u64>, StoreError> {
-        let (sync, id) = (self.sync.clone(), id.to_owned());
-        unblock("held_seq", move || sync.held_seq(&id)).await?
-    }
-
-    /// The compact record of a live agent (see [`BlockingStore::compact`]).
-    ///
-    /// # Errors
-    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
-    /// [`StoreError::TaskFailed`].
-    pub async fn compact(&self, id: &str) -> Result<Option<CompactAgent>, StoreError> {
-        let (sync, id) = (self.sync.clone(), id.to_owned());
-        unblock("compact", move || sync.compact(&id)).await?
-    }
-
     /// Keeps the latest crawl report of an agent (JSON, shown by
     /// `GET /crawl/{domain}`) and its reason codes (shown in the agent's
     /// `trust.reasons`).

@@ -61,7 +61,10 @@ impl BlockingStore {
         // lists in the same order: two writes of an agent whose updates
         // crossed would leave the terms of the older one behind. Stripes
         // are taken in index order, so batches never deadlock.
-        let mut stripes: Vec<usize> = writes.iter().map(|w| inner.stripe_of(&w.id)).collect();
+        let mut stripes: Vec<usize> = writes
+            .iter()
+            .map(|w| crate::identity::stripe_of(&w.id, inner.stripes.len()))
+            .collect();
         stripes.sort_unstable();
         stripes.dedup();
         let _held: Vec<_> = stripes.iter().map(|s| inner.lock_stripe(*s)).collect();
@@ -292,15 +295,8 @@ impl BlockingStore {
 }
 
 impl Inner {
-    /// The write stripe of agent `id`: held from a write's transaction to
-    /// its posting-list update.
-    fn stripe_of(&self, id: &str) -> usize {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let h =
-            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id);
-        (h as usize) % self.stripes.len()
-    }
-
+    /// Write stripe `stripe` (`identity::stripe_of` an agent id): held
+    /// from a write's transaction to its posting-list update.
     fn lock_stripe(&self, stripe: usize) -> std::sync::MutexGuard<'_, ()> {
         self.stripes[stripe]
             .lock()
