@@ -71,7 +71,7 @@ impl Rig {
 /// loopback allowed, as the testbed lives on loopback).
 fn expected_reason(b: Behaviour) -> Option<&'static str> {
     Some(match b {
-        Behaviour::Healthy | Behaviour::TxtLarge => return None,
+        Behaviour::Healthy | Behaviour::TxtLarge | Behaviour::ChallengeOwnNonce => return None,
         Behaviour::TxtMissing => "txt_missing",
         Behaviour::TxtMalformed => "txt_malformed",
         Behaviour::TxtTwoRecords => "txt_multiple",
@@ -156,6 +156,44 @@ async fn every_misbehaving_agent_fails_with_its_exact_reason() {
     let mismatch = by_domain[rig.domain(Behaviour::FingerprintMismatch).as_str()];
     assert!(!mismatch.stored);
     assert!(rig.store.get(&mismatch.agent_id).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_reply_styles_prove_the_key_and_an_own_nonce_gets_the_mutual_half() {
+    let rig = rig(PopulationConfig::healthy(5, 1)
+        .with(Behaviour::ChallengeOwnNonce)
+        .with(Behaviour::ChallengeWrongNonce))
+    .await;
+    let crawler = rig.crawler(true);
+    let echo = rig.testbed.population().agents()[0].domain.clone();
+    let own = rig.domain(Behaviour::ChallengeOwnNonce);
+    for d in [&echo, &own] {
+        let r = crawler.crawl(d).await.report;
+        assert_eq!(r.level(), TrustLevel::KeyVerified, "{d}: {:?}", r.reasons);
+        assert!(r.trust.evidence.challenge, "{d}");
+    }
+    // The verifier answered the agent's nonce with its own signed frame,
+    // and the agent checked it; an echoing agent gets no such frame.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rig.testbed.site_counts(&own).unwrap().mutual == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checked closing frame"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rig.testbed.site_counts(&echo).unwrap().mutual, 0);
+
+    // Signing its own nonce instead of the challenge's proves nothing.
+    let wrong = crawler
+        .crawl(&rig.domain(Behaviour::ChallengeWrongNonce))
+        .await
+        .report;
+    assert_eq!(wrong.level(), TrustLevel::Unverified);
+    assert_eq!(
+        wrong.reasons.first().map(|r| r.as_str()),
+        Some("challenge_wrong_nonce")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

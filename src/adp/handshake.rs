@@ -2,9 +2,15 @@
 //!
 //! The verifier opens the agent's `endpoints.chat` WebSocket and sends an
 //! `adp_handshake` frame carrying its own id `V`, its public key and a
-//! nonce `N`. The agent answers with an `adp_handshake` frame that carries
-//! its id, its public key and an Ed25519 signature over
-//! `"ADP/1.0 handshake\n" + N + "\n" + agent_id + "\n" + V`.
+//! nonce `N`. The agent answers with its own `adp_handshake` frame: its id,
+//! its public key, a nonce and an Ed25519 signature over
+//! `"ADP/1.0 handshake\n" + N + "\n" + agent_id + "\n" + V`. The answer's
+//! `nonce` field is the agent's own fresh nonce (ADP 6.2: each side's frame
+//! carries that side's random nonce) or an echo of `N`; both are accepted,
+//! because what proves the key is the signature over `N`, never the field.
+//! When the agent sent a nonce of its own, the verifier completes the
+//! mutual handshake with [`completion`]: its own frame, signed the same way
+//! over the agent's nonce.
 //!
 //! The nonce is `hex(SHA-256(doc_sha256 || verifier || unix_ms_be64 ||
 //! rand16))`, so the signature is transferable evidence: anyone holding the
@@ -28,6 +34,8 @@ pub const FRAME_TYPE: &str = "adp_handshake";
 pub const SIGNING_PREFIX: &str = "ADP/1.0 handshake\n";
 /// Largest handshake frame either side accepts, bytes.
 pub const MAX_FRAME_BYTES: usize = 4096;
+/// Longest nonce accepted in a frame, hex digits (ours are 64).
+pub const MAX_NONCE_CHARS: usize = 128;
 
 /// A handshake frame (both directions; `signature` only in the answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +50,8 @@ pub struct HandshakeFrame {
     pub agent_id: String,
     /// The sender's Ed25519 public key, base64url without padding.
     pub public_key: String,
-    /// The verifier's nonce, echoed in the answer.
+    /// The sender's nonce: the verifier's `N` in the challenge; in the
+    /// answer the agent's own nonce, or an echo of `N`.
     pub nonce: String,
     /// The agent's signature (base64url), in the answer only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,8 +68,9 @@ pub enum HandshakeError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The answer echoes another nonce.
-    #[error("the answer is for another nonce")]
+    /// The answer is signed over another nonce than the challenge's (its
+    /// own, typically) rather than over `N`.
+    #[error("the answer is signed over another nonce than the challenge's")]
     WrongNonce,
     /// The answer speaks for another agent id.
     #[error("the answer is from {got}, not {expected}")]
@@ -105,8 +115,21 @@ pub fn challenge(verifier: &str, verifier_key: &VerifyingKey, nonce: &str) -> Ha
     }
 }
 
-/// The agent's answer to `challenge`, signed with `key`.
+/// The agent's answer to `challenge`, signed with `key`, echoing the
+/// challenge's nonce.
 pub fn answer(challenge: &HandshakeFrame, agent_id: &str, key: &SigningKey) -> HandshakeFrame {
+    answer_with_nonce(challenge, agent_id, key, &challenge.nonce)
+}
+
+/// The agent's answer to `challenge`, signed with `key` over the
+/// challenge's nonce, its `nonce` field carrying `own_nonce` (the agent's
+/// side of a mutual handshake, ADP 6.2).
+pub fn answer_with_nonce(
+    challenge: &HandshakeFrame,
+    agent_id: &str,
+    key: &SigningKey,
+    own_nonce: &str,
+) -> HandshakeFrame {
     let sig = key.sign(&signing_input(
         &challenge.nonce,
         agent_id,
@@ -117,14 +140,28 @@ pub fn answer(challenge: &HandshakeFrame, agent_id: &str, key: &SigningKey) -> H
         protocol: PROTOCOL.into(),
         agent_id: agent_id.into(),
         public_key: identity::encode_public_key(&key.verifying_key()),
-        nonce: challenge.nonce.clone(),
-        signature: Some(crate::identity::encode_bytes(&sig.to_bytes())),
+        nonce: own_nonce.into(),
+        signature: Some(identity::encode_bytes(&sig.to_bytes())),
     }
 }
 
+/// An answer that proved the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedAnswer {
+    /// The raw signature over the challenge (the transferable evidence).
+    pub signature: Vec<u8>,
+    /// The agent's own nonce, when its frame carried one rather than an
+    /// echo of the challenge's: the verifier may answer it with
+    /// [`completion`].
+    pub agent_nonce: Option<String>,
+}
+
 /// Checks an agent's answer to the challenge with `nonce`, sent by
-/// `verifier`, against the key the fingerprint chain proved. Returns the
-/// raw signature bytes (the transferable evidence).
+/// `verifier`, against the key the fingerprint chain proved.
+///
+/// The answer's `nonce` field may be the agent's own or an echo of
+/// `nonce`; the signature must be over `nonce`. An answer signed over its
+/// own nonce instead is [`HandshakeError::WrongNonce`].
 ///
 /// # Errors
 /// The [`HandshakeError`] that says what is wrong.
@@ -134,15 +171,18 @@ pub fn check_answer(
     agent_id: &str,
     verifier: &str,
     agent_key: &VerifyingKey,
-) -> Result<Vec<u8>, HandshakeError> {
+) -> Result<CheckedAnswer, HandshakeError> {
     let malformed = |reason: &str| HandshakeError::Malformed {
         reason: reason.into(),
     };
     if answer.kind != FRAME_TYPE {
         return Err(malformed("frame type is not adp_handshake"));
     }
-    if answer.nonce != nonce {
-        return Err(HandshakeError::WrongNonce);
+    if answer.nonce.is_empty()
+        || answer.nonce.len() > MAX_NONCE_CHARS
+        || !answer.nonce.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Err(malformed("nonce is not 1 to 128 hex digits"));
     }
     if answer.agent_id != agent_id {
         return Err(HandshakeError::WrongAgent {
@@ -163,13 +203,50 @@ pub fn check_answer(
         .ok()
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| malformed("signature is not 64 bytes of base64url"))?;
-    agent_key
-        .verify_strict(
-            &signing_input(nonce, agent_id, verifier),
-            &Signature::from_bytes(&sig),
-        )
-        .map_err(|_| HandshakeError::BadSignature)?;
-    Ok(sig.to_vec())
+    let signature = Signature::from_bytes(&sig);
+    if agent_key
+        .verify_strict(&signing_input(nonce, agent_id, verifier), &signature)
+        .is_err()
+    {
+        let over_own = answer.nonce != nonce
+            && agent_key
+                .verify_strict(
+                    &signing_input(&answer.nonce, agent_id, verifier),
+                    &signature,
+                )
+                .is_ok();
+        return Err(if over_own {
+            HandshakeError::WrongNonce
+        } else {
+            HandshakeError::BadSignature
+        });
+    }
+    Ok(CheckedAnswer {
+        signature: sig.to_vec(),
+        agent_nonce: (answer.nonce != nonce).then(|| answer.nonce.clone()),
+    })
+}
+
+/// The verifier's closing frame of a mutual handshake: its own frame,
+/// carrying the challenge's nonce `N` and signed with `verifier_key` over
+/// the agent's nonce (the same signing input with the roles swapped).
+/// The agent checks it with [`check_answer`], roles swapped too.
+pub fn completion(
+    verifier: &str,
+    verifier_key: &SigningKey,
+    nonce: &str,
+    agent_id: &str,
+    agent_nonce: &str,
+) -> HandshakeFrame {
+    let sig = verifier_key.sign(&signing_input(agent_nonce, verifier, agent_id));
+    HandshakeFrame {
+        kind: FRAME_TYPE.into(),
+        protocol: PROTOCOL.into(),
+        agent_id: verifier.into(),
+        public_key: identity::encode_public_key(&verifier_key.verifying_key()),
+        nonce: nonce.into(),
+        signature: Some(identity::encode_bytes(&sig.to_bytes())),
+    }
 }
 
 /// Re-checks a stored challenge proof: recomputes the nonce from the
@@ -218,7 +295,10 @@ mod tests {
         let n = nonce(&digest, "node-a", 1_700_000_000_000, &rand);
         let c = challenge("node-a", &verifier.verifying_key(), &n);
         let a = answer(&c, "agent:a.test", &agent);
-        let sig = check_answer(&a, &n, "agent:a.test", "node-a", &agent.verifying_key()).unwrap();
+        let checked =
+            check_answer(&a, &n, "agent:a.test", "node-a", &agent.verifying_key()).unwrap();
+        assert_eq!(checked.agent_nonce, None, "an echo of N");
+        let sig = checked.signature;
         let proof = ChallengeProof {
             verifier: "node-a".into(),
             unix_ms: 1_700_000_000_000,
@@ -249,7 +329,11 @@ mod tests {
             "agent:a.test",
             &agent,
         );
-        assert_eq!(check(&wrong_nonce), Err(HandshakeError::WrongNonce));
+        assert_eq!(
+            check(&wrong_nonce),
+            Err(HandshakeError::WrongNonce),
+            "signed over its own nonce instead of N"
+        );
         wrong_nonce.nonce = n.clone();
         assert_eq!(
             check(&wrong_nonce),
@@ -281,5 +365,61 @@ mod tests {
             check(&typo),
             Err(HandshakeError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn an_answer_with_the_agents_own_nonce_proves_the_key_and_can_be_completed() {
+        let agent = SigningKey::from_bytes(&[3; 32]);
+        let verifier = SigningKey::from_bytes(&[4; 32]);
+        let n = nonce(&[1; 32], "node-a", 7, &[2; 16]);
+        let c = challenge("node-a", &verifier.verifying_key(), &n);
+        let own = "ab".repeat(32);
+        let a = answer_with_nonce(&c, "agent:a.test", &agent, &own);
+        let checked =
+            check_answer(&a, &n, "agent:a.test", "node-a", &agent.verifying_key()).unwrap();
+        assert_eq!(checked.agent_nonce.as_deref(), Some(own.as_str()));
+
+        // The verifier's closing frame is checked by the agent with the
+        // roles swapped: signed over the agent's nonce, by the verifier.
+        let done = completion("node-a", &verifier, &n, "agent:a.test", &own);
+        let back = check_answer(
+            &done,
+            &own,
+            "node-a",
+            "agent:a.test",
+            &verifier.verifying_key(),
+        )
+        .unwrap();
+        assert_eq!(back.agent_nonce.as_deref(), Some(n.as_str()));
+        assert_eq!(
+            check_answer(
+                &done,
+                &"cd".repeat(32),
+                "node-a",
+                "agent:a.test",
+                &verifier.verifying_key()
+            ),
+            Err(HandshakeError::BadSignature),
+            "a completion is bound to the agent's nonce"
+        );
+    }
+
+    #[test]
+    fn the_nonce_field_is_bounded_hex() {
+        let agent = SigningKey::from_bytes(&[3; 32]);
+        let n = nonce(&[0; 32], "v", 1, &[0; 16]);
+        let c = challenge("v", &agent.verifying_key(), &n);
+        for bad in [String::new(), "xyz".into(), "a".repeat(MAX_NONCE_CHARS + 1)] {
+            let a = answer_with_nonce(&c, "agent:a.test", &agent, &bad);
+            assert!(
+                matches!(
+                    check_answer(&a, &n, "agent:a.test", "v", &agent.verifying_key()),
+                    Err(HandshakeError::Malformed { .. })
+                ),
+                "nonce {bad:?}"
+            );
+        }
+        let longest = answer_with_nonce(&c, "agent:a.test", &agent, &"a".repeat(MAX_NONCE_CHARS));
+        assert!(check_answer(&longest, &n, "agent:a.test", "v", &agent.verifying_key()).is_ok());
     }
 }

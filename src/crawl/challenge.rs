@@ -1,7 +1,9 @@
 //! The WebSocket side of the key challenge (DESIGN.md 4.5): connect to the
 //! agent's `endpoints.chat` (wss only) at an address the SSRF guard
-//! checked, send the challenge frame, and read one answer frame within a
-//! deadline. Judging the answer is [`crate::adp::handshake`]'s job.
+//! checked, send the challenge frame, read one answer frame within a
+//! deadline, hand it to the caller's judge, and send the judge's closing
+//! frame when there is one (the verifier's side of a mutual handshake).
+//! Judging the answer is [`crate::adp::handshake`]'s job.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -30,25 +32,30 @@ pub struct Challenger {
 
 impl Challenger {
     /// Sends `challenge` to the agent at `url` (host already resolved and
-    /// checked to `ips`) and returns its answer frame.
+    /// checked to `ips`), and gives its answer frame to `judge`, which says
+    /// what the exchange proved and what frame, if any, to send back before
+    /// closing.
     ///
     /// # Errors
     /// [`CrawlError::InsecureUrl`] for `ws://`, [`CrawlError::Connect`],
     /// [`CrawlError::Tls`], [`CrawlError::Timeout`],
     /// [`CrawlError::ChallengeNoAnswer`] when the agent closes or stays
-    /// silent, [`CrawlError::ChallengeFailed`] for a malformed answer.
-    pub async fn exchange(
+    /// silent, [`CrawlError::ChallengeFailed`] for a malformed answer, and
+    /// whatever `judge` refuses the answer with.
+    pub async fn exchange<T>(
         &self,
         url: &Url,
         ips: &[IpAddr],
         challenge: &HandshakeFrame,
-    ) -> Result<HandshakeFrame, CrawlError> {
+        judge: impl FnOnce(HandshakeFrame) -> Result<(T, Option<HandshakeFrame>), CrawlError>,
+    ) -> Result<T, CrawlError> {
         if url.scheme() != "wss" {
             return Err(CrawlError::InsecureUrl {
                 url: url.to_string(),
             });
         }
-        match tokio::time::timeout(self.timeout, self.exchange_inner(url, ips, challenge)).await {
+        let exchange = self.exchange_inner(url, ips, challenge, judge);
+        match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(CrawlError::ChallengeNoAnswer {
                 after: self.timeout,
@@ -56,12 +63,13 @@ impl Challenger {
         }
     }
 
-    async fn exchange_inner(
+    async fn exchange_inner<T>(
         &self,
         url: &Url,
         ips: &[IpAddr],
         challenge: &HandshakeFrame,
-    ) -> Result<HandshakeFrame, CrawlError> {
+        judge: impl FnOnce(HandshakeFrame) -> Result<(T, Option<HandshakeFrame>), CrawlError>,
+    ) -> Result<T, CrawlError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let mut last_error = None;
         let mut stream = None;
@@ -121,8 +129,25 @@ impl Challenger {
                 serde_json::from_slice(bytes).map_err(|e| CrawlError::ChallengeFailed {
                     message: format!("the answer is not a handshake frame: {e}"),
                 })?;
-            let _ = ws.close(None).await;
-            return Ok(frame);
+            let (proved, reply) = match judge(frame) {
+                Ok(judged) => judged,
+                Err(e) => {
+                    let _ = ws.close(None).await;
+                    return Err(e);
+                }
+            };
+            if let Some(reply) = reply {
+                let text = serde_json::to_string(&reply).expect("a handshake frame serialises");
+                // The proof stands whether or not the agent reads it.
+                let _ = ws.send(Message::text(text)).await;
+            }
+            // Close, and wait (within the exchange's deadline) for the
+            // agent's close, so a closing frame is read before the
+            // connection drops.
+            if ws.close(None).await.is_ok() {
+                while let Some(Ok(_)) = ws.next().await {}
+            }
+            return Ok(proved);
         }
         Err(CrawlError::ChallengeNoAnswer {
             after: Duration::ZERO,

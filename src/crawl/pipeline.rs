@@ -19,7 +19,7 @@ use super::persist::verified_peers;
 use super::report::{summarise, CrawlOutcome, CrawlReport, Run, Verified};
 use super::{CrawlError, CrawlerOptions};
 use crate::adp::check::{self, DocumentChecker};
-use crate::adp::handshake;
+use crate::adp::handshake::{self, HandshakeFrame};
 use crate::adp::{txt, AgentDocument};
 use crate::identity;
 use crate::net::AddressPolicy;
@@ -335,28 +335,36 @@ impl Crawler {
         let rand: [u8; 16] = rand::random();
         let nonce = handshake::nonce(&checked.digest, &self.verifier, unix_ms, &rand);
         let frame = handshake::challenge(&self.verifier, &self.key.verifying_key(), &nonce);
-        let answer = self.challenger.exchange(&url, &ips, &frame).await?;
         let agent_id = identity::AgentId::of_domain(domain);
-        // Without publicKey.full, the answer's key stands if it hashes to
-        // the fingerprint DNS published.
-        let key = match checked.key {
-            Some(k) => k,
-            None => {
-                let k = identity::decode_public_key(&answer.public_key).map_err(|e| {
-                    CrawlError::ChallengeFailed {
-                        message: e.to_string(),
+        let judge = |answer: HandshakeFrame| {
+            // Without publicKey.full, the answer's key stands if it hashes
+            // to the fingerprint DNS published.
+            let key = match checked.key {
+                Some(k) => k,
+                None => {
+                    let k = identity::decode_public_key(&answer.public_key).map_err(|e| {
+                        CrawlError::ChallengeFailed {
+                            message: e.to_string(),
+                        }
+                    })?;
+                    let fingerprint = &checked.document.identity.public_key.fingerprint;
+                    if !check::has_fingerprint(&k, fingerprint) {
+                        return Err(CrawlError::ChallengeFailed {
+                            message: "the answer's key does not hash to the DNS fingerprint".into(),
+                        });
                     }
-                })?;
-                if !check::has_fingerprint(&k, &checked.document.identity.public_key.fingerprint) {
-                    return Err(CrawlError::ChallengeFailed {
-                        message: "the answer's key does not hash to the DNS fingerprint".into(),
-                    });
+                    k
                 }
-                k
-            }
+            };
+            let answered =
+                handshake::check_answer(&answer, &nonce, agent_id.as_str(), &self.verifier, &key)?;
+            // An agent that sent a nonce of its own gets the mutual half.
+            let reply = answered.agent_nonce.as_deref().map(|theirs| {
+                handshake::completion(&self.verifier, &self.key, &nonce, agent_id.as_str(), theirs)
+            });
+            Ok((answered.signature, reply))
         };
-        let signature =
-            handshake::check_answer(&answer, &nonce, agent_id.as_str(), &self.verifier, &key)?;
+        let signature = self.challenger.exchange(&url, &ips, &frame, judge).await?;
         Ok(ChallengeProof {
             verifier: self.verifier.clone(),
             unix_ms,

@@ -90,10 +90,16 @@ behaviours! {
     /// The challenge answer carries the agent's key but is signed by
     /// another key.
     ChallengeBadSignature => "challenge_bad_signature",
-    /// The challenge answer is a correct answer to another nonce.
+    /// The challenge answer is signed over a nonce of the agent's own
+    /// (carried in its frame) instead of the challenge's.
     ChallengeWrongNonce => "challenge_wrong_nonce",
     /// The WebSocket opens but the challenge is never answered.
     ChallengeSilent => "challenge_silent",
+    /// Healthy, but its answer is a handshake frame of its own (ADP 6.2):
+    /// it carries the agent's own fresh nonce rather than an echo, with the
+    /// signature over the challenge's, and the agent waits for the
+    /// verifier's signed frame over its nonce (counted by the site).
+    ChallengeOwnNonce => "challenge_own_nonce",
     /// The domain's A record is 10.0.0.1 (nothing listens there: a crawler
     /// must refuse before connecting).
     PrivateTarget => "private_target",
@@ -114,7 +120,10 @@ impl Behaviour {
     /// addresses) key-verifies an agent that behaves so. `LoopbackTarget`
     /// counts as failing: its `wk` points at a literal loopback address.
     pub fn verifies(self) -> bool {
-        matches!(self, Behaviour::Healthy | Behaviour::TxtLarge)
+        matches!(
+            self,
+            Behaviour::Healthy | Behaviour::TxtLarge | Behaviour::ChallengeOwnNonce
+        )
     }
 }
 

@@ -77,6 +77,9 @@ pub struct SiteCounts {
     pub landing: u64,
     /// WebSocket challenge sessions opened.
     pub chat: u64,
+    /// Mutual handshakes completed: the verifier's closing frame, signed
+    /// over the agent's own nonce, checked (`challenge_own_nonce` sites).
+    pub mutual: u64,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +88,7 @@ struct Counters {
     not_modified: AtomicU64,
     landing: AtomicU64,
     chat: AtomicU64,
+    mutual: AtomicU64,
 }
 
 /// Where a site's document comes from.
@@ -244,6 +248,7 @@ impl AgentSite {
             not_modified: c.not_modified.load(Ordering::Relaxed),
             landing: c.landing.load(Ordering::Relaxed),
             chat: c.chat.load(Ordering::Relaxed),
+            mutual: c.mutual.load(Ordering::Relaxed),
         }
     }
 

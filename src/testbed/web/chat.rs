@@ -1,6 +1,8 @@
 //! The `/agent/chat` WebSocket: answers one `adp_handshake` frame with
-//! [`handshake::answer`] and closes politely, or misbehaves as the site's
-//! [`Behaviour`] says (bad signature, another nonce, silence).
+//! [`handshake::answer`] and closes politely, or answers with a nonce of
+//! its own and checks the verifier's closing frame
+//! ([`Behaviour::ChallengeOwnNonce`]), or misbehaves as the site's
+//! [`Behaviour`] says (bad signature, signed over another nonce, silence).
 //!
 //! Reached from [`super::front`] once the request head shows a WebSocket
 //! upgrade of `/agent/chat` for a known site.
@@ -70,7 +72,40 @@ where
     if let Err(error) = ws.send(Message::text(text)).await {
         return debug!(%error, "cannot send the handshake answer");
     }
+    if site.behaviour == Behaviour::ChallengeOwnNonce {
+        let closing = tokio::select! {
+            () = shutdown.cancelled() => return,
+            c = tokio::time::timeout(TIMEOUT, first_text(&mut ws)) => c,
+        };
+        let Ok(Some(text)) = closing else {
+            return debug!("no closing frame from the verifier");
+        };
+        if completes(&challenge, &answer, &text) {
+            site.counters.mutual.fetch_add(1, Ordering::Relaxed);
+        } else {
+            debug!("the verifier's closing frame does not check");
+        }
+    }
     close(ws, CloseCode::Normal, "").await;
+}
+
+/// Whether `text` is the verifier's closing frame: from the challenge's
+/// sender, with its key, signed over the nonce our `answer` carried.
+fn completes(challenge: &HandshakeFrame, answer: &HandshakeFrame, text: &str) -> bool {
+    let Ok(frame) = serde_json::from_str::<HandshakeFrame>(text) else {
+        return false;
+    };
+    let Ok(key) = identity::decode_public_key(&challenge.public_key) else {
+        return false;
+    };
+    handshake::check_answer(
+        &frame,
+        &answer.nonce,
+        &challenge.agent_id,
+        &answer.agent_id,
+        &key,
+    )
+    .is_ok()
 }
 
 /// The answer the site gives to `challenge`.
@@ -81,6 +116,10 @@ fn respond(site: &AgentSite, challenge: &HandshakeFrame) -> HandshakeFrame {
             let mut answer = handshake::answer(challenge, &site.agent_id, &impostor);
             answer.public_key = identity::encode_public_key(&site.key.verifying_key());
             answer
+        }
+        Behaviour::ChallengeOwnNonce => {
+            let own = hex::encode(rand::random::<[u8; 32]>());
+            handshake::answer_with_nonce(challenge, &site.agent_id, &site.key, &own)
         }
         Behaviour::ChallengeWrongNonce => {
             let mut other = challenge.clone();
