@@ -37,6 +37,8 @@ pub enum Refusal {
     TooLarge,
     /// The envelope is not the CBOR the record format says.
     Malformed,
+    /// A well-formed envelope in another encoding than the canonical one.
+    NonCanonical,
     /// Bytes follow the envelope.
     TrailingBytes,
     /// A record type this node does not know.
@@ -71,9 +73,10 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 17] = [
+    pub const ALL: [Refusal; 18] = [
         Self::TooLarge,
         Self::Malformed,
+        Self::NonCanonical,
         Self::TrailingBytes,
         Self::UnknownType,
         Self::BadSignature,
@@ -96,6 +99,7 @@ impl Refusal {
         match self {
             Self::TooLarge => "too_large",
             Self::Malformed => "malformed",
+            Self::NonCanonical => "non_canonical",
             Self::TrailingBytes => "trailing_bytes",
             Self::UnknownType => "unknown_type",
             Self::BadSignature => "bad_signature",
@@ -126,6 +130,7 @@ impl From<&RecordError> for Refusal {
         match e {
             RecordError::TooLarge { .. } => Self::TooLarge,
             RecordError::Malformed { .. } => Self::Malformed,
+            RecordError::NonCanonical => Self::NonCanonical,
             RecordError::TrailingBytes { .. } => Self::TrailingBytes,
             RecordError::UnknownType { .. } => Self::UnknownType,
             RecordError::BadSignature => Self::BadSignature,

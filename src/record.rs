@@ -5,7 +5,8 @@
 //! `"agentmesh/record/v1\n" || type || "\n" || payload`, the exact payload
 //! bytes, so verifying never re-encodes anything. [`SignedRecord::decode`]
 //! is the only way in from the outside: it enforces the size limit, refuses
-//! trailing bytes and checks the signature before anything else looks at
+//! trailing bytes and any encoding of the envelope but its canonical one
+//! (`non_canonical`), and checks the signature before anything else looks at
 //! the payload.
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -38,6 +39,11 @@ pub enum RecordError {
         /// What is wrong with the envelope.
         reason: String,
     },
+    /// A well-formed envelope that is not in the one canonical encoding
+    /// (`proto/records.cddl`, ENCODING): keys in another order, indefinite
+    /// lengths, longer heads, tags.
+    #[error("record envelope is not in canonical form")]
+    NonCanonical,
     /// Bytes left over after the envelope.
     #[error("{extra} trailing bytes after the record")]
     TrailingBytes {
@@ -90,6 +96,7 @@ impl RecordError {
         match self {
             Self::TooLarge { .. } => "too_large",
             Self::Malformed { .. } => "malformed",
+            Self::NonCanonical => "non_canonical",
             Self::TrailingBytes { .. } => "trailing_bytes",
             Self::UnknownType { .. } => "unknown_type",
             Self::BadSignature => "bad_signature",
@@ -234,17 +241,15 @@ impl SignedRecord {
     ///
     /// # Errors
     /// [`RecordError::TooLarge`], [`RecordError::Malformed`] (also for a
-    /// non-canonical encoding or a weak signer key),
-    /// [`RecordError::TrailingBytes`], [`RecordError::UnknownType`],
+    /// weak signer key), [`RecordError::TrailingBytes`],
+    /// [`RecordError::UnknownType`], [`RecordError::NonCanonical`],
     /// [`RecordError::BadSignature`] (strict Ed25519 verification).
     pub fn decode(bytes: &[u8]) -> Result<Self, RecordError> {
         let record = Self::decode_unchecked(bytes)?;
         // One record, one byte string: gossip ids and de-duplication key on
         // the bytes, so equivalent non-canonical encodings are refused.
         if record.encode() != bytes {
-            return Err(RecordError::Malformed {
-                reason: "envelope is not in canonical form".into(),
-            });
+            return Err(RecordError::NonCanonical);
         }
         if record.signer.is_weak() {
             return Err(RecordError::Malformed {

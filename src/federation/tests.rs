@@ -352,6 +352,7 @@ fn refusal_codes_are_unique_and_match_the_record_layer() {
     let errors = [
         RecordError::TooLarge { size: 1, max: 0 },
         RecordError::Malformed { reason: "x".into() },
+        RecordError::NonCanonical,
         RecordError::TrailingBytes { extra: 1 },
         RecordError::UnknownType { kind: "x".into() },
         RecordError::BadSignature,

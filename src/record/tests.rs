@@ -389,7 +389,7 @@ fn a_changed_document_is_a_digest_mismatch() {
 }
 
 #[test]
-fn non_canonical_encodings_of_a_valid_record_are_malformed() {
+fn non_canonical_encodings_of_a_valid_record_are_refused() {
     let rec = SignedRecord::sign_descriptor(&sample_body(), &node_key()).unwrap();
     let canonical = rec.encode();
     assert!(SignedRecord::decode(&canonical).is_ok());
@@ -415,7 +415,7 @@ fn non_canonical_encodings_of_a_valid_record_are_malformed() {
     assert_ne!(reordered, canonical);
     assert!(matches!(
         SignedRecord::decode(&reordered),
-        Err(RecordError::Malformed { reason }) if reason.contains("canonical")
+        Err(RecordError::NonCanonical)
     ));
 }
 
@@ -658,6 +658,25 @@ fn golden_vectors() -> Vec<Vector> {
     let extra_field = to_cbor(&ciborium::Value::Map(extra_field));
     let no_signature = envelope_map().into_iter().take(3).collect();
     let no_signature = to_cbor(&ciborium::Value::Map(no_signature));
+    let mut reordered = envelope_map();
+    reordered.swap(0, 1);
+    let reordered = to_cbor(&ciborium::Value::Map(reordered));
+    let mut indefinite = t_bytes.clone();
+    assert_eq!(indefinite[0], 0xa4, "a definite map of four members");
+    indefinite[0] = 0xbf;
+    indefinite.push(0xff);
+    let short_head = [&[0x58, 0x20][..], &node_pub[..]].concat();
+    let long_head = [&[0x59, 0x00, 0x20][..], &node_pub[..]].concat();
+    let at = t_bytes
+        .windows(short_head.len())
+        .position(|w| w == short_head)
+        .expect("the signer is a 32-byte string");
+    let longer_head = [
+        &t_bytes[..at],
+        &long_head,
+        &t_bytes[at + short_head.len()..],
+    ]
+    .concat();
     vec![
         ok_vector(
             "descriptor_aidip_translator",
@@ -809,6 +828,29 @@ fn golden_vectors() -> Vec<Vector> {
             "malformed",
         ),
         vector(
+            "non_canonical_keys_reordered",
+            "descriptor_aidip_translator's envelope with \"payload\" before \"type\": the same \
+            members, correctly signed, in another key order.",
+            &reordered,
+            &node_pub,
+            "non_canonical",
+        ),
+        vector(
+            "non_canonical_indefinite_map",
+            "descriptor_aidip_translator's envelope as an indefinite-length map (0xbf ... 0xff).",
+            &indefinite,
+            &node_pub,
+            "non_canonical",
+        ),
+        vector(
+            "non_canonical_longer_head",
+            "descriptor_aidip_translator with the signer's length written in a two-byte head \
+            (0x59 0x00 0x20) instead of the shortest (0x58 0x20).",
+            &longer_head,
+            &node_pub,
+            "non_canonical",
+        ),
+        vector(
             "bad_payload_tombstone_as_descriptor",
             "tombstone_revoked_by_node's payload in a descriptor envelope, correctly signed as a \
             descriptor.",
@@ -886,6 +928,7 @@ fn golden_vectors_decode_as_expected() {
         "malformed",
         "trailing_bytes",
         "unknown_type",
+        "non_canonical",
         "bad_signature",
         "bad_payload",
         "digest_mismatch",
