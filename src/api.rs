@@ -168,15 +168,15 @@ async fn overloaded(err: tower::BoxError) -> ApiError {
 }
 
 async fn health(State(state): State<AppState>) -> Json<Value> {
-    let peers = match state.mesh() {
-        Some(m) => m
-            .client
-            .status()
-            .await
-            .map(|s| s.connected_peers)
-            .unwrap_or(0),
-        None => 0,
+    let status = match state.mesh() {
+        Some(m) => m.client.status().await.ok(),
+        None => None,
     };
+    let peers = status.as_ref().map_or(0, |s| s.connected_peers);
+    let external: Vec<String> = status
+        .iter()
+        .flat_map(|s| s.external_addresses.iter().map(ToString::to_string))
+        .collect();
     // The listeners as they are now: a wildcard listener reports each
     // interface's address as it comes up, some after the node started.
     let listen_addrs: Vec<String> = match state.mesh() {
@@ -191,6 +191,7 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "peer_id": state.inner.peer_id,
         "listen_addrs": listen_addrs,
+        "external_addrs": external,
         "records": state.registry().store().len(),
         "peers": peers,
     }))

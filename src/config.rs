@@ -156,6 +156,11 @@ pub struct P2pConfig {
     pub listen: Vec<String>,
     /// Multiaddrs (with `/p2p/<peer id>`) of peers to join through.
     pub bootstrap: Vec<String>,
+    /// Multiaddrs peers can reach this node at (a public address behind
+    /// NAT, a `/dns4/..` name), announced in its provider records. Listen
+    /// addresses the address policy allows, and addresses two peers say
+    /// they see, are announced without being listed here.
+    pub external_addresses: Vec<String>,
     /// Peer ids whose DNS evidence this node takes as is (federation
     /// partners); records from others are marked "attested by" and their
     /// ADP agents re-verified here.
@@ -186,6 +191,7 @@ impl Default for P2pConfig {
                 "/ip4/0.0.0.0/udp/7701/quic-v1".into(),
             ],
             bootstrap: Vec::new(),
+            external_addresses: Vec::new(),
             trusted_peers: Vec::new(),
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),

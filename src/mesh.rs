@@ -42,6 +42,7 @@ mod commands;
 mod config;
 mod event_loop;
 mod events;
+mod external;
 mod pending;
 mod stats;
 pub mod transport;

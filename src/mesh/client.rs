@@ -64,6 +64,10 @@ pub struct MeshStatus {
     pub dht_records: usize,
     /// Capability keys we provide.
     pub provided_keys: usize,
+    /// Our confirmed external addresses: what our provider records and
+    /// identify tell peers to dial (`mesh/external.rs` says which).
+    #[serde(serialize_with = "display_all")]
+    pub external_addresses: Vec<Multiaddr>,
 }
 
 /// How a DHT write went.

@@ -128,6 +128,9 @@ impl EventLoop {
             .count();
         let gossip_mesh_peers = b.gossipsub.mesh_peers(&self.topic).count();
         let dht_records = b.kad.store_mut().records().count();
+        let mut external_addresses: Vec<libp2p::Multiaddr> =
+            self.swarm.external_addresses().cloned().collect();
+        external_addresses.sort();
         MeshStatus {
             peer_id: self.local,
             connected_peers,
@@ -136,6 +139,7 @@ impl EventLoop {
             gossip_mesh_peers,
             dht_records,
             provided_keys: self.provided.len(),
+            external_addresses,
         }
     }
 

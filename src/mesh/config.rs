@@ -21,6 +21,11 @@ pub struct MeshConfig {
     /// Peers to join through: multiaddrs, normally ending in
     /// `/p2p/<peer id>`; `/dns4/..` names are resolved at dial time.
     pub bootstrap: Vec<Multiaddr>,
+    /// Addresses peers can reach us at, confirmed as external at start
+    /// (behind NAT or a load balancer, or a `/dns4/..` name): announced in
+    /// provider records and identify. Must be dialable under the address
+    /// policy.
+    pub external_addresses: Vec<Multiaddr>,
     /// Dial loopback, private, link-local and CGNAT addresses
     /// ([`transport`](super::transport)); off by default.
     pub allow_private_addresses: bool,
@@ -148,6 +153,7 @@ impl Default for MeshConfig {
         Self {
             listen: Vec::new(),
             bootstrap: Vec::new(),
+            external_addresses: Vec::new(),
             allow_private_addresses: false,
             shards: 8,
             agent_version: format!("agentmesh/{}", env!("CARGO_PKG_VERSION")),
@@ -184,6 +190,7 @@ impl MeshConfig {
         Ok(Self {
             listen: parse_addrs(&p2p.listen)?,
             bootstrap: parse_addrs(&p2p.bootstrap)?,
+            external_addresses: parse_addrs(&p2p.external_addresses)?,
             allow_private_addresses: p2p.allow_private_addresses,
             ..Self::default()
         })
@@ -257,6 +264,27 @@ impl MeshConfig {
                     reason: "more than one /p2p component".into(),
                 });
             }
+        }
+        for addr in &self.external_addresses {
+            let unspecified = addr.iter().any(|p| match p {
+                Protocol::Ip4(ip) => ip.is_unspecified(),
+                Protocol::Ip6(ip) => ip.is_unspecified(),
+                _ => false,
+            });
+            let reason = if unspecified {
+                "an unspecified address cannot be dialled"
+            } else if addr.iter().any(|p| matches!(p, Protocol::P2p(_))) {
+                "an external address names no peer: drop the /p2p component"
+            } else if !super::transport::dialable(self.address_policy(), addr) {
+                "a loopback, private or unroutable address would be announced: set \
+                 p2p.allow_private_addresses = true on a private mesh"
+            } else {
+                continue;
+            };
+            return Err(MeshError::BadAddress {
+                addr: addr.to_string(),
+                reason: reason.into(),
+            });
         }
         Ok(())
     }

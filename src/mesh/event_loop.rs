@@ -34,6 +34,7 @@ use tracing::{debug, info, warn, Instrument};
 
 use super::behaviour::{build_swarm, records_topic, split_peer, MeshBehaviour};
 use super::client::{Command, MeshClient};
+use super::external::ExternalAddrs;
 use super::pending::{Deadline, Pending, ProvidersAnswered};
 use super::stats::MeshStats;
 use super::wire::SearchResponse;
@@ -108,6 +109,9 @@ pub(super) struct EventLoop {
     pub(super) next_reprovide: Instant,
     pub(super) starting_listeners: HashMap<ListenerId, Multiaddr>,
     pub(super) failed_listeners: Vec<(Multiaddr, String)>,
+    /// Listeners configured on an unspecified address.
+    pub(super) wildcard_listeners: HashSet<ListenerId>,
+    pub(super) external: ExternalAddrs,
 }
 
 /// Builds the swarm, starts listening and spawns the loop.
@@ -123,6 +127,7 @@ pub(super) async fn spawn(
     let (cmd_tx, commands) = mpsc::channel(config.limits.command_buffer);
     let (internal_tx, internal_rx) = mpsc::channel(config.limits.command_buffer);
     let now = Instant::now();
+    let policy = config.address_policy();
     let mut el = EventLoop {
         swarm,
         local,
@@ -145,8 +150,14 @@ pub(super) async fn spawn(
         provides: HashMap::new(),
         starting_listeners: HashMap::new(),
         failed_listeners: Vec::new(),
+        wildcard_listeners: HashSet::new(),
+        external: ExternalAddrs::new(policy),
     };
     el.start_listening().await?;
+    for addr in el.config.external_addresses.clone() {
+        info!(%addr, "external address (configured)");
+        el.swarm.add_external_address(addr);
+    }
     el.init_bootstrap();
     let span = tracing::info_span!("mesh", peer_id = %local);
     let handle = tokio::spawn(el.run().instrument(span));
@@ -158,6 +169,9 @@ impl EventLoop {
         for addr in self.config.listen.clone() {
             match self.swarm.listen_on(addr.clone()) {
                 Ok(id) => {
+                    if super::events::is_unspecified(&addr) {
+                        self.wildcard_listeners.insert(id);
+                    }
                     self.starting_listeners.insert(id, addr);
                 }
                 Err(e) => self.failed_listeners.push((addr, e.to_string())),

@@ -33,7 +33,7 @@ const REPROVIDE_WHILE_UNDER: usize = 20;
 /// share one round.
 const REPROVIDE_DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-fn is_unspecified(addr: &Multiaddr) -> bool {
+pub(super) fn is_unspecified(addr: &Multiaddr) -> bool {
     use libp2p::multiaddr::Protocol;
     addr.iter().any(|p| match p {
         Protocol::Ip4(ip) => ip.is_unspecified(),
@@ -137,6 +137,16 @@ impl EventLoop {
             } => {
                 info!(%address, "listening");
                 self.starting_listeners.remove(&listener_id);
+                let wildcard = self.wildcard_listeners.contains(&listener_id);
+                if let Some(addr) = self.external.on_listen(&address, wildcard) {
+                    debug!(%addr, "external address (listening)");
+                    self.swarm.add_external_address(addr);
+                }
+            }
+            SwarmEvent::ExpiredListenAddr { address, .. } => {
+                if self.external.on_listen_expired(&address) {
+                    self.swarm.remove_external_address(&address);
+                }
             }
             SwarmEvent::ListenerClosed {
                 listener_id,
@@ -179,6 +189,14 @@ impl EventLoop {
             for addr in addrs.iter().filter(|a| dialable(policy, a)) {
                 kad.add_address(&peer_id, addr.clone());
             }
+        }
+        let listening: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
+        for addr in self
+            .external
+            .on_observed(peer_id, &info.observed_addr, &listening)
+        {
+            info!(%addr, "external address (observed by peers)");
+            self.swarm.add_external_address(addr);
         }
         if let Some(state) = self.peers.get_mut(&peer_id) {
             state.listen_addrs = addrs;

@@ -1,8 +1,8 @@
 //! The asking half of a mesh search, stage by stage, each ending at its
 //! share of one [`Budget`]:
 //!
-//! 1. whom to ask: the connected peers that speak the search protocol
-//!    (one round trip to the mesh loop). None: the search is local, at
+//! 1. whom to ask: the connected peers whose identify lists the search
+//!    protocol (one round trip to the mesh loop). None: the search is local, at
 //!    once, with no provider lookup and no wait;
 //! 2. at the same time, the providers of the rarest capability (the
 //!    lookup answers once `fanout` are known) and `known`, what this node
@@ -32,14 +32,15 @@ pub(super) async fn ask(
     budget: Budget,
 ) -> MeshReport {
     let mut report = MeshReport::nobody(mesh.budget);
-    let speakers = match timeout_at(budget.lookup_by(), mesh.client.peers()).await {
-        Ok(Ok(peers)) => peers
-            .iter()
-            .filter(|p| speaks_search(p))
-            .map(|p| p.peer_id)
-            .collect::<Vec<_>>(),
+    let connected = match timeout_at(budget.lookup_by(), mesh.client.peers()).await {
+        Ok(Ok(peers)) => peers,
         _ => Vec::new(),
     };
+    let speakers: Vec<PeerId> = connected
+        .iter()
+        .filter(|p| speaks_search(p))
+        .map(|p| p.peer_id)
+        .collect();
     if speakers.is_empty() {
         tracing::debug!("mesh search: nobody to ask");
         return report;
@@ -49,6 +50,17 @@ pub(super) async fn ask(
         providers(registry, mesh, query, budget.lookup_by()),
         known(registry, query, budget.lookup_by()),
     );
+    // A provider we are connected to and that told us what it speaks is
+    // asked only if search is among it; one we do not know is asked.
+    let providers: Vec<PeerId> = providers
+        .into_iter()
+        .filter(|p| {
+            connected
+                .iter()
+                .find(|c| c.peer_id == *p)
+                .is_none_or(speaks_search)
+        })
+        .collect();
     let (whom, mut peers) = if providers.is_empty() {
         (Asked::Connected, speakers)
     } else {
@@ -111,10 +123,12 @@ fn budget_ms(budget: Budget) -> u64 {
     budget.elapsed().as_millis() as u64
 }
 
-/// Whether a connected peer may answer searches: it said so in identify,
-/// or has not identified itself yet.
+/// Whether a connected peer answers searches: its identify said so. A
+/// peer that has not identified itself (yet, or ever: a plain DHT client
+/// may not run identify) is not asked, so it cannot make an answer
+/// partial; identify arrives within a round trip of connecting.
 fn speaks_search(peer: &PeerInfo) -> bool {
-    peer.agent_version.is_none() || peer.protocols.iter().any(|p| p == SEARCH_PROTOCOL)
+    peer.protocols.iter().any(|p| p == SEARCH_PROTOCOL)
 }
 
 /// The providers of the query's rarest capability (none without one), at

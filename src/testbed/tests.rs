@@ -258,5 +258,12 @@ fn behaviour_names_round_trip() {
         .copied()
         .filter(|b| b.verifies())
         .collect();
-    assert_eq!(verifying, [Behaviour::Healthy, Behaviour::TxtLarge]);
+    assert_eq!(
+        verifying,
+        [
+            Behaviour::Healthy,
+            Behaviour::TxtLarge,
+            Behaviour::ChallengeOwnNonce
+        ]
+    );
 }

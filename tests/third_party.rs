@@ -1,0 +1,264 @@
+//! An agentmesh node against peers that are not agentmesh: plain
+//! rust-libp2p swarms built here from libp2p's own behaviours (Kademlia on
+//! agentmesh's protocol name, identify or none), with none of agentmesh's
+//! mesh code. They stand for the go-libp2p and py-libp2p DHT clients an
+//! open mesh meets:
+//!
+//! - the provider records the node announces (ADD_PROVIDER) carry
+//!   addresses, and a client that knows nothing else dials the provider
+//!   at them;
+//! - a search never asks a peer that does not speak the search protocol,
+//!   so such a peer cannot make an answer partial.
+
+use std::time::{Duration, Instant};
+
+use agentmesh::config::Config;
+use agentmesh::mesh::{KAD_PROTOCOL, SEARCH_PROTOCOL};
+use agentmesh::node::Node;
+use futures_util::StreamExt;
+use libp2p::kad::store::MemoryStore;
+use libp2p::kad::{self, ProviderRecord};
+use libp2p::multiaddr::Protocol;
+use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{identify, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use serde_json::json;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A DHT client: Kademlia in server mode on agentmesh's protocol, inbound
+/// records and provider announcements handed to the test (`FilterBoth`),
+/// and identify unless `identify` is false.
+#[derive(NetworkBehaviour)]
+struct Client {
+    kad: kad::Behaviour<MemoryStore>,
+    identify: libp2p::swarm::behaviour::toggle::Toggle<identify::Behaviour>,
+}
+
+fn client(identify: bool) -> Swarm<Client> {
+    let mut swarm = libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .expect("a TCP transport")
+        .with_behaviour(|key| {
+            let peer = key.public().to_peer_id();
+            let mut config = kad::Config::new(StreamProtocol::new(KAD_PROTOCOL));
+            config.set_record_filtering(kad::StoreInserts::FilterBoth);
+            let identify = identify.then(|| {
+                identify::Behaviour::new(identify::Config::new(
+                    "/plain-dht-client/1.0.0".into(),
+                    key.public(),
+                ))
+            });
+            Client {
+                kad: kad::Behaviour::with_config(peer, MemoryStore::new(peer), config),
+                identify: identify.into(),
+            }
+        })
+        .expect("the behaviour")
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    swarm.behaviour_mut().kad.set_mode(Some(kad::Mode::Server));
+    swarm
+        .listen_on("/ip4/127.0.0.1/tcp/0".parse().unwrap())
+        .expect("listening");
+    swarm
+}
+
+async fn node() -> (Node, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        data_dir: dir.path().join("data"),
+        ..Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.p2p.allow_private_addresses = true;
+    config.p2p.search_timeout = Duration::from_secs(2);
+    config.crawl.follow_peers = false;
+    (Node::spawn(config).await.expect("the node starts"), dir)
+}
+
+fn node_addr(node: &Node) -> Multiaddr {
+    node.listen_addrs()[0].parse().unwrap()
+}
+
+fn without_peer(addr: &Multiaddr) -> Multiaddr {
+    addr.iter()
+        .filter(|p| !matches!(p, Protocol::P2p(_)))
+        .collect()
+}
+
+async fn register(node: &Node, id: &str, capability: &str) {
+    let doc = json!({
+        "id": id, "name": format!("agent {id}"), "description": "a test agent",
+        "capabilities": [capability], "tags": ["forecast"], "endpoint": "https://agents.example/x",
+        "inputs": {"type": "object"}, "outputs": {"type": "object"}
+    });
+    let status = reqwest::Client::new()
+        .post(format!("http://{}/agents", node.api_addr()))
+        .json(&doc)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "registration answered {status}");
+}
+
+async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(Instant::now() < until, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Drives `swarm` until `pick` returns something, for at most [`DEADLINE`].
+async fn drive<T>(
+    what: &str,
+    swarm: &mut Swarm<Client>,
+    mut pick: impl FnMut(SwarmEvent<ClientEvent>) -> Option<T>,
+) -> T {
+    let run = async {
+        loop {
+            if let Some(found) = pick(swarm.select_next_some().await) {
+                return found;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, run)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_dht_client_gets_provider_records_it_can_dial() {
+    let (node, _dir) = node().await;
+    let node_peer: PeerId = node.peer_id().parse().unwrap();
+    let at = node_addr(&node);
+    let mut dht = client(true);
+    dht.dial(at.clone()).unwrap();
+
+    // The node learns the client from identify and puts it in its routing
+    // table; the registration's provider announcements then reach it.
+    register(&node, "weather-1", "weather_forecast").await;
+    let record: ProviderRecord = drive("an ADD_PROVIDER from the node", &mut dht, |e| match e {
+        SwarmEvent::Behaviour(ClientEvent::Kad(kad::Event::InboundRequest {
+            request:
+                kad::InboundRequest::AddProvider {
+                    record: Some(record),
+                },
+        })) => Some(record),
+        _ => None,
+    })
+    .await;
+    assert_eq!(record.provider, node_peer);
+    assert!(
+        record
+            .addresses
+            .iter()
+            .any(|a| without_peer(a) == without_peer(&at)),
+        "the provider record names the node's listen address: {:?}",
+        record.addresses
+    );
+    let status = node.mesh().status().await.unwrap();
+    assert_eq!(status.external_addresses, vec![without_peer(&at)]);
+
+    // A client that knows only the provider record reaches the provider.
+    let mut fresh = client(false);
+    let opts = DialOpts::peer_id(record.provider)
+        .addresses(record.addresses.clone())
+        .build();
+    fresh.dial(opts).unwrap();
+    let connected = drive("a connection to the provider", &mut fresh, |e| match e {
+        SwarmEvent::ConnectionEstablished { peer_id, .. } => Some(peer_id),
+        SwarmEvent::OutgoingConnectionError { error, .. } => panic!("dial failed: {error}"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(connected, node_peer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_never_asks_a_peer_that_does_not_speak_the_search_protocol() {
+    let (asker, _a) = node().await;
+    let (other, _b) = node().await;
+    register(&other, "weather-2", "weather_forecast").await;
+
+    // Two plain DHT clients, one identified and one that never identifies,
+    // connected to the asker; and one agentmesh node.
+    let mut identified = client(true);
+    let mut silent = client(false);
+    identified.dial(node_addr(&asker)).unwrap();
+    silent.dial(node_addr(&asker)).unwrap();
+    let clients = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = identified.select_next_some() => {}
+                _ = silent.select_next_some() => {}
+            }
+        }
+    });
+    asker.mesh().dial(node_addr(&other)).await.unwrap();
+    let other_peer: PeerId = other.peer_id().parse().unwrap();
+    wait_until(
+        "the asker has three peers and the agentmesh one identified",
+        || async {
+            let peers = asker.mesh().peers().await.unwrap();
+            peers.len() == 3
+                && peers.iter().any(|p| {
+                    p.peer_id == other_peer && p.protocols.iter().any(|s| s == SEARCH_PROTOCOL)
+                })
+        },
+    )
+    .await;
+
+    // With a capability, the providers are asked; without one (tags
+    // only), every connected peer that speaks the search protocol. Either
+    // way only the agentmesh peer is asked, it answers, and the answer is
+    // whole.
+    for filters in [
+        json!({"capabilities": ["weather_forecast"]}),
+        json!({"tags": ["forecast"]}),
+    ] {
+        let response = reqwest::Client::new()
+            .post(format!("http://{}/agents/search", asker.api_addr()))
+            .json(&json!({ "filters": filters }))
+            .send()
+            .await
+            .unwrap();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            header("x-agentmesh-peers-asked").as_deref(),
+            Some("1"),
+            "{filters}"
+        );
+        assert_eq!(
+            header("x-agentmesh-peers-answered").as_deref(),
+            Some("1"),
+            "{filters}"
+        );
+        assert_eq!(
+            header("x-agentmesh-partial").as_deref(),
+            Some("false"),
+            "{filters}"
+        );
+        assert_eq!(header("x-agentmesh-unanswered"), None, "{filters}");
+        let found: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(found[0]["id"], "weather-2", "{filters}");
+    }
+    clients.abort();
+}
