@@ -61,8 +61,10 @@ pub enum Command {
     /// Make an Ed25519 key file (PKCS#8 PEM, mode 0600) and print its
     /// fingerprint and public key.
     Keygen(KeygenArgs),
-    /// Run the whole ADP chain for one domain and print each step (exit 0
-    /// at key-verified or better, 1 below, 2 on a usage error).
+    /// Run the whole ADP chain for one domain and print each step, then
+    /// check the verified peers it lists one hop out (peer-verified when
+    /// one is key-verified and lists it back); exit 0 at key-verified or
+    /// better, 1 below, 2 on a usage error.
     Verify(crawl::VerifyArgs),
     /// Crawl many domains into the data directory, with a summary by trust
     /// level and failure reason.

@@ -13,6 +13,7 @@
 pub mod challenge;
 pub mod dns;
 pub mod fetch;
+mod one_hop;
 mod persist;
 mod pipeline;
 pub mod queue;
@@ -24,8 +25,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use one_hop::MAX_PEERS_CHECKED;
 pub use pipeline::Crawler;
-pub use report::{CrawlOutcome, CrawlReport, Step, StepOutcome, TrustSummary, Verified};
+pub use report::{CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome, TrustSummary, Verified};
 
 use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;

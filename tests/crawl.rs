@@ -196,6 +196,102 @@ async fn both_reply_styles_prove_the_key_and_an_own_nonce_gets_the_mutual_half()
     );
 }
 
+/// The verified peers an agent lists, as domains, in document order.
+fn verified_peer_domains(agent: &agentmesh::testbed::Agent) -> Vec<String> {
+    agent
+        .relationships
+        .iter()
+        .filter(|r| r.kind == "peer" && r.trust.as_deref() == Some("verified"))
+        .filter_map(|r| r.id.strip_prefix("agent:").map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_checks_listed_peers_one_hop_out_and_reports_peer_verified_when_mutual() {
+    let rig = rig(PopulationConfig::healthy(21, 40).with_every_misbehaviour()).await;
+    let crawler = rig.crawler(true);
+    let population = rig.testbed.population();
+    let behaviour_of = |domain: &str| {
+        population
+            .agents()
+            .iter()
+            .find(|a| a.domain == domain)
+            .map(|a| a.behaviour)
+    };
+    let (mut mutual_seen, mut one_way_seen) = (0, 0);
+    for agent in population.agents() {
+        if agent.behaviour != Behaviour::Healthy {
+            continue;
+        }
+        let listed = verified_peer_domains(agent);
+        if listed.is_empty() {
+            continue;
+        }
+        // What the population says: a listed peer that verifies and lists
+        // this agent back makes it peer-verified.
+        let checked: Vec<&String> = listed
+            .iter()
+            .take(agentmesh::crawl::MAX_PEERS_CHECKED)
+            .collect();
+        let expect_mutual: Vec<String> = checked
+            .iter()
+            .filter(|d| {
+                behaviour_of(d).is_some_and(Behaviour::verifies)
+                    && population.is_mutual(&agent.domain, d)
+            })
+            .map(|d| format!("agent:{d}"))
+            .collect();
+        let r = crawler.verify_with_peers(&agent.domain).await.report;
+        let got_mutual: Vec<String> = r
+            .peer_checks
+            .iter()
+            .filter(|c| c.mutual)
+            .map(|c| c.agent_id.clone())
+            .collect();
+        assert_eq!(
+            got_mutual.len(),
+            expect_mutual.len(),
+            "{}: {got_mutual:?}",
+            agent.domain
+        );
+        assert_eq!(r.peer_checks.len(), checked.len(), "{}", agent.domain);
+        let peers_step = r.steps.iter().find(|s| s.step == "peers").unwrap();
+        if expect_mutual.is_empty() {
+            one_way_seen += 1;
+            assert_eq!(r.level(), TrustLevel::KeyVerified, "{}", agent.domain);
+            assert!(peers_step.detail.starts_with("no mutual verified peer"));
+        } else {
+            mutual_seen += 1;
+            assert_eq!(r.level(), TrustLevel::PeerVerified, "{}", agent.domain);
+            assert!(r.trust.evidence.mutual_peer);
+            for c in r.peer_checks.iter().filter(|c| c.mutual) {
+                assert!(expect_mutual.contains(&c.agent_id), "{}", c.agent_id);
+                assert!(c.report.level() >= TrustLevel::KeyVerified);
+                assert!(c.report.steps.iter().any(|s| s.step == "challenge"));
+            }
+        }
+        // A listed peer that fails its own chain says why.
+        for c in r.peer_checks.iter().filter(|c| !c.mutual) {
+            if c.report.level() < TrustLevel::KeyVerified {
+                assert!(!c.report.reasons.is_empty(), "{}", c.agent_id);
+            }
+        }
+    }
+    assert!(
+        mutual_seen > 0 && one_way_seen > 0,
+        "{mutual_seen} {one_way_seen}"
+    );
+
+    // Nothing is checked for an agent that is not key-verified itself.
+    let broken = crawler
+        .verify_with_peers(&rig.domain(Behaviour::ChallengeSilent))
+        .await
+        .report;
+    assert!(broken.peer_checks.is_empty());
+    let step = broken.steps.iter().find(|s| s.step == "peers").unwrap();
+    assert_eq!(step.outcome, agentmesh::crawl::StepOutcome::Skipped);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_policy_never_connects_to_internal_addresses() {
     let rig = rig(PopulationConfig::healthy(11, 2)

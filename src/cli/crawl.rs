@@ -90,7 +90,7 @@ pub(super) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         Arc::new(key),
         verifier,
     )?;
-    let report = crawler.crawl(&args.domain).await.report;
+    let report = crawler.verify_with_peers(&args.domain).await.report;
     if args.json {
         println!(
             "{}",
@@ -109,16 +109,7 @@ pub(super) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 fn print_report(r: &CrawlReport) {
     println!("verify {}", r.agent_id);
     for s in &r.steps {
-        let mark = match s.outcome {
-            StepOutcome::Ok => "ok  ",
-            StepOutcome::Failed => "FAIL",
-            StepOutcome::Skipped => "skip",
-        };
-        let reason = s.reason.map(|r| format!(" [{r}]")).unwrap_or_default();
-        println!(
-            "  {mark} {:<12} {:>8.1} ms  {}{reason}",
-            s.step, s.ms, s.detail
-        );
+        print_step(s, "  ");
     }
     let e = &r.trust.evidence;
     let yes = |b: bool| if b { "yes" } else { "no" };
@@ -134,6 +125,35 @@ fn print_report(r: &CrawlReport) {
         let reasons: Vec<&str> = r.reasons.iter().map(|r| r.as_str()).collect();
         println!("reasons: {}", reasons.join(", "));
     }
+    for check in &r.peer_checks {
+        let mutual = if check.mutual {
+            "mutual"
+        } else if check.lists_back {
+            "lists it back, not key-verified"
+        } else {
+            "does not list it back"
+        };
+        println!(
+            "peer {} ({}, {mutual})",
+            check.agent_id, check.report.trust.level
+        );
+        for s in &check.report.steps {
+            print_step(s, "    ");
+        }
+    }
+}
+
+fn print_step(s: &crate::crawl::Step, indent: &str) {
+    let mark = match s.outcome {
+        StepOutcome::Ok => "ok  ",
+        StepOutcome::Failed => "FAIL",
+        StepOutcome::Skipped => "skip",
+    };
+    let reason = s.reason.map(|r| format!(" [{r}]")).unwrap_or_default();
+    println!(
+        "{indent}{mark} {:<12} {:>8.1} ms  {}{reason}",
+        s.step, s.ms, s.detail
+    );
 }
 
 fn read_domains(args: &CrawlCmdArgs) -> anyhow::Result<Vec<String>> {

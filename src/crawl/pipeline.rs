@@ -131,6 +131,7 @@ impl Crawler {
                 steps: Vec::new(),
                 recrawl_after_secs: u64::from(MAX_TTL),
                 stored: false,
+                peer_checks: Vec::new(),
             },
         };
         let unverified = |run: Run| CrawlOutcome {

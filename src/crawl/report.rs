@@ -95,6 +95,24 @@ pub struct CrawlReport {
     /// Whether a record was stored (only when the document is consistent
     /// with DNS: fingerprint chain and domain).
     pub stored: bool,
+    /// The listed verified peers checked one hop out, with their own
+    /// reports (`agentmesh verify` only; empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peer_checks: Vec<PeerCheck>,
+}
+
+/// A peer the verified agent lists, crawled to see whether the
+/// relationship is mutual.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerCheck {
+    /// The peer's id, `agent:{domain}`.
+    pub agent_id: String,
+    /// It is key-verified and lists the agent back as a verified peer.
+    pub mutual: bool,
+    /// It lists the agent back (whatever its own trust).
+    pub lists_back: bool,
+    /// Its own crawl report, step by step.
+    pub report: CrawlReport,
 }
 
 impl CrawlReport {
