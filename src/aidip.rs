@@ -11,9 +11,6 @@ use crate::descriptor::{self, Descriptor, DocumentFormat};
 /// The JSON Schema every registration is validated against.
 pub const SCHEMA: &str = include_str!("../proto/aidip-agent.schema.json");
 
-/// Id prefix reserved for DNS-anchored agents (`agent:{domain}`).
-pub const RESERVED_PREFIX: &str = "agent:";
-
 /// The AIDIP agent metadata document, every field of the draft; fields the
 /// draft does not name are kept in `extra`, not dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -160,11 +157,11 @@ impl MetadataValidator {
             }]
         })?;
         if let Some(id) = &meta.id {
-            if id.starts_with(RESERVED_PREFIX) {
+            if let Some(prefix) = descriptor::reserved_prefix(id) {
                 problems.push(FieldProblem {
                     field: "/id".into(),
                     message: format!(
-                        "ids starting with {RESERVED_PREFIX:?} are reserved for DNS-anchored agents"
+                        "ids starting with {prefix:?} are reserved for crawled and imported agents"
                     ),
                 });
             }

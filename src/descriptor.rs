@@ -8,14 +8,100 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which document format a descriptor was made from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Which document format a descriptor was made from: its provenance
+/// (`source_format` in results). The wire names are in
+/// `proto/records.cddl` (`document-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DocumentFormat {
     /// An AIDIP agent metadata document (registered through the API).
+    #[serde(rename = "aidip")]
     Aidip,
     /// An ADP `agent.json` document (crawled from DNS).
+    #[serde(rename = "adp")]
     Adp,
+    /// An A2A Agent Card (crawled from `/.well-known/agent-card.json`, or
+    /// the older `/.well-known/agent.json` form).
+    #[serde(rename = "a2a")]
+    A2a,
+    /// An entry of an ARD `ai-catalog.json` (crawled).
+    #[serde(rename = "ard")]
+    Ard,
+    /// A DNS-AID SVCB record under `_agents.{domain}` (crawled).
+    #[serde(rename = "dns-aid")]
+    DnsAid,
+    /// An AID `_agent.{domain}` TXT record (`v=aid1`), crawled.
+    #[serde(rename = "aid")]
+    Aid,
+    /// An MCP Registry `server.json` (imported).
+    #[serde(rename = "mcp-registry")]
+    McpRegistry,
+}
+
+impl DocumentFormat {
+    /// Every format.
+    pub const ALL: [DocumentFormat; 7] = [
+        Self::Aidip,
+        Self::Adp,
+        Self::A2a,
+        Self::Ard,
+        Self::DnsAid,
+        Self::Aid,
+        Self::McpRegistry,
+    ];
+
+    /// The wire name (`aidip`, `adp`, `a2a`, `ard`, `dns-aid`, `aid`,
+    /// `mcp-registry`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aidip => "aidip",
+            Self::Adp => "adp",
+            Self::A2a => "a2a",
+            Self::Ard => "ard",
+            Self::DnsAid => "dns-aid",
+            Self::Aid => "aid",
+            Self::McpRegistry => "mcp-registry",
+        }
+    }
+
+    /// The id prefix reserved for agents of this format: ids that only a
+    /// crawl (or, for `mcp:`, an import) gives. `None` for AIDIP
+    /// registrations (any other id) and ARD entries (`urn:air:` ids their
+    /// publishers assign).
+    pub fn id_prefix(self) -> Option<&'static str> {
+        match self {
+            Self::Adp => Some("agent:"),
+            Self::A2a => Some("a2a:"),
+            Self::DnsAid => Some("dns-aid:"),
+            Self::Aid => Some("aid:"),
+            Self::McpRegistry => Some("mcp:"),
+            Self::Aidip | Self::Ard => None,
+        }
+    }
+
+    /// The format a legacy record's id implies (records written before the
+    /// other formats existed are ADP or AIDIP).
+    pub fn of_legacy_id(id: &str) -> Self {
+        if id.starts_with("agent:") {
+            Self::Adp
+        } else {
+            Self::Aidip
+        }
+    }
+}
+
+impl std::fmt::Display for DocumentFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The id prefixes only crawls and imports give (`agent:`, `a2a:`,
+/// `dns-aid:`, `aid:`, `mcp:`): an AIDIP registration may not use them.
+pub fn reserved_prefix(id: &str) -> Option<&'static str> {
+    DocumentFormat::ALL
+        .iter()
+        .filter_map(|f| f.id_prefix())
+        .find(|p| id.starts_with(p))
 }
 
 /// The normalised agent descriptor.

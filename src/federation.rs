@@ -366,7 +366,26 @@ impl Judge {
         let e = &d.evidence;
         match d.descriptor.format {
             DocumentFormat::Aidip => {
-                if d.agent_id.starts_with(crate::aidip::RESERVED_PREFIX) {
+                if crate::descriptor::reserved_prefix(&d.agent_id).is_some() {
+                    return Err(Refusal::ReservedId);
+                }
+                if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {
+                    return Err(Refusal::BadEvidence);
+                }
+                Ok(None)
+            }
+            // Formats with no proof a peer can re-check: attested by the
+            // signing node, at unverified, under their own id space.
+            format @ (DocumentFormat::A2a
+            | DocumentFormat::Ard
+            | DocumentFormat::DnsAid
+            | DocumentFormat::Aid
+            | DocumentFormat::McpRegistry) => {
+                let own_space = match format.id_prefix() {
+                    Some(prefix) => d.agent_id.starts_with(prefix),
+                    None => crate::descriptor::reserved_prefix(&d.agent_id).is_none(),
+                };
+                if !own_space {
                     return Err(Refusal::ReservedId);
                 }
                 if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {

@@ -13,7 +13,7 @@ pub mod import;
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor;
-use crate::descriptor::Descriptor;
+use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
@@ -134,6 +134,9 @@ pub struct Summary {
     pub trust: TrustView,
     /// Where the record came from.
     pub source: Source,
+    /// The format the agent was published in (`adp`, `aidip`, `a2a`,
+    /// `ard`, `dns-aid`, `aid`, `mcp-registry`).
+    pub source_format: DocumentFormat,
 }
 
 /// A search request, already bounded by the caller.
@@ -514,7 +517,9 @@ impl Registry {
             Ok(key) => vec![identity::fingerprint(&key)],
             Err(_) => Vec::new(),
         };
+        let source_format = agent.source_format();
         Ok(Summary {
+            source_format,
             id: agent.id,
             name: agent.name,
             description: agent.description,

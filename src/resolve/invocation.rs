@@ -126,6 +126,28 @@ pub(super) fn invocation(d: &Descriptor, doc: &Value, intent: &[String]) -> Invo
     match d.format {
         DocumentFormat::Aidip => aidip(d, doc, intent),
         DocumentFormat::Adp => adp(d, doc, intent),
+        other => from_descriptor(other, d),
+    }
+}
+
+/// What the descriptor alone says, for formats whose documents name no
+/// operations agentmesh reads (A2A skills, catalog entries, DNS records,
+/// MCP servers): their protocol, endpoint and auth.
+fn from_descriptor(format: DocumentFormat, d: &Descriptor) -> Invocation {
+    Invocation {
+        protocol: match format {
+            DocumentFormat::McpRegistry => "mcp",
+            other => other.as_str(),
+        },
+        endpoint: d.endpoint.clone(),
+        method: None,
+        operation: None,
+        description: None,
+        input_schema: None,
+        output_schema: None,
+        input_media: None,
+        auth: d.auth.clone().unwrap_or_else(|| "none".into()),
+        auth_scopes: None,
     }
 }
 

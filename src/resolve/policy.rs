@@ -271,6 +271,13 @@ pub(super) fn protocols(d: &Descriptor, doc: &Value) -> BTreeSet<String> {
                 }
             }
         }
+        other => {
+            out.insert(match other {
+                DocumentFormat::McpRegistry => "mcp".into(),
+                f => f.as_str().into(),
+            });
+            out.extend(d.endpoint.as_deref().and_then(scheme));
+        }
     }
     out
 }
@@ -410,6 +417,11 @@ impl Price {
 pub(super) fn prices(d: &Descriptor, doc: &Value, intent_capabilities: &[String]) -> Vec<Price> {
     match d.format {
         DocumentFormat::Aidip => doc.get("pricing").map(Price::of).into_iter().collect(),
+        DocumentFormat::A2a
+        | DocumentFormat::Ard
+        | DocumentFormat::DnsAid
+        | DocumentFormat::Aid
+        | DocumentFormat::McpRegistry => Vec::new(),
         DocumentFormat::Adp => {
             let caps: Vec<&Value> = doc
                 .get("capabilities")

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{StoreError, KIND_DESCRIPTOR, KIND_TOMBSTONE};
+use crate::descriptor::DocumentFormat;
 use crate::record::{DescriptorRecord, SignedRecord};
 use crate::verify::{EvidenceFlags, TrustLevel};
 
@@ -55,6 +56,11 @@ pub struct CompactAgent {
     /// Whether the agent was registered through this node's API.
     #[serde(rename = "o")]
     pub local: bool,
+    /// The format of the agent's document (absent in compact records
+    /// written before there were more than two: see
+    /// [`CompactAgent::source_format`]).
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<DocumentFormat>,
 }
 
 impl CompactAgent {
@@ -74,7 +80,14 @@ impl CompactAgent {
             evidence: EvidenceFlags::from(&body.evidence),
             signer: record.signer().as_bytes().to_vec(),
             local,
+            format: Some(d.format),
         }
+    }
+
+    /// The format of the agent's document.
+    pub fn source_format(&self) -> DocumentFormat {
+        self.format
+            .unwrap_or_else(|| DocumentFormat::of_legacy_id(&self.id))
     }
 }
 
@@ -157,7 +170,25 @@ mod tests {
             },
             signer: vec![9; 32],
             local: true,
+            format: Some(DocumentFormat::Adp),
         }
+    }
+
+    #[test]
+    fn a_compact_record_written_before_formats_reads_its_format_from_its_id() {
+        let mut old = sample();
+        old.format = None;
+        let mut bytes = Vec::new();
+        ciborium::into_writer(&old, &mut bytes).unwrap();
+        let back: CompactAgent = ciborium::from_reader(&bytes[..]).unwrap();
+        assert_eq!(back.format, None);
+        assert_eq!(back.source_format(), DocumentFormat::Adp);
+        old.id = "agent-12345".into();
+        assert_eq!(old.source_format(), DocumentFormat::Aidip);
+        let mut a2a = sample();
+        a2a.id = "a2a:a.test".into();
+        a2a.format = Some(DocumentFormat::A2a);
+        assert_eq!(a2a.source_format(), DocumentFormat::A2a);
     }
 
     #[test]
