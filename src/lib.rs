@@ -10,6 +10,8 @@
 //! - [`descriptor`]: the normalised agent view both formats map into;
 //! - [`aidip`]: the AIDIP metadata document and its schema validation;
 //! - [`adp`]: the ADP `agent.json` document;
+//! - [`formats`]: the other discovery formats (A2A cards, ARD catalogs,
+//!   DNS-AID, AID, MCP Registry servers) read into descriptors;
 //! - [`verify`]: trust levels and evidence;
 //! - [`understand`]: what a natural-language query asks for (languages,
 //!   capabilities, trust), from an editable synonym table;
@@ -38,6 +40,7 @@ pub mod config;
 pub mod crawl;
 pub mod descriptor;
 pub mod federation;
+pub mod formats;
 pub mod identity;
 pub mod issuer;
 pub mod mesh;

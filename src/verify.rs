@@ -179,11 +179,29 @@ pub enum Reason {
     ChallengeFailed,
     /// Signing or storing the record failed.
     StoreFailed,
+    /// An A2A Agent Card that is not a card: not an object of the card's shape, or a required member missing or of the wrong type.
+    CardInvalid,
+    /// An A2A card signature (JWS) that does not verify with the key it names.
+    CardSignatureBad,
+    /// An A2A card signature that could not be checked: its key set is not on the card's host over HTTPS, cannot be fetched, or uses an algorithm agentmesh does not verify.
+    CardSignatureUnchecked,
+    /// An ARD `ai-catalog.json` that is not a catalog (shape, `specVersion`, entry count).
+    CatalogInvalid,
+    /// An ARD catalog entry that is not valid (identifier syntax, missing members, a publisher other than the catalog's domain).
+    CatalogEntryInvalid,
+    /// An AID `_agent` TXT record (`v=aid1`) without a usable `uri` or `proto`, or with a key given twice.
+    AidMalformed,
+    /// An AID TXT record of a version agentmesh does not read.
+    AidUnsupportedVersion,
+    /// A DNS-AID SVCB record that names no usable endpoint.
+    DnsAidMalformed,
+    /// An MCP Registry `server.json` that is not valid (name, description, version, remotes).
+    McpServerInvalid,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 34] = [
+    pub const ALL: [Reason; 43] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -218,6 +236,15 @@ impl Reason {
         Self::ChallengeWrongNonce,
         Self::ChallengeFailed,
         Self::StoreFailed,
+        Self::CardInvalid,
+        Self::CardSignatureBad,
+        Self::CardSignatureUnchecked,
+        Self::CatalogInvalid,
+        Self::CatalogEntryInvalid,
+        Self::AidMalformed,
+        Self::AidUnsupportedVersion,
+        Self::DnsAidMalformed,
+        Self::McpServerInvalid,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -257,6 +284,15 @@ impl Reason {
             Self::ChallengeWrongNonce => "challenge_wrong_nonce",
             Self::ChallengeFailed => "challenge_failed",
             Self::StoreFailed => "store_failed",
+            Self::CardInvalid => "card_invalid",
+            Self::CardSignatureBad => "card_signature_bad",
+            Self::CardSignatureUnchecked => "card_signature_unchecked",
+            Self::CatalogInvalid => "catalog_invalid",
+            Self::CatalogEntryInvalid => "catalog_entry_invalid",
+            Self::AidMalformed => "aid_malformed",
+            Self::AidUnsupportedVersion => "aid_unsupported_version",
+            Self::DnsAidMalformed => "dns_aid_malformed",
+            Self::McpServerInvalid => "mcp_server_invalid",
         }
     }
 }
