@@ -6,6 +6,10 @@
 //! it reads and refuses with a [`FormatError`] whose [`Reason`] code the
 //! crawl report and the import summary show. Versions implemented are in
 //! `proto/README.md` ("Other discovery formats").
+//!
+//! - [`aid`]: the AID `_agent.{domain}` TXT record (`v=aid2`, `v=aid1`).
+
+pub mod aid;
 
 use crate::verify::Reason;
 
