@@ -8,8 +8,11 @@
 //! `proto/README.md` ("Other discovery formats").
 //!
 //! - [`aid`]: the AID `_agent.{domain}` TXT record (`v=aid2`, `v=aid1`).
+//! - [`dns_aid`]: DNS-AID SVCB records under `_agents.{domain}` and its
+//!   agent index.
 
 pub mod aid;
+pub mod dns_aid;
 
 use crate::verify::Reason;
 
