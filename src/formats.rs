@@ -6,6 +6,11 @@
 //! it reads and refuses with a [`FormatError`] whose [`Reason`] code the
 //! crawl report and the import summary show. Versions implemented are in
 //! `proto/README.md` ("Other discovery formats").
+//!
+//! - [`a2a`]: A2A Agent Cards (1.0 and the 0.2.x / 0.3 shape) and their
+//!   JWS signatures.
+
+pub mod a2a;
 
 use crate::verify::Reason;
 
