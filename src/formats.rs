@@ -7,10 +7,13 @@
 //! crawl report and the import summary show. Versions implemented are in
 //! `proto/README.md` ("Other discovery formats").
 //!
+//! - [`a2a`]: A2A Agent Cards (1.0 and the 0.2.x / 0.3 shape) and their
+//!   JWS signatures.
 //! - [`aid`]: the AID `_agent.{domain}` TXT record (`v=aid2`, `v=aid1`).
 //! - [`dns_aid`]: DNS-AID SVCB records under `_agents.{domain}` and its
 //!   agent index.
 
+pub mod a2a;
 pub mod aid;
 pub mod dns_aid;
 
