@@ -10,11 +10,13 @@
 //! - [`a2a`]: A2A Agent Cards (1.0 and the 0.2.x / 0.3 shape) and their
 //!   JWS signatures.
 //! - [`aid`]: the AID `_agent.{domain}` TXT record (`v=aid2`, `v=aid1`).
+//! - [`ard`]: ARD v0.9 `ai-catalog.json` catalogs and their entries.
 //! - [`dns_aid`]: DNS-AID SVCB records under `_agents.{domain}` and its
 //!   agent index.
 
 pub mod a2a;
 pub mod aid;
+pub mod ard;
 pub mod dns_aid;
 
 use crate::verify::Reason;
