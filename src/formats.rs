@@ -13,11 +13,14 @@
 //! - [`ard`]: ARD v0.9 `ai-catalog.json` catalogs and their entries.
 //! - [`dns_aid`]: DNS-AID SVCB records under `_agents.{domain}` and its
 //!   agent index.
+//! - [`mcp`]: MCP Registry `server.json` (schema 2025-12-11) and the
+//!   registry's list API responses.
 
 pub mod a2a;
 pub mod aid;
 pub mod ard;
 pub mod dns_aid;
+pub mod mcp;
 
 use crate::verify::Reason;
 
