@@ -142,6 +142,10 @@ pub struct CrawlArgs {
     /// DNSSEC trust anchors (DS or DNSKEY in zone-file syntax; repeatable).
     #[arg(long = "trust-anchor", value_name = "FILE")]
     pub trust_anchors: Vec<PathBuf>,
+    /// The port of the well-known documents of the formats beside ADP
+    /// (A2A cards, ARD catalogs; 443 unless a test server runs elsewhere).
+    #[arg(long, value_name = "PORT")]
+    pub https_port: Option<u16>,
 }
 
 impl NodeArgs {
@@ -177,6 +181,9 @@ impl CrawlArgs {
         c.crawl
             .dnssec_trust_anchors
             .extend(self.trust_anchors.iter().cloned());
+        if let Some(port) = self.https_port {
+            c.crawl.https_port = port;
+        }
     }
 }
 

@@ -225,6 +225,14 @@ pub struct CrawlConfig {
     pub concurrency: usize,
     /// Most domains one crawl job may grow to by following peers.
     pub max_domains_per_job: usize,
+    /// The discovery formats a crawl of a domain reads: `adp`, `a2a`
+    /// (Agent Cards), `ard` (`ai-catalog.json`), `dns-aid` (SVCB under
+    /// `_agents`), `aid` (`v=aid1` TXT records). All by default.
+    pub formats: Vec<crate::descriptor::DocumentFormat>,
+    /// The port the well-known documents of the other formats (A2A cards,
+    /// ARD catalogs) are fetched from: 443, unless a test server listens
+    /// elsewhere. ADP's own URLs come from its TXT and SRV records.
+    pub https_port: u16,
 }
 
 impl Default for CrawlConfig {
@@ -239,6 +247,8 @@ impl Default for CrawlConfig {
             follow_peers: true,
             concurrency: 64,
             max_domains_per_job: 10_000,
+            formats: crate::descriptor::DocumentFormat::CRAWLED.to_vec(),
+            https_port: 443,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Verification of what was gathered is pure code in [`crate::adp`].
 
 pub mod challenge;
+mod discover;
 pub mod dns;
 pub mod fetch;
 mod one_hop;
@@ -33,6 +34,7 @@ use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
 use crate::adp::txt::TxtError;
 use crate::config::CrawlConfig;
+use crate::descriptor::DocumentFormat;
 use crate::identity::DomainError;
 use crate::net::AddressPolicy;
 use crate::verify::Reason;
@@ -182,6 +184,9 @@ pub enum CrawlError {
         /// What was wrong with the answer or the exchange.
         message: String,
     },
+    /// A document of another discovery format is refused.
+    #[error(transparent)]
+    Format(#[from] crate::formats::FormatError),
     /// Signing or storing the record failed.
     #[error("storing the record failed: {message}")]
     Store {
@@ -219,6 +224,7 @@ impl CrawlError {
             Self::ChallengeBadSignature => Reason::ChallengeBadSignature,
             Self::ChallengeWrongNonce => Reason::ChallengeWrongNonce,
             Self::ChallengeFailed { .. } => Reason::ChallengeFailed,
+            Self::Format(e) => e.reason,
             Self::Store { .. } => Reason::StoreFailed,
         }
     }
@@ -266,6 +272,11 @@ pub struct CrawlerOptions {
     pub challenge_timeout: Duration,
     /// Domains crawled at once by `crawl_many`.
     pub concurrency: usize,
+    /// The formats a crawl of a domain reads ([`DocumentFormat::CRAWLED`]
+    /// by default).
+    pub formats: Vec<DocumentFormat>,
+    /// The port of the other formats' well-known documents (443).
+    pub https_port: u16,
 }
 
 impl Default for CrawlerOptions {
@@ -280,6 +291,8 @@ impl Default for CrawlerOptions {
             fetch_timeout: Duration::from_secs(10),
             challenge_timeout: Duration::from_secs(5),
             concurrency: 64,
+            formats: DocumentFormat::CRAWLED.to_vec(),
+            https_port: 443,
         }
     }
 }
@@ -294,6 +307,8 @@ impl CrawlerOptions {
                 allow_private: c.allow_private_addresses,
             },
             concurrency: c.concurrency,
+            formats: c.formats.clone(),
+            https_port: c.https_port,
             ..Self::default()
         }
     }

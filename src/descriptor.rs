@@ -49,6 +49,11 @@ impl DocumentFormat {
         Self::McpRegistry,
     ];
 
+    /// The formats a crawl of a domain reads (the others are registered
+    /// or imported).
+    pub const CRAWLED: [DocumentFormat; 5] =
+        [Self::Adp, Self::A2a, Self::Ard, Self::DnsAid, Self::Aid];
+
     /// The wire name (`aidip`, `adp`, `a2a`, `ard`, `dns-aid`, `aid`,
     /// `mcp-registry`).
     pub fn as_str(self) -> &'static str {

@@ -26,6 +26,7 @@
 
 pub mod certs;
 pub mod dns;
+pub mod formats;
 pub mod population;
 pub mod publish;
 mod synthetic;
@@ -113,6 +114,9 @@ pub struct TestbedOptions {
     pub advertise: Ipv4Addr,
     /// The drip rate of `SlowBody` agents.
     pub drip: Drip,
+    /// Also serve the formats organisation (`formats.test`,
+    /// [`formats`]): publishers of every other discovery format.
+    pub formats: bool,
 }
 
 impl Default for TestbedOptions {
@@ -124,6 +128,7 @@ impl Default for TestbedOptions {
             http: any,
             advertise: publish::AGENT_ADDRESS,
             drip: Drip::default(),
+            formats: false,
         }
     }
 }
@@ -138,6 +143,7 @@ pub struct Testbed {
     advertise: Ipv4Addr,
     ca: TestCa,
     sites: Arc<Sites>,
+    formats: Option<formats::FormatsOrg>,
     dns: Option<dns::DnsServer>,
     token: CancellationToken,
     tasks: JoinSet<()>,
@@ -191,21 +197,32 @@ impl Testbed {
             http: http_addr.port(),
         };
 
-        let zone = population.zone(ports, options.advertise)?;
+        let mut zone = population.zone(ports, options.advertise)?;
         let mut names: Vec<String> = population
             .zones()
             .into_iter()
             .map(|z| format!("*.{z}"))
             .collect();
+        let formats = options.formats.then(|| {
+            let beside = population.healthy_agents().next().map(|a| a.domain.clone());
+            formats::formats_org(ports, options.advertise, beside.as_deref())
+        });
+        if let Some(org) = &formats {
+            for (owner, rdata) in &org.records {
+                zone.add(owner, rdata.clone())?;
+            }
+            names.push(format!("*.{}", formats::ZONE));
+        }
         names.extend(["127.0.0.1".to_owned(), "::1".to_owned()]);
         let ca = TestCa::new(&names)?;
 
         let population = Arc::new(population);
         let token = CancellationToken::new();
-        let sites = Arc::new(Sites::new(
-            population.sites(ports, options.drip),
-            token.clone(),
-        ));
+        let documents = formats.iter().flat_map(|f| f.documents.clone());
+        let sites = Arc::new(
+            Sites::new(population.sites(ports, options.drip), token.clone())
+                .with_documents(documents),
+        );
         let dns = dns::DnsServer::start(options.dns, zone).await?;
         let dns_addr = dns.local_addr();
 
@@ -232,6 +249,7 @@ impl Testbed {
             advertise: options.advertise,
             ca,
             sites,
+            formats,
             dns: Some(dns),
             token,
             tasks,
@@ -335,6 +353,17 @@ impl Testbed {
     /// What the agent at `domain` has served so far.
     pub fn site_counts(&self, domain: &str) -> Option<SiteCounts> {
         self.sites.get(domain).map(|s| s.counts())
+    }
+
+    /// What the formats organisation publishes and what a crawl of it
+    /// should report (with [`TestbedOptions::formats`]).
+    pub fn formats(&self) -> Option<&formats::FormatsOrg> {
+        self.formats.as_ref()
+    }
+
+    /// How many times the document at `host` and `path` was fetched.
+    pub fn document_fetches(&self, host: &str, path: &str) -> u64 {
+        self.sites.document_fetches(host, path)
     }
 
     /// DNS queries answered so far.

@@ -198,12 +198,17 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
             "fetch",
             "document",
             "fingerprint",
-            "challenge"
+            "challenge",
+            "peers"
         ]
     );
     assert_eq!(
         report["steps"][1]["outcome"], "ok",
         "the SRV record supplied the port"
+    );
+    assert_eq!(
+        report["steps"][7]["outcome"], "skipped",
+        "a published agent lists no verified peer to check"
     );
 
     // Without the opt-in, the loopback target is refused: exit 1.

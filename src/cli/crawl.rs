@@ -194,14 +194,15 @@ pub(super) async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     let issuer = Issuer::new(store, key.clone(), config.store.record_ttl);
     let crawler = Crawler::new(options, key, verifier)?;
 
-    let bar = indicatif::ProgressBar::new(domains.len() as u64);
+    let asked = domains.len();
+    let bar = indicatif::ProgressBar::new_spinner();
     if !std::io::stderr().is_terminal() || args.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} domains, {per_sec}, eta {eta} {msg}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} {{pos}} agents reported from {asked} domains and their peers, {{per_sec}}, {{elapsed}} {{msg}}"
+        ))
         .expect("the progress template is valid"),
     );
     let started = std::time::Instant::now();
@@ -220,38 +221,68 @@ pub(super) async fn crawl(args: CrawlCmdArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let elapsed = started.elapsed();
     if !json {
-        print_summary(&reports, elapsed, &config.data_dir);
+        print_summary(&reports, asked, elapsed, &config.data_dir);
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Above this many reports the summary leaves out the table of agents.
+const MAX_AGENTS_LISTED: usize = 100;
+
 fn print_summary(
     reports: &[CrawlReport],
+    asked: usize,
     elapsed: std::time::Duration,
     data_dir: &std::path::Path,
 ) {
     let mut levels: BTreeMap<TrustLevel, usize> = BTreeMap::new();
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut formats: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for r in reports {
         *levels.entry(r.level()).or_default() += 1;
         if let Some(first) = r.reasons.first() {
             *reasons.entry(first.as_str()).or_default() += 1;
         }
+        let f = formats.entry(r.source_format.as_str()).or_default();
+        f.0 += 1;
+        f.1 += usize::from(r.stored);
     }
     let stored = reports.iter().filter(|r| r.stored).count();
     println!(
-        "crawled {} domains in {:.1} s ({:.0}/s); {stored} records stored in {}",
-        reports.len(),
+        "crawled {asked} domains in {:.1} s: {} agents reported ({:.0}/s); {stored} records stored in {}",
         elapsed.as_secs_f64(),
+        reports.len(),
         reports.len() as f64 / elapsed.as_secs_f64().max(1e-9),
         data_dir.display()
     );
+    if reports.len() <= MAX_AGENTS_LISTED {
+        println!(
+            "
+agents:"
+        );
+        for r in reports {
+            let reason = r.reasons.first().map_or("", |r| r.as_str());
+            println!(
+                "  {:<48} {:<13} {:<14} {reason}",
+                r.agent_id,
+                r.source_format.as_str(),
+                r.level().as_str()
+            );
+        }
+    }
+    println!(
+        "
+by source format (reported, stored):"
+    );
+    for (format, (n, kept)) in &formats {
+        println!("  {format:<14} {n:>7} {kept:>7}");
+    }
     println!("\nby trust level:");
     for (level, n) in &levels {
         println!("  {:<14} {n:>7}", level.as_str());
     }
     if !reasons.is_empty() {
-        println!("\nby failure reason (first failure of each domain):");
+        println!("\nby failure reason (first failure of each agent):");
         let mut sorted: Vec<_> = reasons.into_iter().collect();
         sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         for (reason, n) in sorted {

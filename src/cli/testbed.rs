@@ -61,6 +61,10 @@ pub struct TestbedArgs {
     /// Write ca.pem, org1.domains, ... and, last, `ready` here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also serve the formats organisation (`formats.test`): A2A cards,
+    /// an ARD catalog, AID and DNS-AID records, healthy and broken.
+    #[arg(long)]
+    pub formats: bool,
 }
 
 /// One `--broken` value: a misbehaviour, or `none`.
@@ -219,6 +223,7 @@ pub(super) async fn run(args: TestbedArgs) -> anyhow::Result<ExitCode> {
         https: args.https,
         http: args.http,
         advertise: args.advertise,
+        formats: args.formats,
         ..TestbedOptions::default()
     };
     let testbed = Testbed::start(population, options)

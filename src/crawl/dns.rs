@@ -18,6 +18,8 @@ use hickory_resolver::TokioResolver;
 pub const MAX_TTL: u32 = 3600;
 /// Most TXT records read from one RRset.
 pub const MAX_TXT_RECORDS: usize = 16;
+/// Most SVCB records read from one RRset (DNS-AID).
+pub const MAX_SVCB_RECORDS: usize = 16;
 /// Most addresses used for one host.
 pub const MAX_ADDRESSES: usize = 8;
 
@@ -180,6 +182,27 @@ impl Dns {
                     (target.trim_end_matches('.').to_ascii_lowercase(), port)
                 })),
             Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The SVCB records at `name` (DNS-AID), at most [`MAX_SVCB_RECORDS`],
+    /// in answer order; none when the name or the type does not exist.
+    ///
+    /// # Errors
+    /// [`DnsError::Failed`].
+    pub async fn svcb(&self, name: &str) -> Result<Vec<hickory_proto::rr::rdata::SVCB>, DnsError> {
+        match self.lookup(name, RecordType::SVCB).await {
+            Ok(lookup) => Ok(lookup
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::SVCB(svcb) => Some(svcb.clone()),
+                    _ => None,
+                })
+                .take(MAX_SVCB_RECORDS)
+                .collect()),
+            Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }

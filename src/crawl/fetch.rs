@@ -2,7 +2,9 @@
 //! https only, TLS 1.3 by default, at most 3 redirects to the same host,
 //! a body of at most 64 KiB, `application/json` or `application/adp+json`,
 //! bounded JSON depth and size, and timeouts on connect and on the whole
-//! exchange. The caller resolves and checks the host's addresses (the SSRF
+//! exchange. The other formats' documents (A2A cards, ARD catalogs, JSON
+//! Web Key Sets) are fetched the same way, each [`DocumentKind`] with its
+//! media types and size bounds. The caller resolves and checks the host's addresses (the SSRF
 //! guard); each fetch builds a client pinned to exactly those addresses,
 //! whose resolver refuses every other name, so the checked address is the
 //! one connected to and a redirect can never reach an unchecked host.
@@ -27,6 +29,63 @@ pub const MAX_REDIRECTS: usize = 3;
 pub const MAX_JSON_DEPTH: usize = 32;
 /// Most JSON values (objects, arrays, scalars) accepted in one document.
 pub const MAX_JSON_VALUES: usize = 20_000;
+
+/// What is being fetched: the `Accept` header sent, the media types
+/// accepted, and the bounds of the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocumentKind {
+    /// What the report's failure names (`agent.json`, `agent card`...).
+    pub what: &'static str,
+    /// The `Accept` header.
+    pub accept: &'static str,
+    /// Media types (essence, lower-case) accepted in `Content-Type`.
+    pub media_types: &'static [&'static str],
+    /// Largest body, bytes.
+    pub max_bytes: usize,
+    /// Most JSON values in the body.
+    pub max_values: usize,
+    /// Extra request headers.
+    pub headers: &'static [(&'static str, &'static str)],
+}
+
+/// An ADP `agent.json` (DESIGN.md 4.3).
+pub const ADP_DOCUMENT: DocumentKind = DocumentKind {
+    what: "agent.json",
+    accept: "application/adp+json, application/json",
+    media_types: &["application/json", "application/adp+json"],
+    max_bytes: MAX_DOCUMENT_BYTES,
+    max_values: MAX_JSON_VALUES,
+    headers: &[],
+};
+/// An A2A Agent Card (the spec names no media type; servers send
+/// `application/json`). `A2A-Version: 1.0` asks a server that speaks
+/// both for the 1.0 card.
+pub const A2A_CARD: DocumentKind = DocumentKind {
+    what: "agent card",
+    accept: "application/json, application/a2a+json",
+    media_types: &["application/json", "application/a2a+json"],
+    max_bytes: MAX_DOCUMENT_BYTES,
+    max_values: MAX_JSON_VALUES,
+    headers: &[("a2a-version", "1.0")],
+};
+/// An ARD `ai-catalog.json`: up to 1,000 entries, so a larger body.
+pub const AI_CATALOG: DocumentKind = DocumentKind {
+    what: "ai-catalog.json",
+    accept: "application/ai-catalog+json, application/json",
+    media_types: &["application/json", "application/ai-catalog+json"],
+    max_bytes: 1024 * 1024,
+    max_values: 200_000,
+    headers: &[],
+};
+/// A JSON Web Key Set (an A2A card's `jku`).
+pub const JWKS: DocumentKind = DocumentKind {
+    what: "key set",
+    accept: "application/jwk-set+json, application/json",
+    media_types: &["application/json", "application/jwk-set+json"],
+    max_bytes: 16 * 1024,
+    max_values: 2_000,
+    headers: &[],
+};
 
 /// A fetched document.
 #[derive(Debug, Clone)]
@@ -151,6 +210,20 @@ impl Fetcher {
         ips: &[IpAddr],
         etag: Option<&str>,
     ) -> Result<Option<Fetched>, CrawlError> {
+        self.fetch_kind(url, ips, etag, ADP_DOCUMENT).await
+    }
+
+    /// As [`Fetcher::fetch`], for a document of `kind`.
+    ///
+    /// # Errors
+    /// The [`CrawlError`] naming the limit or failure.
+    pub async fn fetch_kind(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        etag: Option<&str>,
+        kind: DocumentKind,
+    ) -> Result<Option<Fetched>, CrawlError> {
         self.check_url(url)?;
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
@@ -158,7 +231,7 @@ impl Fetcher {
         let timeout = self.options.timeout;
         match tokio::time::timeout(
             timeout,
-            self.fetch_following(&client, url.clone(), &host, etag),
+            self.fetch_following(&client, url.clone(), &host, etag, kind),
         )
         .await
         {
@@ -176,6 +249,7 @@ impl Fetcher {
         mut url: Url,
         origin_host: &str,
         etag: Option<&str>,
+        kind: DocumentKind,
     ) -> Result<Option<Fetched>, CrawlError> {
         for hop in 0..=MAX_REDIRECTS {
             // `fetch` checked the first URL; each redirect target is
@@ -183,9 +257,10 @@ impl Fetcher {
             if hop > 0 {
                 self.check_url(&url)?;
             }
-            let mut request = client
-                .get(url.clone())
-                .header("accept", "application/adp+json, application/json");
+            let mut request = client.get(url.clone()).header("accept", kind.accept);
+            for (name, value) in kind.headers {
+                request = request.header(*name, *value);
+            }
             if let Some(tag) = etag {
                 request = request.header(IF_NONE_MATCH, tag);
             }
@@ -230,7 +305,7 @@ impl Fetcher {
                     status: status.as_u16(),
                 });
             }
-            return read_document(response, url, self.options.timeout)
+            return read_document(response, url, self.options.timeout, kind)
                 .await
                 .map(Some);
         }
@@ -311,6 +386,7 @@ async fn read_document(
     mut response: reqwest::Response,
     url: Url,
     timeout: Duration,
+    kind: DocumentKind,
 ) -> Result<Fetched, CrawlError> {
     let content_type = response
         .headers()
@@ -324,15 +400,15 @@ async fn read_document(
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase();
-    if essence != "application/json" && essence != "application/adp+json" {
+    if !kind.media_types.contains(&essence.as_str()) {
         return Err(CrawlError::WrongContentType { content_type });
     }
     if response
         .content_length()
-        .is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64)
+        .is_some_and(|n| n > kind.max_bytes as u64)
     {
         return Err(CrawlError::DocumentTooLarge {
-            limit: MAX_DOCUMENT_BYTES,
+            limit: kind.max_bytes,
         });
     }
     let etag = response
@@ -347,14 +423,14 @@ async fn read_document(
         .await
         .map_err(|e| classify(&e, &url, timeout))?
     {
-        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+        if body.len() + chunk.len() > kind.max_bytes {
             return Err(CrawlError::DocumentTooLarge {
-                limit: MAX_DOCUMENT_BYTES,
+                limit: kind.max_bytes,
             });
         }
         body.extend_from_slice(&chunk);
     }
-    check_json_shape(&body)?;
+    check_json_bounds(&body, MAX_JSON_DEPTH, kind.max_values)?;
     let text = String::from_utf8(body).map_err(|_| DocumentError::InvalidJson {
         message: "the body is not UTF-8".into(),
     })?;
@@ -372,6 +448,18 @@ async fn read_document(
 /// # Errors
 /// [`CrawlError::JsonTooDeep`] or [`CrawlError::JsonTooLarge`].
 pub fn check_json_shape(body: &[u8]) -> Result<(), CrawlError> {
+    check_json_bounds(body, MAX_JSON_DEPTH, MAX_JSON_VALUES)
+}
+
+/// As [`check_json_shape`], with the bounds given.
+///
+/// # Errors
+/// [`CrawlError::JsonTooDeep`] or [`CrawlError::JsonTooLarge`].
+pub fn check_json_bounds(
+    body: &[u8],
+    max_depth: usize,
+    max_values: usize,
+) -> Result<(), CrawlError> {
     let (mut depth, mut values, mut in_string, mut escaped) = (0usize, 0usize, false, false);
     for &b in body {
         if in_string {
@@ -388,20 +476,16 @@ pub fn check_json_shape(body: &[u8]) -> Result<(), CrawlError> {
             b'{' | b'[' => {
                 depth += 1;
                 values += 1;
-                if depth > MAX_JSON_DEPTH {
-                    return Err(CrawlError::JsonTooDeep {
-                        limit: MAX_JSON_DEPTH,
-                    });
+                if depth > max_depth {
+                    return Err(CrawlError::JsonTooDeep { limit: max_depth });
                 }
             }
             b'}' | b']' => depth = depth.saturating_sub(1),
             b',' | b':' => values += 1,
             _ => {}
         }
-        if values > MAX_JSON_VALUES {
-            return Err(CrawlError::JsonTooLarge {
-                limit: MAX_JSON_VALUES,
-            });
+        if values > max_values {
+            return Err(CrawlError::JsonTooLarge { limit: max_values });
         }
     }
     Ok(())

@@ -22,7 +22,22 @@ impl Crawler {
     /// signs and stores a descriptor record with the evidence; mutual
     /// verified peers already held are upgraded on both sides.
     pub async fn crawl_and_store(&self, issuer: &Issuer, domain: &str) -> CrawlOutcome {
-        let mut outcome = self.crawl(domain).await;
+        let outcome = self.crawl(domain).await;
+        self.store_outcome(issuer, outcome).await
+    }
+
+    /// Discovers every agent `domain` publishes ([`Crawler::discover`]),
+    /// and stores each as [`Crawler::crawl_and_store`] does.
+    pub async fn discover_and_store(&self, issuer: &Issuer, domain: &str) -> Vec<CrawlOutcome> {
+        let mut out = Vec::new();
+        for outcome in self.discover(domain).await {
+            out.push(self.store_outcome(issuer, outcome).await);
+        }
+        out
+    }
+
+    /// Stores what verified of one outcome and keeps its report.
+    async fn store_outcome(&self, issuer: &Issuer, mut outcome: CrawlOutcome) -> CrawlOutcome {
         if let Some(verified) = outcome.verified.as_mut() {
             self.store_verified(issuer, verified, &outcome.peers, &mut outcome.report)
                 .await;
@@ -202,8 +217,11 @@ impl Crawler {
         while !frontier.is_empty() {
             let batch = std::mem::take(&mut frontier);
             let mut results = futures_util::stream::iter(batch)
-                .map(|d| async move { self.crawl_and_store(issuer, &d).await })
-                .buffer_unordered(self.options.concurrency.max(1));
+                .map(|d| async move {
+                    futures_util::stream::iter(self.discover_and_store(issuer, &d).await)
+                })
+                .buffer_unordered(self.options.concurrency.max(1))
+                .flatten();
             while let Some(outcome) = results.next().await {
                 let report = outcome.report;
                 progress(&report);

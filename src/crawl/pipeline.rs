@@ -16,11 +16,12 @@ use super::challenge::Challenger;
 use super::dns::{Dns, DnsError, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
 use super::persist::verified_peers;
-use super::report::{summarise, CrawlOutcome, CrawlReport, Run, Verified};
+use super::report::{summarise, CrawlOutcome, Run, Verified};
 use super::{CrawlError, CrawlerOptions};
 use crate::adp::check::{self, DocumentChecker};
 use crate::adp::handshake::{self, HandshakeFrame};
 use crate::adp::{txt, AgentDocument};
+use crate::descriptor::DocumentFormat;
 use crate::identity;
 use crate::net::AddressPolicy;
 use crate::record;
@@ -29,10 +30,10 @@ use crate::verify::{ChallengeProof, Evidence};
 /// Crawls ADP agents. Cheap to clone.
 #[derive(Clone)]
 pub struct Crawler {
-    dns: Dns,
-    fetcher: Fetcher,
+    pub(super) dns: Dns,
+    pub(super) fetcher: Fetcher,
     challenger: Challenger,
-    policy: AddressPolicy,
+    pub(super) policy: AddressPolicy,
     documents: Arc<DocumentChecker>,
     pub(super) key: Arc<SigningKey>,
     verifier: String,
@@ -122,18 +123,8 @@ impl Crawler {
         let domain = normalised
             .as_ref()
             .map_or_else(|_| raw.trim().to_ascii_lowercase(), Clone::clone);
-        let mut run = Run {
-            report: CrawlReport {
-                agent_id: identity::AgentId::of_domain(&domain).into(),
-                domain: domain.clone(),
-                trust: summarise(&Evidence::default()),
-                reasons: Vec::new(),
-                steps: Vec::new(),
-                recrawl_after_secs: u64::from(MAX_TTL),
-                stored: false,
-                peer_checks: Vec::new(),
-            },
-        };
+        let agent_id = identity::AgentId::of_domain(&domain).into();
+        let mut run = Run::new(&domain, agent_id, DocumentFormat::Adp);
         let unverified = |run: Run| CrawlOutcome {
             report: run.report,
             verified: None,

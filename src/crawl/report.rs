@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::CrawlError;
-use crate::descriptor::Descriptor;
+use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// How a step ended.
@@ -82,8 +82,10 @@ pub struct Verified {
 pub struct CrawlReport {
     /// The domain crawled (normalised).
     pub domain: String,
-    /// `agent:{domain}`.
+    /// The agent's id: `agent:{domain}` for ADP, the format's id otherwise.
     pub agent_id: String,
+    /// The format the agent is published in.
+    pub source_format: DocumentFormat,
     /// Level and evidence.
     pub trust: TrustSummary,
     /// Reason codes of everything that failed, in order.
@@ -128,6 +130,24 @@ pub(super) struct Run {
 }
 
 impl Run {
+    /// A crawl of an agent of `format` with id `agent_id`, found at
+    /// `domain`, with nothing proven yet.
+    pub(super) fn new(domain: &str, agent_id: String, format: DocumentFormat) -> Self {
+        Self {
+            report: CrawlReport {
+                domain: domain.to_owned(),
+                agent_id,
+                source_format: format,
+                trust: summarise(&Evidence::default()),
+                reasons: Vec::new(),
+                steps: Vec::new(),
+                recrawl_after_secs: u64::from(super::dns::MAX_TTL),
+                stored: false,
+                peer_checks: Vec::new(),
+            },
+        }
+    }
+
     /// Records a step that started at `started` and ends now.
     pub(super) fn step<T>(
         &mut self,

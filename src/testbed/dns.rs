@@ -131,6 +131,15 @@ impl Zone {
         Ok(())
     }
 
+    /// Adds a record of any type.
+    ///
+    /// # Errors
+    /// [`TestbedError::Dns`] for an invalid owner name.
+    pub fn add(&mut self, owner: &str, rdata: RData) -> Result<(), TestbedError> {
+        self.insert(Record::from_rdata(name(owner)?, TTL, rdata));
+        Ok(())
+    }
+
     /// Adds an SRV record.
     ///
     /// # Errors

@@ -398,11 +398,25 @@ fn drip_body(body: Bytes, drip: Drip, shutdown: CancellationToken) -> Body {
     Body::from_stream(stream)
 }
 
+/// A document served verbatim at one host and path (the other discovery
+/// formats' publishers: A2A cards, ARD catalogs, key sets).
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// The `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Bytes,
+    /// The status (200 unless a broken publisher says otherwise).
+    pub status: StatusCode,
+}
+
 /// Many sites, routed by Host.
 #[derive(Debug)]
 pub struct Sites {
     by_host: HashMap<String, Arc<AgentSite>>,
     single: Option<Arc<AgentSite>>,
+    documents: HashMap<(String, String), Served>,
+    fetches: std::sync::Mutex<HashMap<(String, String), u64>>,
     shutdown: CancellationToken,
 }
 
@@ -417,8 +431,47 @@ impl Sites {
         Self {
             by_host,
             single: None,
+            documents: HashMap::new(),
+            fetches: std::sync::Mutex::default(),
             shutdown,
         }
+    }
+
+    /// Also serves each `(host, path)` document; a document at an agent
+    /// site's well-known path takes its place.
+    #[must_use]
+    pub fn with_documents(
+        mut self,
+        documents: impl IntoIterator<Item = ((String, String), Served)>,
+    ) -> Self {
+        self.documents.extend(documents);
+        self
+    }
+
+    /// How many times the document at `host` and `path` was fetched.
+    pub fn document_fetches(&self, host: &str, path: &str) -> u64 {
+        let fetches = self
+            .fetches
+            .lock()
+            .expect("the fetch counters are never poisoned");
+        fetches
+            .get(&(host.to_owned(), path.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The document served at `host` (a `Host` value) and `path`, counted.
+    fn document(&self, host: &str, path: &str) -> Option<Response> {
+        let key = (host_name(host)?, path.to_owned());
+        let served = self.documents.get(&key)?;
+        *self
+            .fetches
+            .lock()
+            .expect("the fetch counters are never poisoned")
+            .entry(key)
+            .or_default() += 1;
+        let headers = [(header::CONTENT_TYPE, served.content_type)];
+        Some((served.status, headers, served.body.clone()).into_response())
     }
 
     /// One site, served whatever the Host (what `agent-host` runs).
@@ -427,6 +480,8 @@ impl Sites {
         Self {
             by_host: HashMap::from([(site.domain.clone(), site.clone())]),
             single: Some(site),
+            documents: HashMap::new(),
+            fetches: std::sync::Mutex::default(),
             shutdown,
         }
     }
@@ -483,6 +538,9 @@ fn unknown_host(host: &str) -> Response {
 
 async fn well_known(State(sites): State<Arc<Sites>>, headers: HeaderMap) -> Response {
     let host = host_header(&headers);
+    if let Some(served) = sites.document(host, WELL_KNOWN_PATH) {
+        return served;
+    }
     match sites.for_host(host) {
         Some(site) => site.well_known(&headers, &sites.shutdown),
         None => unknown_host(host),
@@ -524,6 +582,17 @@ async fn chat_without_upgrade() -> Response {
         .into_response()
 }
 
+/// Any other path: a served document, else 404.
+async fn documents(
+    State(sites): State<Arc<Sites>>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    sites
+        .document(host_header(&headers), uri.path())
+        .unwrap_or_else(|| (StatusCode::NOT_FOUND, "not found\n").into_response())
+}
+
 /// The HTTP routes of the sites (everything but the WebSocket upgrade,
 /// which [`serve`] handles before a request reaches this router).
 pub fn router(sites: Arc<Sites>) -> Router {
@@ -535,7 +604,7 @@ pub fn router(sites: Arc<Sites>) -> Router {
         )
         .route("/", get(landing))
         .route(CHAT_PATH, get(chat_without_upgrade))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
+        .fallback(documents)
         .with_state(sites)
 }
 

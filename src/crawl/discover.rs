@@ -1,0 +1,461 @@
+//! One domain, every format: [`Crawler::discover`] runs the ADP chain and
+//! reads what the domain publishes in the other discovery formats (an A2A
+//! Agent Card, an ARD catalog, DNS-AID SVCB records, an AID TXT record),
+//! each into its own [`CrawlOutcome`] with its source format, under the
+//! same address policy, TLS, limits and timeouts as ADP.
+//!
+//! Absence is not a failure: a domain that publishes no card (no HTTPS
+//! server, an error status, a redirect elsewhere, an HTML page where the
+//! card would be), no catalog or no record gets no report for that
+//! format. A publisher whose JSON document is there but broken (too
+//! large, too deep, not the format) gets a report with the reason code. None of these formats proves a key the way ADP does, so
+//! every agent they give is stored `unverified`; a card's signature is
+//! checked and reported (a forged one is refused), but its key is not
+//! anchored in DNS, so it earns no level.
+
+use serde_json::Value;
+use url::Url;
+
+use super::dns::DnsError;
+use super::fetch::{self, DocumentKind, Fetched, A2A_CARD, AI_CATALOG, JWKS};
+use super::report::{summarise, CrawlOutcome, Run, Verified};
+use super::{CrawlError, Crawler};
+use crate::descriptor::{Descriptor, DocumentFormat};
+use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
+use crate::verify::{Evidence, Reason, TrustLevel};
+
+/// Most DNS-AID names looked up for one domain (the index's entries and
+/// the protocol names).
+pub(super) const MAX_DNS_AID_NAMES: usize = 16;
+
+impl Crawler {
+    /// Every agent `domain` publishes in the formats this crawler reads
+    /// (`CrawlerOptions::formats`). The ADP outcome comes first; it is
+    /// left out when the domain publishes no ADP record but something in
+    /// another format.
+    pub async fn discover(&self, domain: &str) -> Vec<CrawlOutcome> {
+        let wants = |f: DocumentFormat| self.options.formats.contains(&f);
+        let adp = async {
+            if wants(DocumentFormat::Adp) {
+                Some(self.crawl(domain).await)
+            } else {
+                None
+            }
+        };
+        let (adp, card, catalog, records, aid) = tokio::join!(
+            adp,
+            async {
+                if wants(DocumentFormat::A2a) {
+                    self.card(domain).await
+                } else {
+                    None
+                }
+            },
+            async {
+                if wants(DocumentFormat::Ard) {
+                    self.catalog(domain).await
+                } else {
+                    Vec::new()
+                }
+            },
+            async {
+                if wants(DocumentFormat::DnsAid) {
+                    self.dns_aid(domain).await
+                } else {
+                    Vec::new()
+                }
+            },
+            async {
+                if wants(DocumentFormat::Aid) {
+                    self.aid(domain).await
+                } else {
+                    None
+                }
+            },
+        );
+        let others: Vec<CrawlOutcome> = card
+            .into_iter()
+            .chain(catalog)
+            .chain(records)
+            .chain(aid)
+            .collect();
+        let mut out = Vec::with_capacity(others.len() + 1);
+        if let Some(adp) = adp {
+            let absent = matches!(
+                adp.report.reasons.first(),
+                Some(Reason::TxtMissing | Reason::DnsNxdomain | Reason::DnsNoRecords)
+            );
+            if !absent || others.is_empty() {
+                out.push(adp);
+            }
+        }
+        out.extend(others);
+        out
+    }
+
+    /// The domain's addresses under the policy; `None` when the name has
+    /// none (nothing is published there over HTTPS).
+    async fn https_addresses(
+        &self,
+        domain: &str,
+    ) -> Option<Result<Vec<std::net::IpAddr>, CrawlError>> {
+        match self.dns.addresses(domain).await {
+            Ok(ips) => Some(fetch::allowed(domain, &ips, self.policy)),
+            Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => None,
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    /// GETs `https://{domain}{path}`: `None` when nothing is published
+    /// there; a JSON document that is served but breaks a limit is an
+    /// error.
+    async fn get_published(
+        &self,
+        domain: &str,
+        ips: &[std::net::IpAddr],
+        path: &str,
+        kind: DocumentKind,
+    ) -> Option<Result<Fetched, CrawlError>> {
+        let text = match self.options.https_port {
+            443 => format!("https://{domain}{path}"),
+            port => format!("https://{domain}:{port}{path}"),
+        };
+        let url = match Url::parse(&text) {
+            Ok(u) => u,
+            Err(e) => {
+                return Some(Err(CrawlError::BadUrl {
+                    url: text,
+                    reason: e.to_string(),
+                }))
+            }
+        };
+        match self.fetcher.fetch_kind(&url, ips, None, kind).await {
+            Ok(Some(fetched)) => Some(Ok(fetched)),
+            // A JSON answer that breaks a limit: published, and broken.
+            Err(
+                e @ (CrawlError::DocumentTooLarge { .. }
+                | CrawlError::JsonTooDeep { .. }
+                | CrawlError::JsonTooLarge { .. }
+                | CrawlError::Document(_)),
+            ) => Some(Err(e)),
+            // No server, an error status, a redirect elsewhere, an HTML
+            // page (a site that answers every path): nothing published.
+            Ok(None) | Err(_) => None,
+        }
+    }
+
+    /// The domain's A2A Agent Card: `/.well-known/agent-card.json`, else
+    /// a 0.2 card at `/.well-known/agent.json` (an ADP document there is
+    /// ADP's, and left alone).
+    async fn card(&self, domain: &str) -> Option<CrawlOutcome> {
+        let agent_id = format!("a2a:{domain}");
+        let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::A2a);
+        let started = std::time::Instant::now();
+        let ips = match self.https_addresses(domain).await? {
+            Ok(ips) => ips,
+            Err(e) => {
+                run.fail("dns_address", ms(started), e);
+                return Some(unverified(run));
+            }
+        };
+        let (fetched, legacy) = match self
+            .get_published(domain, &ips, a2a::WELL_KNOWN_PATH, A2A_CARD)
+            .await
+        {
+            Some(r) => (r, false),
+            None => (
+                self.get_published(domain, &ips, a2a::LEGACY_WELL_KNOWN_PATH, A2A_CARD)
+                    .await?,
+                true,
+            ),
+        };
+        let fetched = run
+            .step("fetch", started, fetched, |f| {
+                format!("{} bytes from {}", f.text.len(), f.url)
+            })
+            .ok();
+        let fetched = match fetched {
+            Some(f) => f,
+            None => return Some(unverified(run)),
+        };
+        let started = std::time::Instant::now();
+        let doc: Value = match serde_json::from_str(&fetched.text) {
+            Ok(v) => v,
+            Err(e) => {
+                let e = FormatError::new(Reason::InvalidJson, e.to_string());
+                run.fail("card", ms(started), e.into());
+                return Some(unverified(run));
+            }
+        };
+        if legacy && a2a::classify(&doc) != a2a::Shape::A2a {
+            // Not a card: ADP's document (or nothing we read).
+            return None;
+        }
+        let parsed = a2a::parse_card(&doc).map_err(CrawlError::from);
+        let Ok(card) = run.step("card", started, parsed, |c| {
+            format!("an A2A card \"{}\" with {} skills", c.name, c.skills.len())
+        }) else {
+            return Some(unverified(run));
+        };
+        if let Some(signature) = card.signatures.first() {
+            let started = std::time::Instant::now();
+            match self.check_signature(domain, &ips, &doc, signature).await {
+                Ok(detail) => run.report.steps.push(super::Step {
+                    step: "signature",
+                    outcome: super::StepOutcome::Ok,
+                    detail,
+                    reason: None,
+                    ms: ms(started),
+                }),
+                Err(e) => {
+                    let forged = e.reason == Reason::CardSignatureBad;
+                    run.fail("signature", ms(started), e.into());
+                    if forged {
+                        return Some(unverified(run));
+                    }
+                }
+            }
+        }
+        Some(found(run, card.to_descriptor(&agent_id), fetched.text))
+    }
+
+    /// Checks a card's signature with the key set its `jku` names, which
+    /// must be on the card's own host over HTTPS (a key set anywhere else
+    /// is the signer nominating its own trust root).
+    async fn check_signature(
+        &self,
+        domain: &str,
+        ips: &[std::net::IpAddr],
+        doc: &Value,
+        signature: &a2a::CardSignature,
+    ) -> Result<String, FormatError> {
+        let unchecked = |why: String| FormatError::new(Reason::CardSignatureUnchecked, why);
+        let jku = signature
+            .header
+            .jku
+            .as_deref()
+            .ok_or_else(|| unchecked("the signature names no key set (jku)".into()))?;
+        let url = Url::parse(jku).map_err(|e| unchecked(format!("jku {jku:?}: {e}")))?;
+        let same_host = url.scheme() == "https"
+            && url
+                .host_str()
+                .is_some_and(|h| h.eq_ignore_ascii_case(domain));
+        if !same_host {
+            return Err(unchecked(format!(
+                "the key set {jku} is not on {domain} over HTTPS"
+            )));
+        }
+        let keys = match self.fetcher.fetch_kind(&url, ips, None, JWKS).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(unchecked(format!("{jku} answered nothing"))),
+            Err(e) => return Err(unchecked(format!("{jku}: {e}"))),
+        };
+        let jwks: Value = serde_json::from_str(&keys.text)
+            .map_err(|e| unchecked(format!("{jku} is not JSON: {e}")))?;
+        a2a::verify_signature(doc, signature, &jwks)
+            .map(|()| {
+                format!(
+                    "{} signature by key {} from {jku}; the key is not anchored in DNS, so the card stays unverified",
+                    signature.header.alg, signature.header.kid
+                )
+            })
+            .map_err(|e| FormatError::new(e.reason(), format!("{e:?}")))
+    }
+
+    /// The domain's ARD catalog: one outcome per entry, or one for a
+    /// catalog that is not one.
+    async fn catalog(&self, domain: &str) -> Vec<CrawlOutcome> {
+        let where_ = format!("{domain}{}", ard::WELL_KNOWN_PATH);
+        let mut run = Run::new(domain, where_.clone(), DocumentFormat::Ard);
+        let started = std::time::Instant::now();
+        let ips = match self.https_addresses(domain).await {
+            None => return Vec::new(),
+            Some(Ok(ips)) => ips,
+            Some(Err(e)) => {
+                run.fail("dns_address", ms(started), e);
+                return vec![unverified(run)];
+            }
+        };
+        let Some(fetched) = self
+            .get_published(domain, &ips, ard::WELL_KNOWN_PATH, AI_CATALOG)
+            .await
+        else {
+            return Vec::new();
+        };
+        let Ok(fetched) = run.step("fetch", started, fetched, |f| {
+            format!("{} bytes from {}", f.text.len(), f.url)
+        }) else {
+            return vec![unverified(run)];
+        };
+        let started = std::time::Instant::now();
+        let parsed = serde_json::from_str::<Value>(&fetched.text)
+            .map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
+            .and_then(|doc| ard::parse_catalog(&doc, domain).map(|c| (doc, c)))
+            .map_err(CrawlError::from);
+        let Ok((doc, catalog)) = run.step("catalog", started, parsed, |(_, c)| {
+            format!("an ARD catalog of {} entries", c.entries.len())
+        }) else {
+            return vec![unverified(run)];
+        };
+        let took = ms(started);
+        let raw = doc.get("entries").and_then(Value::as_array);
+        catalog
+            .entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let raw_entry = raw.and_then(|r| r.get(i));
+                let id = raw_entry
+                    .and_then(|e| e.get("identifier"))
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
+                let mut run = Run::new(domain, id, DocumentFormat::Ard);
+                run.report.steps.push(super::Step {
+                    step: "catalog",
+                    outcome: super::StepOutcome::Ok,
+                    detail: format!("entry {i} of {where_}"),
+                    reason: None,
+                    ms: took,
+                });
+                match entry {
+                    Ok(entry) => {
+                        let text = raw_entry.map(Value::to_string).unwrap_or_default();
+                        found(run, entry.to_descriptor(), text)
+                    }
+                    Err(e) => {
+                        run.fail("entry", 0.0, e.into());
+                        unverified(run)
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The domain's DNS-AID records: the protocol names and the names the
+    /// index lists, each SVCB record one agent (an AliasMode record is
+    /// followed one hop).
+    async fn dns_aid(&self, domain: &str) -> Vec<CrawlOutcome> {
+        let mut names = dns_aid::protocol_names(domain);
+        if let Ok((index, _)) = self.dns.txt(&dns_aid::index_name(domain)).await {
+            if let Ok(agents) = dns_aid::parse_index(&index) {
+                for agent in agents {
+                    names.extend(dns_aid::agent_names(&agent.name, &agent.proto, domain));
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
+        names.truncate(MAX_DNS_AID_NAMES);
+        let lookups = names.iter().map(|name| async move {
+            let started = std::time::Instant::now();
+            let records = self.dns_aid_records(name).await;
+            (name, records, ms(started))
+        });
+        let mut out = Vec::new();
+        for (name, records, took) in futures_util::future::join_all(lookups).await {
+            let agent_id = format!("dns-aid:{name}");
+            match records {
+                Ok(records) => {
+                    for (record, parsed) in records {
+                        let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::DnsAid);
+                        let took = std::time::Duration::from_secs_f64(took / 1000.0);
+                        let parsed = parsed.map_err(CrawlError::from);
+                        match run.step_took("dns_svcb", took, parsed, |a| {
+                            format!("SVCB {name}: {}", a.endpoint())
+                        }) {
+                            Ok(agent) => out.push(found(run, agent.to_descriptor(), record)),
+                            Err(()) => out.push(unverified(run)),
+                        }
+                    }
+                }
+                Err(e) => {
+                    let mut run = Run::new(domain, agent_id, DocumentFormat::DnsAid);
+                    run.fail("dns_svcb", took, e);
+                    out.push(unverified(run));
+                }
+            }
+        }
+        out
+    }
+
+    /// The SVCB records at `name` as DNS-AID agents, each with its
+    /// presentation text; an AliasMode record is followed once.
+    async fn dns_aid_records(
+        &self,
+        name: &str,
+    ) -> Result<Vec<(String, Result<dns_aid::DnsAidAgent, FormatError>)>, CrawlError> {
+        let mut out = Vec::new();
+        for svcb in self.dns.svcb(name).await? {
+            match dns_aid::from_svcb(name, &svcb) {
+                Ok(dns_aid::Binding::Service(agent)) => out.push((svcb.to_string(), Ok(agent))),
+                Ok(dns_aid::Binding::Alias { target }) => {
+                    for aliased in self.dns.svcb(&target).await? {
+                        let parsed = match dns_aid::from_svcb(&target, &aliased) {
+                            Ok(dns_aid::Binding::Service(agent)) => Ok(agent),
+                            Ok(dns_aid::Binding::Alias { target: next }) => Err(FormatError::new(
+                                Reason::DnsAidMalformed,
+                                format!("{name} aliases {target}, which aliases {next}: one hop is followed"),
+                            )),
+                            Err(e) => Err(e),
+                        };
+                        out.push((aliased.to_string(), parsed));
+                    }
+                }
+                Err(e) => out.push((svcb.to_string(), Err(e))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The domain's AID record (`v=aid1`/`aid2` at `_agent.{domain}`,
+    /// beside any ADP record there).
+    async fn aid(&self, domain: &str) -> Option<CrawlOutcome> {
+        let started = std::time::Instant::now();
+        let (records, _) = self.dns.txt(&format!("_agent.{domain}")).await.ok()?;
+        let selected = aid::select(&records)?;
+        let agent_id = format!("aid:{domain}");
+        let mut run = Run::new(domain, agent_id, DocumentFormat::Aid);
+        let text = records
+            .iter()
+            .find(|r| aid::is_aid(r))
+            .cloned()
+            .unwrap_or_default();
+        let parsed = selected.map_err(CrawlError::from);
+        match run.step("dns_txt", started, parsed, |r| {
+            format!("AID record for {} over {}", r.uri, r.proto)
+        }) {
+            Ok(record) => Some(found(run, record.to_descriptor(domain), text)),
+            Err(()) => Some(unverified(run)),
+        }
+    }
+}
+
+fn ms(started: std::time::Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// An outcome with nothing to store.
+fn unverified(run: Run) -> CrawlOutcome {
+    CrawlOutcome {
+        report: run.report,
+        verified: None,
+        peers: Vec::new(),
+    }
+}
+
+/// An agent found, to be stored at the level its (absent) proofs give.
+fn found(mut run: Run, descriptor: Descriptor, document: String) -> CrawlOutcome {
+    run.report.agent_id.clone_from(&descriptor.id);
+    let evidence = Evidence::default();
+    run.report.trust = summarise(&evidence);
+    debug_assert_eq!(run.report.trust.level, TrustLevel::Unverified);
+    CrawlOutcome {
+        report: run.report,
+        verified: Some(Verified {
+            descriptor,
+            document,
+            evidence,
+        }),
+        peers: Vec::new(),
+    }
+}

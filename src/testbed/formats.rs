@@ -1,0 +1,347 @@
+//! The formats organisation, `formats.test`: publishers of every discovery
+//! format beside ADP, healthy and broken, so a crawl can be checked
+//! against what each one should give (`TestbedOptions::formats`).
+//!
+//! | domain | publishes | a correct crawler reports |
+//! | --- | --- | --- |
+//! | `a2a.formats.test` | an A2A 1.0 card, signed (EdDSA, key set on the same host) | `a2a:` agent, unverified, signature checked |
+//! | `a2a-legacy.formats.test` | a 0.2 card at `/.well-known/agent.json` | `a2a:` agent, unverified |
+//! | `a2a-forged.formats.test` | a signed card changed after signing | `card_signature_bad`, nothing stored |
+//! | `a2a-broken.formats.test` | a card without skills | `card_invalid` |
+//! | `catalog.formats.test` | an ARD catalog: two entries of its own, one claiming another publisher | two `urn:air:` agents, one `catalog_entry_invalid` |
+//! | `catalog-broken.formats.test` | a catalog of `specVersion` 2.0 | `catalog_invalid` |
+//! | `aid.formats.test` | an AID TXT record | `aid:` agent, unverified |
+//! | `aid-broken.formats.test` | an AID TXT record without `u` | `aid_malformed` |
+//! | `dnsaid.formats.test` | a DNS-AID SVCB record (`_mcp._agents`) | `dns-aid:` agent, unverified |
+//! | `dnsaid-broken.formats.test` | a DNS-AID AliasMode record to nowhere | `dns_aid_malformed` |
+//! | an ADP agent of the population | also an AID TXT record at its `_agent` name | the ADP agent as before and an `aid:` agent |
+
+use std::net::Ipv4Addr;
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use ed25519_dalek::SigningKey;
+use hickory_proto::rr::rdata::svcb::{Alpn, SvcParamKey, SvcParamValue, Unknown, SVCB};
+use hickory_proto::rr::{Name, RData};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::publish::{origin, Ports};
+use super::web::Served;
+use crate::descriptor::DocumentFormat;
+use crate::formats::a2a;
+use crate::verify::TrustLevel;
+
+/// The zone of the formats organisation.
+pub const ZONE: &str = "formats.test";
+/// Where the signed card's key set is served.
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
+/// The key id of the signed card's key.
+pub const KID: &str = "card-key-1";
+
+/// What a correct crawler of `domain` reports for one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    /// The domain to crawl.
+    pub domain: String,
+    /// The agent id reported.
+    pub agent_id: String,
+    /// Its format.
+    pub format: DocumentFormat,
+    /// The level reached and stored, or the reason code of the failure
+    /// (nothing stored).
+    pub outcome: Result<TrustLevel, &'static str>,
+}
+
+/// What the formats organisation publishes.
+#[derive(Debug, Clone)]
+pub struct FormatsOrg {
+    /// DNS records: owner and data.
+    pub records: Vec<(String, RData)>,
+    /// HTTPS documents: host, path and what is served.
+    pub documents: Vec<((String, String), Served)>,
+    /// What a crawl of each domain reports.
+    pub expected: Vec<Expected>,
+}
+
+fn host(label: &str) -> String {
+    format!("{label}.{ZONE}")
+}
+
+fn json_doc(body: &Value) -> Served {
+    Served {
+        content_type: "application/json",
+        body: Bytes::from(serde_json::to_vec_pretty(body).expect("JSON values serialise")),
+        status: StatusCode::OK,
+    }
+}
+
+/// The signing key of the signed card (derived, so tests can rebuild it).
+pub fn card_key() -> SigningKey {
+    SigningKey::from_bytes(&Sha256::digest(b"agentmesh testbed: a2a card key").into())
+}
+
+/// A 1.0 card served by `domain`.
+fn card(domain: &str, ports: Ports, name: &str, skill: (&str, &str, &[&str])) -> Value {
+    let base = origin("https", domain, ports.https);
+    json!({
+        "name": name,
+        "description": format!("{name}, published as an A2A Agent Card."),
+        "version": "1.0.0",
+        "provider": {"organization": "Formats Test Org", "url": format!("{base}/")},
+        "supportedInterfaces": [
+            {"url": format!("{base}/a2a/v1"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {"streaming": true},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [{
+            "id": skill.0,
+            "name": skill.1,
+            "description": format!("{} for the formats testbed.", skill.1),
+            "tags": skill.2,
+        }],
+    })
+}
+
+fn expect(
+    domain: &str,
+    agent_id: &str,
+    format: DocumentFormat,
+    outcome: Result<TrustLevel, &'static str>,
+) -> Expected {
+    Expected {
+        domain: domain.to_owned(),
+        agent_id: agent_id.to_owned(),
+        format,
+        outcome,
+    }
+}
+
+fn svcb(priority: u16, target: &str, params: Vec<(SvcParamKey, SvcParamValue)>) -> RData {
+    let target = Name::from_ascii(target).expect("testbed SVCB targets are valid names");
+    RData::SVCB(SVCB::new(priority, target, params))
+}
+
+/// Everything the formats organisation publishes, its hosts resolving to
+/// `advertise`; `adp_domain` (an ADP agent of the population) also gets
+/// an AID record.
+pub fn formats_org(ports: Ports, advertise: Ipv4Addr, adp_domain: Option<&str>) -> FormatsOrg {
+    let (mut records, mut documents, mut expected) = (Vec::new(), Vec::new(), Vec::new());
+    let add_host = |records: &mut Vec<(String, RData)>, h: &str| {
+        records.push((h.to_owned(), RData::A(advertise.into())));
+    };
+    let card_path = a2a::WELL_KNOWN_PATH.to_owned();
+    use DocumentFormat::{A2a, Aid, Ard, DnsAid};
+    use TrustLevel::Unverified;
+
+    // A2A: signed, legacy, forged, broken.
+    let signed = host("a2a");
+    add_host(&mut records, &signed);
+    let jku = format!("{}{JWKS_PATH}", origin("https", &signed, ports.https));
+    let body = card(
+        &signed,
+        ports,
+        "Route Planner",
+        ("route_planning", "Route planning", &["maps", "routing"]),
+    );
+    let key = card_key();
+    documents.push((
+        (signed.clone(), card_path.clone()),
+        json_doc(&a2a::sign_card(&body, &key, KID, Some(&jku))),
+    ));
+    documents.push((
+        (signed.clone(), JWKS_PATH.to_owned()),
+        json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
+    ));
+    expected.push(expect(
+        &signed,
+        &format!("a2a:{signed}"),
+        A2a,
+        Ok(Unverified),
+    ));
+
+    let legacy = host("a2a-legacy");
+    add_host(&mut records, &legacy);
+    let base = origin("https", &legacy, ports.https);
+    let old = json!({
+        "name": "Legacy Summariser",
+        "description": "Summarises documents; an A2A 0.2 card.",
+        "url": format!("{base}/a2a"),
+        "protocolVersion": "0.2.5",
+        "preferredTransport": "JSONRPC",
+        "version": "0.9.0",
+        "capabilities": {"streaming": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "summarization", "name": "Summarise", "description": "Summarises text.", "tags": ["text"]}],
+    });
+    documents.push((
+        (legacy.clone(), a2a::LEGACY_WELL_KNOWN_PATH.to_owned()),
+        json_doc(&old),
+    ));
+    expected.push(expect(
+        &legacy,
+        &format!("a2a:{legacy}"),
+        A2a,
+        Ok(Unverified),
+    ));
+
+    let forged = host("a2a-forged");
+    add_host(&mut records, &forged);
+    let jku = format!("{}{JWKS_PATH}", origin("https", &forged, ports.https));
+    let body = card(
+        &forged,
+        ports,
+        "Payments Agent",
+        ("payments", "Payments", &["finance"]),
+    );
+    let mut tampered = a2a::sign_card(&body, &key, KID, Some(&jku));
+    tampered["name"] = json!("Payments Agent (changed after signing)");
+    documents.push(((forged.clone(), card_path.clone()), json_doc(&tampered)));
+    documents.push((
+        (forged.clone(), JWKS_PATH.to_owned()),
+        json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
+    ));
+    expected.push(expect(
+        &forged,
+        &format!("a2a:{forged}"),
+        A2a,
+        Err("card_signature_bad"),
+    ));
+
+    let broken = host("a2a-broken");
+    add_host(&mut records, &broken);
+    let mut no_skills = card(&broken, ports, "Broken Card", ("x", "X", &[]));
+    no_skills
+        .as_object_mut()
+        .expect("a card is an object")
+        .remove("skills");
+    documents.push(((broken.clone(), card_path), json_doc(&no_skills)));
+    expected.push(expect(
+        &broken,
+        &format!("a2a:{broken}"),
+        A2a,
+        Err("card_invalid"),
+    ));
+
+    // ARD: a catalog with a bad entry, and a catalog of another version.
+    let catalog = host("catalog");
+    add_host(&mut records, &catalog);
+    let base = origin("https", &catalog, ports.https);
+    let weather = format!("urn:air:{catalog}:weather");
+    let files = format!("urn:air:{catalog}:tools:files");
+    let doc = json!({
+        "specVersion": "1.0",
+        "host": {"displayName": "Formats Test Catalog"},
+        "entries": [
+            {"identifier": weather, "displayName": "Weather Agent", "type": "application/a2a-agent-card+json",
+             "url": format!("{base}/weather/agent-card.json"), "description": "Forecasts the weather.",
+             "capabilities": ["weather_forecast"], "tags": ["weather"]},
+            {"identifier": files, "displayName": "File Tools", "type": "application/mcp-server-card+json",
+             "url": format!("{base}/mcp/files.json"), "description": "Reads and writes files over MCP.",
+             "capabilities": ["file_access"]},
+            {"identifier": "urn:air:elsewhere.test:spoof", "displayName": "Not Ours",
+             "type": "application/a2a-agent-card+json", "url": "https://elsewhere.test/card.json"}
+        ],
+    });
+    documents.push((
+        (
+            catalog.clone(),
+            crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
+        ),
+        json_doc(&doc),
+    ));
+    expected.push(expect(&catalog, &weather, Ard, Ok(Unverified)));
+    expected.push(expect(&catalog, &files, Ard, Ok(Unverified)));
+    expected.push(expect(
+        &catalog,
+        "urn:air:elsewhere.test:spoof",
+        Ard,
+        Err("catalog_entry_invalid"),
+    ));
+
+    let bad_catalog = host("catalog-broken");
+    add_host(&mut records, &bad_catalog);
+    let doc = json!({"specVersion": "2.0", "entries": []});
+    documents.push((
+        (
+            bad_catalog.clone(),
+            crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
+        ),
+        json_doc(&doc),
+    ));
+    expected.push(expect(
+        &bad_catalog,
+        &format!("{bad_catalog}/.well-known/ai-catalog.json"),
+        Ard,
+        Err("catalog_invalid"),
+    ));
+
+    // AID: a record, a broken one, and one beside an ADP record.
+    let aid = host("aid");
+    records.push((
+        format!("_agent.{aid}"),
+        txt(&format!(
+            "v=aid1;u=https://{aid}/mcp;p=mcp;a=pat;s=Files over MCP"
+        )),
+    ));
+    expected.push(expect(&aid, &format!("aid:{aid}"), Aid, Ok(Unverified)));
+    let aid_broken = host("aid-broken");
+    records.push((format!("_agent.{aid_broken}"), txt("v=aid1;p=mcp;s=No URI")));
+    expected.push(expect(
+        &aid_broken,
+        &format!("aid:{aid_broken}"),
+        Aid,
+        Err("aid_malformed"),
+    ));
+    if let Some(d) = adp_domain {
+        records.push((
+            format!("_agent.{d}"),
+            txt(&format!("v=aid1;u=https://{d}/a2a;p=a2a;s=Also over A2A")),
+        ));
+        expected.push(expect(d, &format!("aid:{d}"), Aid, Ok(Unverified)));
+    }
+
+    // DNS-AID: a service record, and an alias to nowhere.
+    let dnsaid = host("dnsaid");
+    add_host(&mut records, &dnsaid);
+    let owner = format!("_mcp._agents.{dnsaid}");
+    let params = vec![
+        (
+            SvcParamKey::Alpn,
+            SvcParamValue::Alpn(Alpn(vec!["h2".into()])),
+        ),
+        (SvcParamKey::Port, SvcParamValue::Port(ports.https)),
+        (
+            SvcParamKey::Key(65402),
+            SvcParamValue::Unknown(Unknown(b"mcp".to_vec())),
+        ),
+    ];
+    records.push((owner.clone(), svcb(1, &format!("{dnsaid}."), params)));
+    expected.push(expect(
+        &dnsaid,
+        &format!("dns-aid:{owner}"),
+        DnsAid,
+        Ok(Unverified),
+    ));
+    let dnsaid_broken = host("dnsaid-broken");
+    let owner = format!("_a2a._agents.{dnsaid_broken}");
+    records.push((owner.clone(), svcb(0, ".", Vec::new())));
+    expected.push(expect(
+        &dnsaid_broken,
+        &format!("dns-aid:{owner}"),
+        DnsAid,
+        Err("dns_aid_malformed"),
+    ));
+
+    FormatsOrg {
+        records,
+        documents,
+        expected,
+    }
+}
+
+fn txt(text: &str) -> RData {
+    RData::TXT(hickory_proto::rr::rdata::TXT::new(vec![text.to_owned()]))
+}
