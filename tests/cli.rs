@@ -922,6 +922,67 @@ fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
     }
 }
 
+#[test]
+fn crawl_of_the_formats_organisation_lists_each_agent_with_its_format_and_trust() {
+    let bed = TestbedCmd::start(&[
+        "--agents",
+        "2",
+        "--orgs",
+        "1",
+        "--broken",
+        "none",
+        "--formats",
+    ]);
+    let https = bed
+        .stdout
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("https:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .expect("an 'https: <ip:port>' line");
+    let dir = tempdir();
+    let out = run(
+        agentmesh()
+            .args(["crawl", "--file"])
+            .arg(bed.path("formats.domains"))
+            .args(["--resolver", &bed.dns.to_string(), "--allow-private"])
+            .args(["--https-port", &https.port().to_string()])
+            .arg("--ca-file")
+            .arg(bed.path("ca.pem"))
+            .arg("--data-dir")
+            .arg(dir.path()),
+        Duration::from_secs(60),
+        "agentmesh crawl of formats.test",
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    // One line per agent: id, source format, trust level, first reason.
+    let line = |id: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no line for {id} in:\n{}", out.stdout))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(line("a2a:a2a.formats.test"), ["a2a", "unverified"]);
+    assert_eq!(line("aid:aid.formats.test"), ["aid", "unverified"]);
+    assert_eq!(
+        line("urn:air:catalog.formats.test:weather"),
+        ["ard", "unverified"]
+    );
+    assert_eq!(
+        line("a2a:a2a-forged.formats.test"),
+        ["a2a", "unverified", "card_signature_bad"]
+    );
+    assert_eq!(
+        line("dns-aid:_a2a._agents.dnsaid-broken.formats.test"),
+        ["dns-aid", "unverified", "dns_aid_malformed"]
+    );
+    assert!(out.stdout.contains("by source format"), "{}", out.stdout);
+}
+
 // ---------------------------------------------------------------- import
 
 /// A file of import lines (each written as is, then a newline).

@@ -193,6 +193,13 @@ fn write_out(dir: &Path, testbed: &Testbed) -> anyhow::Result<Vec<String>> {
         let path = write_atomically(dir, &format!("{org}.domains"), text.as_bytes())?;
         wrote.push(format!("{} ({} domains)", path.display(), domains.len()));
     }
+    if let Some(org) = testbed.formats() {
+        let mut domains: Vec<&str> = org.expected.iter().map(|e| e.domain.as_str()).collect();
+        domains.dedup();
+        let text: String = domains.iter().map(|d| format!("{d}\n")).collect();
+        let path = write_atomically(dir, "formats.domains", text.as_bytes())?;
+        wrote.push(format!("{} ({} domains)", path.display(), domains.len()));
+    }
     let ready = write_atomically(dir, "ready", b"ready\n")?;
     wrote.push(ready.display().to_string());
     Ok(wrote)
