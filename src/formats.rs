@@ -6,6 +6,10 @@
 //! it reads and refuses with a [`FormatError`] whose [`Reason`] code the
 //! crawl report and the import summary show. Versions implemented are in
 //! `proto/README.md` ("Other discovery formats").
+//!
+//! - [`ard`]: ARD v0.9 `ai-catalog.json` catalogs and their entries.
+
+pub mod ard;
 
 use crate::verify::Reason;
 

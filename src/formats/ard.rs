@@ -1,0 +1,857 @@
+//! ARD v0.9 (Agentic Resource Discovery) catalogs: the `ai-catalog.json`
+//! a domain serves at [`WELL_KNOWN_PATH`], read into its [`Entry`]s and
+//! each entry into a [`Descriptor`]. The crawler fetches the catalog
+//! within its limits and hands the parsed JSON here with the domain it
+//! was fetched from; nothing here touches the network.
+//!
+//! What is checked: the catalog's shape and `specVersion` (major 1), at
+//! most [`MAX_ENTRIES`] entries; each entry's `urn:air:` identifier (the
+//! JSON Schema's pattern, checked by hand), `displayName`, exactly one of
+//! `url` (https) and `data` (an object), and that the identifier's
+//! publisher is the catalog's domain or a subdomain of it (ARD: the
+//! publisher is a domain the catalog's host backs). One bad entry is an
+//! `Err` among the entries; the others still count.
+//!
+//! Leniency, where the spec is strict or its sources disagree: unknown
+//! members (top level and entry) are ignored, although the ARD JSON
+//! Schema forbids unknown top-level members (`metadata` among them); the
+//! media type is read from `type` (ARD) or `mediaType` (the upstream
+//! ai-catalog) and may be absent; an empty `entries` array is accepted;
+//! `representativeQueries`, `metadata` and `trustManifest` are not read
+//! (no signature of a trust manifest is checked here).
+
+use serde_json::{Map, Value};
+
+use crate::descriptor::{Descriptor, DocumentFormat};
+use crate::formats::{
+    bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_TERMS,
+};
+use crate::verify::Reason;
+
+/// Where a domain serves its catalog (ARD section 6).
+pub const WELL_KNOWN_PATH: &str = "/.well-known/ai-catalog.json";
+/// Most entries read from one catalog; a catalog with more is refused.
+pub const MAX_ENTRIES: usize = 1000;
+/// Longest `urn:air:` identifier accepted, in characters.
+pub const MAX_IDENTIFIER_CHARS: usize = 256;
+/// Longest `url` accepted, in characters.
+pub const MAX_URL_CHARS: usize = 2048;
+/// Longest `version` or `updatedAt` accepted, in characters.
+pub const MAX_VERSION_CHARS: usize = 255;
+/// The identifiers' URN prefix.
+const URN_PREFIX: &str = "urn:air:";
+
+/// A parsed catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalog {
+    /// `host.displayName`, when the catalog names its host.
+    pub host: Option<String>,
+    /// Each entry, in catalog order: the valid ones and why the others
+    /// were refused ([`Reason::CatalogEntryInvalid`]).
+    pub entries: Vec<Result<Entry, FormatError>>,
+}
+
+/// One valid catalog entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The `urn:air:` identifier, as written.
+    pub identifier: String,
+    /// `displayName`, bounded to [`MAX_NAME_CHARS`].
+    pub display_name: String,
+    /// The media type of the artifact (`type`, or `mediaType`).
+    pub media_type: Option<String>,
+    /// Where the artifact is (https), when it is referenced.
+    pub url: Option<String>,
+    /// The artifact itself, when it is inline.
+    pub data: Option<Value>,
+    /// `description`, bounded to [`MAX_DESCRIPTION_CHARS`].
+    pub description: Option<String>,
+    /// `tags`, normalised ([`terms`]).
+    pub tags: Vec<String>,
+    /// `capabilities`, normalised ([`terms`]).
+    pub capabilities: Vec<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `updatedAt`, as written (ISO 8601).
+    pub updated_at: Option<String>,
+}
+
+/// What an entry's artifact is, from its media type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// An A2A Agent Card (`application/a2a-agent-card+json`,
+    /// `application/agent-card+json`).
+    A2aCard,
+    /// An MCP server card (`application/mcp-server-card+json`, or the
+    /// older `application/mcp-server+json`).
+    McpServer,
+    /// A nested catalog (`application/ai-catalog+json`).
+    Catalog,
+    /// A registry's REST API (`application/ai-registry`,
+    /// `application/ai-registry+json`).
+    Registry,
+    /// Anything else (skills, datasets, no media type).
+    Other,
+}
+
+impl EntryKind {
+    /// The tag a descriptor of this kind carries (`a2a`, `mcp`,
+    /// `catalog`, `registry`); none for [`EntryKind::Other`].
+    pub fn tag(self) -> Option<&'static str> {
+        match self {
+            Self::A2aCard => Some("a2a"),
+            Self::McpServer => Some("mcp"),
+            Self::Catalog => Some("catalog"),
+            Self::Registry => Some("registry"),
+            Self::Other => None,
+        }
+    }
+}
+
+impl Entry {
+    /// What the artifact is: the media type without its parameters,
+    /// compared case-insensitively.
+    pub fn kind(&self) -> EntryKind {
+        let Some(media_type) = &self.media_type else {
+            return EntryKind::Other;
+        };
+        let essence = media_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "application/a2a-agent-card+json" | "application/agent-card+json" => EntryKind::A2aCard,
+            "application/mcp-server-card+json" | "application/mcp-server+json" => {
+                EntryKind::McpServer
+            }
+            "application/ai-catalog+json" => EntryKind::Catalog,
+            "application/ai-registry" | "application/ai-registry+json" => EntryKind::Registry,
+            _ => EntryKind::Other,
+        }
+    }
+
+    /// The identifier's publisher domain (the segment after `urn:air:`),
+    /// lower-cased, without a trailing dot.
+    pub fn publisher(&self) -> String {
+        publisher_of(&self.identifier)
+    }
+
+    /// The entry's tags and its kind's tag, which is kept when the tags
+    /// are at their bound.
+    fn descriptor_tags(&self) -> Vec<String> {
+        let mut tags = terms(self.tags.iter().map(String::as_str));
+        if let Some(kind) = self.kind().tag() {
+            if let Err(at) = tags.binary_search_by(|t| t.as_str().cmp(kind)) {
+                if tags.len() >= MAX_TERMS {
+                    tags.pop();
+                }
+                tags.insert(at.min(tags.len()), kind.to_owned());
+            }
+        }
+        tags
+    }
+
+    /// The normalised descriptor: the identifier as id, `displayName` as
+    /// name, the entry's capabilities, its tags and its kind's tag, `url`
+    /// as endpoint, the URN's publisher.
+    pub fn to_descriptor(&self) -> Descriptor {
+        let name = if self.display_name.trim().is_empty() {
+            bounded(&self.identifier, MAX_NAME_CHARS)
+        } else {
+            self.display_name.clone()
+        };
+        Descriptor {
+            id: self.identifier.clone(),
+            name,
+            description: self.description.clone().unwrap_or_default(),
+            version: self.version.clone(),
+            publisher: Some(self.publisher()),
+            endpoint: self.url.clone(),
+            capabilities: terms(self.capabilities.iter().map(String::as_str)),
+            tags: self.descriptor_tags(),
+            languages: Vec::new(),
+            status: None,
+            auth: None,
+            format: DocumentFormat::Ard,
+        }
+    }
+}
+
+/// Reads a catalog fetched from `domain`.
+///
+/// # Errors
+/// [`Reason::CatalogInvalid`] when `doc` is not an object, has no
+/// `specVersion` or one whose major version is not 1, has no `entries`
+/// array, or more than [`MAX_ENTRIES`] entries. A bad entry is not an
+/// error of the catalog: it is an `Err` in [`Catalog::entries`].
+pub fn parse_catalog(doc: &Value, domain: &str) -> Result<Catalog, FormatError> {
+    let invalid = |message: String| FormatError::new(Reason::CatalogInvalid, message);
+    let Some(top) = doc.as_object() else {
+        return Err(invalid("the catalog is not a JSON object".into()));
+    };
+    match top.get("specVersion") {
+        None => return Err(invalid("/specVersion is missing".into())),
+        Some(Value::String(v)) if major_is_one(v) => {}
+        Some(Value::String(v)) => {
+            return Err(invalid(format!(
+                "/specVersion {:?} is not a 1.x version",
+                bounded(v, 32)
+            )))
+        }
+        Some(_) => return Err(invalid("/specVersion is not a string".into())),
+    }
+    let raw = match top.get("entries") {
+        None => return Err(invalid("/entries is missing".into())),
+        Some(Value::Array(raw)) => raw,
+        Some(_) => return Err(invalid("/entries is not an array".into())),
+    };
+    if raw.len() > MAX_ENTRIES {
+        return Err(invalid(format!(
+            "/entries has {} entries; at most {MAX_ENTRIES} are read",
+            raw.len()
+        )));
+    }
+    let host = top
+        .get("host")
+        .and_then(|h| h.get("displayName"))
+        .and_then(Value::as_str)
+        .map(|n| bounded(n.trim(), MAX_NAME_CHARS))
+        .filter(|n| !n.is_empty());
+    let domain = canonical_domain(domain);
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let entries = raw
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let entry = parse_entry(raw, &format!("/entries/{i}"), &domain)?;
+            if let Some(first) = seen.get(entry_identifier(raw)) {
+                return Err(FormatError::new(
+                    Reason::CatalogEntryInvalid,
+                    format!("/entries/{i}/identifier: the identifier of /entries/{first} again"),
+                ));
+            }
+            seen.insert(entry_identifier(raw), i);
+            Ok(entry)
+        })
+        .collect();
+    Ok(Catalog { host, entries })
+}
+
+/// The identifier of an entry already parsed (so it is a string).
+fn entry_identifier(raw: &Value) -> &str {
+    raw.get("identifier")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Whether a `specVersion` ("Major.Minor") has major version 1.
+fn major_is_one(v: &str) -> bool {
+    let mut parts = v.trim().split('.');
+    let major = parts.next().unwrap_or_default();
+    let digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+    digits(major) && major.parse::<u32>() == Ok(1) && parts.all(digits)
+}
+
+/// A domain lower-cased, without a trailing dot.
+fn canonical_domain(domain: &str) -> String {
+    domain.trim().trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The publisher segment of a `urn:air:` identifier, canonical.
+fn publisher_of(identifier: &str) -> String {
+    let rest = identifier.strip_prefix(URN_PREFIX).unwrap_or(identifier);
+    canonical_domain(rest.split(':').next().unwrap_or_default())
+}
+
+/// Whether `identifier` matches `^urn:air:[a-zA-Z0-9.-]+(:[a-zA-Z0-9._-]+)+$`.
+fn is_urn_air(identifier: &str) -> bool {
+    let Some(rest) = identifier.strip_prefix(URN_PREFIX) else {
+        return false;
+    };
+    let mut segments = rest.split(':');
+    let publisher = segments.next().unwrap_or_default();
+    let publisher_ok = !publisher.is_empty()
+        && publisher
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    let mut names = 0;
+    let names_ok = segments.all(|s| {
+        names += 1;
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    });
+    publisher_ok && names_ok && names > 0
+}
+
+/// Reads the entry at `at` (a JSON pointer) of a catalog from `domain`
+/// (canonical).
+fn parse_entry(raw: &Value, at: &str, domain: &str) -> Result<Entry, FormatError> {
+    let invalid = |member: &str, what: &str| {
+        FormatError::new(Reason::CatalogEntryInvalid, format!("{at}{member}: {what}"))
+    };
+    let Some(entry) = raw.as_object() else {
+        return Err(invalid("", "the entry is not an object"));
+    };
+    let identifier =
+        string(entry, "identifier", at)?.ok_or_else(|| invalid("/identifier", "missing"))?;
+    if identifier.chars().count() > MAX_IDENTIFIER_CHARS {
+        return Err(invalid(
+            "/identifier",
+            &format!("longer than {MAX_IDENTIFIER_CHARS} characters"),
+        ));
+    }
+    if !is_urn_air(identifier) {
+        return Err(invalid(
+            "/identifier",
+            "not a urn:air:<publisher>:<name> identifier (publisher of [A-Za-z0-9.-], segments of [A-Za-z0-9._-])",
+        ));
+    }
+    let publisher = publisher_of(identifier);
+    if publisher != domain && !publisher.ends_with(&format!(".{domain}")) {
+        return Err(invalid(
+            "/identifier",
+            &format!("its publisher {publisher:?} is not {domain:?} nor a subdomain of it"),
+        ));
+    }
+    let display_name =
+        string(entry, "displayName", at)?.ok_or_else(|| invalid("/displayName", "missing"))?;
+    let media_type = match string(entry, "type", at)? {
+        Some(t) => Some(t),
+        None => string(entry, "mediaType", at)?,
+    };
+    let url = string(entry, "url", at)?;
+    let data = entry.get("data");
+    match (url, data) {
+        (None, None) => return Err(invalid("", "neither url nor data")),
+        (Some(_), Some(_)) => return Err(invalid("", "both url and data (one of them only)")),
+        (None, Some(d)) if !d.is_object() => return Err(invalid("/data", "not an object")),
+        _ => {}
+    }
+    if let Some(url) = url {
+        if url.chars().count() > MAX_URL_CHARS {
+            return Err(invalid(
+                "/url",
+                &format!("longer than {MAX_URL_CHARS} characters"),
+            ));
+        }
+        let https = url::Url::parse(url)
+            .is_ok_and(|u| u.scheme() == "https" && u.host_str().is_some_and(|h| !h.is_empty()));
+        if !https {
+            return Err(invalid("/url", "not an https URL"));
+        }
+    }
+    let short = |key: &str| -> Result<Option<String>, FormatError> {
+        match string(entry, key, at)? {
+            Some(v) if v.chars().count() > MAX_VERSION_CHARS => Err(invalid(
+                &format!("/{key}"),
+                &format!("longer than {MAX_VERSION_CHARS} characters"),
+            )),
+            v => Ok(v.map(str::to_owned)),
+        }
+    };
+    Ok(Entry {
+        identifier: identifier.to_owned(),
+        display_name: bounded(display_name.trim(), MAX_NAME_CHARS),
+        media_type: media_type.map(|t| bounded(t.trim(), MAX_NAME_CHARS)),
+        url: url.map(str::to_owned),
+        data: data.cloned(),
+        description: string(entry, "description", at)?
+            .map(|d| bounded(d.trim(), MAX_DESCRIPTION_CHARS)),
+        tags: string_list(entry, "tags", at)?,
+        capabilities: string_list(entry, "capabilities", at)?,
+        version: short("version")?,
+        updated_at: short("updatedAt")?,
+    })
+}
+
+/// The member `key` when it is a string; `None` when absent or null.
+fn string<'a>(
+    entry: &'a Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<&'a str>, FormatError> {
+    match entry.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(FormatError::new(
+            Reason::CatalogEntryInvalid,
+            format!("{at}/{key}: not a string"),
+        )),
+    }
+}
+
+/// The member `key` as normalised terms, when it is an array of strings.
+fn string_list(
+    entry: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Vec<String>, FormatError> {
+    let not_strings = || {
+        FormatError::new(
+            Reason::CatalogEntryInvalid,
+            format!("{at}/{key}: not an array of strings"),
+        )
+    };
+    match entry.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => {
+            let raw = items
+                .iter()
+                .map(|v| v.as_str().ok_or_else(not_strings))
+                .collect::<Result<Vec<&str>, _>>()?;
+            Ok(terms(raw))
+        }
+        Some(_) => Err(not_strings()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// An entry that passes every check for `example.com`.
+    fn good(name: &str) -> Value {
+        json!({
+            "identifier": format!("urn:air:example.com:{name}"),
+            "displayName": name,
+            "type": "application/a2a-agent-card+json",
+            "url": format!("https://example.com/{name}/agent-card.json"),
+        })
+    }
+
+    fn catalog(entries: Vec<Value>) -> Value {
+        json!({"specVersion": "1.0", "entries": entries})
+    }
+
+    /// The refusal of the single entry `entry` in a catalog of `domain`.
+    fn entry_error(entry: Value, domain: &str) -> FormatError {
+        let mut c = parse_catalog(&catalog(vec![entry]), domain).unwrap();
+        assert_eq!(c.entries.len(), 1);
+        c.entries.pop().unwrap().unwrap_err()
+    }
+
+    fn with(mut entry: Value, key: &str, value: Value) -> Value {
+        entry[key] = value;
+        entry
+    }
+
+    fn without(mut entry: Value, key: &str) -> Value {
+        entry.as_object_mut().unwrap().remove(key);
+        entry
+    }
+
+    #[test]
+    fn the_minimal_example_reads_and_maps() {
+        // spec/ard.md section 4.4, its publisher github.com read from
+        // github.com.
+        let doc = json!({
+          "specVersion": "1.0",
+          "host": { "displayName": "Alice's AI Tools" },
+          "entries": [{
+              "identifier": "urn:air:github.com:alice-dev:pptx-creator",
+              "displayName": "pptx-creator",
+              "type": "application/ai-skill",
+              "url": "https://github.com/alice-dev/pptx-creator",
+              "description": "Create professional PowerPoint presentations following brand guidelines."
+          }]
+        });
+        let c = parse_catalog(&doc, "GitHub.com.").unwrap();
+        assert_eq!(c.host.as_deref(), Some("Alice's AI Tools"));
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.kind(), EntryKind::Other);
+        assert_eq!(e.publisher(), "github.com");
+        let d = e.to_descriptor();
+        assert_eq!(d.id, "urn:air:github.com:alice-dev:pptx-creator");
+        assert_eq!(d.name, "pptx-creator");
+        assert_eq!(d.format, DocumentFormat::Ard);
+        assert_eq!(
+            d.endpoint.as_deref(),
+            Some("https://github.com/alice-dev/pptx-creator")
+        );
+        assert!(d.tags.is_empty(), "a skill has no kind tag: {:?}", d.tags);
+        assert!(d.description.starts_with("Create professional"));
+    }
+
+    #[test]
+    fn the_fda_example_reads_and_maps() {
+        // conformance/examples/fda-ndc, shortened as in the notes, read
+        // from fda.gov (its publisher).
+        let doc = json!({
+          "specVersion": "1.0",
+          "host": {
+            "displayName": "U.S. Food and Drug Administration",
+            "identifier": "did:web:fda.gov",
+            "documentationUrl": "https://open.fda.gov/apis/drug/ndc/"
+          },
+          "entries": [{
+              "identifier": "urn:air:fda.gov:api:drug-ndc",
+              "displayName": "FDA Drug NDC Directory API",
+              "type": "application/mcp-server-card+json",
+              "url": "https://api.fda.gov/drug/ndc.json",
+              "description": "Official FDA National Drug Code Directory API ...",
+              "representativeQueries": [
+                "find drug information by NDC code 1234-5678-90",
+                "search for all aspirin products with dosage form tablet"
+              ],
+              "capabilities": ["DrugLookup", "ManufacturerSearch"],
+              "trustManifest": {
+                "identity": "did:web:fda.gov",
+                "identityType": "did",
+                "attestations": [{ "type": "Official-Government-API",
+                    "uri": "https://www.fda.gov/regulatory-information/foia/electronic-reading-room",
+                    "mediaType": "text/html" }]
+              }
+          }]
+        });
+        let c = parse_catalog(&doc, "fda.gov").unwrap();
+        assert_eq!(c.host.as_deref(), Some("U.S. Food and Drug Administration"));
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.kind(), EntryKind::McpServer);
+        let d = e.to_descriptor();
+        assert_eq!(d.capabilities, ["druglookup", "manufacturersearch"]);
+        assert_eq!(d.tags, ["mcp"]);
+        assert_eq!(d.publisher.as_deref(), Some("fda.gov"));
+        assert_eq!(d.name, "FDA Drug NDC Directory API");
+        assert_eq!(
+            d.endpoint.as_deref(),
+            Some("https://api.fda.gov/drug/ndc.json")
+        );
+    }
+
+    #[test]
+    fn one_bad_entry_leaves_the_others() {
+        let bad = without(good("b"), "displayName");
+        let c = parse_catalog(&catalog(vec![good("a"), bad, good("c")]), "example.com").unwrap();
+        let ok: Vec<&str> = c
+            .entries
+            .iter()
+            .filter_map(|e| e.as_ref().ok())
+            .map(|e| e.display_name.as_str())
+            .collect();
+        assert_eq!(ok, ["a", "c"]);
+        let err = c.entries[1].as_ref().unwrap_err();
+        assert_eq!(err.reason, Reason::CatalogEntryInvalid);
+        assert!(err.message.starts_with("/entries/1/displayName"), "{err}");
+    }
+
+    #[test]
+    fn catalogs_that_are_not_catalogs_are_refused() {
+        let many: Vec<Value> = (0..=MAX_ENTRIES).map(|i| good(&format!("a{i}"))).collect();
+        let cases = [
+            (json!([]), "not a JSON object"),
+            (json!({"entries": []}), "/specVersion is missing"),
+            (
+                json!({"specVersion": "2.0", "entries": []}),
+                "not a 1.x version",
+            ),
+            (
+                json!({"specVersion": "1.x", "entries": []}),
+                "not a 1.x version",
+            ),
+            (
+                json!({"specVersion": "10.0", "entries": []}),
+                "not a 1.x version",
+            ),
+            (
+                json!({"specVersion": 1.0, "entries": []}),
+                "/specVersion is not a string",
+            ),
+            (json!({"specVersion": "1.0"}), "/entries is missing"),
+            (
+                json!({"specVersion": "1.0", "entries": {}}),
+                "/entries is not an array",
+            ),
+            (catalog(many), "at most 1000"),
+        ];
+        for (doc, says) in cases {
+            let err = parse_catalog(&doc, "example.com").unwrap_err();
+            assert_eq!(err.reason, Reason::CatalogInvalid, "{doc}");
+            assert!(err.message.contains(says), "{err} should say {says:?}");
+        }
+    }
+
+    #[test]
+    fn lenient_where_the_spec_sources_disagree() {
+        // Unknown top-level members (the ARD schema forbids them), a
+        // minor version above 0, no entries, `mediaType` for `type`.
+        let doc = json!({"specVersion": "1.3", "metadata": {"x": 1}, "entries": []});
+        assert!(parse_catalog(&doc, "example.com")
+            .unwrap()
+            .entries
+            .is_empty());
+        let entry = with(
+            without(good("a"), "type"),
+            "mediaType",
+            json!("Application/A2A-Agent-Card+JSON; v=1"),
+        );
+        let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.kind(), EntryKind::A2aCard);
+        assert_eq!(e.to_descriptor().tags, ["a2a"]);
+        assert_eq!(
+            EntryKind::Other,
+            Entry {
+                media_type: None,
+                ..e.clone()
+            }
+            .kind()
+        );
+    }
+
+    #[test]
+    fn kinds_follow_the_media_type() {
+        let e = parse_catalog(&catalog(vec![good("a")]), "example.com")
+            .unwrap()
+            .entries
+            .pop()
+            .unwrap()
+            .unwrap();
+        for (media_type, kind) in [
+            ("application/agent-card+json", EntryKind::A2aCard),
+            ("application/mcp-server+json", EntryKind::McpServer),
+            ("application/ai-catalog+json", EntryKind::Catalog),
+            ("application/ai-registry", EntryKind::Registry),
+            ("application/ai-registry+json", EntryKind::Registry),
+            ("application/parquet", EntryKind::Other),
+        ] {
+            let e = Entry {
+                media_type: Some(media_type.into()),
+                ..e.clone()
+            };
+            assert_eq!(e.kind(), kind, "{media_type}");
+        }
+    }
+
+    #[test]
+    fn inline_data_is_an_entry_without_endpoint() {
+        let entry = with(
+            without(good("bundle"), "url"),
+            "data",
+            json!({"specVersion": "1.0", "entries": []}),
+        );
+        let entry = with(entry, "type", json!("application/ai-catalog+json"));
+        let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.data.as_ref().unwrap()["specVersion"], "1.0");
+        let d = e.to_descriptor();
+        assert_eq!(d.endpoint, None);
+        assert_eq!(d.tags, ["catalog"]);
+    }
+
+    #[test]
+    fn identifiers_follow_the_schema_pattern() {
+        for ok in [
+            "urn:air:acme.com:assistant",
+            "urn:air:acme.com:ns.one:sub_ns:agent-2",
+            "urn:air:Agents.Example.com:A",
+        ] {
+            assert!(is_urn_air(ok), "{ok} is valid");
+        }
+        for bad in [
+            "urn:AIR:acme.com:a",
+            "urn:air:acme.com",
+            "urn:air:acme.com:",
+            "urn:air:acme.com:a::b",
+            "urn:air::a",
+            "urn:air:ac_me.com:a",
+            "urn:air:acme.com:a@1",
+            "urn:air:acme.com:a b",
+            "urn:air:sdxl:checkpoint:civitai:101055@128078",
+            "urn:ai:acme.com:a",
+        ] {
+            assert!(!is_urn_air(bad), "{bad} is invalid");
+        }
+    }
+
+    #[test]
+    fn the_publisher_must_be_the_catalog_domain_or_below_it() {
+        for (publisher, ok) in [
+            ("example.com", true),
+            ("EXAMPLE.com.", true),
+            ("agents.example.com", true),
+            ("evilexample.com", false),
+            ("example.com.evil.net", false),
+            ("com", false),
+        ] {
+            let entry = with(
+                good("a"),
+                "identifier",
+                json!(format!("urn:air:{publisher}:a")),
+            );
+            let c = parse_catalog(&catalog(vec![entry]), "Example.COM.").unwrap();
+            match &c.entries[0] {
+                Ok(_) => assert!(ok, "{publisher} is not example.com's"),
+                Err(e) => {
+                    assert!(!ok, "{publisher} is example.com's: {e}");
+                    assert_eq!(e.reason, Reason::CatalogEntryInvalid);
+                    assert!(e.message.starts_with("/entries/0/identifier"), "{e}");
+                    assert!(e.message.contains("publisher"), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_entries_are_refused_naming_the_member() {
+        let long = format!("urn:air:example.com:{}", "a".repeat(MAX_IDENTIFIER_CHARS));
+        let cases = [
+            (json!("urn:air:example.com:a"), "/entries/0:"),
+            (
+                without(good("a"), "identifier"),
+                "/entries/0/identifier: missing",
+            ),
+            (
+                with(good("a"), "identifier", json!(7)),
+                "/entries/0/identifier: not a string",
+            ),
+            (
+                with(good("a"), "identifier", json!("urn:air:example.com")),
+                "/entries/0/identifier: not a urn:air",
+            ),
+            (
+                with(good("a"), "identifier", json!(long)),
+                "/entries/0/identifier: longer than 256",
+            ),
+            (
+                without(good("a"), "displayName"),
+                "/entries/0/displayName: missing",
+            ),
+            (
+                without(good("a"), "url"),
+                "/entries/0: neither url nor data",
+            ),
+            (
+                with(good("a"), "data", json!({})),
+                "/entries/0: both url and data",
+            ),
+            (
+                with(without(good("a"), "url"), "data", json!([1])),
+                "/entries/0/data: not an object",
+            ),
+            (
+                with(good("a"), "url", json!("http://example.com/a")),
+                "/entries/0/url: not an https URL",
+            ),
+            (
+                with(good("a"), "url", json!("example.com/a")),
+                "/entries/0/url: not an https URL",
+            ),
+            (
+                with(
+                    good("a"),
+                    "url",
+                    json!(format!("https://example.com/{}", "a".repeat(MAX_URL_CHARS))),
+                ),
+                "/entries/0/url: longer than",
+            ),
+            (
+                with(good("a"), "type", json!(["x"])),
+                "/entries/0/type: not a string",
+            ),
+            (
+                with(good("a"), "tags", json!("nlp")),
+                "/entries/0/tags: not an array of strings",
+            ),
+            (
+                with(good("a"), "capabilities", json!(["a", 1])),
+                "/entries/0/capabilities: not an array of strings",
+            ),
+            (
+                with(
+                    good("a"),
+                    "version",
+                    json!("1".repeat(MAX_VERSION_CHARS + 1)),
+                ),
+                "/entries/0/version: longer than",
+            ),
+            (
+                with(good("a"), "updatedAt", json!(20260101)),
+                "/entries/0/updatedAt: not a string",
+            ),
+        ];
+        for (entry, says) in cases {
+            let err = entry_error(entry, "example.com");
+            assert_eq!(err.reason, Reason::CatalogEntryInvalid, "{err}");
+            assert!(err.message.starts_with(says), "{err} should start {says:?}");
+        }
+    }
+
+    #[test]
+    fn an_identifier_listed_twice_keeps_the_first() {
+        let second = with(good("a"), "version", json!("2"));
+        let c = parse_catalog(&catalog(vec![good("a"), good("b"), second]), "example.com").unwrap();
+        assert!(c.entries[0].is_ok() && c.entries[1].is_ok());
+        let err = c.entries[2].as_ref().unwrap_err();
+        assert_eq!(err.reason, Reason::CatalogEntryInvalid);
+        assert!(err.message.contains("of /entries/0 again"), "{err}");
+    }
+
+    #[test]
+    fn descriptors_carry_the_entry() {
+        let entry = json!({
+            "identifier": "urn:air:agents.example.com:travel:planner",
+            "displayName": "  ",
+            "type": "application/a2a-agent-card+json",
+            "url": "https://agents.example.com/planner/card.json",
+            "description": "Plans trips.",
+            "tags": ["Travel", "travel", "Route Planning"],
+            "capabilities": ["BookFlight", "book flight"],
+            "version": "1.2.0",
+            "updatedAt": "2026-07-01T00:00:00Z"
+        });
+        let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.updated_at.as_deref(), Some("2026-07-01T00:00:00Z"));
+        let d = e.to_descriptor();
+        assert_eq!(
+            d,
+            Descriptor {
+                id: "urn:air:agents.example.com:travel:planner".into(),
+                // A blank display name falls back to the id.
+                name: "urn:air:agents.example.com:travel:planner".into(),
+                description: "Plans trips.".into(),
+                version: Some("1.2.0".into()),
+                publisher: Some("agents.example.com".into()),
+                endpoint: Some("https://agents.example.com/planner/card.json".into()),
+                capabilities: vec!["book_flight".into(), "bookflight".into()],
+                tags: vec!["a2a".into(), "route_planning".into(), "travel".into()],
+                languages: Vec::new(),
+                status: None,
+                auth: None,
+                format: DocumentFormat::Ard,
+            }
+        );
+    }
+
+    #[test]
+    fn tags_are_bounded() {
+        let many: Vec<String> = (0..200).map(|i| format!("a{i:03}")).collect();
+        let c = parse_catalog(
+            &catalog(vec![with(good("a"), "tags", json!(many))]),
+            "example.com",
+        )
+        .unwrap();
+        let e = c.entries[0].as_ref().unwrap();
+        assert_eq!(e.tags.len(), MAX_TERMS);
+        assert_eq!(e.tags.last().map(String::as_str), Some("a063"));
+        // The kind's tag sorts after the a0.. tags and is kept.
+        for (media_type, tag) in [
+            ("application/a2a-agent-card+json", "a2a"),
+            ("application/mcp-server-card+json", "mcp"),
+        ] {
+            let e = Entry {
+                media_type: Some(media_type.into()),
+                ..e.clone()
+            };
+            let tags = e.to_descriptor().tags;
+            assert_eq!(tags.len(), MAX_TERMS);
+            assert_eq!(tags.last().map(String::as_str), Some(tag));
+            assert!(tags.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+        }
+    }
+}
