@@ -8,8 +8,11 @@
 //! `proto/README.md` ("Other discovery formats").
 //!
 //! - [`ard`]: ARD v0.9 `ai-catalog.json` catalogs and their entries.
+//! - [`mcp`]: MCP Registry `server.json` (schema 2025-12-11) and the
+//!   registry's list API responses.
 
 pub mod ard;
+pub mod mcp;
 
 use crate::verify::Reason;
 
