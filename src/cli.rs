@@ -69,10 +69,11 @@ pub enum Command {
     /// Crawl many domains into the data directory, with a summary by trust
     /// level and failure reason.
     Crawl(crawl::CrawlCmdArgs),
-    /// Import AIDIP documents, one JSON object per line (`-`: stdin), into
-    /// the data directory as this node's registrations; each refused line
-    /// is reported with its line number (exit 0 when all went in, 3 when
-    /// some lines were refused, 1 on an error).
+    /// Import AIDIP documents, one JSON object per line (`-`: stdin), or
+    /// with `--format mcp-registry` MCP Registry servers, into the data
+    /// directory as this node's registrations; each refused line is
+    /// reported with its line number (exit 0 when all went in, 3 when some
+    /// lines were refused, 1 on an error).
     Import(import::ImportArgs),
     /// Print the DNS records and write the agent.json that put an agent on
     /// the mesh.

@@ -14,6 +14,7 @@ pub mod import;
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor;
 use crate::descriptor::{Descriptor, DocumentFormat};
+use crate::formats::mcp::McpServer;
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
@@ -179,6 +180,20 @@ struct Prepared {
     doc: Value,
 }
 
+impl Prepared {
+    /// The registration of an MCP Registry server (the bulk import's
+    /// `mcp-registry` input): its descriptor under `mcp:{name}`, its
+    /// `server.json` (`json`, what `server` was read from) as the
+    /// document, in compact text.
+    fn mcp_server(server: &McpServer, json: &Value) -> Self {
+        Self {
+            descriptor: server.to_descriptor(),
+            document: serde_json::to_string(json).expect("a serde_json::Value always serialises"),
+            doc: json.clone(),
+        }
+    }
+}
+
 /// The id given to a document registered without one: `agent-` and 32
 /// hex digits (random for `POST /agents`, derived from the document by
 /// the bulk import).
@@ -312,13 +327,19 @@ impl Registry {
     /// [`RegistryError::NotFound`], [`RegistryError::NotLocal`],
     /// [`RegistryError::Store`].
     pub async fn delete(&self, id: &str) -> Result<(), RegistryError> {
+        self.delete_with(id, Durability::Flushed).await
+    }
+
+    /// [`Registry::delete`], on disk as `durability` says (the bulk
+    /// import: [`Durability::Periodic`], flushed once per batch).
+    async fn delete_with(&self, id: &str, durability: Durability) -> Result<(), RegistryError> {
         self.issuer
             .tombstone(
                 id,
                 TombstoneReason::Deleted,
                 Origin::Local,
                 Expect::LocalLive,
-                Durability::Flushed,
+                durability,
             )
             .await?;
         Ok(())

@@ -4,6 +4,12 @@
 //! stderr when it is a terminal, a count line every few seconds when it is
 //! not; each refused line on stderr with its line number and problems; a
 //! summary on stdout (`--json`: the endpoint's NDJSON instead).
+//!
+//! `--format mcp-registry` reads MCP Registry servers instead (a list API
+//! response, an array of its items or of `server.json` objects, or NDJSON
+//! of them: [`ImportFormat::McpRegistry`]), through the same importer;
+//! refusals name the item (`item N`: its line in NDJSON, its position in a
+//! document) and carry their reason code.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -21,7 +27,9 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::config::{Config, DEFAULT_IMPORT_MAX_LINE_BYTES};
 use crate::issuer::Issuer;
-use crate::registry::import::{ImportLimits, ImportSummary, Importer, LineResult, Outcome};
+use crate::registry::import::{
+    ImportFormat, ImportLimits, ImportSummary, Importer, LineResult, Outcome,
+};
 use crate::registry::Registry;
 
 /// Exit status when the import ran to the end but refused some lines
@@ -30,11 +38,36 @@ const EXIT_REFUSED: u8 = 3;
 /// How often a count line is printed when stderr is not a terminal.
 const COUNT_EVERY: Duration = Duration::from_secs(10);
 
+/// What `import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// AIDIP documents, one per line (NDJSON).
+    Aidip,
+    /// MCP Registry servers: a list API response (`GET /v0.1/servers`),
+    /// a JSON array of its items or of server.json objects, one
+    /// server.json, or NDJSON whose lines each are a server.json or an
+    /// item.
+    McpRegistry,
+}
+
+impl From<InputFormat> for ImportFormat {
+    fn from(f: InputFormat) -> Self {
+        match f {
+            InputFormat::Aidip => Self::Aidip,
+            InputFormat::McpRegistry => Self::McpRegistry,
+        }
+    }
+}
+
 /// Flags of `import`.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// NDJSON file of AIDIP documents, one per line; `-` reads stdin.
+    /// The input file (NDJSON of AIDIP documents, or what `--format`
+    /// says); `-` reads stdin.
     pub file: PathBuf,
+    /// What the input holds.
+    #[arg(long, value_enum, default_value_t = InputFormat::Aidip)]
+    pub format: InputFormat,
     /// Data directory (store and node.key); no node may be running on it.
     #[arg(long, env = "AGENTMESH_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -111,7 +144,12 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             max_line_bytes: args.max_line_bytes,
             max_lines: u64::MAX,
         },
-    );
+    )
+    .with_format(args.format.into());
+    let unit = match args.format {
+        InputFormat::Aidip => "line",
+        InputFormat::McpRegistry => "item",
+    };
 
     let read = Arc::new(AtomicU64::new(0));
     let input = tokio::io::BufReader::with_capacity(
@@ -131,19 +169,14 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let mut last_count_line = Instant::now();
     while let Some(r) = rx.recv().await {
         counts.lines = r.line;
-        match r.outcome {
-            Outcome::Created => counts.created += 1,
-            Outcome::Updated => counts.updated += 1,
-            Outcome::Unchanged => counts.unchanged += 1,
-            Outcome::Refused => counts.refused += 1,
-        }
+        counts.count(&r);
         if args.json {
             println!(
                 "{}",
                 serde_json::to_string(&r).expect("results always serialise")
             );
         } else if r.outcome == Outcome::Refused {
-            bar.suspend(|| eprintln!("{}", refusal_line(&r)));
+            bar.suspend(|| eprintln!("{}", refusal_line(unit, &r)));
         }
         bar.set_position(read.load(Ordering::Relaxed));
         bar.set_message(counts_text(&counts));
@@ -202,14 +235,21 @@ fn progress_bar(size: Option<u64>, visible: bool) -> indicatif::ProgressBar {
 }
 
 fn counts_text(c: &ImportSummary) -> String {
-    format!(
+    let mut text = format!(
         "{} lines: {} created, {} updated, {} unchanged, {} refused",
         c.lines, c.created, c.updated, c.unchanged, c.refused
-    )
+    );
+    for (label, n) in [("deleted", c.deleted), ("skipped", c.skipped)] {
+        if n > 0 {
+            text.push_str(&format!(", {n} {label}"));
+        }
+    }
+    text
 }
 
-/// `line N: refused (id X): /field: message; ...`
-fn refusal_line(r: &LineResult) -> String {
+/// `line N: refused (id X): /field: message; ...`, or `item N: refused
+/// (id X): reason_code: /field: message` when the refusal has a code.
+fn refusal_line(unit: &str, r: &LineResult) -> String {
     let problems: Vec<String> = r
         .problems
         .iter()
@@ -225,7 +265,15 @@ fn refusal_line(r: &LineResult) -> String {
         r.id.as_deref()
             .map(|id| format!(" (id {id})"))
             .unwrap_or_default();
-    format!("line {}: refused{id}: {}", r.line, problems.join("; "))
+    let code = r
+        .reason
+        .map(|reason| format!("{reason}: "))
+        .unwrap_or_default();
+    format!(
+        "{unit} {}: refused{id}: {code}{}",
+        r.line,
+        problems.join("; ")
+    )
 }
 
 fn print_summary(
@@ -252,6 +300,15 @@ fn print_summary(
     println!("  updated     {:>9}", s.updated);
     println!("  unchanged   {:>9}", s.unchanged);
     println!("  refused     {:>9}", s.refused);
+    for (reason, n) in &s.refused_reasons {
+        println!("    {reason}: {n}");
+    }
+    if s.deleted > 0 {
+        println!("  deleted     {:>9}", s.deleted);
+    }
+    if s.skipped > 0 {
+        println!("  skipped     {:>9}", s.skipped);
+    }
     if s.blank > 0 {
         println!("  blank       {:>9}", s.blank);
     }

@@ -273,6 +273,40 @@ pub fn list_items(doc: &Value) -> Result<&[Value], FormatError> {
     Ok(items)
 }
 
+/// [`list_items`], taken out of the list (for a caller that keeps them).
+///
+/// # Errors
+/// As [`list_items`].
+pub fn into_list_items(doc: Value) -> Result<Vec<Value>, FormatError> {
+    list_items(&doc)?;
+    Ok(match doc {
+        Value::Array(items) => items,
+        Value::Object(mut map) => match map.remove("servers") {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    })
+}
+
+/// The `name` of a list item's server when it is a string, read without
+/// checking the rest (to name an item that is refused).
+pub fn item_name(item: &Value) -> Option<&str> {
+    server_of(item).get("name").and_then(Value::as_str)
+}
+
+/// The `isLatest` the registry's metadata of a list item gives, read
+/// without checking the rest.
+pub fn item_is_latest(item: &Value) -> Option<bool> {
+    if !is_wrapper(item) {
+        return None;
+    }
+    item.get("_meta")?
+        .get(OFFICIAL_META)?
+        .get("isLatest")?
+        .as_bool()
+}
+
 /// Reads a list of servers: the list API response `{"servers": [{server,
 /// _meta}, ...], "metadata": {...}}`, an array of such items, or an array
 /// of bare `server.json` objects. One bad server is an `Err` among the
@@ -920,6 +954,13 @@ mod tests {
         // What an item holds is its server.json.
         assert_eq!(server_of(&items[0]), &with_remote());
         assert_eq!(server_of(&seed[1]), &with_package());
+        assert_eq!(item_name(&items[2]), Some("io.github.user/gone"));
+        assert_eq!(item_is_latest(&items[2]), Some(true));
+        assert_eq!(item_is_latest(&seed[0]), None);
+        let taken = into_list_items(response.clone()).unwrap();
+        assert_eq!(taken.as_slice(), list_items(&response).unwrap());
+        assert_eq!(into_list_items(seed.clone()).unwrap().len(), 2);
+        assert!(into_list_items(with_remote()).is_err());
         assert!(!is_list(&with_remote()) && !is_list(&items[0]));
     }
 

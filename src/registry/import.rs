@@ -32,8 +32,17 @@
 //! Bad lines (not JSON, longer than the line limit, invalid documents,
 //! ids owned elsewhere) are `refused` with their problems; the other lines
 //! still go in. Blank lines are skipped without a result.
+//!
+//! The input is AIDIP by default; [`ImportFormat::McpRegistry`] reads MCP
+//! Registry servers instead (the `mcp` submodule: their shapes, their ids
+//! `mcp:{name}`, the registry's `deleted` status as a deletion). Both go
+//! through the one pipeline here: only how an input line or item becomes
+//! what is issued differs, and the same unchanged check, issuer batches
+//! and flushes follow.
 
-use std::collections::HashSet;
+mod mcp;
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use futures_util::StreamExt as _;
 use serde::Serialize;
@@ -44,10 +53,12 @@ use tokio::sync::mpsc;
 
 use super::{generated_id, Prepared, Registry, RegistryError};
 use crate::aidip::FieldProblem;
+use crate::descriptor::Descriptor;
+use crate::formats::FormatError;
 use crate::issuer::{Durability, Issuer};
 use crate::record::{self, RecordBody};
 use crate::store::{Expect, Origin, PutOutcome, StoreError};
-use crate::verify::Evidence;
+use crate::verify::{Evidence, Reason};
 
 /// The default longest line, in bytes (the newline aside).
 pub const DEFAULT_MAX_LINE_BYTES: usize = crate::config::DEFAULT_IMPORT_MAX_LINE_BYTES;
@@ -65,6 +76,23 @@ pub const SERVING_ISSUE_CHUNK: usize = 16;
 /// Chunks issued at once within a batch (one is checked for unchanged
 /// documents while another is signed and stored).
 const IN_FLIGHT: usize = 2;
+
+/// Largest input read as one JSON document (an `mcp-registry` list), in
+/// bytes; larger lists are given as NDJSON, one server per line.
+pub const MAX_DOCUMENT_BYTES: usize = 128 << 20;
+
+/// What the input of an import holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ImportFormat {
+    /// AIDIP agent metadata documents, one per line (NDJSON).
+    #[default]
+    Aidip,
+    /// MCP Registry servers: one JSON document (a list API response, an
+    /// array of its `{server, _meta}` items or of `server.json` objects,
+    /// or a single `server.json`), or NDJSON whose lines each are a
+    /// `server.json` or an item ([`crate::formats::mcp`]).
+    McpRegistry,
+}
 
 /// What one import may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +125,13 @@ pub enum Outcome {
     Unchanged,
     /// The line was not imported; `problems` says why.
     Refused,
+    /// A server the registry deleted was held here and is now deleted
+    /// (`mcp-registry`).
+    Deleted,
+    /// Nothing to do (`mcp-registry`: a deleted server not held here, a
+    /// version that is not the latest, an item a later one supersedes);
+    /// `problems` says why.
+    Skipped,
 }
 
 impl Outcome {
@@ -107,6 +142,8 @@ impl Outcome {
             Self::Updated => "updated",
             Self::Unchanged => "unchanged",
             Self::Refused => "refused",
+            Self::Deleted => "deleted",
+            Self::Skipped => "skipped",
         }
     }
 }
@@ -114,14 +151,20 @@ impl Outcome {
 /// The result of one document line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LineResult {
-    /// Its line number, from 1.
+    /// Its line number, from 1 (for one JSON document: its item's number,
+    /// from 1).
     pub line: u64,
     /// The agent id, when the line got as far as having one.
     pub id: Option<String>,
     /// What became of it.
     pub outcome: Outcome,
-    /// Why it was refused (empty otherwise), each at its JSON pointer.
+    /// Why it was refused or skipped (empty otherwise), each at its JSON
+    /// pointer.
     pub problems: Vec<FieldProblem>,
+    /// The reason code of a refusal, when the format has one
+    /// (`mcp-registry`: `mcp_server_invalid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
 }
 
 impl LineResult {
@@ -131,6 +174,49 @@ impl LineResult {
             id,
             outcome: Outcome::Refused,
             problems,
+            reason: None,
+        }
+    }
+
+    /// A refusal of a format's parser: its reason code, its message split
+    /// into the member it names and what is wrong.
+    fn refused_as(line: u64, id: Option<String>, e: FormatError) -> Self {
+        let problem = match e.message.split_once(": ") {
+            Some((field, message)) if field.starts_with('/') => FieldProblem {
+                field: field.into(),
+                message: message.into(),
+            },
+            _ => FieldProblem {
+                field: String::new(),
+                message: e.message,
+            },
+        };
+        Self {
+            reason: Some(e.reason),
+            ..Self::refused(line, id, vec![problem])
+        }
+    }
+
+    fn skipped(line: u64, id: String, why: impl Into<String>) -> Self {
+        Self {
+            line,
+            id: Some(id),
+            outcome: Outcome::Skipped,
+            problems: vec![FieldProblem {
+                field: String::new(),
+                message: why.into(),
+            }],
+            reason: None,
+        }
+    }
+
+    fn done(line: u64, id: String, outcome: Outcome) -> Self {
+        Self {
+            line,
+            id: Some(id),
+            outcome,
+            problems: Vec::new(),
+            reason: None,
         }
     }
 }
@@ -155,6 +241,13 @@ pub enum Stopped {
         /// The store error.
         message: String,
     },
+    /// The input is not what its format reads (`mcp-registry`: neither
+    /// one JSON document of a server list nor NDJSON of servers, or a
+    /// document over [`MAX_DOCUMENT_BYTES`]); nothing was imported.
+    Invalid {
+        /// What is wrong.
+        message: String,
+    },
     /// Nobody takes the results any more (the client went away).
     Cancelled,
 }
@@ -162,7 +255,8 @@ pub enum Stopped {
 /// The counts of a finished import.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ImportSummary {
-    /// Lines read, blank ones included.
+    /// Lines read, blank ones included (for one JSON document: its
+    /// items).
     pub lines: u64,
     /// Blank lines skipped.
     pub blank: u64,
@@ -174,17 +268,39 @@ pub struct ImportSummary {
     pub unchanged: u64,
     /// Lines refused.
     pub refused: u64,
+    /// Agents deleted (`mcp-registry`; left out when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub deleted: u64,
+    /// Lines skipped (`mcp-registry`; left out when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    /// The refused lines that carry a reason code, by code (left out
+    /// when none does).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_reasons: BTreeMap<Reason, u64>,
     /// Why the import stopped early; `None` when it read all its input.
     pub stopped: Option<Stopped>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl ImportSummary {
-    fn count(&mut self, r: &LineResult) {
+    /// Counts one result.
+    pub fn count(&mut self, r: &LineResult) {
         match r.outcome {
             Outcome::Created => self.created += 1,
             Outcome::Updated => self.updated += 1,
             Outcome::Unchanged => self.unchanged += 1,
-            Outcome::Refused => self.refused += 1,
+            Outcome::Refused => {
+                self.refused += 1;
+                if let Some(reason) = r.reason {
+                    *self.refused_reasons.entry(reason).or_default() += 1;
+                }
+            }
+            Outcome::Deleted => self.deleted += 1,
+            Outcome::Skipped => self.skipped += 1,
         }
     }
 }
@@ -195,14 +311,17 @@ pub struct Importer {
     registry: Registry,
     limits: ImportLimits,
     issue_chunk: usize,
+    format: ImportFormat,
 }
 
 /// A line waiting in a batch.
 enum Entry {
-    /// Already decided (too long).
+    /// Already decided (too long, superseded).
     Done(LineResult),
     /// A document line to parse, validate and issue.
     Line { line: u64, bytes: Vec<u8> },
+    /// An item of one JSON document, already parsed, numbered from 1.
+    Item { line: u64, item: Value },
 }
 
 /// A line after validation.
@@ -213,6 +332,51 @@ enum Checked {
         id: String,
         prepared: Box<Prepared>,
     },
+    /// An agent to delete when it is held here (a server the MCP
+    /// Registry deleted).
+    Delete {
+        line: u64,
+        id: String,
+    },
+}
+
+impl Checked {
+    /// The agent this issues or deletes.
+    fn id(&self) -> Option<&str> {
+        match self {
+            Self::Ready { id, .. } | Self::Delete { id, .. } => Some(id),
+            Self::Done(_) => None,
+        }
+    }
+}
+
+/// Where the lines of an import come from.
+enum Source {
+    /// The input's lines (after these, read already).
+    Lines(VecDeque<Read>),
+    /// The items of one JSON document, read whole.
+    Items(std::vec::IntoIter<Entry>),
+}
+
+/// One unit of input: a line, or an item of a document.
+enum Unit {
+    Read(Read),
+    Entry(Entry),
+}
+
+impl Source {
+    async fn next<R: AsyncBufRead + Unpin>(
+        &mut self,
+        reader: &mut LineReader<R>,
+    ) -> std::io::Result<Option<Unit>> {
+        match self {
+            Self::Lines(before) => match before.pop_front() {
+                Some(read) => Ok(Some(Unit::Read(read))),
+                None => Ok(reader.next_line().await?.map(Unit::Read)),
+            },
+            Self::Items(items) => Ok(items.next().map(Unit::Entry)),
+        }
+    }
 }
 
 impl Importer {
@@ -223,7 +387,15 @@ impl Importer {
             registry,
             limits,
             issue_chunk: ISSUE_CHUNK,
+            format: ImportFormat::Aidip,
         }
+    }
+
+    /// Reads input of `format` ([`ImportFormat::Aidip`] unless told).
+    #[must_use]
+    pub fn with_format(mut self, format: ImportFormat) -> Self {
+        self.format = format;
+        self
     }
 
     /// Issues at most `n` documents per store transaction (at least 1):
@@ -239,18 +411,34 @@ impl Importer {
     /// the batch is on disk), and answers the counts. Stops early, with
     /// [`ImportSummary::stopped`] saying why, at the line limit, a read or
     /// store error, or when `results` is closed; what was imported until
-    /// then stays imported and is flushed.
+    /// then stays imported and is flushed. For [`ImportFormat::McpRegistry`]
+    /// input that is one JSON document, the document is read whole first
+    /// (at most [`MAX_DOCUMENT_BYTES`]) and its items take the place of
+    /// lines; input that is neither such a document nor NDJSON stops with
+    /// [`Stopped::Invalid`] before anything is imported.
     pub async fn run<R>(&self, input: R, results: mpsc::Sender<LineResult>) -> ImportSummary
     where
         R: AsyncBufRead + Unpin,
     {
         let mut reader = LineReader::new(input, self.limits.max_line_bytes);
         let mut summary = ImportSummary::default();
+        let mut source = match self.format {
+            ImportFormat::Aidip => Source::Lines(VecDeque::new()),
+            ImportFormat::McpRegistry => {
+                match mcp::sniff(&mut reader, self.limits.max_line_bytes).await {
+                    Ok(source) => source,
+                    Err(stopped) => {
+                        summary.stopped = Some(stopped);
+                        return summary;
+                    }
+                }
+            }
+        };
         let mut batch: Vec<Entry> = Vec::new();
         let mut batch_bytes = 0usize;
         let mut in_validation = None;
         loop {
-            let next = reader.next_line().await;
+            let next = source.next(&mut reader).await;
             let line = summary.lines + 1;
             let stop = match next {
                 Ok(None) => Some(None),
@@ -262,7 +450,12 @@ impl Importer {
                         max_lines: self.limits.max_lines,
                     }))
                 }
-                Ok(Some(read)) => {
+                Ok(Some(Unit::Entry(entry))) => {
+                    summary.lines = line;
+                    batch.push(entry);
+                    None
+                }
+                Ok(Some(Unit::Read(read))) => {
                     summary.lines = line;
                     match read {
                         Read::TooLong { bytes } => batch.push(Entry::Done(LineResult::refused(
@@ -337,14 +530,16 @@ impl Importer {
             if part.is_empty() {
                 break;
             }
-            let registry = self.registry.clone();
+            let (registry, format) = (self.registry.clone(), self.format);
             let (tx, rx) = tokio::sync::oneshot::channel();
             let spawned = std::thread::Builder::new()
                 .name("import-validate".into())
                 .spawn(move || {
                     crate::priority::lower_current_thread();
-                    let checked: Vec<Checked> =
-                        part.into_iter().map(|e| check(&registry, e)).collect();
+                    let checked: Vec<Checked> = part
+                        .into_iter()
+                        .map(|e| check(&registry, format, e))
+                        .collect();
                     let _ = tx.send(checked);
                 });
             match spawned {
@@ -390,10 +585,10 @@ impl Importer {
         let mut ids: HashSet<String> = HashSet::new();
         let mut store_error = None;
         for c in checked.into_iter().map(Some).chain([None]) {
-            let repeats = match &c {
-                Some(Checked::Ready { id, .. }) => ids.contains(id),
-                _ => false,
-            };
+            let repeats = c
+                .as_ref()
+                .and_then(Checked::id)
+                .is_some_and(|id| ids.contains(id));
             if c.is_none() || repeats {
                 let mut pending = std::mem::take(&mut run).into_iter();
                 let chunks: Vec<Vec<Checked>> = std::iter::from_fn(|| {
@@ -423,8 +618,8 @@ impl Importer {
                 }
             }
             if let Some(c) = c {
-                if let Checked::Ready { id, .. } = &c {
-                    ids.insert(id.clone());
+                if let Some(id) = c.id() {
+                    ids.insert(id.to_owned());
                 }
                 run.push(c);
             }
@@ -458,8 +653,9 @@ impl Importer {
     /// Issues a chunk of validated documents of distinct agents, each
     /// unless it is unchanged: one hop to the blocking pool to find the
     /// unchanged ones, then one [`Issuer::descriptors`] call (one store
-    /// transaction) for the rest. A store failure is an `Err` among the
-    /// results; refusals are refused lines.
+    /// transaction) for the rest; then deletes the agents to delete
+    /// (through the registry's delete path). A store failure is an `Err`
+    /// among the results; refusals are refused lines.
     async fn apply(&self, chunk: Vec<Checked>) -> Vec<Result<LineResult, StoreError>> {
         let issuer: &Issuer = &self.registry.issuer;
         // Only a local, fresh agent can be left unchanged: its compact
@@ -470,19 +666,22 @@ impl Importer {
             .iter()
             .filter_map(|c| match c {
                 Checked::Ready { id, .. } => Some(id.clone()),
-                Checked::Done(_) => None,
+                Checked::Done(_) | Checked::Delete { .. } => None,
             })
             .collect();
         let held = self
             .registry
             .store
-            .run_blocking(move |s| -> Result<Vec<Option<String>>, StoreError> {
+            .run_blocking(move |s| -> Result<Vec<Option<Held>>, StoreError> {
                 let now = record::unix_now();
                 ids.iter()
                     .map(|id| match s.compact(id)? {
                         Some(c) if c.local && c.expires_at > now.saturating_add(half_life) => {
                             Ok(s.get(id)?.and_then(|a| match a.body {
-                                RecordBody::Descriptor(held) => Some(held.document),
+                                RecordBody::Descriptor(held) => Some(Held {
+                                    document: held.document,
+                                    descriptor: held.descriptor,
+                                }),
                                 RecordBody::Tombstone(_) => None,
                             }))
                         }
@@ -499,22 +698,22 @@ impl Importer {
         let mut out = Vec::with_capacity(chunk.len());
         let mut issuing: Vec<(u64, String)> = Vec::new();
         let mut items = Vec::new();
+        let mut deleting: Vec<(u64, String)> = Vec::new();
         for c in chunk {
             let (line, id, prepared) = match c {
                 Checked::Done(r) => {
                     out.push(Ok(r));
                     continue;
                 }
+                Checked::Delete { line, id } => {
+                    deleting.push((line, id));
+                    continue;
+                }
                 Checked::Ready { line, id, prepared } => (line, id, prepared),
             };
-            let held_document = held.next().expect("one held document per ready line");
-            if held_document.is_some_and(|held| same_document(&held, &prepared)) {
-                out.push(Ok(LineResult {
-                    line,
-                    id: Some(id),
-                    outcome: Outcome::Unchanged,
-                    problems: Vec::new(),
-                }));
+            let held = held.next().expect("one held document per ready line");
+            if held.is_some_and(|held| held.says(&prepared)) {
+                out.push(Ok(LineResult::done(line, id, Outcome::Unchanged)));
                 continue;
             }
             let Prepared {
@@ -535,15 +734,27 @@ impl Importer {
             .await;
         for ((line, id), issued) in issuing.into_iter().zip(issued) {
             out.push(match issued.map_err(RegistryError::from) {
-                Ok(issued) => Ok(LineResult {
+                Ok(issued) => Ok(LineResult::done(
                     line,
-                    id: Some(id),
-                    outcome: match issued.outcome {
+                    id,
+                    match issued.outcome {
                         PutOutcome::Created => Outcome::Created,
                         PutOutcome::Updated => Outcome::Updated,
                     },
-                    problems: Vec::new(),
-                }),
+                )),
+                Err(RegistryError::Store(e)) => Err(e),
+                Err(e) => Ok(LineResult::refused(line, Some(id), problems_of(e))),
+            });
+        }
+        for (line, id) in deleting {
+            let deleted = self.registry.delete_with(&id, Durability::Periodic).await;
+            out.push(match deleted {
+                Ok(()) => Ok(LineResult::done(line, id, Outcome::Deleted)),
+                Err(RegistryError::NotFound { .. }) => Ok(LineResult::skipped(
+                    line,
+                    id,
+                    "deleted by its registry, and not held here",
+                )),
                 Err(RegistryError::Store(e)) => Err(e),
                 Err(e) => Ok(LineResult::refused(line, Some(id), problems_of(e))),
             });
@@ -552,27 +763,51 @@ impl Importer {
     }
 }
 
-/// Parses and validates one line (on a blocking thread).
-fn check(registry: &Registry, entry: Entry) -> Checked {
-    let (line, bytes) = match entry {
+/// What is held for an agent a line would issue.
+struct Held {
+    document: String,
+    descriptor: Descriptor,
+}
+
+impl Held {
+    /// Whether issuing `new` would say what is held: the same document
+    /// (as JSON values) and the same descriptor (for an MCP server, its
+    /// status lives outside the document).
+    fn says(&self, new: &Prepared) -> bool {
+        self.descriptor == new.descriptor && same_document(&self.document, new)
+    }
+}
+
+/// Parses and validates one line or item of `format` (on a blocking
+/// thread).
+fn check(registry: &Registry, format: ImportFormat, entry: Entry) -> Checked {
+    let (line, doc) = match entry {
         Entry::Done(r) => return Checked::Done(r),
-        Entry::Line { line, bytes } => (line, bytes),
+        Entry::Item { line, item } => (line, item),
+        Entry::Line { line, bytes } => match serde_json::from_slice(&bytes) {
+            Ok(doc) => (line, doc),
+            Err(e) => {
+                return Checked::Done(LineResult::refused(
+                    line,
+                    None,
+                    vec![FieldProblem {
+                        field: String::new(),
+                        message: format!("the line is not JSON: {e}"),
+                    }],
+                ))
+            }
+        },
     };
-    let doc: Value = match serde_json::from_slice(&bytes) {
-        Ok(doc) => doc,
-        Err(e) => {
-            return Checked::Done(LineResult::refused(
-                line,
-                None,
-                vec![FieldProblem {
-                    field: String::new(),
-                    message: format!("the line is not JSON: {e}"),
-                }],
-            ))
-        }
-    };
+    match format {
+        ImportFormat::Aidip => check_aidip(registry, line, &doc),
+        ImportFormat::McpRegistry => mcp::check(line, &doc),
+    }
+}
+
+/// Validates one AIDIP document as a registration.
+fn check_aidip(registry: &Registry, line: u64, doc: &Value) -> Checked {
     let id = match doc.get("id") {
-        None | Some(Value::Null) => derived_id(&doc),
+        None | Some(Value::Null) => derived_id(doc),
         Some(Value::String(id)) => id.clone(),
         Some(_) => {
             return Checked::Done(LineResult::refused(
@@ -585,7 +820,7 @@ fn check(registry: &Registry, entry: Entry) -> Checked {
             ))
         }
     };
-    match registry.prepare(&id, &doc) {
+    match registry.prepare(&id, doc) {
         Ok(prepared) => Checked::Ready {
             line,
             id,

@@ -150,6 +150,7 @@ async fn good_lines_go_in_and_bad_ones_are_reported_by_line() {
             unchanged: 0,
             refused: 4,
             stopped: None,
+            ..ImportSummary::default()
         }
     );
     assert!(reg.store().is_local("demo-00001").await.unwrap());
@@ -342,4 +343,262 @@ async fn a_failing_input_stops_the_import_keeping_what_was_read() {
         other => panic!("expected a read stop, got {other:?}"),
     }
     assert!(reg.store().is_local("demo-00001").await.unwrap());
+}
+
+/// A valid server.json, `io.github.test/{name}`, with one remote.
+fn server(name: &str, version: &str) -> Value {
+    json!({
+        "name": format!("io.github.test/{name}"),
+        "description": format!("Server {name}."),
+        "version": version,
+        "remotes": [{"type": "streamable-http", "url": format!("https://{name}.example.com/mcp")}]
+    })
+}
+
+/// A list API item of `server` with `status`.
+fn item(server: Value, status: &str, latest: bool) -> Value {
+    json!({"server": server, "_meta": {crate::formats::mcp::OFFICIAL_META: {
+        "status": status, "publishedAt": "2025-01-01T10:30:00Z", "isLatest": latest}}})
+}
+
+fn mcp_importer(reg: &Registry) -> Importer {
+    Importer::new(reg.clone(), ImportLimits::default()).with_format(ImportFormat::McpRegistry)
+}
+
+async fn held_descriptor(reg: &Registry, id: &str) -> Option<crate::descriptor::Descriptor> {
+    match reg.store().get(id).await.unwrap()?.body {
+        RecordBody::Descriptor(d) => Some(d.descriptor),
+        RecordBody::Tombstone(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn mcp_inputs_of_every_shape_import_alike() {
+    let (a, b) = (server("a", "1.0.0"), server("b", "2.0.0"));
+    let items = json!([
+        item(a.clone(), "active", true),
+        item(b.clone(), "active", true)
+    ]);
+    let response = json!({"servers": items, "metadata": {"count": 2}});
+    let seed = json!([a, b]);
+    let shapes = [
+        (
+            "a list response, pretty",
+            serde_json::to_string_pretty(&response).unwrap(),
+        ),
+        ("a list response on one line", format!("\n{response}\n\n")),
+        (
+            "an array of items, pretty",
+            serde_json::to_string_pretty(&items).unwrap(),
+        ),
+        (
+            "the seed file",
+            serde_json::to_string_pretty(&seed).unwrap(),
+        ),
+        ("NDJSON of items", lines(items.as_array().unwrap())),
+        ("NDJSON of server.json", lines(seed.as_array().unwrap())),
+    ];
+    for (shape, input) in shapes {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = registry(&dir, Duration::from_secs(3600));
+        let (results, summary) = import(&mcp_importer(&reg), &input).await;
+        assert_eq!(summary.stopped, None, "{shape}");
+        assert_eq!(summary.created, 2, "{shape}: {results:?}");
+        let ids: Vec<&str> = results.iter().filter_map(|r| r.id.as_deref()).collect();
+        assert_eq!(
+            ids,
+            ["mcp:io.github.test/a", "mcp:io.github.test/b"],
+            "{shape}"
+        );
+        let d = held_descriptor(&reg, "mcp:io.github.test/b").await.unwrap();
+        assert_eq!(d.format, crate::descriptor::DocumentFormat::McpRegistry);
+        assert_eq!(d.endpoint.as_deref(), Some("https://b.example.com/mcp"));
+        // The document is the server.json, compact.
+        let doc = reg.document("mcp:io.github.test/b").await.unwrap();
+        assert_eq!(doc, serde_json::to_string(&seed[1]).unwrap(), "{shape}");
+    }
+    // One server.json, as a publisher keeps it.
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&dir, Duration::from_secs(3600));
+    let input = serde_json::to_string_pretty(&server("one", "1.0.0")).unwrap();
+    let (results, _) = import(&mcp_importer(&reg), &input).await;
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].outcome, Outcome::Created);
+}
+
+#[tokio::test]
+async fn mcp_status_is_issued_deleted_or_skipped_and_reruns_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&dir, Duration::from_secs(3600));
+    let importer = mcp_importer(&reg);
+    let mut bad = server("bad", "1.0.0");
+    bad["description"] = json!("d".repeat(101));
+    let list = |a: &str, d: &str| {
+        json!({"servers": [
+            item(server("live", "1.0.0"), a, true),
+            item(server("old", "1.0.0"), d, true),
+            item(server("gone", "1.0.0"), "deleted", true),
+            item(bad.clone(), "active", true),
+        ]})
+        .to_string()
+    };
+    let outcomes = |results: &[LineResult]| -> Vec<Outcome> {
+        results.iter().map(|r| r.outcome).collect::<Vec<_>>()
+    };
+    let (results, summary) = import(&importer, &list("active", "deprecated")).await;
+    use Outcome::*;
+    assert_eq!(outcomes(&results), [Created, Created, Skipped, Refused]);
+    assert_eq!(results[3].id.as_deref(), Some("mcp:io.github.test/bad"));
+    assert_eq!(results[3].reason, Some(Reason::McpServerInvalid));
+    assert_eq!(results[3].problems[0].field, "/server/description");
+    assert_eq!(
+        summary.refused_reasons.get(&Reason::McpServerInvalid),
+        Some(&1)
+    );
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(json["refused_reasons"], json!({"mcp_server_invalid": 1}));
+    assert_eq!(
+        (json["skipped"].clone(), json.get("deleted")),
+        (json!(1), None)
+    );
+    let status = |id: &'static str| {
+        let reg = reg.clone();
+        async move { held_descriptor(&reg, id).await.and_then(|d| d.status) }
+    };
+    assert_eq!(
+        status("mcp:io.github.test/live").await.as_deref(),
+        Some("active")
+    );
+    assert_eq!(
+        status("mcp:io.github.test/old").await.as_deref(),
+        Some("deprecated")
+    );
+    assert!(reg
+        .store()
+        .get("mcp:io.github.test/gone")
+        .await
+        .unwrap()
+        .is_none());
+    let seq = |id: &'static str| {
+        let store = reg.store().clone();
+        async move { store.get(id).await.unwrap().unwrap().body.seq() }
+    };
+    let before = seq("mcp:io.github.test/live").await;
+
+    let (results, _) = import(&importer, &list("active", "deprecated")).await;
+    assert_eq!(outcomes(&results), [Unchanged, Unchanged, Skipped, Refused]);
+    assert_eq!(seq("mcp:io.github.test/live").await, before);
+
+    // Only the status changed (the document is the same): re-issued.
+    let (results, _) = import(&importer, &list("deprecated", "deprecated")).await;
+    assert_eq!(outcomes(&results), [Updated, Unchanged, Skipped, Refused]);
+    assert_eq!(
+        status("mcp:io.github.test/live").await.as_deref(),
+        Some("deprecated")
+    );
+
+    // Deleted by the registry: a tombstone here.
+    let (results, summary) = import(&importer, &list("deleted", "deprecated")).await;
+    assert_eq!(outcomes(&results), [Deleted, Unchanged, Skipped, Refused]);
+    assert_eq!(summary.deleted, 1);
+    let held = reg
+        .store()
+        .get("mcp:io.github.test/live")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(held.body, RecordBody::Tombstone(_)));
+    let (results, _) = import(&importer, &list("deleted", "deprecated")).await;
+    assert_eq!(outcomes(&results)[0], Skipped, "deleted once only");
+}
+
+#[tokio::test]
+async fn mcp_documents_keep_the_latest_version_of_a_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&dir, Duration::from_secs(3600));
+    let importer = mcp_importer(&reg);
+    // The list API: every version, the registry says which is latest.
+    let listed = json!({"servers": [
+        item(server("x", "2.0.0"), "active", true),
+        item(server("x", "1.0.0"), "deprecated", false),
+    ]})
+    .to_string();
+    let (results, _) = import(&importer, &listed).await;
+    let outcomes: Vec<Outcome> = results.iter().map(|r| r.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Created, Outcome::Skipped]);
+    assert!(results[1].problems[0].message.contains("not the latest"));
+    let (again, _) = import(&importer, &listed).await;
+    assert_eq!(again[0].outcome, Outcome::Unchanged);
+    // The seed file says nothing: the later entry of a name is kept.
+    let seed = json!([server("y", "1.0.0"), server("y", "1.1.0")]).to_string();
+    for run in 0..2 {
+        let (results, _) = import(&importer, &seed).await;
+        assert_eq!(results[0].outcome, Outcome::Skipped, "run {run}");
+        assert!(results[0].problems[0].message.contains("item 2"));
+        let expected = if run == 0 {
+            Outcome::Created
+        } else {
+            Outcome::Unchanged
+        };
+        assert_eq!(results[1].outcome, expected, "run {run}");
+    }
+    let d = held_descriptor(&reg, "mcp:io.github.test/y").await.unwrap();
+    assert_eq!(d.version.as_deref(), Some("1.1.0"));
+}
+
+#[tokio::test]
+async fn mcp_input_that_is_no_server_list_stops_or_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&dir, Duration::from_secs(3600));
+    let importer = mcp_importer(&reg);
+    for (input, says) in [
+        ("{\n  \"servers\": {}\n}\n", "/servers is not an array"),
+        (
+            "[\n  {\"name\": \"io.github.test/x\",\n",
+            "neither one JSON document",
+        ),
+        ("[]\n[]\n", "more input follows the server list on line 1"),
+    ] {
+        let (results, summary) = import(&importer, input).await;
+        assert!(results.is_empty(), "{input}");
+        match summary.stopped {
+            Some(Stopped::Invalid { message }) => {
+                assert!(message.contains(says), "{message} should say {says:?}")
+            }
+            other => panic!("{input}: expected an invalid stop, got {other:?}"),
+        }
+    }
+    // NDJSON: a bad line is refused, the others go in.
+    let input = format!(
+        "{}\n{{not json\n[{}]\n{}\n",
+        server("a", "1"),
+        server("b", "1"),
+        json!({"server": {"name": "io.github.test/c"}})
+    );
+    let (results, summary) = import(&importer, &input).await;
+    let outcomes: Vec<(u64, Outcome)> = results.iter().map(|r| (r.line, r.outcome)).collect();
+    use Outcome::*;
+    assert_eq!(
+        outcomes,
+        [(1, Created), (2, Refused), (3, Refused), (4, Refused)]
+    );
+    assert!(results[2].problems[0]
+        .message
+        .contains("a server list on one line"));
+    assert_eq!(results[3].problems[0].field, "/server/description");
+    assert_eq!(
+        summary.refused_reasons.get(&Reason::McpServerInvalid),
+        Some(&2)
+    );
+    // A first line past the document limit.
+    let huge =
+        tokio::io::AsyncReadExt::take(tokio::io::repeat(b' '), MAX_DOCUMENT_BYTES as u64 + 1);
+    let (tx, _rx) = mpsc::channel(16);
+    let summary = importer
+        .run(tokio::io::BufReader::with_capacity(1 << 20, huge), tx)
+        .await;
+    match summary.stopped {
+        Some(Stopped::Invalid { message }) => assert!(message.contains("NDJSON"), "{message}"),
+        other => panic!("expected an invalid stop, got {other:?}"),
+    }
 }
