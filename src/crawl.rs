@@ -184,6 +184,15 @@ pub enum CrawlError {
         /// What was wrong with the answer or the exchange.
         message: String,
     },
+    /// The `_agent` TXT RRset is signed and its signature does not verify
+    /// (DNSSEC Bogus): forged or broken DNS.
+    #[error("DNSSEC validation of {name} failed (Bogus): {detail}")]
+    DnssecBogus {
+        /// The name asked.
+        name: String,
+        /// What the validator says.
+        detail: String,
+    },
     /// A document of another discovery format is refused.
     #[error(transparent)]
     Format(#[from] crate::formats::FormatError),
@@ -225,6 +234,7 @@ impl CrawlError {
             Self::ChallengeWrongNonce => Reason::ChallengeWrongNonce,
             Self::ChallengeFailed { .. } => Reason::ChallengeFailed,
             Self::Format(e) => e.reason,
+            Self::DnssecBogus { .. } => Reason::DnssecBogus,
             Self::Store { .. } => Reason::StoreFailed,
         }
     }
@@ -272,6 +282,9 @@ pub struct CrawlerOptions {
     pub challenge_timeout: Duration,
     /// Domains crawled at once by `crawl_many`.
     pub concurrency: usize,
+    /// DNSSEC trust anchors: files of DNSKEY records (zone-file syntax);
+    /// the root's when empty.
+    pub trust_anchors: Vec<PathBuf>,
     /// The formats a crawl of a domain reads ([`DocumentFormat::CRAWLED`]
     /// by default).
     pub formats: Vec<DocumentFormat>,
@@ -291,6 +304,7 @@ impl Default for CrawlerOptions {
             fetch_timeout: Duration::from_secs(10),
             challenge_timeout: Duration::from_secs(5),
             concurrency: 64,
+            trust_anchors: Vec::new(),
             formats: DocumentFormat::CRAWLED.to_vec(),
             https_port: 443,
         }
@@ -307,6 +321,7 @@ impl CrawlerOptions {
                 allow_private: c.allow_private_addresses,
             },
             concurrency: c.concurrency,
+            trust_anchors: c.dnssec_trust_anchors.clone(),
             formats: c.formats.clone(),
             https_port: c.https_port,
             ..Self::default()

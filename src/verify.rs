@@ -179,6 +179,8 @@ pub enum Reason {
     ChallengeFailed,
     /// Signing or storing the record failed.
     StoreFailed,
+    /// The `_agent` TXT RRset is signed and fails DNSSEC validation.
+    DnssecBogus,
     /// An A2A Agent Card that is not a card: not an object of the card's shape, or a required member missing or of the wrong type.
     CardInvalid,
     /// An A2A card signature (JWS) that does not verify with the key it names.
@@ -201,7 +203,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 43] = [
+    pub const ALL: [Reason; 44] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -236,6 +238,7 @@ impl Reason {
         Self::ChallengeWrongNonce,
         Self::ChallengeFailed,
         Self::StoreFailed,
+        Self::DnssecBogus,
         Self::CardInvalid,
         Self::CardSignatureBad,
         Self::CardSignatureUnchecked,
@@ -284,6 +287,7 @@ impl Reason {
             Self::ChallengeWrongNonce => "challenge_wrong_nonce",
             Self::ChallengeFailed => "challenge_failed",
             Self::StoreFailed => "store_failed",
+            Self::DnssecBogus => "dnssec_bogus",
             Self::CardInvalid => "card_invalid",
             Self::CardSignatureBad => "card_signature_bad",
             Self::CardSignatureUnchecked => "card_signature_unchecked",

@@ -193,6 +193,7 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
         steps,
         [
             "dns_txt",
+            "dnssec",
             "dns_srv",
             "dns_address",
             "fetch",
@@ -203,11 +204,15 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
         ]
     );
     assert_eq!(
-        report["steps"][1]["outcome"], "ok",
+        report["steps"][2]["outcome"], "ok",
         "the SRV record supplied the port"
     );
     assert_eq!(
-        report["steps"][7]["outcome"], "skipped",
+        report["steps"][1]["outcome"], "skipped",
+        "the testbed's zone is not signed"
+    );
+    assert_eq!(
+        report["steps"][8]["outcome"], "skipped",
         "a published agent lists no verified peer to check"
     );
 

@@ -9,6 +9,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use hickory_proto::dnssec::{Proof, TrustAnchors};
 use hickory_proto::rr::{RData, RecordType};
 use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
@@ -18,6 +22,8 @@ use hickory_resolver::TokioResolver;
 pub const MAX_TTL: u32 = 3600;
 /// Most TXT records read from one RRset.
 pub const MAX_TXT_RECORDS: usize = 16;
+/// Most labels of a name walked up looking for its zone's DNSKEY.
+const MAX_LABELS_WALKED: usize = 12;
 /// Most SVCB records read from one RRset (DNS-AID).
 pub const MAX_SVCB_RECORDS: usize = 16;
 /// Most addresses used for one host.
@@ -59,9 +65,17 @@ pub enum DnsError {
 }
 
 /// The crawler's resolver. Cheap to clone.
+///
+/// Two resolvers ask the same servers: one for every lookup, and a
+/// validating one (hickory's own DNSSEC validation, from the configured
+/// trust anchors, the root's by default) that the `_agent` TXT RRset is
+/// asked again through ([`Dns::txt_dnssec`]). A resolver's AD bit never
+/// counts, and a failure to validate never breaks an unsigned crawl: only
+/// a Bogus answer does.
 #[derive(Clone)]
 pub struct Dns {
     resolver: Arc<TokioResolver>,
+    validator: Arc<TokioResolver>,
 }
 
 impl std::fmt::Debug for Dns {
@@ -70,39 +84,183 @@ impl std::fmt::Debug for Dns {
     }
 }
 
+/// What DNSSEC validation says of an RRset (RFC 4035 4.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dnssec {
+    /// A chain of signed DNSKEY and DS records from a trust anchor to
+    /// the RRset, and its signature verifies.
+    Secure,
+    /// Provably unsigned (a zone without DNSSEC, or under one).
+    Insecure,
+    /// It should validate and does not: a signature that fails, or
+    /// DNSSEC records the chain says exist are missing. Possibly an attack.
+    Bogus {
+        /// What failed, as the validator says.
+        detail: String,
+    },
+    /// The validator could not tell (no DNSSEC records reachable).
+    Indeterminate {
+        /// Why, as the validator says.
+        detail: String,
+    },
+}
+
+/// The trust anchors `files` hold (DNSKEY records in zone-file syntax,
+/// the form `dnssec-keygen` writes), or the root's when there are none.
+///
+/// # Errors
+/// [`DnsError::Setup`] naming the file that cannot be read or parsed.
+pub fn trust_anchors(files: &[PathBuf]) -> Result<TrustAnchors, DnsError> {
+    if files.is_empty() {
+        return Ok(TrustAnchors::default());
+    }
+    let mut text = String::new();
+    for path in files {
+        let body = std::fs::read_to_string(path).map_err(|e| DnsError::Setup {
+            message: format!("trust anchor {}: {e}", path.display()),
+        })?;
+        // Each file on its own first, so a broken one is named.
+        TrustAnchors::from_str(&body).map_err(|e| DnsError::Setup {
+            message: format!("trust anchor {}: {e}", path.display()),
+        })?;
+        text.push_str(&body);
+        text.push('\n');
+    }
+    TrustAnchors::from_str(&text).map_err(|e| DnsError::Setup {
+        message: format!("trust anchors: {e}"),
+    })
+}
+
+/// A resolver asking `servers` (the system's when empty), validating
+/// DNSSEC from `anchors` when given.
+fn build(
+    servers: &[SocketAddr],
+    timeout: Duration,
+    anchors: Option<TrustAnchors>,
+) -> Result<TokioResolver, DnsError> {
+    let mut builder = if servers.is_empty() {
+        TokioResolver::builder_tokio().map_err(|e| DnsError::Setup {
+            message: e.to_string(),
+        })?
+    } else {
+        let mut config = ResolverConfig::default();
+        for server in servers {
+            let mut ns = NameServerConfig::udp_and_tcp(server.ip());
+            for connection in &mut ns.connections {
+                connection.port = server.port();
+            }
+            config.add_name_server(ns);
+        }
+        TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
+    };
+    let opts: &mut ResolverOpts = builder.options_mut();
+    opts.timeout = timeout;
+    opts.attempts = 2;
+    opts.ndots = 0;
+    opts.cache_size = 4096;
+    if let Some(anchors) = anchors {
+        builder = builder.with_trust_anchor(Arc::new(anchors));
+    }
+    builder.build().map_err(|e| DnsError::Setup {
+        message: e.to_string(),
+    })
+}
+
+/// Whether a validating lookup failed because an answer is Bogus.
+fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
+    use hickory_resolver::net::{DnsError, NetError};
+    match e {
+        NetError::Dns(DnsError::DnssecBogus) => true,
+        NetError::Dns(DnsError::Nsec { proof, .. }) => *proof == Proof::Bogus,
+        _ => false,
+    }
+}
+
 impl Dns {
     /// A resolver asking `servers` (UDP, then TCP for truncated answers), or
-    /// the system's configured servers when `servers` is empty.
+    /// the system's configured servers when `servers` is empty; DNSSEC is
+    /// validated from the root's trust anchor.
     ///
     /// # Errors
     /// [`DnsError::Setup`] when the system configuration cannot be read.
     pub fn new(servers: &[SocketAddr], timeout: Duration) -> Result<Self, DnsError> {
-        let mut builder = if servers.is_empty() {
-            TokioResolver::builder_tokio().map_err(|e| DnsError::Setup {
-                message: e.to_string(),
-            })?
-        } else {
-            let mut config = ResolverConfig::default();
-            for server in servers {
-                let mut ns = NameServerConfig::udp_and_tcp(server.ip());
-                for connection in &mut ns.connections {
-                    connection.port = server.port();
-                }
-                config.add_name_server(ns);
-            }
-            TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
-        };
-        let opts: &mut ResolverOpts = builder.options_mut();
-        opts.timeout = timeout;
-        opts.attempts = 2;
-        opts.ndots = 0;
-        opts.cache_size = 4096;
-        let resolver = builder.build().map_err(|e| DnsError::Setup {
-            message: e.to_string(),
-        })?;
+        Self::with_anchors(servers, timeout, TrustAnchors::default())
+    }
+
+    /// As [`Dns::new`], validating DNSSEC from `anchors`.
+    ///
+    /// # Errors
+    /// [`DnsError::Setup`] when the system configuration cannot be read.
+    pub fn with_anchors(
+        servers: &[SocketAddr],
+        timeout: Duration,
+        anchors: TrustAnchors,
+    ) -> Result<Self, DnsError> {
         Ok(Self {
-            resolver: Arc::new(resolver),
+            resolver: Arc::new(build(servers, timeout, None)?),
+            validator: Arc::new(build(servers, timeout, Some(anchors))?),
         })
+    }
+
+    /// Asks for the TXT RRset at `name` again, through the validator.
+    ///
+    /// The validator says Bogus both for a signature that fails and for
+    /// a chain it could not build (a server that will not answer for the
+    /// root, as a private authoritative server does). Only a zone that
+    /// publishes DNSKEY records can be forged against, so a Bogus verdict
+    /// under a zone without them is reported as Indeterminate.
+    pub async fn txt_dnssec(&self, name: &str) -> Dnssec {
+        match self.validate_txt(name).await {
+            Dnssec::Bogus { detail } if !self.zone_is_signed(name).await => Dnssec::Indeterminate {
+                detail: format!("no zone above {name} publishes a DNSKEY ({detail})"),
+            },
+            other => other,
+        }
+    }
+
+    /// Whether `name` or one of its ancestors (the root aside) publishes a
+    /// DNSKEY RRset: the name is in a signed zone.
+    async fn zone_is_signed(&self, name: &str) -> bool {
+        let mut labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
+        while !labels.is_empty() && labels.len() <= MAX_LABELS_WALKED {
+            if let Ok(found) = self.lookup(&labels.join("."), RecordType::DNSKEY).await {
+                if !found.answers().is_empty() {
+                    return true;
+                }
+            }
+            labels.remove(0);
+        }
+        false
+    }
+
+    async fn validate_txt(&self, name: &str) -> Dnssec {
+        let fqdn = format!("{}.", name.trim_end_matches('.'));
+        match self.validator.lookup(fqdn.as_str(), RecordType::TXT).await {
+            Ok(lookup) => {
+                let weakest = lookup
+                    .answers()
+                    .iter()
+                    .filter(|r| r.record_type() == RecordType::TXT)
+                    .map(|r| r.proof)
+                    .min();
+                match weakest {
+                    Some(Proof::Secure) => Dnssec::Secure,
+                    Some(Proof::Insecure) => Dnssec::Insecure,
+                    Some(Proof::Bogus) => Dnssec::Bogus {
+                        detail: "a TXT record's signature does not verify".into(),
+                    },
+                    Some(Proof::Indeterminate) | None => Dnssec::Indeterminate {
+                        detail: "the validator could not decide".into(),
+                    },
+                }
+            }
+            Err(e) if is_bogus(&e) => Dnssec::Bogus {
+                detail: e.to_string(),
+            },
+            Err(e) => Dnssec::Indeterminate {
+                detail: e.to_string(),
+            },
+        }
     }
 
     async fn lookup(

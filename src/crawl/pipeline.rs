@@ -13,7 +13,7 @@ use tracing::Instrument;
 use url::Url;
 
 use super::challenge::Challenger;
-use super::dns::{Dns, DnsError, MAX_TTL};
+use super::dns::{Dns, DnsError, Dnssec, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
 use super::persist::verified_peers;
 use super::report::{summarise, CrawlOutcome, Run, Verified};
@@ -64,6 +64,8 @@ struct Checked {
     digest: [u8; 32],
     key: Option<VerifyingKey>,
     ttl: u64,
+    /// The TXT RRset validated Secure.
+    dnssec: bool,
 }
 
 impl Crawler {
@@ -77,7 +79,8 @@ impl Crawler {
         key: Arc<SigningKey>,
         verifier: String,
     ) -> Result<Self, CrawlError> {
-        let dns = Dns::new(&options.resolvers, options.dns_timeout)?;
+        let anchors = super::dns::trust_anchors(&options.trust_anchors)?;
+        let dns = Dns::with_anchors(&options.resolvers, options.dns_timeout, anchors)?;
         let tls = options.tls_config()?;
         let fetcher = Fetcher::new(FetchOptions {
             policy: options.policy,
@@ -140,6 +143,7 @@ impl Crawler {
         run.report.recrawl_after_secs = checked.ttl;
         let mut evidence = Evidence {
             fingerprint: true,
+            dnssec: checked.dnssec,
             ..Evidence::default()
         };
         let started = Instant::now();
@@ -165,9 +169,10 @@ impl Crawler {
         // 1 and 2. TXT and SRV, asked at once.
         let started = Instant::now();
         let (txt_name, srv_name) = (format!("_agent.{domain}"), format!("_agent._tcp.{domain}"));
-        let ((txt, txt_took), (srv, srv_took)) = tokio::join!(
+        let ((txt, txt_took), (srv, srv_took), (dnssec, dnssec_took)) = tokio::join!(
             async { (self.dns.txt(&txt_name).await, started.elapsed()) },
             async { (self.dns.srv(&srv_name).await, started.elapsed()) },
+            async { (self.dns.txt_dnssec(&txt_name).await, started.elapsed()) },
         );
         let txt = match txt {
             Ok((records, ttl)) => txt::parse(domain, &records)
@@ -186,6 +191,33 @@ impl Crawler {
                 t.fingerprint, t.well_known
             )
         })?;
+        // DNSSEC: Secure earns the flag, Bogus ends the chain, anything
+        // else leaves the TXT record as unsigned DNS.
+        let dnssec = match dnssec {
+            Dnssec::Secure => {
+                let ok: Result<(), CrawlError> = Ok(());
+                run.step_took("dnssec", dnssec_took, ok, |()| {
+                    "the TXT RRset validates Secure from the trust anchor".into()
+                })?;
+                true
+            }
+            Dnssec::Bogus { detail } => {
+                let e = CrawlError::DnssecBogus {
+                    name: txt_name.clone(),
+                    detail,
+                };
+                run.fail("dnssec", dnssec_took.as_secs_f64() * 1000.0, e);
+                return Err(());
+            }
+            Dnssec::Insecure => {
+                run.skip("dnssec", "the zone is not signed (Insecure)");
+                false
+            }
+            Dnssec::Indeterminate { detail } => {
+                run.skip("dnssec", format!("not validated: {detail}"));
+                false
+            }
+        };
         // The SRV record is optional: it supplies a port and target for
         // endpoints on the domain; a failed lookup is not fatal.
         let srv = match srv {
@@ -261,6 +293,7 @@ impl Crawler {
             document,
             key,
             ttl: u64::from(ttl).min(max_age).min(u64::from(MAX_TTL)),
+            dnssec,
         })
     }
 

@@ -1,0 +1,439 @@
+//! DNSSEC against zones signed by independent software: BIND 9's
+//! `dnssec-keygen` and `dnssec-signzone` sign `org1.test` (the testbed's
+//! first organisation, its TXT, SRV and A records), its parent `test.` and
+//! a private root `.` with the DS records between them, BIND's `named`
+//! serves the three on a loopback port, and the crawler validates with
+//! hickory from that root's key-signing key as trust anchor
+//! (`--trust-anchor`). Secure earns the `dnssec`
+//! evidence; a TXT record altered after signing is `dnssec_bogus` and
+//! never reaches key-verified, in the library and in `agentmesh verify
+//! --trust-anchor`.
+//!
+//! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the test
+//! says so and passes, except under CI, where it fails.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentmesh::crawl::{Crawler, CrawlerOptions, StepOutcome};
+use agentmesh::net::AddressPolicy;
+use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
+use agentmesh::verify::TrustLevel;
+
+const ZONE: &str = "org1.test";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether BIND's tools are here; under CI they must be.
+fn bind_available() -> bool {
+    let ok = ["named", "dnssec-keygen", "dnssec-signzone"]
+        .iter()
+        .all(|t| have(t));
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "BIND (named, dnssec-keygen, dnssec-signzone) must be installed under CI"
+        );
+        eprintln!("!!! SKIPPED: BIND is not installed (apt-get install bind9 bind9-utils)");
+    }
+    ok
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A free loopback UDP port (TCP is taken on the same number by named).
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `named` serving `zone_file` for [`ZONE`]; killed on drop.
+struct Named {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Named {
+    async fn start(dir: &Path, zones: &[(String, PathBuf)]) -> Self {
+        let port = free_port();
+        let conf = dir.join("named.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  \
+                 listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
+                 recursion no;\n  dnssec-validation no;\n  allow-query {{ any; }};\n}};\n{zones}",
+                d = dir.display(),
+                zones = zones
+                    .iter()
+                    .map(|(name, file)| format!(
+                        "zone \"{name}\" {{ type primary; file \"{}\"; }};\n",
+                        file.display()
+                    ))
+                    .collect::<String>()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("named")
+            .args(["-g", "-n", "1", "-c"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("named starts");
+        let named = Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        named.wait_serving().await;
+        named
+    }
+
+    /// Waits until `named` answers the zone's SOA.
+    async fn wait_serving(&self) {
+        let dns =
+            agentmesh::crawl::dns::Dns::new(&[self.addr], Duration::from_millis(500)).unwrap();
+        let until = Instant::now() + DEADLINE;
+        loop {
+            if dns.txt(&format!("_probe.{ZONE}")).await.is_ok()
+                || matches!(
+                    dns.txt(&format!("_probe.{ZONE}")).await,
+                    Err(agentmesh::crawl::dns::DnsError::NxDomain { .. })
+                )
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "named did not answer within {DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The zone file of [`ZONE`]: the testbed's records for its agents there.
+fn zone_text(bed: &Testbed) -> String {
+    let https = bed.https_port();
+    let mut text = format!(
+        "$TTL 300\n@ IN SOA ns.{ZONE}. hostmaster.{ZONE}. 1 3600 600 86400 60\n\
+         @ IN NS ns.{ZONE}.\nns IN A 127.0.0.1\n"
+    );
+    for agent in bed.population().agents() {
+        let d = &agent.domain;
+        if !d.ends_with(&format!(".{ZONE}")) {
+            continue;
+        }
+        for record in bed.txt_records(d) {
+            let strings: Vec<String> = record
+                .as_bytes()
+                .chunks(255)
+                .map(|c| format!("\"{}\"", String::from_utf8_lossy(c).replace('"', "\\\"")))
+                .collect();
+            text.push_str(&format!("_agent.{d}. IN TXT {}\n", strings.join(" ")));
+        }
+        text.push_str(&format!("_agent._tcp.{d}. IN SRV 0 0 {https} {d}.\n"));
+        text.push_str(&format!("{d}. IN A 127.0.0.1\n"));
+    }
+    text
+}
+
+/// A parent zone `origin` (`.` or `test.`) delegating `child` to
+/// `ns.{child}`, with the child's DS records (`dsset` written by
+/// `dnssec-signzone`).
+fn parent_text(origin: &str, child: &str, dsset: &str) -> String {
+    let ns = if origin == "." {
+        "ns.".to_owned()
+    } else {
+        format!("ns.{origin}")
+    };
+    format!(
+        "$TTL 300\n{origin} IN SOA {ns} hostmaster.{ns} 1 3600 600 86400 60\n\
+         {origin} IN NS {ns}\n{ns} IN A 127.0.0.1\n\
+         {child} IN NS ns.{child}\nns.{child} IN A 127.0.0.1\n{dsset}"
+    )
+}
+
+/// Signs `text` as zone `origin` with new keys (a KSK and a ZSK, ECDSA
+/// P-256) made by `dnssec-keygen`; answers the signed file, the KSK's
+/// `.key` file and the DS records of the zone (`dsset-{origin}`).
+fn sign(dir: &Path, origin: &str, text: &str) -> (PathBuf, PathBuf, String) {
+    let file = if origin == "." {
+        "root".to_owned()
+    } else {
+        origin.trim_end_matches('.').to_owned()
+    };
+    let unsigned = dir.join(format!("{file}.zone"));
+    std::fs::write(&unsigned, text).unwrap();
+    let keygen = |ksk: bool| {
+        let mut cmd = Command::new("dnssec-keygen");
+        cmd.arg("-q")
+            .arg("-K")
+            .arg(dir)
+            .args(["-a", "ECDSAP256SHA256", "-n", "ZONE"]);
+        if ksk {
+            cmd.args(["-f", "KSK"]);
+        }
+        run(cmd.arg(origin)).trim().to_owned()
+    };
+    let ksk = keygen(true);
+    let _zsk = keygen(false);
+    let signed = dir.join(format!("{file}.signed"));
+    run(Command::new("dnssec-signzone")
+        .arg("-K")
+        .arg(dir)
+        .arg("-d")
+        .arg(dir)
+        .args(["-S", "-o", origin, "-f"])
+        .arg(&signed)
+        .arg(&unsigned));
+    let dsset_name = if origin == "." {
+        "dsset-.".to_owned()
+    } else {
+        format!("dsset-{}.", origin.trim_end_matches('.'))
+    };
+    let dsset = std::fs::read_to_string(dir.join(dsset_name)).unwrap_or_default();
+    (signed, dir.join(format!("{ksk}.key")), dsset)
+}
+
+/// The chain `.` -> `test.` -> [`ZONE`], each signed by BIND's tools
+/// (a private root, so the trust anchor is that root's KSK); answers the
+/// signed files in that order and the root's KSK file.
+fn sign_chain(dir: &Path, zone: &str) -> (Vec<(String, PathBuf)>, PathBuf) {
+    let (org, _, org_ds) = sign(dir, &format!("{ZONE}."), zone);
+    let (test, _, test_ds) = sign(
+        dir,
+        "test.",
+        &parent_text("test.", &format!("{ZONE}."), &org_ds),
+    );
+    let (root, anchor, _) = sign(dir, ".", &parent_text(".", "test.", &test_ds));
+    (
+        vec![
+            (".".into(), root),
+            ("test".into(), test),
+            (ZONE.into(), org),
+        ],
+        anchor,
+    )
+}
+
+fn crawler(bed_ca: &Path, dns: SocketAddr, anchor: &Path) -> Crawler {
+    let options = CrawlerOptions {
+        resolvers: vec![dns],
+        ca_files: vec![bed_ca.to_owned()],
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        trust_anchors: vec![anchor.to_owned()],
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let verifier = agentmesh::identity::peer_id_of(&key);
+    Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
+}
+
+fn verify_cli(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path) -> (i32, serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentmesh"))
+        .args([
+            "verify",
+            domain,
+            "--json",
+            "--allow-private",
+            "--resolver",
+            &dns.to_string(),
+        ])
+        .arg("--ca-file")
+        .arg(ca)
+        .arg("--trust-anchor")
+        .arg(anchor)
+        .output()
+        .expect("agentmesh verify runs");
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
+    if !bind_available() {
+        return;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    // Four healthy agents and one that never answers the challenge, all in
+    // org1.test.
+    let population =
+        Population::generate(&PopulationConfig::healthy(17, 4).with(Behaviour::ChallengeSilent));
+    let bed = Testbed::start(population, TestbedOptions::default())
+        .await
+        .expect("the testbed starts");
+    let ca = dir.path().join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let (zones, anchor) = sign_chain(dir.path(), &zone_text(&bed));
+    let signed = zones[2].1.clone();
+    let domain = bed
+        .population()
+        .agents()
+        .iter()
+        .find(|a| a.domain.ends_with(ZONE) && a.behaviour == Behaviour::Healthy)
+        .expect("an agent in org1.test")
+        .domain
+        .clone();
+
+    // Secure: the dnssec evidence, on top of the key.
+    let named = Named::start(dir.path(), &zones).await;
+    let report = crawler(&ca, named.addr, &anchor)
+        .crawl(&domain)
+        .await
+        .report;
+    let step = report.steps.iter().find(|s| s.step == "dnssec").unwrap();
+    assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", report.steps);
+    assert!(report.trust.evidence.dnssec);
+    assert_eq!(
+        report.level(),
+        TrustLevel::KeyVerified,
+        "{:?}",
+        report.reasons
+    );
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["trust"]["evidence"]["dnssec"], true);
+
+    // Secure DNS without the key's proof is dns-verified.
+    let silent = bed
+        .population()
+        .domain_of(Behaviour::ChallengeSilent)
+        .unwrap()
+        .to_owned();
+    let report = crawler(&ca, named.addr, &anchor)
+        .crawl(&silent)
+        .await
+        .report;
+    assert_eq!(
+        report.level(),
+        TrustLevel::DnsVerified,
+        "{:?}",
+        report.steps
+    );
+    assert_eq!(
+        report.reasons.first().map(|r| r.as_str()),
+        Some("challenge_no_answer")
+    );
+
+    // A node configured with the anchor stores the evidence and serves it.
+    let node_dir = tempfile::tempdir().unwrap();
+    let mut config = agentmesh::config::Config {
+        data_dir: node_dir.path().join("data"),
+        ..agentmesh::config::Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.p2p.listen = Vec::new();
+    config.crawl.resolvers = vec![named.addr];
+    config.crawl.ca_files = vec![ca.clone()];
+    config.crawl.allow_private_addresses = true;
+    config.crawl.dnssec_trust_anchors = vec![anchor.clone()];
+    config.crawl.follow_peers = false;
+    let node = agentmesh::node::Node::spawn(config)
+        .await
+        .expect("the node starts");
+    let http = reqwest::Client::new();
+    let crawled: serde_json::Value = http
+        .post(format!("http://{}/crawl", node.api_addr()))
+        .json(&serde_json::json!({"domains": [domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        crawled["reports"][0]["trust"]["evidence"]["dnssec"], true,
+        "{crawled}"
+    );
+    let found: serde_json::Value = http
+        .post(format!("http://{}/agents/search", node.api_addr()))
+        .json(&serde_json::json!({"filters": {}, "scope": "local"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hit = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == format!("agent:{domain}"))
+        .unwrap_or_else(|| panic!("the crawled agent is found: {found}"));
+    assert_eq!(hit["trust"]["evidence"]["dnssec"], true, "{hit}");
+    node.shutdown().await.expect("the node stops");
+
+    drop(named);
+
+    // Tampered after signing: the TXT record's fingerprint changes, its
+    // RRSIG stays. Bogus, refused before anything else is fetched.
+    let text = std::fs::read_to_string(&signed).unwrap();
+    let needle = format!("_agent.{domain}.");
+    let at = text
+        .find(&needle)
+        .expect("the agent's TXT record in the signed zone");
+    let pk = at + text[at..].find("pk=ed25519:").unwrap() + "pk=ed25519:".len();
+    let mut bytes = text.into_bytes();
+    bytes[pk] = if bytes[pk] == b'0' { b'1' } else { b'0' };
+    std::fs::write(&signed, bytes).unwrap();
+    let named = Named::start(dir.path(), &zones).await;
+    let report = crawler(&ca, named.addr, &anchor)
+        .crawl(&domain)
+        .await
+        .report;
+    assert_eq!(
+        report.reasons.first().map(|r| r.as_str()),
+        Some("dnssec_bogus"),
+        "{:?}",
+        report.steps
+    );
+    assert_eq!(report.level(), TrustLevel::Unverified);
+    assert!(!report.stored && !report.steps.iter().any(|s| s.step == "fetch"));
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["reasons"][0], "dnssec_bogus");
+    drop(named);
+    bed.shutdown().await;
+}
