@@ -15,6 +15,7 @@ mod crawl;
 mod error;
 mod import;
 mod resolve;
+mod suspend;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +138,12 @@ pub fn router(state: AppState) -> Router {
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))
         .route("/admin/import", axum::routing::post(import::import))
+        .route(
+            "/admin/agents/{id}/suspension",
+            axum::routing::put(suspend::suspend).delete(suspend::unsuspend),
+        )
+        .route("/admin/suspensions", get(suspend::all))
+        .route("/agents/{id}/suspension", get(suspend::one))
         .route("/health", get(health))
         .route("/peers", get(peers))
         .fallback(not_found)

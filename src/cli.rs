@@ -12,6 +12,7 @@ mod crawl;
 mod demo;
 mod import;
 mod publish;
+mod suspend;
 #[cfg(feature = "testbed")]
 mod testbed;
 
@@ -87,6 +88,10 @@ pub enum Command {
     /// crawl.
     #[cfg(feature = "testbed")]
     Testbed(testbed::TestbedArgs),
+    /// Suspend an agent on a running node (it stays stored and leaves every
+    /// search and resolution), lift a suspension (`--lift`), or list them
+    /// (`--list`), through the node's admin API.
+    Suspend(suspend::SuspendArgs),
     /// Print the node's peer id (its key in the data directory, made if
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
@@ -229,6 +234,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::AgentHost(args) => done(agent_host::run(args).await),
         #[cfg(feature = "testbed")]
         Command::Testbed(args) => testbed::run(args).await,
+        Command::Suspend(args) => suspend::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
     }
 }

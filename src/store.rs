@@ -57,11 +57,13 @@ mod blocking;
 mod compact;
 mod migrate;
 mod postings;
+mod suspended;
 pub mod text;
 
 use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
 pub use compact::CompactAgent;
 use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
+pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::TextQuery;
 
 /// The on-disk layout version this code reads and writes. Version 1
@@ -281,6 +283,9 @@ struct Inner {
     text: text::TextIndex,
     /// The `index` tree's posting lists, in memory.
     postings: std::sync::RwLock<Postings>,
+    /// Operator suspensions (`store/suspended.rs`): the tree, and in memory.
+    suspended_tree: sled::Tree,
+    suspended: std::sync::RwLock<suspended::Suspended>,
     /// The next ordinal to give an agent seen for the first time.
     next_ord: AtomicU64,
     /// Write stripes by agent id (`BlockingStore::write`).
@@ -446,6 +451,8 @@ impl Store {
         };
         let pending = db.open_tree("pending")?;
         let text = text::TextIndex::open(dir, &records, &pending, live)?;
+        let suspended_tree = db.open_tree("suspended")?;
+        let suspended = suspended::Suspended::load(&suspended_tree, &ordinals)?;
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
@@ -460,6 +467,8 @@ impl Store {
                     compact,
                     text,
                     postings: std::sync::RwLock::new(postings),
+                    suspended_tree,
+                    suspended: std::sync::RwLock::new(suspended),
                     next_ord: AtomicU64::new(next_ord),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
@@ -472,6 +481,36 @@ impl Store {
                 }),
             },
         })
+    }
+
+    /// Suspends the agent `id` on this node: it stays stored, and leaves
+    /// every search and resolution until [`Store::unsuspend`]. On disk
+    /// when this returns.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an agent this store never held.
+    pub async fn suspend(&self, id: &str, reason: &str) -> Result<Suspension, StoreError> {
+        let (id, reason) = (id.to_owned(), reason.to_owned());
+        self.run_blocking(move |s| s.suspend(&id, &reason)).await?
+    }
+
+    /// Lifts a suspension; `false` when the agent was not suspended.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub async fn unsuspend(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.run_blocking(move |s| s.unsuspend(&id)).await?
+    }
+
+    /// The agent's suspension, if it is suspended.
+    pub fn suspension(&self, id: &str) -> Option<Suspension> {
+        self.sync.suspension(id)
+    }
+
+    /// Every suspension, by agent id.
+    pub fn suspensions(&self) -> Vec<(String, Suspension)> {
+        self.sync.suspensions()
     }
 
     /// The blocking face of this store. Only from a blocking context

@@ -1572,3 +1572,139 @@ async fn concurrent_writes_to_one_agent_all_succeed() {
         "the stored document is one of the acknowledged ones: {held}"
     );
 }
+
+// ------------------------------------------------------------ suspension
+
+#[tokio::test]
+async fn a_suspended_agent_leaves_search_and_resolve_keeps_its_record_and_says_why() {
+    let mut node = TestNode::start_with_env(&[("AGENTMESH_API__ADMIN_TOKEN", TOKEN)]);
+    let open = node.api();
+    let admin = open.with_token(TOKEN);
+    for id in ["kept", "held-back"] {
+        let mut doc = agent(id, &["translation"], &["legal"], &["en"]);
+        doc["description"] = json!("Translates legal contracts between languages.");
+        admin.post("/agents", &doc).await.expect(201);
+    }
+    let filter = json!({"filters": {"capabilities": ["translation"]}, "scope": "local"});
+    let text = json!({"query": "translate legal contracts", "scope": "local"});
+    let resolve = json!({"intent": "translate legal contracts"});
+    assert_eq!(
+        sorted(
+            &open
+                .search(filter.clone())
+                .await
+                .ids()
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        ),
+        sorted(&["held-back", "kept"])
+    );
+
+    // Only the operator suspends; a reason is required; an unknown agent is 404.
+    let body = json!({"reason": "reported for impersonating a law firm"});
+    open.put("/admin/agents/held-back/suspension", &body)
+        .await
+        .expect_error(401, "Unauthorized");
+    admin
+        .put(
+            "/admin/agents/held-back/suspension",
+            &json!({"reason": "  "}),
+        )
+        .await
+        .expect_field_problem("/reason");
+    admin
+        .put("/admin/agents/nobody/suspension", &body)
+        .await
+        .expect_error(404, "NotFound");
+    let s = admin.put("/admin/agents/held-back/suspension", &body).await;
+    assert_eq!(s.expect(200)["reason"], body["reason"]);
+
+    hidden(&open, &filter, &text, &resolve).await;
+    // A suspension survives a restart.
+    node.restart();
+    let open = node.api();
+    let admin = open.with_token(TOKEN);
+    hidden(&open, &filter, &text, &resolve).await;
+    let listed = admin.get("/admin/suspensions").await;
+    assert_eq!(listed.expect(200)["suspensions"][0]["id"], "held-back");
+
+    // Lifted: back in every result.
+    admin
+        .delete("/admin/agents/held-back/suspension")
+        .await
+        .expect(204);
+    admin
+        .delete("/admin/agents/held-back/suspension")
+        .await
+        .expect_error(404, "NotFound");
+    assert_eq!(
+        sorted(
+            &open
+                .search(json!({"filters": {"capabilities": ["translation"]}, "scope": "local"}))
+                .await
+                .ids()
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        ),
+        sorted(&["held-back", "kept"])
+    );
+    assert!(open
+        .get("/agents/held-back")
+        .await
+        .header("x-agentmesh-suspended")
+        .is_none());
+}
+
+/// `held-back` is suspended: no search, listing or resolution shows it,
+/// and its record says why.
+async fn hidden(api: &common::Api, filter: &Value, text: &Value, resolve: &Value) {
+    assert_eq!(api.search(filter.clone()).await.ids(), ["kept"]);
+    assert_eq!(api.search(text.clone()).await.ids(), ["kept"]);
+    assert_eq!(api.get("/agents").await.ids(), ["kept"]);
+    let r = api.post("/resolve", resolve).await;
+    assert_eq!(common::ids(&r.expect(200)["candidates"]), ["kept"]);
+    // The record and its history stay, saying why it is hidden.
+    let one = api.get("/agents/held-back").await;
+    assert_eq!(one.status, 200);
+    assert!(one.header("x-agentmesh-suspended").is_some());
+    assert_eq!(
+        one.header("x-agentmesh-suspension-reason"),
+        Some("reported for impersonating a law firm")
+    );
+    let view = api.get("/agents/held-back/suspension").await;
+    assert_eq!(view.expect(200)["suspended"], true);
+}
+
+#[tokio::test]
+async fn agentmesh_suspend_drives_a_running_nodes_suspensions() {
+    let node = TestNode::start_with_env(&[("AGENTMESH_API__ADMIN_TOKEN", TOKEN)]);
+    let admin = node.api().with_token(TOKEN);
+    admin
+        .post("/agents", &minimal_agent("cli-held"))
+        .await
+        .expect(201);
+    let base = node.base_url();
+    let suspend = |args: &[&str]| {
+        let out = common::agentmesh()
+            .arg("suspend")
+            .args(args)
+            .args(["--api", &base, "--token", TOKEN])
+            .output()
+            .expect("agentmesh suspend runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = suspend(&["cli-held", "--reason", "spam"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(node.api().get("/agents").await.ids().is_empty());
+    let (code, out) = suspend(&["--list"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("cli-held") && out.contains("spam"), "{out}");
+    assert_eq!(suspend(&["nobody", "--reason", "x"]).0, Some(1));
+    assert_eq!(suspend(&["cli-held", "--lift"]).0, Some(0));
+    assert_eq!(node.api().get("/agents").await.ids(), ["cli-held"]);
+}

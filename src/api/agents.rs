@@ -86,14 +86,24 @@ pub(super) async fn get_one(
         }
         other => other?,
     };
-    Ok((
+    let mut response = (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
         document,
     )
-        .into_response())
+        .into_response();
+    // A suspended agent's record is still served, saying so: the reason
+    // (when it fits a header) and where its suspension is shown whole.
+    if let Some(s) = state.registry().store().suspension(&id) {
+        let h = response.headers_mut();
+        h.insert("x-agentmesh-suspended", HeaderValue::from(s.since));
+        if let Ok(reason) = HeaderValue::from_str(&s.reason) {
+            h.insert("x-agentmesh-suspension-reason", reason);
+        }
+    }
+    Ok(response)
 }
 
 pub(super) async fn update(

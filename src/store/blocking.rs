@@ -219,12 +219,13 @@ impl BlockingStore {
         let Ok(start) = u32::try_from(start) else {
             return Ok((Vec::new(), None));
         };
-        let matching = self
+        let mut matching = self
             .inner
             .postings
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .select(&filter.prefixes(), min_trust);
+        matching -= self.suspended_read().ordinals();
         let mut out = Vec::with_capacity(limit.min(1024));
         let mut ords = matching.range(start..);
         for ord in ords.by_ref() {
@@ -290,7 +291,83 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Text`].
     pub fn text_search(&self, q: &TextQuery<'_>) -> Result<Option<Vec<(String, f64)>>, StoreError> {
-        self.inner.text.search(q)
+        let mut ranked = self.inner.text.search(q)?;
+        if let Some(ranked) = ranked.as_mut() {
+            let suspended = self.suspended_read();
+            ranked.retain(|(id, _)| !suspended.contains(id));
+        }
+        Ok(ranked)
+    }
+
+    fn suspended_read(&self) -> std::sync::RwLockReadGuard<'_, super::suspended::Suspended> {
+        self.inner
+            .suspended
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Suspends `id` (see [`Store::suspend`]); the reason is kept to
+    /// [`MAX_REASON_CHARS`](super::suspended::MAX_REASON_CHARS).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an agent never held, [`StoreError::Sled`].
+    pub fn suspend(&self, id: &str, reason: &str) -> Result<Suspension, StoreError> {
+        let ord = match self.inner.ordinals.get(id.as_bytes())? {
+            Some(v) => postings::decode_ord(id, &v)?,
+            None => {
+                return Err(StoreError::NotFound {
+                    agent_id: id.to_owned(),
+                })
+            }
+        };
+        let reason: String = reason
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(super::suspended::MAX_REASON_CHARS)
+            .collect();
+        let suspension = Suspension {
+            reason,
+            since: crate::record::unix_now(),
+        };
+        let value = serde_json::to_vec(&suspension).expect("a suspension serialises");
+        self.inner.suspended_tree.insert(id.as_bytes(), value)?;
+        self.inner.suspended_tree.flush()?;
+        self.inner
+            .suspended
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, ord, suspension.clone());
+        Ok(suspension)
+    }
+
+    /// Lifts `id`'s suspension; `false` when there was none.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn unsuspend(&self, id: &str) -> Result<bool, StoreError> {
+        let ord = match self.inner.ordinals.get(id.as_bytes())? {
+            Some(v) => Some(postings::decode_ord(id, &v)?),
+            None => None,
+        };
+        let removed = self.inner.suspended_tree.remove(id.as_bytes())?.is_some();
+        self.inner.suspended_tree.flush()?;
+        let in_memory = self
+            .inner
+            .suspended
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id, ord);
+        Ok(removed || in_memory)
+    }
+
+    /// `id`'s suspension, if it is suspended.
+    pub fn suspension(&self, id: &str) -> Option<Suspension> {
+        self.suspended_read().get(id).cloned()
+    }
+
+    /// Every suspension, by agent id.
+    pub fn suspensions(&self) -> Vec<(String, Suspension)> {
+        self.suspended_read().all()
     }
 }
 
