@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod handshake;
+pub mod rotation;
 pub mod txt;
 
 use serde::{Deserialize, Serialize};

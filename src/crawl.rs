@@ -193,6 +193,13 @@ pub enum CrawlError {
         /// What the validator says.
         detail: String,
     },
+    /// The agent's key changed from the one held without a rotation
+    /// statement signed by the held key.
+    #[error("the agent's key changed without proof: {message}")]
+    KeyChangedUnproven {
+        /// What the rotation check found.
+        message: String,
+    },
     /// A document of another discovery format is refused.
     #[error(transparent)]
     Format(#[from] crate::formats::FormatError),
@@ -235,6 +242,7 @@ impl CrawlError {
             Self::ChallengeFailed { .. } => Reason::ChallengeFailed,
             Self::Format(e) => e.reason,
             Self::DnssecBogus { .. } => Reason::DnssecBogus,
+            Self::KeyChangedUnproven { .. } => Reason::KeyChangedUnproven,
             Self::Store { .. } => Reason::StoreFailed,
         }
     }

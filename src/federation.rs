@@ -63,6 +63,8 @@ pub enum Refusal {
     BadEvidence,
     /// An ADP document that does not parse or does not name the record's agent.
     BadDocument,
+    /// An ADP descriptor whose key is not the held descriptor's, without a rotation statement signed by the held key (a replayed pre-rotation record among them).
+    KeyChangedUnproven,
     /// A tombstone for an agent not held here: its signer cannot be checked (ignored, not counted).
     TombstoneForUnknownAgent,
     /// A tombstone signed by neither the agent key nor the attester of the held descriptor.
@@ -73,7 +75,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 18] = [
+    pub const ALL: [Refusal; 19] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -89,6 +91,7 @@ impl Refusal {
         Self::ReservedId,
         Self::BadEvidence,
         Self::BadDocument,
+        Self::KeyChangedUnproven,
         Self::TombstoneForUnknownAgent,
         Self::TombstoneNotAuthorised,
         Self::StoreFailed,
@@ -112,6 +115,7 @@ impl Refusal {
             Self::ReservedId => "reserved_id",
             Self::BadEvidence => "bad_evidence",
             Self::BadDocument => "bad_document",
+            Self::KeyChangedUnproven => "key_changed_unproven",
             Self::TombstoneForUnknownAgent => "tombstone_for_unknown_agent",
             Self::TombstoneNotAuthorised => "tombstone_not_authorised",
             Self::StoreFailed => "store_failed",
@@ -298,7 +302,9 @@ impl Judge {
             }
         }
         let checked = match &body {
-            RecordBody::Descriptor(d) => self.check_descriptor(d),
+            RecordBody::Descriptor(d) => self
+                .check_descriptor(d)
+                .and_then(|r| check_key_continuity(held.as_ref(), d).map(|()| r)),
             RecordBody::Tombstone(_) => check_tombstone(held.as_ref(), &record),
         };
         let reverify = match checked {
@@ -426,6 +432,32 @@ impl crate::search::Admit for Judge {
     fn admit(&self, record: &[u8]) -> bool {
         matches!(self.judge(record), Judgement::Stored { .. })
     }
+}
+
+/// An ADP descriptor keeps the key of the live descriptor held for its
+/// agent, or hands over from it with a rotation statement
+/// (`adp::rotation`); anything else is refused, a replayed pre-rotation
+/// record included.
+fn check_key_continuity(held: Option<&StoredAgent>, d: &DescriptorRecord) -> Result<(), Refusal> {
+    if d.descriptor.format != DocumentFormat::Adp {
+        return Ok(());
+    }
+    let Some(RecordBody::Descriptor(held)) = held.map(|h| &h.body) else {
+        return Ok(());
+    };
+    if held.expires_at <= record::unix_now() {
+        return Ok(());
+    }
+    let held_key = serde_json::from_str::<AgentDocument>(&held.document)
+        .ok()
+        .and_then(|doc| doc.proven_key());
+    let (Some(held_key), Ok(doc)) = (held_key, serde_json::from_str::<AgentDocument>(&d.document))
+    else {
+        return Ok(());
+    };
+    crate::adp::rotation::continuity(&doc, &held_key)
+        .map(drop)
+        .map_err(|_| Refusal::KeyChangedUnproven)
 }
 
 /// A tombstone stands when the agent's own key signed it, or the node

@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
 pub use certs::TestCa;
-pub use population::{Agent, Behaviour, Population, PopulationConfig};
+pub use population::{Agent, Behaviour, Population, PopulationConfig, Rotation};
 pub use publish::Ports;
 pub use synthetic::{
     synthetic_agent, SYNTHETIC_CAPABILITIES, SYNTHETIC_DOMAINS, SYNTHETIC_LANGUAGES,

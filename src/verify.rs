@@ -181,6 +181,9 @@ pub enum Reason {
     StoreFailed,
     /// The `_agent` TXT RRset is signed and fails DNSSEC validation.
     DnssecBogus,
+    /// The agent's key changed from the held one without a rotation
+    /// statement signed by it (`proto/key-rotation.cddl`).
+    KeyChangedUnproven,
     /// An A2A Agent Card that is not a card: not an object of the card's shape, or a required member missing or of the wrong type.
     CardInvalid,
     /// An A2A card signature (JWS) that does not verify with the key it names.
@@ -203,7 +206,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 44] = [
+    pub const ALL: [Reason; 45] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -239,6 +242,7 @@ impl Reason {
         Self::ChallengeFailed,
         Self::StoreFailed,
         Self::DnssecBogus,
+        Self::KeyChangedUnproven,
         Self::CardInvalid,
         Self::CardSignatureBad,
         Self::CardSignatureUnchecked,
@@ -288,6 +292,7 @@ impl Reason {
             Self::ChallengeFailed => "challenge_failed",
             Self::StoreFailed => "store_failed",
             Self::DnssecBogus => "dnssec_bogus",
+            Self::KeyChangedUnproven => "key_changed_unproven",
             Self::CardInvalid => "card_invalid",
             Self::CardSignatureBad => "card_signature_bad",
             Self::CardSignatureUnchecked => "card_signature_unchecked",

@@ -495,3 +495,117 @@ async fn names_that_resolve_to_internal_addresses_are_refused_before_connecting(
         );
     }
 }
+
+/// A crawler for `bed`, storing through `issuer`.
+async fn crawl_into(
+    bed: &Testbed,
+    dir: &std::path::Path,
+    issuer: &Issuer,
+    domain: &str,
+) -> CrawlReport {
+    let ca_file = dir.join(format!("ca-{}.pem", bed.https_port()));
+    bed.write_ca(&ca_file).unwrap();
+    let options = CrawlerOptions {
+        resolvers: vec![bed.dns_addr()],
+        ca_files: vec![ca_file],
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        fetch_timeout: Duration::from_secs(3),
+        challenge_timeout: Duration::from_secs(2),
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let verifier = agentmesh::identity::peer_id_of(&key);
+    let crawler = Crawler::new(options, Arc::new(key), verifier).unwrap();
+    crawler.crawl_and_store(issuer, domain).await.report
+}
+
+async fn bed_with(rotation: agentmesh::testbed::Rotation) -> Testbed {
+    let config = PopulationConfig {
+        rotation,
+        ..PopulationConfig::healthy(31, 1)
+    };
+    Testbed::start(Population::generate(&config), TestbedOptions::default())
+        .await
+        .expect("the testbed starts")
+}
+
+/// The fingerprint of the key in the document held for `id`.
+async fn held_fingerprint(store: &Store, id: &str) -> String {
+    let held = store.get(id).await.unwrap().expect("held");
+    let RecordBody::Descriptor(d) = held.body else {
+        panic!("a descriptor")
+    };
+    let doc: serde_json::Value = serde_json::from_str(&d.document).unwrap();
+    doc["identity"]["publicKey"]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_keeps_the_agent_only_with_the_old_keys_statement() {
+    use agentmesh::testbed::Rotation;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
+    let issuer = Issuer::new(
+        store.clone(),
+        Arc::new(agentmesh::identity::generate()),
+        Duration::from_secs(24 * 3600),
+    );
+    let first = bed_with(Rotation::None).await;
+    let domain = first.population().agents()[0].domain.clone();
+    let id = format!("agent:{domain}");
+    let r = crawl_into(&first, dir.path(), &issuer, &domain).await;
+    assert!(
+        r.stored && r.level() == TrustLevel::KeyVerified,
+        "{:?}",
+        r.reasons
+    );
+    let old_fp = held_fingerprint(&store, &id).await;
+
+    // Without a statement: refused, the old descriptor stays.
+    let unproven = bed_with(Rotation::Unproven).await;
+    let r = crawl_into(&unproven, dir.path(), &issuer, &domain).await;
+    assert_eq!(
+        r.reasons.first().map(|r| r.as_str()),
+        Some("key_changed_unproven"),
+        "{:?}",
+        r.steps
+    );
+    assert!(!r.stored);
+    assert_eq!(r.level(), TrustLevel::Unverified);
+    assert_eq!(held_fingerprint(&store, &id).await, old_fp);
+
+    // With the old key's statement: the agent keeps its identity under the
+    // new key.
+    let proven = bed_with(Rotation::Proven).await;
+    let r = crawl_into(&proven, dir.path(), &issuer, &domain).await;
+    let step = r
+        .steps
+        .iter()
+        .find(|s| s.step == "rotation")
+        .expect("a rotation step");
+    assert_eq!(
+        step.outcome,
+        agentmesh::crawl::StepOutcome::Ok,
+        "{}",
+        step.detail
+    );
+    assert!(
+        r.stored && r.level() == TrustLevel::KeyVerified,
+        "{:?}",
+        r.reasons
+    );
+    let new_fp = held_fingerprint(&store, &id).await;
+    assert_ne!(new_fp, old_fp);
+
+    // The pre-rotation document served again (a replay) is refused.
+    let r = crawl_into(&first, dir.path(), &issuer, &domain).await;
+    assert_eq!(
+        r.reasons.first().map(|r| r.as_str()),
+        Some("key_changed_unproven")
+    );
+    assert_eq!(held_fingerprint(&store, &id).await, new_fp);
+}

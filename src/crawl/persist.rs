@@ -67,6 +67,33 @@ impl Crawler {
         report: &mut CrawlReport,
     ) {
         let started = Instant::now();
+        if verified.descriptor.format == crate::descriptor::DocumentFormat::Adp {
+            match key_continuity(issuer.store(), verified).await {
+                Ok(None) => {}
+                Ok(Some(detail)) => report.steps.push(Step {
+                    step: "rotation",
+                    outcome: StepOutcome::Ok,
+                    detail,
+                    reason: None,
+                    ms: started.elapsed().as_secs_f64() * 1000.0,
+                }),
+                Err(e) => {
+                    // The held descriptor stays; the new key earns nothing.
+                    let reason = e.reason();
+                    report.steps.push(Step {
+                        step: "rotation",
+                        outcome: StepOutcome::Failed,
+                        detail: e.to_string(),
+                        reason: Some(reason),
+                        ms: started.elapsed().as_secs_f64() * 1000.0,
+                    });
+                    report.reasons.push(reason);
+                    report.trust = summarise(&crate::verify::Evidence::default());
+                    return;
+                }
+            }
+        }
+        let started = Instant::now();
         let stored = issue(
             issuer,
             verified.descriptor.clone(),
@@ -245,6 +272,47 @@ impl Crawler {
             tracing::error!(error = %e, "flushing crawled records failed");
         }
         reports
+    }
+}
+
+/// Whether the crawled document keeps the key of the descriptor held for
+/// its agent (`Ok(None)`), or hands over from it with a rotation statement
+/// (`Ok(Some(detail))`); a held descriptor that expired binds nothing.
+///
+/// # Errors
+/// [`CrawlError::KeyChangedUnproven`].
+async fn key_continuity(store: &Store, verified: &Verified) -> Result<Option<String>, CrawlError> {
+    let held = store
+        .get(&verified.descriptor.id)
+        .await
+        .map_err(|e| CrawlError::Store {
+            message: e.to_string(),
+        })?;
+    let Some(RecordBody::Descriptor(held)) = held.map(|h| h.body) else {
+        return Ok(None);
+    };
+    if held.expires_at <= crate::record::unix_now() {
+        return Ok(None);
+    }
+    let held_key = serde_json::from_str::<AgentDocument>(&held.document)
+        .ok()
+        .and_then(|d| d.proven_key());
+    let (Some(held_key), Ok(doc)) = (
+        held_key,
+        serde_json::from_str::<AgentDocument>(&verified.document),
+    ) else {
+        return Ok(None);
+    };
+    match crate::adp::rotation::continuity(&doc, &held_key) {
+        Ok(crate::adp::rotation::Continuity::SameKey) => Ok(None),
+        Ok(crate::adp::rotation::Continuity::Rotated) => Ok(Some(format!(
+            "key rotated from {} to {}, signed by the previous key",
+            crate::identity::fingerprint(&held_key),
+            doc.identity.public_key.fingerprint
+        ))),
+        Err(e) => Err(CrawlError::KeyChangedUnproven {
+            message: e.to_string(),
+        }),
     }
 }
 

@@ -60,10 +60,21 @@ impl Fixture {
         seq: u64,
         proof_key: &SigningKey,
     ) -> DescriptorRecord {
-        let doc: AgentDocument = serde_json::from_str(&self.document).unwrap();
+        self.descriptor_of(&self.document, signer, seq, proof_key)
+    }
+
+    /// As [`Fixture::descriptor`], of the document `text`.
+    fn descriptor_of(
+        &self,
+        text: &str,
+        signer: &SigningKey,
+        seq: u64,
+        proof_key: &SigningKey,
+    ) -> DescriptorRecord {
+        let doc: AgentDocument = serde_json::from_str(text).unwrap();
         let mut body = DescriptorRecord::new(
             doc.to_descriptor(),
-            self.document.clone(),
+            text.to_owned(),
             seq,
             record::unix_now(),
             3600,
@@ -374,4 +385,79 @@ fn refusal_codes_are_unique_and_match_the_record_layer() {
     for e in &errors {
         assert_eq!(Refusal::from(e).as_str(), e.reason(), "{e}");
     }
+}
+
+/// The fixture's agent after a key rotation (`Rotation`): its document
+/// and its new key.
+fn rotated(rotation: crate::testbed::Rotation) -> (String, SigningKey) {
+    let config = crate::testbed::PopulationConfig {
+        rotation,
+        ..crate::testbed::PopulationConfig::healthy(9, 1)
+    };
+    let population = Population::generate(&config);
+    let agent = &population.agents()[0];
+    let doc = population.document(
+        agent,
+        Ports {
+            https: 443,
+            http: 80,
+        },
+    );
+    (serde_json::to_string(&doc).unwrap(), agent.key.clone())
+}
+
+#[test]
+fn a_proven_rotation_is_accepted_and_a_replayed_pre_rotation_record_refused() {
+    let f = fixture();
+    let judge = f.judge();
+    let first = f.descriptor(&f.friend, 10, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&first, &f.friend)),
+        Judgement::Stored { .. }
+    ));
+
+    let (doc, key) = rotated(crate::testbed::Rotation::Proven);
+    assert_ne!(key.verifying_key(), f.agent_key.verifying_key());
+    let after = f.descriptor_of(&doc, &f.friend, 11, &key);
+    assert!(matches!(
+        judge.judge(&f.signed(&after, &f.friend)),
+        Judgement::Stored { .. }
+    ));
+
+    // The old document again, in a newer record: refused, and counted.
+    let replay = f.descriptor(&f.friend, 12, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&replay, &f.friend)),
+        Judgement::Refused(Refusal::KeyChangedUnproven)
+    ));
+    assert_eq!(judge.refusals().get("key_changed_unproven"), Some(&1));
+    let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
+    assert_eq!(held.body.seq(), 11, "the rotated record stays");
+}
+
+#[test]
+fn a_key_change_without_a_statement_is_refused() {
+    let f = fixture();
+    let judge = f.judge();
+    let first = f.descriptor(&f.friend, 10, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&first, &f.friend)),
+        Judgement::Stored { .. }
+    ));
+    let (doc, key) = rotated(crate::testbed::Rotation::Unproven);
+    let changed = f.descriptor_of(&doc, &f.friend, 11, &key);
+    assert!(matches!(
+        judge.judge(&f.signed(&changed, &f.friend)),
+        Judgement::Refused(Refusal::KeyChangedUnproven)
+    ));
+    assert_eq!(
+        f.store
+            .blocking()
+            .get(&f.agent_id)
+            .unwrap()
+            .unwrap()
+            .body
+            .seq(),
+        10
+    );
 }

@@ -169,6 +169,23 @@ pub struct PopulationConfig {
     /// Chance that an agent lists a peer outside the population (a name
     /// that does not resolve).
     pub dangling_share: f64,
+    /// Whether every agent has rotated its key since generation zero
+    /// (the same population, later: [`Rotation`]).
+    pub rotation: Rotation,
+}
+
+/// A population's keys: as generated, or each agent's next key, with or
+/// without the rotation statement signed by the first (ADP 7.3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Rotation {
+    /// The generated keys.
+    #[default]
+    None,
+    /// The next keys; each document names the first key as
+    /// `previousFingerprint` and carries its signed `keyRotation`.
+    Proven,
+    /// The next keys and `previousFingerprint`, without a statement.
+    Unproven,
 }
 
 impl PopulationConfig {
@@ -182,6 +199,7 @@ impl PopulationConfig {
             mutual_share: 0.3,
             one_way_share: 0.2,
             dangling_share: 0.1,
+            rotation: Rotation::None,
         }
     }
 
@@ -270,6 +288,20 @@ fn derive(label: &str, seed: u64, index: u64) -> [u8; 32] {
 /// index) is the Ed25519 secret.
 pub fn agent_key(seed: u64, index: usize) -> SigningKey {
     SigningKey::from_bytes(&derive("agentmesh/testbed/key/v1", seed, index as u64))
+}
+
+/// Agent `index`'s next key, after a rotation: SHA-256 of
+/// "agentmesh/testbed/key/v2" || seed || index.
+pub fn rotated_key(seed: u64, index: usize) -> SigningKey {
+    SigningKey::from_bytes(&derive("agentmesh/testbed/key/v2", seed, index as u64))
+}
+
+/// The key agent `index` of a population of `seed` holds after `rotation`.
+pub fn current_key(seed: u64, index: usize, rotation: Rotation) -> SigningKey {
+    match rotation {
+        Rotation::None => agent_key(seed, index),
+        Rotation::Proven | Rotation::Unproven => rotated_key(seed, index),
+    }
 }
 
 /// A key that belongs to no agent (what `FingerprintMismatch` publishes
@@ -383,7 +415,7 @@ fn generate_agent(config: &PopulationConfig, index: usize, behaviour: Behaviour)
         domain: format!("{label}.{org}.test"),
         org,
         name,
-        key: agent_key(seed, index),
+        key: current_key(seed, index, config.rotation),
         behaviour,
         capabilities,
         relationships: Vec::new(),

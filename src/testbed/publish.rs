@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::dns::Zone;
-use super::population::{impostor_key, Agent, Behaviour, Population};
+use super::population::{agent_key, impostor_key, Agent, Behaviour, Population, Rotation};
 use super::web::{AgentSite, Drip};
 use super::TestbedError;
 use crate::adp::{
@@ -144,6 +144,28 @@ impl Population {
         }
     }
 
+    /// The first key's fingerprint, once the population rotated.
+    fn previous_fingerprint(&self, agent: &Agent) -> Option<String> {
+        (self.config().rotation != Rotation::None).then(|| {
+            identity::fingerprint(&agent_key(self.config().seed, agent.index).verifying_key())
+        })
+    }
+
+    /// `identity.keyRotation`, signed by the first key, when the
+    /// population rotated with proof.
+    fn rotation_statement(&self, agent: &Agent) -> Map<String, Value> {
+        let mut extra = Map::new();
+        if self.config().rotation == Rotation::Proven {
+            let old = agent_key(self.config().seed, agent.index);
+            let statement = adp::rotation::sign(&agent.id(), &old, &agent.verifying_key());
+            extra.insert(
+                adp::rotation::MEMBER.into(),
+                serde_json::to_value(statement).expect("a statement serialises"),
+            );
+        }
+        extra
+    }
+
     /// The agent's `agent.json`.
     pub fn document(&self, agent: &Agent, ports: Ports) -> AgentDocument {
         let base = origin("https", &agent.domain, ports.https);
@@ -177,8 +199,8 @@ impl Population {
                     fingerprint: identity::fingerprint(&key),
                     full: Some(identity::encode_public_key(&key)),
                 },
-                previous_fingerprint: None,
-                extra: Map::new(),
+                previous_fingerprint: self.previous_fingerprint(agent),
+                extra: self.rotation_statement(agent),
             },
             endpoints: object(json!({
                 "discovery": format!("{base}/"),
