@@ -14,6 +14,7 @@ mod agents;
 mod crawl;
 mod error;
 mod import;
+mod records;
 mod resolve;
 mod suspend;
 
@@ -138,6 +139,7 @@ pub fn router(state: AppState) -> Router {
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))
         .route("/admin/import", axum::routing::post(import::import))
+        .route("/records", axum::routing::post(records::submit))
         .route(
             "/admin/agents/{id}/suspension",
             axum::routing::put(suspend::suspend).delete(suspend::unsuspend),

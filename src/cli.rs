@@ -12,6 +12,7 @@ mod crawl;
 mod demo;
 mod import;
 mod publish;
+mod revoke;
 mod suspend;
 #[cfg(feature = "testbed")]
 mod testbed;
@@ -88,6 +89,9 @@ pub enum Command {
     /// crawl.
     #[cfg(feature = "testbed")]
     Testbed(testbed::TestbedArgs),
+    /// Revoke an agent: a tombstone signed with the agent's own key, sent
+    /// to a node (`--node URL`), which stores and publishes it, or printed.
+    Revoke(revoke::RevokeArgs),
     /// Suspend an agent on a running node (it stays stored and leaves every
     /// search and resolution), lift a suspension (`--lift`), or list them
     /// (`--list`), through the node's admin API.
@@ -235,6 +239,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "testbed")]
         Command::Testbed(args) => testbed::run(args).await,
         Command::Suspend(args) => suspend::run(args).await,
+        Command::Revoke(args) => revoke::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
     }
 }

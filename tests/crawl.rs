@@ -609,3 +609,106 @@ async fn a_key_rotation_keeps_the_agent_only_with_the_old_keys_statement() {
     );
     assert_eq!(held_fingerprint(&store, &id).await, new_fp);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
+    let bed = bed_with(agentmesh::testbed::Rotation::None).await;
+    let agent = bed.population().agents()[0].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let mut config = agentmesh::config::Config {
+        data_dir: dir.path().join("data"),
+        ..agentmesh::config::Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.p2p.allow_private_addresses = true;
+    config.crawl.resolvers = vec![bed.dns_addr()];
+    config.crawl.ca_files = vec![ca];
+    config.crawl.allow_private_addresses = true;
+    config.crawl.follow_peers = false;
+    let node = agentmesh::node::Node::spawn(config)
+        .await
+        .expect("the node starts");
+    let api = format!("http://{}", node.api_addr());
+    let http = reqwest::Client::new();
+    let crawled: serde_json::Value = http
+        .post(format!("{api}/crawl"))
+        .json(&serde_json::json!({"domains": [agent.domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(crawled["reports"][0]["stored"], true, "{crawled}");
+    let id = agent.id();
+    let get = |id: String| {
+        let (http, api) = (http.clone(), api.clone());
+        async move {
+            http.get(format!("{api}/agents/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(get(id.clone()).await, 200);
+
+    // A tombstone signed by a key that is not the agent's is refused.
+    let stranger = dir.path().join("stranger.key");
+    agentmesh::identity::write_key_file(&stranger, &agentmesh::identity::generate()).unwrap();
+    let revoke = |key: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentmesh"))
+            .args(["revoke", &agent.domain, "--node", &api])
+            .arg("--key")
+            .arg(key)
+            .output()
+            .unwrap()
+    };
+    let refused = tokio::task::block_in_place(|| revoke(&stranger));
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("tombstone_not_authorised"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(get(id.clone()).await, 200);
+
+    // The agent's own key: revoked, gone from the node.
+    let own = dir.path().join("agent.key");
+    agentmesh::identity::write_key_file(&own, &agent.key).unwrap();
+    let done = tokio::task::block_in_place(|| revoke(&own));
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(get(id.clone()).await, 404);
+    let found: serde_json::Value = http
+        .post(format!("{api}/agents/search"))
+        .json(&serde_json::json!({"filters": {}, "scope": "local"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        found.as_array().unwrap().iter().all(|r| r["id"] != id),
+        "{found}"
+    );
+
+    // A record that is not CBOR is refused as such.
+    let wrong = http
+        .post(format!("{api}/records"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 415);
+    node.shutdown().await.expect("the node stops");
+}
