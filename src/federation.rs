@@ -371,18 +371,12 @@ impl Judge {
         }
         let e = &d.evidence;
         match d.descriptor.format {
-            DocumentFormat::Aidip => {
-                if crate::descriptor::reserved_prefix(&d.agent_id).is_some() {
-                    return Err(Refusal::ReservedId);
-                }
-                if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {
-                    return Err(Refusal::BadEvidence);
-                }
-                Ok(None)
-            }
-            // Formats with no proof a peer can re-check: attested by the
-            // signing node, at unverified, under their own id space.
-            format @ (DocumentFormat::A2a
+            // AIDIP registrations and the formats with no proof a peer
+            // can re-check: attested by the signing node, at unverified,
+            // under their own id space (none of the reserved ones for
+            // AIDIP and ARD).
+            format @ (DocumentFormat::Aidip
+            | DocumentFormat::A2a
             | DocumentFormat::Ard
             | DocumentFormat::DnsAid
             | DocumentFormat::Aid
@@ -448,14 +442,7 @@ fn check_key_continuity(held: Option<&StoredAgent>, d: &DescriptorRecord) -> Res
     if held.expires_at <= record::unix_now() {
         return Ok(());
     }
-    let held_key = serde_json::from_str::<AgentDocument>(&held.document)
-        .ok()
-        .and_then(|doc| doc.proven_key());
-    let (Some(held_key), Ok(doc)) = (held_key, serde_json::from_str::<AgentDocument>(&d.document))
-    else {
-        return Ok(());
-    };
-    crate::adp::rotation::continuity(&doc, &held_key)
+    crate::adp::rotation::continuity_of(&held.document, &d.document)
         .map(drop)
         .map_err(|_| Refusal::KeyChangedUnproven)
 }

@@ -62,12 +62,7 @@ pub fn bounded(text: &str, max: usize) -> String {
 /// Normalised terms (capability ids, tags) from `raw`: sorted, unique, at
 /// most [`MAX_TERMS`].
 pub fn terms<'a>(raw: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut out: Vec<String> = raw
-        .into_iter()
-        .filter_map(crate::descriptor::normalise_term)
-        .collect();
-    out.sort();
-    out.dedup();
+    let mut out = crate::descriptor::normalise_terms(raw);
     out.truncate(MAX_TERMS);
     out
 }

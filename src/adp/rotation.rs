@@ -79,12 +79,34 @@ pub fn sign(agent_id: &str, old: &SigningKey, new: &VerifyingKey) -> RotationSta
 }
 
 /// How a document's key relates to the key held for its agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Continuity {
     /// The same key.
     SameKey,
     /// Another key, handed over by the held one.
-    Rotated,
+    Rotated {
+        /// The held key's fingerprint.
+        from: String,
+        /// The new key's fingerprint.
+        to: String,
+    },
+}
+
+/// [`continuity`] of the document `new` against the key the held document
+/// `held` proves; `Ok(None)` when there is nothing to compare (either is
+/// not an ADP document, or the held one proves no key). The crawler and
+/// the judge both decide with this.
+///
+/// # Errors
+/// The [`RotationError`] that makes the change unproven.
+pub fn continuity_of(held: &str, new: &str) -> Result<Option<Continuity>, RotationError> {
+    let held_key = serde_json::from_str::<AgentDocument>(held)
+        .ok()
+        .and_then(|d| d.proven_key());
+    match (held_key, serde_json::from_str::<AgentDocument>(new)) {
+        (Some(key), Ok(doc)) => continuity(&doc, &key).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// Checks `doc`'s key against `held`, the key of the agent's descriptor
@@ -134,7 +156,10 @@ pub fn continuity(doc: &AgentDocument, held: &VerifyingKey) -> Result<Continuity
         &Signature::from_bytes(&sig),
     )
     .map_err(|_| RotationError::BadSignature)?;
-    Ok(Continuity::Rotated)
+    Ok(Continuity::Rotated {
+        from: held_fp,
+        to: fingerprint.to_ascii_lowercase(),
+    })
 }
 
 #[cfg(test)]

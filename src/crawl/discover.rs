@@ -18,11 +18,11 @@ use url::Url;
 
 use super::dns::DnsError;
 use super::fetch::{self, DocumentKind, Fetched, A2A_CARD, AI_CATALOG, JWKS};
-use super::report::{summarise, CrawlOutcome, Run, Verified};
+use super::report::{CrawlOutcome, Run, Verified};
 use super::{CrawlError, Crawler};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
-use crate::verify::{Evidence, Reason, TrustLevel};
+use crate::verify::{Evidence, Reason};
 
 /// Most DNS-AID names looked up for one domain (the index's entries and
 /// the protocol names).
@@ -200,13 +200,7 @@ impl Crawler {
         if let Some(signature) = card.signatures.first() {
             let started = std::time::Instant::now();
             match self.check_signature(domain, &ips, &doc, signature).await {
-                Ok(detail) => run.report.steps.push(super::Step {
-                    step: "signature",
-                    outcome: super::StepOutcome::Ok,
-                    detail,
-                    reason: None,
-                    ms: ms(started),
-                }),
+                Ok(detail) => run.pass("signature", ms(started), detail),
                 Err(e) => {
                     let forged = e.reason == Reason::CardSignatureBad;
                     run.fail("signature", ms(started), e.into());
@@ -310,13 +304,7 @@ impl Crawler {
                     .and_then(Value::as_str)
                     .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
                 let mut run = Run::new(domain, id, DocumentFormat::Ard);
-                run.report.steps.push(super::Step {
-                    step: "catalog",
-                    outcome: super::StepOutcome::Ok,
-                    detail: format!("entry {i} of {where_}"),
-                    reason: None,
-                    ms: took,
-                });
+                run.pass("catalog", took, format!("entry {i} of {where_}"));
                 match entry {
                     Ok(entry) => {
                         let text = raw_entry.map(Value::to_string).unwrap_or_default();
@@ -443,18 +431,16 @@ fn unverified(run: Run) -> CrawlOutcome {
     }
 }
 
-/// An agent found, to be stored at the level its (absent) proofs give.
+/// An agent found, to be stored with no evidence (unverified, as the
+/// report already says from [`Run::new`]).
 fn found(mut run: Run, descriptor: Descriptor, document: String) -> CrawlOutcome {
     run.report.agent_id.clone_from(&descriptor.id);
-    let evidence = Evidence::default();
-    run.report.trust = summarise(&evidence);
-    debug_assert_eq!(run.report.trust.level, TrustLevel::Unverified);
     CrawlOutcome {
         report: run.report,
         verified: Some(Verified {
             descriptor,
             document,
-            evidence,
+            evidence: Evidence::default(),
         }),
         peers: Vec::new(),
     }

@@ -294,21 +294,11 @@ async fn key_continuity(store: &Store, verified: &Verified) -> Result<Option<Str
     if held.expires_at <= crate::record::unix_now() {
         return Ok(None);
     }
-    let held_key = serde_json::from_str::<AgentDocument>(&held.document)
-        .ok()
-        .and_then(|d| d.proven_key());
-    let (Some(held_key), Ok(doc)) = (
-        held_key,
-        serde_json::from_str::<AgentDocument>(&verified.document),
-    ) else {
-        return Ok(None);
-    };
-    match crate::adp::rotation::continuity(&doc, &held_key) {
-        Ok(crate::adp::rotation::Continuity::SameKey) => Ok(None),
-        Ok(crate::adp::rotation::Continuity::Rotated) => Ok(Some(format!(
-            "key rotated from {} to {}, signed by the previous key",
-            crate::identity::fingerprint(&held_key),
-            doc.identity.public_key.fingerprint
+    use crate::adp::rotation::{continuity_of, Continuity};
+    match continuity_of(&held.document, &verified.document) {
+        Ok(None | Some(Continuity::SameKey)) => Ok(None),
+        Ok(Some(Continuity::Rotated { from, to })) => Ok(Some(format!(
+            "key rotated from {from} to {to}, signed by the previous key"
         ))),
         Err(e) => Err(CrawlError::KeyChangedUnproven {
             message: e.to_string(),

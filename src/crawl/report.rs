@@ -198,6 +198,18 @@ impl Run {
         self.report.reasons.push(reason);
     }
 
+    /// Records a step that passed without a value to show (`detail` says
+    /// what it found).
+    pub(super) fn pass(&mut self, step: &'static str, ms: f64, detail: impl Into<String>) {
+        self.report.steps.push(Step {
+            step,
+            outcome: StepOutcome::Ok,
+            detail: detail.into(),
+            reason: None,
+            ms,
+        });
+    }
+
     pub(super) fn skip(&mut self, step: &'static str, detail: impl Into<String>) {
         self.report.steps.push(Step {
             step,

@@ -266,12 +266,7 @@ impl MeshConfig {
             }
         }
         for addr in &self.external_addresses {
-            let unspecified = addr.iter().any(|p| match p {
-                Protocol::Ip4(ip) => ip.is_unspecified(),
-                Protocol::Ip6(ip) => ip.is_unspecified(),
-                _ => false,
-            });
-            let reason = if unspecified {
+            let reason = if super::events::is_unspecified(addr) {
                 "an unspecified address cannot be dialled"
             } else if addr.iter().any(|p| matches!(p, Protocol::P2p(_))) {
                 "an external address names no peer: drop the /p2p component"

@@ -16,12 +16,11 @@
 //!   [`OBSERVERS_TO_CONFIRM`] different peers report it.
 
 use std::collections::HashSet;
-use std::net::IpAddr;
 
 use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};
 
-use super::transport::dialable;
+use super::transport::{dialable, first_ip};
 use crate::net::AddressPolicy;
 
 /// Different peers that must report one observed address before it is
@@ -57,7 +56,7 @@ impl ExternalAddrs {
     /// A listener reported `addr`; `wildcard` when it was configured on an
     /// unspecified address. Returns the address to confirm, if any.
     pub(super) fn on_listen(&mut self, addr: &Multiaddr, wildcard: bool) -> Option<Multiaddr> {
-        let loopback = ip_of(addr).is_some_and(|ip| ip.is_loopback());
+        let loopback = first_ip(addr).is_some_and(|ip| ip.is_loopback());
         if !dialable(self.policy, addr) || (wildcard && loopback) {
             return None;
         }
@@ -105,14 +104,6 @@ impl ExternalAddrs {
             }
         }
         confirm
-    }
-}
-
-fn ip_of(addr: &Multiaddr) -> Option<IpAddr> {
-    match addr.iter().next()? {
-        Protocol::Ip4(ip) => Some(ip.into()),
-        Protocol::Ip6(ip) => Some(ip.into()),
-        _ => None,
     }
 }
 
