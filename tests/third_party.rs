@@ -148,7 +148,22 @@ async fn a_plain_dht_client_gets_provider_records_it_can_dial() {
     dht.dial(at.clone()).unwrap();
 
     // The node learns the client from identify and puts it in its routing
-    // table; the registration's provider announcements then reach it.
+    // table (the client is driven meanwhile); the registration's provider
+    // announcements then reach it.
+    let until = Instant::now() + DEADLINE;
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = dht.select_next_some() => {}
+            _ = tick.tick() => {
+                let status = node.mesh().status().await.unwrap();
+                if status.routing_table_peers >= 1 {
+                    break;
+                }
+                assert!(Instant::now() < until, "the node never added the client to its routing table");
+            }
+        }
+    }
     register(&node, "weather-1", "weather_forecast").await;
     let record: ProviderRecord = drive("an ADD_PROVIDER from the node", &mut dht, |e| match e {
         SwarmEvent::Behaviour(ClientEvent::Kad(kad::Event::InboundRequest {
