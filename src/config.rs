@@ -233,6 +233,37 @@ pub struct CrawlConfig {
     /// ARD catalogs) are fetched from: 443, unless a test server listens
     /// elsewhere. ADP's own URLs come from its TXT and SRV records.
     pub https_port: u16,
+    /// Revisit crawled domains (`crawl::scheduler`): at min(DNS TTL,
+    /// HTTP max-age), with backoff on failures. On by default.
+    pub recrawl: bool,
+    /// The shortest revisit interval, however short the TTLs.
+    #[serde(with = "humantime_serde")]
+    pub min_recrawl: Duration,
+    /// How often a recrawl whose document did not change (304) re-runs
+    /// the challenge.
+    #[serde(with = "humantime_serde")]
+    pub challenge_interval: Duration,
+    /// The first retry after a failed visit; it doubles per failure.
+    #[serde(with = "humantime_serde")]
+    pub retry_base: Duration,
+    /// The longest retry interval.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+    /// An agent not confirmed for this long is `stale` in results.
+    #[serde(with = "humantime_serde")]
+    pub stale_after: Duration,
+    /// An agent not confirmed for this long leaves default results
+    /// (`include_stale` still shows it).
+    #[serde(with = "humantime_serde")]
+    pub drop_after: Duration,
+    /// Requests in flight to one host at once.
+    pub per_host_concurrency: usize,
+    /// Least time between two request starts to one host.
+    #[serde(with = "humantime_serde")]
+    pub per_host_interval: Duration,
+    /// How publishers reach this node's operator (a URL or mail address),
+    /// sent in the crawler's User-Agent.
+    pub contact: Option<String>,
 }
 
 impl Default for CrawlConfig {
@@ -249,6 +280,16 @@ impl Default for CrawlConfig {
             max_domains_per_job: 10_000,
             formats: crate::descriptor::DocumentFormat::CRAWLED.to_vec(),
             https_port: 443,
+            recrawl: true,
+            min_recrawl: Duration::from_secs(60),
+            challenge_interval: Duration::from_secs(24 * 3600),
+            retry_base: Duration::from_secs(300),
+            retry_max: Duration::from_secs(24 * 3600),
+            stale_after: Duration::from_secs(6 * 3600),
+            drop_after: Duration::from_secs(3 * 24 * 3600),
+            per_host_concurrency: 2,
+            per_host_interval: Duration::from_millis(250),
+            contact: None,
         }
     }
 }
@@ -414,6 +455,36 @@ impl Config {
         }
         if self.crawl.concurrency == 0 || self.crawl.concurrency > 4096 {
             return invalid("crawl.concurrency", "must be between 1 and 4096");
+        }
+        let c = &self.crawl;
+        if c.min_recrawl < Duration::from_secs(1) {
+            return invalid("crawl.min_recrawl", "must be at least 1 s");
+        }
+        if c.retry_base.is_zero() || c.retry_base > c.retry_max {
+            return invalid(
+                "crawl.retry_base",
+                "must be above zero and at most crawl.retry_max",
+            );
+        }
+        if c.stale_after.is_zero() || c.drop_after <= c.stale_after {
+            return invalid(
+                "crawl.drop_after",
+                "must be longer than crawl.stale_after, which must be above zero",
+            );
+        }
+        if c.per_host_concurrency == 0 || c.per_host_concurrency > 64 {
+            return invalid("crawl.per_host_concurrency", "must be between 1 and 64");
+        }
+        if c.per_host_interval > Duration::from_secs(60) {
+            return invalid("crawl.per_host_interval", "must be at most 60 s");
+        }
+        if let Some(contact) = &c.contact {
+            if contact.len() > 200 || !contact.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+                return invalid(
+                    "crawl.contact",
+                    "must be at most 200 printable ASCII characters (it goes in a header)",
+                );
+            }
         }
         if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
             return invalid("p2p.search_fanout", "must be between 1 and 256");

@@ -17,8 +17,10 @@ pub mod fetch;
 mod one_hop;
 mod persist;
 mod pipeline;
+pub mod polite;
 pub mod queue;
 mod report;
+pub mod scheduler;
 pub mod seeds;
 
 use std::net::IpAddr;
@@ -27,8 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use one_hop::MAX_PEERS_CHECKED;
-pub use pipeline::Crawler;
-pub use report::{CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome, TrustSummary, Verified};
+pub use pipeline::{Crawler, Held};
+pub use report::{
+    CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome, TrustSummary, Verified, Visit,
+};
 
 use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
@@ -117,6 +121,25 @@ pub enum CrawlError {
         url: String,
         /// The HTTP status code it answered with.
         status: u16,
+    },
+    /// The publisher asked the crawler to come back later: 429, or 503
+    /// with a `Retry-After`.
+    #[error("{url} answered HTTP {status}; retry after {retry_after_secs:?} s")]
+    Throttled {
+        /// The URL that answered.
+        url: String,
+        /// 429 or 503.
+        status: u16,
+        /// Its `Retry-After`, seconds (capped at a day), when it sent one.
+        retry_after_secs: Option<u64>,
+    },
+    /// Not asked: the host's earlier `Retry-After` still holds.
+    #[error("{host} asked to be left alone for {retry_after_secs} s more")]
+    HostBackoff {
+        /// The host held.
+        host: String,
+        /// Seconds left of the hold.
+        retry_after_secs: u64,
     },
     /// More redirects than allowed.
     #[error("more than {limit} redirects from {url}")]
@@ -228,6 +251,8 @@ impl CrawlError {
             Self::Connect { .. } => Reason::ConnectFailed,
             Self::Timeout { .. } => Reason::Timeout,
             Self::HttpStatus { .. } => Reason::HttpStatus,
+            Self::Throttled { .. } => Reason::HttpThrottled,
+            Self::HostBackoff { .. } => Reason::HostBackoff,
             Self::RedirectLimit { .. } => Reason::RedirectLimit,
             Self::RedirectOtherHost { .. } => Reason::RedirectOtherHost,
             Self::WrongContentType { .. } => Reason::WrongContentType,
@@ -244,6 +269,21 @@ impl CrawlError {
             Self::DnssecBogus { .. } => Reason::DnssecBogus,
             Self::KeyChangedUnproven { .. } => Reason::KeyChangedUnproven,
             Self::Store { .. } => Reason::StoreFailed,
+        }
+    }
+}
+
+impl CrawlError {
+    /// How long the publisher asked the crawler to wait, when it asked.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Throttled {
+                retry_after_secs, ..
+            } => retry_after_secs.map(Duration::from_secs),
+            Self::HostBackoff {
+                retry_after_secs, ..
+            } => Some(Duration::from_secs(*retry_after_secs)),
+            _ => None,
         }
     }
 }
@@ -298,6 +338,11 @@ pub struct CrawlerOptions {
     pub formats: Vec<DocumentFormat>,
     /// The port of the other formats' well-known documents (443).
     pub https_port: u16,
+    /// Per-host concurrency and request rate.
+    pub politeness: polite::Politeness,
+    /// How publishers reach this node's operator (a URL or mail
+    /// address), added to the User-Agent.
+    pub contact: Option<String>,
 }
 
 impl Default for CrawlerOptions {
@@ -315,6 +360,8 @@ impl Default for CrawlerOptions {
             trust_anchors: Vec::new(),
             formats: DocumentFormat::CRAWLED.to_vec(),
             https_port: 443,
+            politeness: polite::Politeness::default(),
+            contact: None,
         }
     }
 }
@@ -332,6 +379,11 @@ impl CrawlerOptions {
             trust_anchors: c.dnssec_trust_anchors.clone(),
             formats: c.formats.clone(),
             https_port: c.https_port,
+            politeness: polite::Politeness {
+                per_host_concurrency: c.per_host_concurrency,
+                per_host_interval: c.per_host_interval,
+            },
+            contact: c.contact.clone(),
             ..Self::default()
         }
     }

@@ -17,6 +17,7 @@ use tracing::Instrument;
 use crate::api::{self, AppState, MeshState};
 use crate::config::{Config, ConfigError};
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
+use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
 use crate::federation::Judge;
@@ -26,6 +27,9 @@ use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
 use crate::registry::Registry;
 use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::{Store, StoreError};
+
+/// How often the recrawl scheduler looks for due domains.
+const RECRAWL_TICK: Duration = Duration::from_secs(5);
 
 /// Errors starting or stopping a node.
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +273,23 @@ impl Node {
             key.clone(),
             peer_id.clone(),
         )?;
+        let scheduler = if config.crawl.recrawl {
+            let scheduler = Scheduler::load(
+                crawler.clone(),
+                issuer.clone(),
+                SchedulePolicy::from_config(&config.crawl),
+                Arc::new(SystemClock),
+            )
+            .await?;
+            stages.adopt(
+                Stage::Crawl,
+                "recrawl",
+                scheduler.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
+            );
+            Some(scheduler)
+        } else {
+            None
+        };
         let (crawl_queue, crawl_task) = CrawlQueue::spawn(
             crawler,
             issuer,
@@ -277,9 +298,15 @@ impl Node {
                 follow_peers: config.crawl.follow_peers,
                 max_domains_per_job: config.crawl.max_domains_per_job,
             },
+            scheduler.clone(),
             stages.token(Stage::Crawl),
         );
         stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
+        // Seeds the scheduler already keeps come back on its schedule.
+        let seeds: Vec<String> = match &scheduler {
+            Some(s) => seeds.into_iter().filter(|d| s.state(d).is_none()).collect(),
+            None => seeds,
+        };
 
         let (mesh, judge) = start_mesh(
             &config,

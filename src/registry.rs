@@ -19,7 +19,7 @@ use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
-    BlockingStore, CompactAgent, Expect, Filter, Origin, PutOutcome, Store, StoreError,
+    BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
     StoredAgent, TextQuery,
 };
 use crate::understand::understand;
@@ -138,6 +138,15 @@ pub struct Summary {
     /// The format the agent was published in (`adp`, `aidip`, `a2a`,
     /// `ard`, `dns-aid`, `aid`, `mcp-registry`).
     pub source_format: DocumentFormat,
+    /// The agent's declared availability (`online`, `offline`,
+    /// `maintenance`), when its document declares one. Offline and
+    /// maintenance agents are answered, marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// For agents this node crawls: how fresh its last confirmation is,
+    /// when its endpoint last answered, and when it looks again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<Freshness>,
 }
 
 /// A search request, already bounded by the caller.
@@ -539,8 +548,11 @@ impl Registry {
             Err(_) => Vec::new(),
         };
         let source_format = agent.source_format();
+        let freshness = store.freshness(&agent.id)?;
         Ok(Summary {
             source_format,
+            status: agent.status,
+            freshness,
             id: agent.id,
             name: agent.name,
             description: agent.description,

@@ -95,6 +95,7 @@ impl Plan {
                 capabilities: self.understood.capabilities.clone(),
                 tags: Vec::new(),
                 languages: self.request.policy.languages.clone(),
+                include_stale: false,
             },
             query: share.then(|| self.request.intent.clone()),
             after: None,
@@ -274,6 +275,7 @@ impl Resolver {
             capabilities: Vec::new(),
             tags: Vec::new(),
             languages: req.policy.languages.clone(),
+            include_stale: false,
         };
         let mut attempts = Vec::new();
         if !preferred.is_empty() {

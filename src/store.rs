@@ -55,6 +55,7 @@ use crate::verify::Reason;
 
 mod blocking;
 mod compact;
+mod freshness;
 mod migrate;
 mod postings;
 mod suspended;
@@ -62,6 +63,7 @@ pub mod text;
 
 use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
 pub use compact::CompactAgent;
+pub use freshness::{FreshState, Freshness};
 use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::TextQuery;
@@ -208,6 +210,9 @@ pub struct Filter {
     pub tags: Vec<String>,
     /// Languages the agent must all support; `zh` matches `zh-Hant`.
     pub languages: Vec<String>,
+    /// Answer agents this node dropped for staleness too
+    /// ([`FreshState::Dropped`]); they are left out by default.
+    pub include_stale: bool,
 }
 
 impl Filter {
@@ -224,6 +229,7 @@ impl Filter {
             capabilities: descriptor::normalise_terms(capabilities),
             tags: descriptor::normalise_terms(tags),
             languages: descriptor::normalise_languages(languages)?,
+            include_stale: false,
         })
     }
 
@@ -286,6 +292,11 @@ struct Inner {
     /// Operator suspensions (`store/suspended.rs`): the tree, and in memory.
     suspended_tree: sled::Tree,
     suspended: std::sync::RwLock<suspended::Suspended>,
+    /// Crawled agents' freshness and the recrawl schedule
+    /// (`store/freshness.rs`), and the dropped agents in memory.
+    freshness: sled::Tree,
+    schedule: sled::Tree,
+    dropped: std::sync::RwLock<freshness::Dropped>,
     /// The next ordinal to give an agent seen for the first time.
     next_ord: AtomicU64,
     /// Write stripes by agent id (`BlockingStore::write`).
@@ -453,6 +464,9 @@ impl Store {
         let text = text::TextIndex::open(dir, &records, &pending, live)?;
         let suspended_tree = db.open_tree("suspended")?;
         let suspended = suspended::Suspended::load(&suspended_tree, &ordinals)?;
+        let freshness = db.open_tree("freshness")?;
+        let schedule = db.open_tree("schedule")?;
+        let dropped = freshness::Dropped::load(&freshness, &ordinals)?;
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
@@ -469,6 +483,9 @@ impl Store {
                     postings: std::sync::RwLock::new(postings),
                     suspended_tree,
                     suspended: std::sync::RwLock::new(suspended),
+                    freshness,
+                    schedule,
+                    dropped: std::sync::RwLock::new(dropped),
                     next_ord: AtomicU64::new(next_ord),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
@@ -506,6 +523,43 @@ impl Store {
     /// The agent's suspension, if it is suspended.
     pub fn suspension(&self, id: &str) -> Option<Suspension> {
         self.sync.suspension(id)
+    }
+
+    /// Sets a crawled agent's freshness (a `dropped` one leaves default
+    /// results).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn set_freshness(&self, id: &str, f: Freshness) -> Result<(), StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("set_freshness", move || sync.set_freshness(&id, &f)).await?
+    }
+
+    /// A crawled agent's freshness, if this node keeps one.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`], [`StoreError::TaskFailed`].
+    pub async fn freshness(&self, id: &str) -> Result<Option<Freshness>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("freshness", move || sync.freshness(&id)).await?
+    }
+
+    /// Keeps the scheduler's `state` of `domain`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn put_schedule(&self, domain: &str, state: Vec<u8>) -> Result<(), StoreError> {
+        let (sync, domain) = (self.sync.clone(), domain.to_owned());
+        unblock("put_schedule", move || sync.put_schedule(&domain, &state)).await?
+    }
+
+    /// Every domain's scheduler state, by domain.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn schedules(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let sync = self.sync.clone();
+        unblock("schedules", move || sync.schedules()).await?
     }
 
     /// Every suspension, by agent id.

@@ -350,6 +350,13 @@ impl Testbed {
             .unwrap_or_default()
     }
 
+    /// The site of the agent at `domain`: what it served, and the
+    /// switches a test turns while it serves (`refuse_with`,
+    /// `set_chat_down`).
+    pub fn site(&self, domain: &str) -> Option<&Arc<web::AgentSite>> {
+        self.sites.get(domain)
+    }
+
     /// What the agent at `domain` has served so far.
     pub fn site_counts(&self, domain: &str) -> Option<SiteCounts> {
         self.sites.get(domain).map(|s| s.counts())

@@ -202,11 +202,16 @@ pub enum Reason {
     DnsAidMalformed,
     /// An MCP Registry `server.json` that is not valid (name, description, version, remotes).
     McpServerInvalid,
+    /// The publisher answered 429, or 503 with `Retry-After`: it asked
+    /// the crawler to come back later.
+    HttpThrottled,
+    /// Not asked: the host's earlier `Retry-After` has not run out.
+    HostBackoff,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 45] = [
+    pub const ALL: [Reason; 47] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -252,6 +257,8 @@ impl Reason {
         Self::AidUnsupportedVersion,
         Self::DnsAidMalformed,
         Self::McpServerInvalid,
+        Self::HttpThrottled,
+        Self::HostBackoff,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -302,6 +309,8 @@ impl Reason {
             Self::AidUnsupportedVersion => "aid_unsupported_version",
             Self::DnsAidMalformed => "dns_aid_malformed",
             Self::McpServerInvalid => "mcp_server_invalid",
+            Self::HttpThrottled => "http_throttled",
+            Self::HostBackoff => "host_backoff",
         }
     }
 }

@@ -137,6 +137,7 @@ struct ListParams {
     language: Vec<String>,
     limit: Option<usize>,
     cursor: Option<String>,
+    include_stale: Option<bool>,
 }
 
 impl ListParams {
@@ -154,7 +155,7 @@ impl ListParams {
                 "capabilities" => p.capabilities.extend(split_csv(&value)),
                 "tags" => p.tags.extend(split_csv(&value)),
                 "language" => p.language.extend(split_csv(&value)),
-                "limit" | "cursor" if p.seen(&key) => {
+                "limit" | "cursor" | "include_stale" if p.seen(&key) => {
                     return Err(invalid(&key, format!("{key} may be given once")));
                 }
                 "limit" => {
@@ -166,12 +167,24 @@ impl ListParams {
                     })?);
                 }
                 "cursor" => p.cursor = Some(value),
+                "include_stale" => {
+                    p.include_stale = Some(match value.trim() {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        _ => {
+                            return Err(invalid(
+                                "include_stale",
+                                format!("include_stale must be true or false, got {value:?}"),
+                            ))
+                        }
+                    });
+                }
                 _ => {
                     return Err(invalid(
                         &key,
                         format!(
                             "unknown query parameter {key:?}; expected capabilities, tags, \
-                             language, limit or cursor"
+                             language, limit, cursor or include_stale"
                         ),
                     ));
                 }
@@ -190,6 +203,7 @@ impl ListParams {
     fn seen(&self, key: &str) -> bool {
         match key {
             "limit" => self.limit.is_some(),
+            "include_stale" => self.include_stale.is_some(),
             _ => self.cursor.is_some(),
         }
     }
@@ -297,13 +311,15 @@ pub(super) async fn list(
     let Query(pairs) = params?;
     let p = ListParams::parse(pairs)?;
     let languages: Vec<&str> = p.language.iter().map(String::as_str).collect();
+    let mut filter = filter_from(
+        p.capabilities.iter().map(String::as_str),
+        p.tags.iter().map(String::as_str),
+        &languages,
+        |_| "language".to_owned(),
+    )?;
+    filter.include_stale = p.include_stale.unwrap_or(false);
     let query = SearchQuery {
-        filter: filter_from(
-            p.capabilities.iter().map(String::as_str),
-            p.tags.iter().map(String::as_str),
-            &languages,
-            |_| "language".to_owned(),
-        )?,
+        filter,
         query: None,
         after: decode_cursor(p.cursor.as_deref())?,
         limit: bounded_limit(&state, p.limit, "limit")?,
@@ -321,6 +337,9 @@ pub(super) struct SearchBody {
     top: Option<usize>,
     scope: Option<Scope>,
     cursor: Option<String>,
+    /// Answer agents this node dropped for staleness too (false).
+    #[serde(default)]
+    include_stale: bool,
 }
 
 /// `filters` of a search body. Languages come as `supported_languages`
@@ -388,16 +407,18 @@ pub(super) async fn search(
         ));
     }
     let scope = b.scope.unwrap_or_default();
+    let mut filter = filter_from(
+        f.capabilities.iter().map(String::as_str),
+        f.tags.iter().map(String::as_str),
+        &languages,
+        |i| match f.supported_language {
+            Some(_) => language_pointer.to_owned(),
+            None => format!("{language_pointer}/{i}"),
+        },
+    )?;
+    filter.include_stale = b.include_stale;
     let query = SearchQuery {
-        filter: filter_from(
-            f.capabilities.iter().map(String::as_str),
-            f.tags.iter().map(String::as_str),
-            &languages,
-            |i| match f.supported_language {
-                Some(_) => language_pointer.to_owned(),
-                None => format!("{language_pointer}/{i}"),
-            },
-        )?,
+        filter,
         query: b.query.filter(|q| !q.trim().is_empty()),
         after: decode_cursor(b.cursor.as_deref())?,
         limit: bounded_limit(

@@ -11,11 +11,14 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::header::{HeaderValue, USER_AGENT};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::Connector;
 use url::Url;
 
+use super::polite::HostLimiter;
 use super::CrawlError;
 use crate::adp::handshake::{HandshakeFrame, MAX_FRAME_BYTES};
 
@@ -28,6 +31,10 @@ pub struct Challenger {
     pub connect_timeout: Duration,
     /// Whole exchange timeout (TLS, upgrade, answer).
     pub timeout: Duration,
+    /// Per-host limits, shared with the crawler's fetches.
+    pub limiter: HostLimiter,
+    /// The User-Agent of the upgrade request.
+    pub user_agent: String,
 }
 
 impl Challenger {
@@ -54,6 +61,12 @@ impl Challenger {
                 url: url.to_string(),
             });
         }
+        // The slot is held for the whole session; waiting for it does not
+        // count against the exchange's timeout.
+        let _permit = self
+            .limiter
+            .acquire(url.host_str().unwrap_or_default())
+            .await?;
         let exchange = self.exchange_inner(url, ips, challenge, judge);
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,
@@ -92,8 +105,18 @@ impl Challenger {
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME_BYTES))
             .max_frame_size(Some(MAX_FRAME_BYTES));
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| CrawlError::BadUrl {
+                url: url.to_string(),
+                reason: e.to_string(),
+            })?;
+        if let Ok(agent) = HeaderValue::from_str(&self.user_agent) {
+            request.headers_mut().insert(USER_AGENT, agent);
+        }
         let (mut ws, _) = tokio_tungstenite::client_async_tls_with_config(
-            url.as_str(),
+            request,
             stream,
             Some(config),
             Some(Connector::Rustls(self.tls.clone())),

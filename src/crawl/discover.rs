@@ -19,7 +19,7 @@ use url::Url;
 use super::dns::DnsError;
 use super::fetch::{self, DocumentKind, Fetched, A2A_CARD, AI_CATALOG, JWKS};
 use super::report::{CrawlOutcome, Run, Verified};
-use super::{CrawlError, Crawler};
+use super::{CrawlError, Crawler, Held};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
 use crate::verify::{Evidence, Reason};
@@ -34,10 +34,16 @@ impl Crawler {
     /// left out when the domain publishes no ADP record but something in
     /// another format.
     pub async fn discover(&self, domain: &str) -> Vec<CrawlOutcome> {
+        self.discover_with(domain, None).await
+    }
+
+    /// As [`Crawler::discover`], as a revisit: `held` is the ADP document
+    /// held from the last visit ([`Crawler::crawl_with`]).
+    pub async fn discover_with(&self, domain: &str, held: Option<&Held>) -> Vec<CrawlOutcome> {
         let wants = |f: DocumentFormat| self.options.formats.contains(&f);
         let adp = async {
             if wants(DocumentFormat::Adp) {
-                Some(self.crawl(domain).await)
+                Some(self.crawl_with(domain, held).await)
             } else {
                 None
             }

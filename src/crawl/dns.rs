@@ -38,6 +38,9 @@ pub enum DnsError {
     NxDomain {
         /// The name looked up.
         name: String,
+        /// How long the answer may be cached (RFC 2308: the SOA's
+        /// minimum, bounded by its TTL), when the answer carried an SOA.
+        negative_ttl: Option<u32>,
     },
     /// The name exists but has no records of the type.
     #[error("{name}: no {record_type} records")]
@@ -276,6 +279,7 @@ impl Dns {
                 if e.is_nx_domain() {
                     DnsError::NxDomain {
                         name: name.to_owned(),
+                        negative_ttl: negative_ttl(&e),
                     }
                 } else if e.is_no_records_found() {
                     DnsError::NoRecords {
@@ -415,5 +419,17 @@ fn record_type_name(t: RecordType) -> &'static str {
         RecordType::A => "A",
         RecordType::AAAA => "AAAA",
         _ => "other",
+    }
+}
+
+/// The negative-caching time of an NXDOMAIN or NODATA answer (RFC 2308
+/// 5: the SOA's MINIMUM, bounded by the SOA record's own TTL).
+fn negative_ttl(e: &hickory_resolver::net::NetError) -> Option<u32> {
+    use hickory_resolver::net::{DnsError as Semantic, NetError};
+    match e {
+        NetError::Dns(Semantic::NoRecordsFound(nr)) => nr
+            .negative_ttl
+            .or_else(|| nr.soa.as_ref().map(|soa| soa.data.minimum.min(soa.ttl))),
+        _ => None,
     }
 }

@@ -13,10 +13,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION};
+use reqwest::header::{
+    HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION, RETRY_AFTER,
+};
 use reqwest::StatusCode;
 use url::Url;
 
+use super::polite::{self, HostLimiter};
 use super::CrawlError;
 use crate::adp::check::DocumentError;
 use crate::net::AddressPolicy;
@@ -162,6 +165,10 @@ pub struct FetchOptions {
     pub connect_timeout: Duration,
     /// Whole exchange (all redirects, headers and body) timeout.
     pub timeout: Duration,
+    /// Per-host limits: every request (each redirect hop) takes a slot.
+    pub limiter: HostLimiter,
+    /// The User-Agent of every request.
+    pub user_agent: String,
 }
 
 /// Fetches `agent.json` documents. Cheap to clone.
@@ -187,11 +194,7 @@ impl Fetcher {
             .timeout(self.options.timeout)
             .pool_max_idle_per_host(0)
             .no_proxy()
-            .user_agent(concat!(
-                "agentmesh/",
-                env!("CARGO_PKG_VERSION"),
-                " (ADP crawler)"
-            ))
+            .user_agent(self.options.user_agent.as_str())
             .build()
             .map_err(|e| CrawlError::Setup {
                 message: e.to_string(),
@@ -229,6 +232,10 @@ impl Fetcher {
         let port = url.port_or_known_default().unwrap_or(443);
         let client = self.client(&host, port, ips)?;
         let timeout = self.options.timeout;
+        // One slot per fetch, held until its body is read; its redirects
+        // stay on the host, so they ride the same slot. Waiting for the
+        // slot does not count against the fetch's own timeout.
+        let _permit = self.options.limiter.acquire(&host).await?;
         match tokio::time::timeout(
             timeout,
             self.fetch_following(&client, url.clone(), &host, etag, kind),
@@ -269,6 +276,9 @@ impl Fetcher {
                 .await
                 .map_err(|e| classify(&e, &url, self.options.timeout))?;
             let status = response.status();
+            if let Some(e) = self.throttled(origin_host, &url, &response) {
+                return Err(e);
+            }
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 let location = response
                     .headers()
@@ -312,6 +322,28 @@ impl Fetcher {
         Err(CrawlError::RedirectLimit {
             url: url.to_string(),
             limit: MAX_REDIRECTS,
+        })
+    }
+
+    /// A 429, or a 503 with `Retry-After`: the host is held for what it
+    /// asked (a 429 without one for a minute).
+    fn throttled(&self, host: &str, url: &Url, response: &reqwest::Response) -> Option<CrawlError> {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| polite::parse_retry_after(v, std::time::SystemTime::now()));
+        let wait = match (status, retry_after) {
+            (StatusCode::TOO_MANY_REQUESTS, None) => Duration::from_secs(60),
+            (StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE, Some(d)) => d,
+            _ => return None,
+        };
+        let held = self.options.limiter.hold(host, wait);
+        Some(CrawlError::Throttled {
+            url: url.to_string(),
+            status: status.as_u16(),
+            retry_after_secs: retry_after.map(|_| held.as_secs()),
         })
     }
 

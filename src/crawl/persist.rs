@@ -29,8 +29,21 @@ impl Crawler {
     /// Discovers every agent `domain` publishes ([`Crawler::discover`]),
     /// and stores each as [`Crawler::crawl_and_store`] does.
     pub async fn discover_and_store(&self, issuer: &Issuer, domain: &str) -> Vec<CrawlOutcome> {
+        self.discover_and_store_with(issuer, domain, None).await
+    }
+
+    /// As [`Crawler::discover_and_store`], as a revisit with the `held`
+    /// ADP document ([`Crawler::crawl_with`]). A 304 whose evidence did
+    /// not change re-signs nothing until the held record is past half its
+    /// lifetime.
+    pub async fn discover_and_store_with(
+        &self,
+        issuer: &Issuer,
+        domain: &str,
+        held: Option<&super::Held>,
+    ) -> Vec<CrawlOutcome> {
         let mut out = Vec::new();
-        for outcome in self.discover(domain).await {
+        for outcome in self.discover_with(domain, held).await {
             out.push(self.store_outcome(issuer, outcome).await);
         }
         out
@@ -67,8 +80,28 @@ impl Crawler {
         report: &mut CrawlReport,
     ) {
         let started = Instant::now();
+        let held = match issuer.store().get(&verified.descriptor.id).await {
+            Ok(held) => held.and_then(|h| match h.body {
+                RecordBody::Descriptor(d) => Some(*d),
+                RecordBody::Tombstone(_) => None,
+            }),
+            Err(e) => {
+                let e = CrawlError::Store {
+                    message: e.to_string(),
+                };
+                report.steps.push(Step {
+                    step: "record",
+                    outcome: StepOutcome::Failed,
+                    detail: e.to_string(),
+                    reason: Some(e.reason()),
+                    ms: started.elapsed().as_secs_f64() * 1000.0,
+                });
+                report.reasons.push(e.reason());
+                return;
+            }
+        };
         if verified.descriptor.format == crate::descriptor::DocumentFormat::Adp {
-            match key_continuity(issuer.store(), verified).await {
+            match key_continuity(held.as_ref(), verified) {
                 Ok(None) => {}
                 Ok(Some(detail)) => report.steps.push(Step {
                     step: "rotation",
@@ -92,6 +125,35 @@ impl Crawler {
                     return;
                 }
             }
+        }
+        // An unchanged visit (304, same evidence) leaves the held record
+        // as it is while it has half its lifetime left: nothing new to
+        // sign or gossip.
+        if let Some(h) = held.as_ref().filter(|h| {
+            report.visit.not_modified
+                && h.document == verified.document
+                && h.evidence
+                    == crate::verify::Evidence {
+                        // The held record may carry the mutual-peer mark
+                        // a later step of an earlier visit added.
+                        mutual_peer: h.evidence.mutual_peer,
+                        ..verified.evidence.clone()
+                    }
+                && h.expires_at.saturating_sub(crate::record::unix_now())
+                    > h.expires_at.saturating_sub(h.issued_at) / 2
+        }) {
+            report.stored = true;
+            report.steps.push(Step {
+                step: "record",
+                outcome: StepOutcome::Ok,
+                detail: format!(
+                    "unchanged: the held record (seq {}) stands until {}",
+                    h.seq, h.expires_at
+                ),
+                reason: None,
+                ms: 0.0,
+            });
+            return;
         }
         let started = Instant::now();
         let stored = issue(
@@ -281,14 +343,11 @@ impl Crawler {
 ///
 /// # Errors
 /// [`CrawlError::KeyChangedUnproven`].
-async fn key_continuity(store: &Store, verified: &Verified) -> Result<Option<String>, CrawlError> {
-    let held = store
-        .get(&verified.descriptor.id)
-        .await
-        .map_err(|e| CrawlError::Store {
-            message: e.to_string(),
-        })?;
-    let Some(RecordBody::Descriptor(held)) = held.map(|h| h.body) else {
+fn key_continuity(
+    held: Option<&crate::record::DescriptorRecord>,
+    verified: &Verified,
+) -> Result<Option<String>, CrawlError> {
+    let Some(held) = held else {
         return Ok(None);
     };
     if held.expires_at <= crate::record::unix_now() {

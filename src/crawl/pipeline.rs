@@ -16,6 +16,7 @@ use super::challenge::Challenger;
 use super::dns::{Dns, DnsError, Dnssec, MAX_TTL};
 use super::fetch::{self, FetchOptions, Fetcher};
 use super::persist::verified_peers;
+use super::polite::{self, HostLimiter};
 use super::report::{summarise, CrawlOutcome, Run, Verified};
 use super::{CrawlError, CrawlerOptions};
 use crate::adp::check::{self, DocumentChecker};
@@ -48,7 +49,23 @@ impl std::fmt::Debug for Crawler {
     }
 }
 
-/// What the fetch and document steps produced.
+/// What this node holds of an agent's document from an earlier visit:
+/// what a recrawl asks with (`If-None-Match`) and what a 304 stands for.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The document text held (what the stored record carries).
+    pub text: String,
+    /// Its ETag, when the publisher sent one.
+    pub etag: Option<String>,
+    /// Its `max-age`, seconds, when the publisher sent one.
+    pub max_age_secs: Option<u64>,
+    /// The held record's challenge proof, if it has one.
+    pub challenge: Option<ChallengeProof>,
+    /// The challenge is due again (`crawl.challenge_interval` ran out):
+    /// a 304 does not spare it.
+    pub challenge_due: bool,
+}
+
 /// A host name resolved during a crawl, with its permitted addresses.
 #[derive(Debug, Clone)]
 struct Resolved {
@@ -82,16 +99,22 @@ impl Crawler {
         let anchors = super::dns::trust_anchors(&options.trust_anchors)?;
         let dns = Dns::with_anchors(&options.resolvers, options.dns_timeout, anchors)?;
         let tls = options.tls_config()?;
+        let limiter = HostLimiter::new(options.politeness);
+        let user_agent = polite::user_agent(options.contact.as_deref());
         let fetcher = Fetcher::new(FetchOptions {
             policy: options.policy,
             tls: tls.clone(),
             connect_timeout: options.connect_timeout,
             timeout: options.fetch_timeout,
+            limiter: limiter.clone(),
+            user_agent: user_agent.clone(),
         });
         let challenger = Challenger {
             tls,
             connect_timeout: options.connect_timeout,
             timeout: options.challenge_timeout,
+            limiter: limiter.clone(),
+            user_agent,
         };
         Ok(Self {
             dns,
@@ -112,8 +135,18 @@ impl Crawler {
 
     /// Runs the whole chain for `domain` without storing anything.
     pub async fn crawl(&self, domain: &str) -> CrawlOutcome {
+        self.crawl_with(domain, None).await
+    }
+
+    /// As [`Crawler::crawl`], as a revisit: the document is asked for
+    /// with the held ETag, and a 304 keeps the held text (checked against
+    /// DNS again) and, unless the challenge is due, its proof.
+    pub async fn crawl_with(&self, domain: &str, held: Option<&Held>) -> CrawlOutcome {
         let span = tracing::info_span!("crawl", domain = %domain, level = tracing::field::Empty, reason = tracing::field::Empty);
-        let outcome = self.crawl_inner(domain).instrument(span.clone()).await;
+        let outcome = self
+            .crawl_inner(domain, held)
+            .instrument(span.clone())
+            .await;
         span.record("level", outcome.report.trust.level.as_str());
         if let Some(r) = outcome.report.reasons.first() {
             span.record("reason", r.as_str());
@@ -121,7 +154,7 @@ impl Crawler {
         outcome
     }
 
-    async fn crawl_inner(&self, raw: &str) -> CrawlOutcome {
+    async fn crawl_inner(&self, raw: &str, held: Option<&Held>) -> CrawlOutcome {
         let normalised = identity::normalise_domain(raw);
         let domain = normalised
             .as_ref()
@@ -137,7 +170,7 @@ impl Crawler {
             run.fail("domain", 0.0, CrawlError::from(e));
             return unverified(run);
         }
-        let Ok(checked) = self.fetch_and_check(&domain, &mut run).await else {
+        let Ok(checked) = self.fetch_and_check(&domain, &mut run, held).await else {
             return unverified(run);
         };
         run.report.recrawl_after_secs = checked.ttl;
@@ -146,12 +179,50 @@ impl Crawler {
             dnssec: checked.dnssec,
             ..Evidence::default()
         };
-        let started = Instant::now();
-        let challenge = self.challenge(&domain, &checked).await;
-        if let Ok(proof) = run.step("challenge", started, challenge, |p| {
-            format!("signed by the agent key for verifier {}", p.verifier)
-        }) {
+        // An unchanged document keeps its proof until the challenge is
+        // due; one whose agent says it is offline or in maintenance keeps
+        // it regardless (its endpoint is not expected to answer).
+        let resting = matches!(
+            checked
+                .document
+                .availability
+                .status
+                .trim()
+                .to_ascii_lowercase()
+                .as_str(),
+            "offline" | "maintenance"
+        );
+        let standing = held
+            .filter(|h| run.report.visit.not_modified && (!h.challenge_due || resting))
+            .and_then(|h| h.challenge.clone());
+        if let Some(proof) = standing {
+            run.pass(
+                "challenge",
+                0.0,
+                format!(
+                    "the proof of {} stands: the document is unchanged{}",
+                    proof.unix_ms,
+                    if resting {
+                        " and the agent says it is not online"
+                    } else {
+                        " and the challenge is not due"
+                    }
+                ),
+            );
             evidence.challenge = Some(proof);
+        } else {
+            let started = Instant::now();
+            let challenge = self.challenge(&domain, &checked).await;
+            run.report.visit.endpoint_ok = match &challenge {
+                Ok(_) => Some(true),
+                Err(CrawlError::ChallengeUnavailable) => None,
+                Err(_) => Some(false),
+            };
+            if let Ok(proof) = run.step("challenge", started, challenge, |p| {
+                format!("signed by the agent key for verifier {}", p.verifier)
+            }) {
+                evidence.challenge = Some(proof);
+            }
         }
         run.report.trust = summarise(&evidence);
         CrawlOutcome {
@@ -165,7 +236,12 @@ impl Crawler {
         }
     }
 
-    async fn fetch_and_check(&self, domain: &str, run: &mut Run) -> Result<Checked, ()> {
+    async fn fetch_and_check(
+        &self,
+        domain: &str,
+        run: &mut Run,
+        held: Option<&Held>,
+    ) -> Result<Checked, ()> {
         // 1 and 2. TXT and SRV, asked at once.
         let started = Instant::now();
         let (txt_name, srv_name) = (format!("_agent.{domain}"), format!("_agent._tcp.{domain}"));
@@ -178,7 +254,14 @@ impl Crawler {
             Ok((records, ttl)) => txt::parse(domain, &records)
                 .map(|t| (t, ttl))
                 .map_err(CrawlError::from),
-            Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => {
+            Err(e @ (DnsError::NxDomain { .. } | DnsError::NoRecords { .. })) => {
+                if let DnsError::NxDomain {
+                    negative_ttl: Some(ttl),
+                    ..
+                } = e
+                {
+                    run.report.visit.negative_ttl_secs = Some(ttl);
+                }
                 Err(CrawlError::Txt(txt::TxtError::Missing {
                     domain: domain.into(),
                 }))
@@ -247,21 +330,38 @@ impl Crawler {
             format!("{} -> {}", u.host_str().unwrap_or_default(), join(&r.ips))
         })?;
 
-        // 4. Fetch.
+        // 4. Fetch, conditional when a document is held: a 304 means the
+        // held text stands (and is checked against DNS again below).
         let started = Instant::now();
-        let fetched = self
-            .fetcher
-            .fetch(&wk_url, &resolved.ips, None)
-            .await
-            .and_then(|f| {
-                f.ok_or_else(|| CrawlError::HttpStatus {
-                    url: wk_url.to_string(),
-                    status: 304,
+        let etag = held.and_then(|h| h.etag.as_deref());
+        let fetched = match self.fetcher.fetch(&wk_url, &resolved.ips, etag).await {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) => {
+                let h = held.expect("a conditional request is only made with a held document");
+                run.report.visit.not_modified = true;
+                Ok(fetch::Fetched {
+                    text: h.text.clone(),
+                    url: wk_url.clone(),
+                    etag: h.etag.clone(),
+                    max_age: h.max_age_secs,
                 })
-            });
+            }
+            Err(e) => Err(e),
+        };
+        let not_modified = run.report.visit.not_modified;
         let fetched = run.step("fetch", started, fetched, |f| {
-            format!("{} bytes from {}", f.text.len(), f.url)
+            if not_modified {
+                format!(
+                    "304 Not Modified from {}: the held document ({} bytes) stands",
+                    f.url,
+                    f.text.len()
+                )
+            } else {
+                format!("{} bytes from {}", f.text.len(), f.url)
+            }
         })?;
+        run.report.visit.etag = fetched.etag.clone();
+        run.report.visit.max_age_secs = fetched.max_age;
 
         // 5. Document: JSON, protocol, schema, identity.
         let started = Instant::now();

@@ -7,6 +7,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::scheduler::Scheduler;
 use super::{CrawlReport, Crawler};
 use crate::issuer::Issuer;
 
@@ -52,6 +53,7 @@ impl CrawlQueue {
         crawler: Crawler,
         issuer: Issuer,
         options: QueueOptions,
+        scheduler: Option<Scheduler>,
         cancel: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Job>(options.capacity.max(1));
@@ -71,6 +73,9 @@ impl CrawlQueue {
                         reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |_| {}) => reports,
                     };
                     tracing::info!(requested = count, crawled = reports.len(), stored = reports.iter().filter(|r| r.stored).count(), "crawl job done");
+                    if let Some(scheduler) = &scheduler {
+                        schedule(scheduler, &reports).await;
+                    }
                     if let Some(reply) = job.reply {
                         let _ = reply.send(reports);
                     }
@@ -114,5 +119,19 @@ impl CrawlQueue {
                 mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
             })?;
         rx.await.map_err(|_| QueueError::Stopped)
+    }
+}
+
+/// Hands a job's reports to the recrawl scheduler, domain by domain.
+async fn schedule(scheduler: &Scheduler, reports: &[CrawlReport]) {
+    let mut by_domain: std::collections::BTreeMap<&str, Vec<CrawlReport>> =
+        std::collections::BTreeMap::new();
+    for r in reports {
+        by_domain.entry(&r.domain).or_default().push(r.clone());
+    }
+    for (domain, reports) in by_domain {
+        if let Err(e) = scheduler.observe(domain, &reports).await {
+            tracing::warn!(domain, error = %e, "could not schedule the next visit");
+        }
     }
 }

@@ -101,6 +101,34 @@ pub struct CrawlReport {
     /// reports (`agentmesh verify` only; empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peer_checks: Vec<PeerCheck>,
+    /// What this visit learnt for the next one.
+    pub visit: Visit,
+}
+
+/// What a visit learnt for the next one: the recrawl scheduler's input
+/// (`crawl::scheduler`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Visit {
+    /// The ADP document's ETag, for the next conditional request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// The document's `Cache-Control: max-age`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_secs: Option<u64>,
+    /// The document answered 304: the held one still stands.
+    pub not_modified: bool,
+    /// The challenge ran in this visit and the endpoint answered it
+    /// correctly (`Some(true)`) or not (`Some(false)`); `None` when it was
+    /// not tried (a held proof stood, or there is no endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint_ok: Option<bool>,
+    /// How long the publisher asked the crawler to wait (`Retry-After`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
+    /// The name does not exist, for this long (the SOA minimum of the
+    /// NXDOMAIN answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negative_ttl_secs: Option<u32>,
 }
 
 /// A peer the verified agent lists, crawled to see whether the
@@ -144,6 +172,7 @@ impl Run {
                 recrawl_after_secs: u64::from(super::dns::MAX_TTL),
                 stored: false,
                 peer_checks: Vec::new(),
+                visit: Visit::default(),
             },
         }
     }
@@ -187,6 +216,16 @@ impl Run {
     }
 
     pub(super) fn fail(&mut self, step: &'static str, ms: f64, e: CrawlError) {
+        if let Some(wait) = e.retry_after() {
+            self.report.visit.retry_after_secs = Some(wait.as_secs());
+        }
+        if let CrawlError::Dns(super::dns::DnsError::NxDomain {
+            negative_ttl: Some(ttl),
+            ..
+        }) = &e
+        {
+            self.report.visit.negative_ttl_secs = Some(*ttl);
+        }
         let reason = e.reason();
         self.report.steps.push(Step {
             step,

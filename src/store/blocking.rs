@@ -226,6 +226,9 @@ impl BlockingStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .select(&filter.prefixes(), min_trust);
         matching -= self.suspended_read().ordinals();
+        if !filter.include_stale {
+            matching -= self.dropped_read().ordinals();
+        }
         let mut out = Vec::with_capacity(limit.min(1024));
         let mut ords = matching.range(start..);
         for ord in ords.by_ref() {
@@ -296,7 +299,84 @@ impl BlockingStore {
             let suspended = self.suspended_read();
             ranked.retain(|(id, _)| !suspended.contains(id));
         }
+        if let (Some(ranked), false) = (ranked.as_mut(), q.filter.include_stale) {
+            let dropped = self.dropped_read();
+            if !dropped.ordinals().is_empty() {
+                let mut kept = Vec::with_capacity(ranked.len());
+                for (id, score) in ranked.drain(..) {
+                    let ord = match self.inner.ordinals.get(id.as_bytes())? {
+                        Some(v) => Some(postings::decode_ord(&id, &v)?),
+                        None => None,
+                    };
+                    if !ord.is_some_and(|o| dropped.contains(o)) {
+                        kept.push((id, score));
+                    }
+                }
+                *ranked = kept;
+            }
+        }
         Ok(ranked)
+    }
+
+    fn dropped_read(&self) -> std::sync::RwLockReadGuard<'_, super::freshness::Dropped> {
+        self.inner
+            .dropped
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// As [`Store::set_freshness`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn set_freshness(&self, id: &str, f: &Freshness) -> Result<(), StoreError> {
+        self.inner
+            .freshness
+            .insert(id.as_bytes(), super::freshness::encode(f))?;
+        if let Some(v) = self.inner.ordinals.get(id.as_bytes())? {
+            let ord = postings::decode_ord(id, &v)?;
+            self.inner
+                .dropped
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .set(ord, f.state == FreshState::Dropped);
+        }
+        Ok(())
+    }
+
+    /// As [`Store::freshness`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn freshness(&self, id: &str) -> Result<Option<Freshness>, StoreError> {
+        match self.inner.freshness.get(id.as_bytes())? {
+            Some(v) => super::freshness::decode(id, &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// As [`Store::put_schedule`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn put_schedule(&self, domain: &str, state: &[u8]) -> Result<(), StoreError> {
+        self.inner.schedule.insert(domain.as_bytes(), state)?;
+        Ok(())
+    }
+
+    /// As [`Store::schedules`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn schedules(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.inner
+            .schedule
+            .iter()
+            .map(|e| {
+                let (k, v) = e?;
+                Ok((String::from_utf8_lossy(&k).into_owned(), v.to_vec()))
+            })
+            .collect()
     }
 
     fn suspended_read(&self) -> std::sync::RwLockReadGuard<'_, super::suspended::Suspended> {

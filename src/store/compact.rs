@@ -61,6 +61,11 @@ pub struct CompactAgent {
     /// [`CompactAgent::source_format`]).
     #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
     pub format: Option<DocumentFormat>,
+    /// The agent's declared status (`online`, `offline`, `maintenance`),
+    /// when its document says (absent in compact records written before
+    /// it was kept).
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 impl CompactAgent {
@@ -81,6 +86,7 @@ impl CompactAgent {
             signer: record.signer().as_bytes().to_vec(),
             local,
             format: Some(d.format),
+            status: d.status.clone(),
         }
     }
 
@@ -171,6 +177,7 @@ mod tests {
             signer: vec![9; 32],
             local: true,
             format: Some(DocumentFormat::Adp),
+            status: Some("online".into()),
         }
     }
 

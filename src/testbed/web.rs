@@ -120,6 +120,35 @@ pub struct AgentSite {
     redirect_target: String,
     drip: Drip,
     counters: Counters,
+    runtime: Runtime,
+}
+
+/// What a test changes while a site serves: a status the well-known
+/// document answers with instead, a chat endpoint that stopped
+/// answering, and the log of requests.
+#[derive(Debug, Default)]
+struct Runtime {
+    /// The status (and `Retry-After` seconds) to answer with instead of
+    /// the document.
+    refuse: std::sync::Mutex<Option<(StatusCode, Option<u64>)>>,
+    /// The chat endpoint accepts the WebSocket and never answers.
+    chat_down: std::sync::atomic::AtomicBool,
+    /// The last requests, oldest first.
+    log: std::sync::Mutex<std::collections::VecDeque<Request>>,
+}
+
+/// Most requests a site's log keeps.
+const LOG_KEPT: usize = 256;
+
+/// A request a site served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// When it arrived.
+    pub at: std::time::Instant,
+    /// `well_known` or `chat`.
+    pub kind: &'static str,
+    /// Its `User-Agent` (empty without one).
+    pub user_agent: String,
 }
 
 impl std::fmt::Debug for AgentSite {
@@ -149,6 +178,7 @@ impl AgentSite {
             behaviour: Behaviour::Healthy,
             drip: Drip::default(),
             counters: Counters::default(),
+            runtime: Runtime::default(),
         }
     }
 
@@ -252,8 +282,64 @@ impl AgentSite {
         }
     }
 
+    /// From now on, answers the well-known document with `status` (and a
+    /// `Retry-After` of that many seconds) instead; `None` serves it
+    /// again.
+    pub fn refuse_with(&self, status: Option<(u16, Option<u64>)>) {
+        let status = status.map(|(code, retry)| {
+            (
+                StatusCode::from_u16(code).expect("a test gives a valid status"),
+                retry,
+            )
+        });
+        *self.runtime.refuse.lock().expect("site runtime lock") = status;
+    }
+
+    /// From now on, the chat endpoint accepts challenges and never
+    /// answers (`false`: it answers again).
+    pub fn set_chat_down(&self, down: bool) {
+        self.runtime.chat_down.store(down, Ordering::SeqCst);
+    }
+
+    pub(super) fn chat_down(&self) -> bool {
+        self.runtime.chat_down.load(Ordering::SeqCst)
+    }
+
+    /// The last requests served (the well-known document and challenge
+    /// sessions), oldest first.
+    pub fn requests(&self) -> Vec<Request> {
+        let log = self.runtime.log.lock().expect("site runtime lock");
+        log.iter().cloned().collect()
+    }
+
+    pub(super) fn log(&self, kind: &'static str, headers: &HeaderMap) {
+        let user_agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let mut log = self.runtime.log.lock().expect("site runtime lock");
+        if log.len() == LOG_KEPT {
+            log.pop_front();
+        }
+        log.push_back(Request {
+            at: std::time::Instant::now(),
+            kind,
+            user_agent,
+        });
+    }
+
     fn well_known(&self, request: &HeaderMap, shutdown: &CancellationToken) -> Response {
         self.counters.well_known.fetch_add(1, Ordering::Relaxed);
+        self.log("well_known", request);
+        let refused = *self.runtime.refuse.lock().expect("site runtime lock");
+        if let Some((status, retry_after)) = refused {
+            let mut headers = HeaderMap::new();
+            if let Some(secs) = retry_after {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            return (status, headers, "come back later\n").into_response();
+        }
         let found = |location: &str| {
             (StatusCode::FOUND, [(header::LOCATION, location.to_owned())]).into_response()
         };

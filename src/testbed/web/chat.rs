@@ -40,14 +40,22 @@ where
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE));
-    let accept = tokio_tungstenite::accept_async_with_config(stream, Some(config));
+    let logged = site.clone();
+    // tungstenite's callback type: its error is a whole HTTP response.
+    #[allow(clippy::result_large_err)]
+    let log = move |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                    response| {
+        logged.log("chat", request.headers());
+        Ok(response)
+    };
+    let accept = tokio_tungstenite::accept_hdr_async_with_config(stream, log, Some(config));
     let mut ws = match tokio::time::timeout(TIMEOUT, accept).await {
         Ok(Ok(ws)) => ws,
         Ok(Err(error)) => return debug!(%error, "WebSocket upgrade failed"),
         Err(_) => return debug!("WebSocket upgrade timed out"),
     };
     site.counters.chat.fetch_add(1, Ordering::Relaxed);
-    if site.behaviour == Behaviour::ChallengeSilent {
+    if site.behaviour == Behaviour::ChallengeSilent || site.chat_down() {
         // Read and ignore everything until the client gives up.
         tokio::select! {
             () = shutdown.cancelled() => {}
