@@ -295,7 +295,20 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
     let doc = api.get(&format!("/agents/{}", agent.id())).await;
     assert_eq!(doc.expect(200)["identity"]["domain"], agent.domain.as_str());
     let report = api.get(&format!("/crawl/{}", agent.domain)).await;
-    assert_eq!(report.expect(200)["agent_id"], agent.id());
+    let report = report.expect(200);
+    assert_eq!(report["agent_id"], agent.id());
+    // The node keeps a schedule for what it crawled: back at the TTL
+    // and max-age (300 s, jittered ±10 %), with the document's ETag.
+    let now = agentmesh::record::unix_now();
+    let schedule = &report["schedule"];
+    let next = schedule["next_at"].as_u64().expect("a next visit");
+    assert!(
+        (now + 260..=now + 331).contains(&next),
+        "next visit in {} s: {schedule}",
+        next.saturating_sub(now)
+    );
+    assert_eq!(schedule["failures"], 0, "{schedule}");
+    assert!(schedule["etag"].is_string(), "{schedule}");
 
     let cap = &agent.capabilities[0].id;
     let found = api
@@ -318,6 +331,17 @@ async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
             && hit["trust"]["evidence"]["fingerprint"] == true,
         "{hit}"
     );
+    // Results say how fresh a crawled agent is and whether its endpoint
+    // answered, and carry its declared status.
+    assert_eq!(hit["status"], "online", "{hit}");
+    assert_eq!(hit["freshness"]["state"], "fresh", "{hit}");
+    assert_eq!(hit["freshness"]["endpoint_ok"], true, "{hit}");
+    assert_eq!(hit["freshness"]["next_check_at"], next, "{hit}");
+    api.get("/agents?include_stale=maybe")
+        .await
+        .expect_field_problem("include_stale");
+    let with_stale = api.get("/agents?include_stale=true&limit=50").await;
+    assert_eq!(with_stale.expect(200).as_array().unwrap().len(), 10);
 
     // Asynchronous crawls are queued; bad names are refused with details.
     let queued = api

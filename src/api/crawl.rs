@@ -100,9 +100,22 @@ pub(super) async fn report(
                 format!("{domain} has not been crawled by this node"),
             )
         })?;
-    Ok((
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        report,
-    )
-        .into_response())
+    let schedule = state.crawl_queue().and_then(|q| q.schedule(&domain));
+    match (
+        schedule,
+        serde_json::from_slice::<serde_json::Value>(&report),
+    ) {
+        (Some(schedule), Ok(serde_json::Value::Object(mut report))) => {
+            report.insert(
+                "schedule".into(),
+                serde_json::to_value(schedule).expect("a domain state serialises"),
+            );
+            Ok(Json(report).into_response())
+        }
+        _ => Ok((
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            report,
+        )
+            .into_response()),
+    }
 }

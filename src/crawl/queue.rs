@@ -33,6 +33,7 @@ pub enum QueueError {
 #[derive(Debug, Clone)]
 pub struct CrawlQueue {
     tx: mpsc::Sender<Job>,
+    scheduler: Option<Scheduler>,
 }
 
 /// How the queue runs jobs.
@@ -57,6 +58,10 @@ impl CrawlQueue {
         cancel: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Job>(options.capacity.max(1));
+        let handle = Self {
+            tx,
+            scheduler: scheduler.clone(),
+        };
         let task = tokio::spawn(
             async move {
                 loop {
@@ -84,7 +89,13 @@ impl CrawlQueue {
             }
             .instrument(tracing::info_span!("crawl_queue")),
         );
-        (Self { tx }, task)
+        (handle, task)
+    }
+
+    /// When `domain` is visited next and what the last visits found, when
+    /// the node recrawls.
+    pub fn schedule(&self, domain: &str) -> Option<super::scheduler::DomainState> {
+        self.scheduler.as_ref()?.state(domain)
     }
 
     /// Queues `domains` and returns at once.
