@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::descriptor::{self, Descriptor};
 use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
-use crate::verify::Reason;
+use crate::verify::{Reason, TrustLevel};
 
 mod blocking;
 mod compact;
@@ -641,6 +641,23 @@ impl Store {
     /// Whether no live descriptor is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many live descriptors are held at trust `level` (the posting
+    /// lists' count: no read).
+    pub fn trust_count(&self, level: TrustLevel) -> u64 {
+        self.sync
+            .inner
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len(&postings::trust_prefix(level))
+    }
+
+    /// Writes committed since the store opened: when it has not moved,
+    /// nothing held changed.
+    pub fn write_count(&self) -> u64 {
+        self.sync.inner.writes.load(Ordering::SeqCst)
     }
 
     /// How many live descriptors carry each term of `filter` (for ranking
