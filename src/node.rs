@@ -23,6 +23,7 @@ use crate::federation::Judge;
 use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
 use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::{Store, StoreError};
@@ -263,6 +264,7 @@ impl Node {
         let issuer =
             Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
         let registry = Registry::new(issuer.clone());
+        let metrics = Metrics::new();
 
         let crawler = Crawler::new(
             CrawlerOptions::from_config(&config.crawl),
@@ -277,6 +279,7 @@ impl Node {
                 follow_peers: config.crawl.follow_peers,
                 max_domains_per_job: config.crawl.max_domains_per_job,
             },
+            metrics.clone(),
             stages.token(Stage::Crawl),
         );
         stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
@@ -313,6 +316,12 @@ impl Node {
                 fanout: config.p2p.search_fanout,
                 budget: config.p2p.search_timeout,
             }),
+        )
+        .with_metrics(metrics.clone());
+        metrics.watch(
+            registry.clone(),
+            key.verifying_key().to_bytes(),
+            Some(mesh.clone()),
         );
         let state = AppState::new(
             registry.clone(),
@@ -322,6 +331,7 @@ impl Node {
                 judge,
             }),
             search.clone(),
+            metrics,
             config.api.clone(),
             peer_id.clone(),
             listen_addrs.clone(),
