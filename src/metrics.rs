@@ -11,7 +11,7 @@
 //! What is read at scrape time, from the parts [`Metrics::watch`] was
 //! given: records held by trust level (the store's posting lists, no read)
 //! and by source (a walk of the compact records, done again only when the
-//! store was written since the last scrape); connected peers (the mesh
+//! store was written or the suspensions changed since the last one); connected peers (the mesh
 //! loop's status); the mesh's own counters ([`MeshStats`]: records from
 //! peers by path, verdict and reason, Kademlia queries by kind and
 //! outcome); and libp2p's bandwidth metrics, as libp2p names them.
@@ -22,7 +22,7 @@
 //! a path no route has), methods outside the standard ones are `other`.
 //! Nothing secret is held here: no token, no key, no request content.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -91,9 +91,9 @@ struct Inner {
     watched: OnceLock<Watched>,
     /// The mesh counters the collector reads (set with `watched`).
     mesh_stats: Arc<OnceLock<MeshStats>>,
-    /// The source counts of the last walk, and the store's write count
-    /// when it started.
-    by_source: Mutex<Option<(u64, SourceCounts)>>,
+    /// The source counts of the last walk, and what the store held when
+    /// it started.
+    by_source: tokio::sync::Mutex<Option<(StoreState, SourceCounts)>>,
 }
 
 /// What is read at scrape time.
@@ -101,6 +101,14 @@ struct Watched {
     registry: Registry,
     own_key: [u8; 32],
     mesh: Option<MeshClient>,
+}
+
+/// What decides whether a walk's counts still hold: the store's writes,
+/// and the agents suspended (a walk leaves them out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StoreState {
+    writes: u64,
+    suspended: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -198,7 +206,7 @@ impl Metrics {
                 peers,
                 watched: OnceLock::new(),
                 mesh_stats,
-                by_source: Mutex::new(None),
+                by_source: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -308,20 +316,20 @@ impl Metrics {
     }
 
     /// The records by source: the last walk's, unless the store was
-    /// written since it started; then a new walk on a blocking thread.
+    /// written or an agent suspended or reinstated since it started; then
+    /// a new walk on a blocking thread.
+    /// One walk at a time: scrapes that arrive during a walk wait for it
+    /// and take its counts when nothing was written meanwhile.
     async fn source_counts(&self, watched: &Watched) -> Option<SourceCounts> {
+        let mut held = self.inner.by_source.lock().await;
         let store = watched.registry.store().clone();
-        let writes = store.write_count();
-        {
-            let held = self
-                .inner
-                .by_source
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some((at, counts)) = *held {
-                if at == writes {
-                    return Some(counts);
-                }
+        let now = StoreState {
+            writes: store.write_count(),
+            suspended: store.suspensions().into_iter().map(|(id, _)| id).collect(),
+        };
+        if let Some((at, counts)) = &*held {
+            if *at == now {
+                return Some(*counts);
             }
         }
         let own_key = watched.own_key;
@@ -351,11 +359,7 @@ impl Metrics {
         .await;
         match walked {
             Ok(Ok(counts)) => {
-                *self
-                    .inner
-                    .by_source
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((writes, counts));
+                *held = Some((now, counts));
                 Some(counts)
             }
             Ok(Err(e)) => {

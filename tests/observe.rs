@@ -363,6 +363,22 @@ async fn metrics_move_with_what_the_node_does() {
     assert_eq!(after.value("agentmesh_peers_connected", &[]), 0.0);
     assert!(!after.text.contains(TOKEN), "the admin token is exposed");
     assert!(!after.text.to_ascii_lowercase().contains("bearer"));
+
+    // A suspension writes no record, yet the agent leaves the listings
+    // and the count by source with them; it is still held.
+    admin
+        .put(
+            "/admin/agents/metrics-agent/suspension",
+            &json!({"reason": "metrics test"}),
+        )
+        .await
+        .expect(200);
+    let suspended = scrape(&api).await;
+    assert_eq!(
+        by_source(&suspended, "local"),
+        by_source(&after, "local") - 1.0
+    );
+    assert_eq!(suspended.sum("agentmesh_records_by_trust", &[]), held);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
