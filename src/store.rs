@@ -291,6 +291,9 @@ struct Inner {
     /// Write stripes by agent id (`BlockingStore::write`).
     stripes: Vec<Mutex<()>>,
     live: AtomicU64,
+    /// Writes whose posting lists are updated (after `writes`, which
+    /// counts them before: see `BlockingStore::committed`).
+    settled: AtomicU64,
     /// sled 0.34 deadlocks when a transaction waits for its global write
     /// lock while a flush holds the read lock and waits for the log
     /// flusher (which needs a read lock the waiting writer now blocks).
@@ -472,6 +475,7 @@ impl Store {
                     next_ord: AtomicU64::new(next_ord),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
+                    settled: AtomicU64::new(0),
                     gate: std::sync::RwLock::new(()),
                     writes: AtomicU64::new(0),
                     flushed: AtomicU64::new(0),
@@ -654,10 +658,11 @@ impl Store {
             .len(&postings::trust_prefix(level))
     }
 
-    /// Writes committed since the store opened: when it has not moved,
-    /// nothing held changed.
+    /// Writes committed since the store opened, counted once the posting
+    /// lists have them: when it has not moved, a walk sees what the last
+    /// one saw.
     pub fn write_count(&self) -> u64 {
-        self.sync.inner.writes.load(Ordering::SeqCst)
+        self.sync.inner.settled.load(Ordering::SeqCst)
     }
 
     /// How many live descriptors carry each term of `filter` (for ranking
