@@ -21,7 +21,7 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
-        LogFormat::Json => logs.json().init(),
+        LogFormat::Json => logs.json().with_ansi(false).init(),
     }
     match agentmesh::cli::run(cli).await {
         Ok(code) => code,

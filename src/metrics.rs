@@ -11,10 +11,11 @@
 //! What is read at scrape time, from the parts [`Metrics::watch`] was
 //! given: records held by trust level (the store's posting lists, no read)
 //! and by source (a walk of the compact records, done again only when the
-//! store was written or the suspensions changed since the last one); connected peers (the mesh
-//! loop's status); the mesh's own counters ([`MeshStats`]: records from
-//! peers by path, verdict and reason, Kademlia queries by kind and
-//! outcome); and libp2p's bandwidth metrics, as libp2p names them.
+//! store was written or the suspensions changed since the last one);
+//! connected peers (the mesh loop's status); the mesh's own counters
+//! ([`MeshStats`]: records from peers by path, verdict and reason,
+//! Kademlia queries by kind and outcome); and libp2p's bandwidth metrics,
+//! as libp2p names them.
 //!
 //! Every label value is bounded: reason codes, trust levels, query kinds
 //! and outcomes are `&'static str` codes of enums, routes are the
@@ -50,6 +51,17 @@ const TRUST_LEVELS: [TrustLevel; 4] = [
     TrustLevel::KeyVerified,
     TrustLevel::PeerVerified,
 ];
+
+/// Stops compiling when a trust level is added and not listed in
+/// [`TRUST_LEVELS`].
+const fn _every_level_listed(level: TrustLevel) {
+    match level {
+        TrustLevel::Unverified
+        | TrustLevel::DnsVerified
+        | TrustLevel::KeyVerified
+        | TrustLevel::PeerVerified => {}
+    }
+}
 
 /// Crawl job durations, seconds: a one-domain job takes tens of
 /// milliseconds on a fast network, a seed list with its peers minutes.

@@ -414,8 +414,16 @@ async fn metrics_count_peers_their_records_and_dht_queries() {
     })
     .await;
     assert_eq!(s.types["agentmesh_mesh_records"], "counter");
-    let by_source = s.value("agentmesh_records_by_source", &[("source", "mesh")]);
-    assert_eq!(by_source, 1.0, "the peer's record is held as from the mesh");
+    // (A scrape reads the records before the mesh counters: the record
+    // may have arrived in between.)
+    let s = scrape_until(&api1, "the peer's record held as from the mesh", |s| {
+        s.value("agentmesh_records_by_source", &[("source", "mesh")]) == 1.0
+    })
+    .await;
+    assert_eq!(
+        s.value("agentmesh_records_by_source", &[("source", "local")]),
+        0.0
+    );
 
     // The second node's publish ran Kademlia queries, which ended.
     let s = scrape_until(&api2, "a finished put_record query", |s| {
