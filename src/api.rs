@@ -6,14 +6,17 @@
 //! `POST /admin/import` streams: its response starts at once and the
 //! request timeout does not cover the body (see `api/import.rs`).
 //!
-//! Layers, outermost first: tracing, a concurrency limit, a per-request
-//! timeout and the body size limit; unknown routes and methods answer the
-//! error object too.
+//! Layers, outermost first: the request id and the request counters
+//! (`api/observe.rs`), tracing (one span per request, carrying its id),
+//! a concurrency limit, a per-request timeout and the body size limit;
+//! unknown routes and methods answer the error object too. `GET /metrics`
+//! (no token) renders [`Metrics`].
 
 mod agents;
 mod crawl;
 mod error;
 mod import;
+mod observe;
 mod records;
 mod resolve;
 mod suspend;
@@ -30,11 +33,13 @@ use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ErrorCode};
+pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 
 use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::Judge;
 use crate::mesh::MeshClient;
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::search::FederatedSearch;
 
@@ -60,6 +65,7 @@ struct StateInner {
     crawl_queue: Option<CrawlQueue>,
     mesh: Option<MeshState>,
     search: FederatedSearch,
+    metrics: Metrics,
     config: ApiConfig,
     peer_id: String,
     listen_addrs: Vec<String>,
@@ -69,13 +75,16 @@ struct StateInner {
 
 impl AppState {
     /// State for a node with `registry` (and `crawl_queue`, when it
-    /// crawls), searching with `search`, identified by `peer_id` and
-    /// reachable at `listen_addrs` (multiaddrs with `/p2p/<peer id>`).
+    /// crawls), searching with `search`, counting into `metrics`,
+    /// identified by `peer_id` and reachable at `listen_addrs` (multiaddrs
+    /// with `/p2p/<peer id>`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         registry: Registry,
         crawl_queue: Option<CrawlQueue>,
         mesh: Option<MeshState>,
         search: FederatedSearch,
+        metrics: Metrics,
         config: ApiConfig,
         peer_id: String,
         listen_addrs: Vec<String>,
@@ -86,6 +95,7 @@ impl AppState {
                 crawl_queue,
                 mesh,
                 search,
+                metrics,
                 config,
                 peer_id,
                 listen_addrs,
@@ -110,6 +120,10 @@ impl AppState {
         &self.inner.search
     }
 
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     pub(crate) fn config(&self) -> &ApiConfig {
         &self.inner.config
     }
@@ -122,6 +136,7 @@ impl AppState {
 /// The whole router.
 pub fn router(state: AppState) -> Router {
     let config = state.config().clone();
+    let metrics = state.metrics().clone();
     Router::new()
         .route("/agents", get(agents::list).post(agents::register))
         .route("/agents/search", axum::routing::post(agents::search))
@@ -148,16 +163,21 @@ pub fn router(state: AppState) -> Router {
         .route("/agents/{id}/suspension", get(suspend::one))
         .route("/health", get(health))
         .route("/peers", get(peers))
+        .route("/metrics", get(observe::render))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(
             ServiceBuilder::new()
-                .layer(TraceLayer::new_for_http())
+                .layer(TraceLayer::new_for_http().make_span_with(observe::span))
                 .layer(HandleErrorLayer::new(overloaded))
                 .concurrency_limit(config.max_concurrent_requests)
                 .timeout(config.request_timeout),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            observe::observe,
+        ))
         .with_state(state)
 }
 

@@ -32,9 +32,23 @@ use crate::node::Node;
 #[derive(Debug, Parser)]
 #[command(name = "agentmesh", version, about, long_about = None)]
 pub struct Cli {
+    /// How log lines are written to stderr: `text` for people, `json`
+    /// (one object per line, with the span fields) for log collectors.
+    #[arg(long, global = true, value_enum, env = "AGENTMESH_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line: time, level, target, fields, the current
+    /// span and the spans around it.
+    Json,
 }
 
 impl Cli {

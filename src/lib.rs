@@ -44,6 +44,7 @@ pub mod formats;
 pub mod identity;
 pub mod issuer;
 pub mod mesh;
+pub mod metrics;
 pub mod net;
 pub mod node;
 pub mod priority;

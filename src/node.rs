@@ -24,6 +24,7 @@ use crate::federation::Judge;
 use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
 use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::{Store, StoreError};
@@ -267,6 +268,7 @@ impl Node {
         let issuer =
             Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
         let registry = Registry::new(issuer.clone());
+        let metrics = Metrics::new();
 
         let crawler = Crawler::new(
             CrawlerOptions::from_config(&config.crawl),
@@ -281,6 +283,7 @@ impl Node {
                 Arc::new(SystemClock),
             )
             .await?;
+            scheduler.count_in(metrics.clone());
             stages.adopt(
                 Stage::Crawl,
                 "recrawl",
@@ -299,6 +302,7 @@ impl Node {
                 max_domains_per_job: config.crawl.max_domains_per_job,
             },
             scheduler.clone(),
+            metrics.clone(),
             stages.token(Stage::Crawl),
         );
         stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
@@ -340,6 +344,12 @@ impl Node {
                 fanout: config.p2p.search_fanout,
                 budget: config.p2p.search_timeout,
             }),
+        )
+        .with_metrics(metrics.clone());
+        metrics.watch(
+            registry.clone(),
+            key.verifying_key().to_bytes(),
+            Some(mesh.clone()),
         );
         let state = AppState::new(
             registry.clone(),
@@ -349,6 +359,7 @@ impl Node {
                 judge,
             }),
             search.clone(),
+            metrics,
             config.api.clone(),
             peer_id.clone(),
             listen_addrs.clone(),

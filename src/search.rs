@@ -38,6 +38,7 @@ use tokio::time::Instant;
 pub use answer::answer;
 
 use crate::mesh::MeshClient;
+use crate::metrics::Metrics;
 use crate::registry::{Page, Registry, RegistryError, SearchQuery};
 
 /// How widely a search looks.
@@ -90,6 +91,7 @@ impl std::fmt::Debug for MeshAsk {
 pub struct FederatedSearch {
     registry: Registry,
     mesh: Option<MeshAsk>,
+    metrics: Metrics,
 }
 
 /// What a search found, and, for a mesh search, how asking went.
@@ -181,7 +183,19 @@ impl FederatedSearch {
     /// Searches over `registry`, asking the mesh through `mesh` (none: a
     /// node without a mesh; every search is local).
     pub fn new(registry: Registry, mesh: Option<MeshAsk>) -> Self {
-        Self { registry, mesh }
+        Self {
+            registry,
+            mesh,
+            metrics: Metrics::new(),
+        }
+    }
+
+    /// Times each search into `metrics` (by scope: `mesh` when the mesh
+    /// half ran, else `local`).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The registry searched.
@@ -215,6 +229,7 @@ impl FederatedSearch {
             report
         });
         tracing::debug!(ms = elapsed.as_millis() as u64, "search answered");
+        self.metrics.searched(mesh.is_some(), elapsed);
         Ok(SearchOutcome {
             page,
             mesh,

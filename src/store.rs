@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::descriptor::{self, Descriptor};
 use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
-use crate::verify::Reason;
+use crate::verify::{Reason, TrustLevel};
 
 mod blocking;
 mod compact;
@@ -302,6 +302,9 @@ struct Inner {
     /// Write stripes by agent id (`BlockingStore::write`).
     stripes: Vec<Mutex<()>>,
     live: AtomicU64,
+    /// Writes whose posting lists are updated (after `writes`, which
+    /// counts them before: see `BlockingStore::committed`).
+    settled: AtomicU64,
     /// sled 0.34 deadlocks when a transaction waits for its global write
     /// lock while a flush holds the read lock and waits for the log
     /// flusher (which needs a read lock the waiting writer now blocks).
@@ -489,6 +492,7 @@ impl Store {
                     next_ord: AtomicU64::new(next_ord),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
+                    settled: AtomicU64::new(0),
                     gate: std::sync::RwLock::new(()),
                     writes: AtomicU64::new(0),
                     flushed: AtomicU64::new(0),
@@ -695,6 +699,24 @@ impl Store {
     /// Whether no live descriptor is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many live descriptors are held at trust `level` (the posting
+    /// lists' count: no read).
+    pub fn trust_count(&self, level: TrustLevel) -> u64 {
+        self.sync
+            .inner
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len(&postings::trust_prefix(level))
+    }
+
+    /// Writes committed since the store opened, counted once the posting
+    /// lists have them: when it has not moved, a walk sees what the last
+    /// one saw.
+    pub fn write_count(&self) -> u64 {
+        self.sync.inner.settled.load(Ordering::SeqCst)
     }
 
     /// How many live descriptors carry each term of `filter` (for ranking

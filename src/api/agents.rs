@@ -324,7 +324,10 @@ pub(super) async fn list(
         after: decode_cursor(p.cursor.as_deref())?,
         limit: bounded_limit(&state, p.limit, "limit")?,
     };
-    Ok(page_response(state.registry().search(&query).await?))
+    let started = std::time::Instant::now();
+    let page = state.registry().search(&query).await?;
+    state.metrics().searched(false, started.elapsed());
+    Ok(page_response(page))
 }
 
 /// Body of `POST /agents/search`.

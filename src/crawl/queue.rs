@@ -10,6 +10,7 @@ use tracing::Instrument;
 use super::scheduler::Scheduler;
 use super::{CrawlReport, Crawler};
 use crate::issuer::Issuer;
+use crate::metrics::Metrics;
 
 /// A job: domains, and where to send the reports if the caller waits.
 struct Job {
@@ -49,12 +50,13 @@ pub struct QueueOptions {
 
 impl CrawlQueue {
     /// Starts the actor; it stops when `cancel` fires or every handle is
-    /// dropped.
+    /// dropped. Each report and each job's duration go to `metrics`.
     pub fn spawn(
         crawler: Crawler,
         issuer: Issuer,
         options: QueueOptions,
         scheduler: Option<Scheduler>,
+        metrics: Metrics,
         cancel: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Job>(options.capacity.max(1));
@@ -73,10 +75,12 @@ impl CrawlQueue {
                         },
                     };
                     let count = job.domains.len();
+                    let started = std::time::Instant::now();
                     let reports = tokio::select! {
                         () = cancel.cancelled() => break,
-                        reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |_| {}) => reports,
+                        reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |r| metrics.crawled(r.stored, &r.reasons)) => reports,
                     };
+                    metrics.crawl_job_done(started.elapsed());
                     tracing::info!(requested = count, crawled = reports.len(), stored = reports.iter().filter(|r| r.stored).count(), "crawl job done");
                     if let Some(scheduler) = &scheduler {
                         schedule(scheduler, &reports).await;

@@ -229,6 +229,8 @@ struct Inner {
     policy: SchedulePolicy,
     clock: Arc<dyn Clock>,
     domains: Mutex<HashMap<String, DomainState>>,
+    /// Where revisits are counted (`/metrics`), once set.
+    metrics: std::sync::OnceLock<crate::metrics::Metrics>,
 }
 
 impl Scheduler {
@@ -259,8 +261,15 @@ impl Scheduler {
                 policy,
                 clock,
                 domains: Mutex::new(domains),
+                metrics: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Counts revisits in `metrics` (crawl outcomes by reason, as the
+    /// queue's crawls are); a second call keeps the first.
+    pub fn count_in(&self, metrics: crate::metrics::Metrics) {
+        let _ = self.inner.metrics.set(metrics);
     }
 
     /// The policy kept.
@@ -389,6 +398,11 @@ impl Scheduler {
             .discover_and_store_with(&self.inner.issuer, domain, held.as_ref())
             .await;
         let reports: Vec<CrawlReport> = outcomes.into_iter().map(|o| o.report).collect();
+        if let Some(m) = self.inner.metrics.get() {
+            for r in &reports {
+                m.crawled(r.stored, &r.reasons);
+            }
+        }
         self.observe(domain, &reports).await?;
         Ok(reports)
     }

@@ -207,6 +207,12 @@ impl MeshClient {
         self.stats.snapshot()
     }
 
+    /// The live mesh counters themselves (what `GET /metrics` reads at
+    /// each scrape).
+    pub fn stats_handle(&self) -> &MeshStats {
+        &self.stats
+    }
+
     /// The addresses we listen on, each ending in `/p2p/<our peer id>`:
     /// what another node passes as a bootstrap address.
     ///

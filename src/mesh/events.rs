@@ -56,6 +56,34 @@ fn query_kind(result: &QueryResult) -> &'static str {
     }
 }
 
+/// How a query of ours ended: `ok`, `timeout` (the query's own timeout,
+/// `p2p` Kademlia query timeout), or `error` (not found, quorum failed).
+fn query_outcome(result: &QueryResult) -> &'static str {
+    fn of<T, E>(r: &Result<T, E>, timed_out: impl Fn(&E) -> bool) -> &'static str {
+        match r {
+            Ok(_) => "ok",
+            Err(e) if timed_out(e) => "timeout",
+            Err(_) => "error",
+        }
+    }
+    match result {
+        QueryResult::Bootstrap(r) => of(r, |e| matches!(e, kad::BootstrapError::Timeout { .. })),
+        QueryResult::GetClosestPeers(r) => of(r, |e| {
+            matches!(e, kad::GetClosestPeersError::Timeout { .. })
+        }),
+        QueryResult::GetProviders(r) => {
+            of(r, |e| matches!(e, kad::GetProvidersError::Timeout { .. }))
+        }
+        QueryResult::StartProviding(r) | QueryResult::RepublishProvider(r) => {
+            of(r, |e| matches!(e, kad::AddProviderError::Timeout { .. }))
+        }
+        QueryResult::GetRecord(r) => of(r, |e| matches!(e, kad::GetRecordError::Timeout { .. })),
+        QueryResult::PutRecord(r) | QueryResult::RepublishRecord(r) => {
+            of(r, |e| matches!(e, kad::PutRecordError::Timeout { .. }))
+        }
+    }
+}
+
 /// The counter name of a peer's Kademlia request.
 fn request_kind(request: &kad::InboundRequest) -> &'static str {
     match request {
@@ -214,8 +242,11 @@ impl EventLoop {
                 stats,
             } => {
                 if step.last {
-                    self.stats
-                        .kad_query_done(query_kind(&result), stats.num_requests());
+                    self.stats.kad_query_done(
+                        query_kind(&result),
+                        query_outcome(&result),
+                        stats.num_requests(),
+                    );
                 }
                 // A query's first step may come from the local store before
                 // any peer was asked (get_providers does that).

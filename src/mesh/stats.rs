@@ -84,6 +84,7 @@ struct Inner {
     search_wire: WireCounts,
     kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
     kad_requests_received: Mutex<BTreeMap<&'static str, u64>>,
+    kad_queries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     bandwidth: OnceLock<Mutex<Registry>>,
 }
 
@@ -162,6 +163,9 @@ pub struct StatsSnapshot {
     /// Kademlia requests peers sent us, by kind (`find_node`,
     /// `get_providers`, `add_provider`, `get_record`, `put_record`).
     pub kad_requests_received: BTreeMap<String, u64>,
+    /// Our Kademlia queries that ended, by kind and outcome (`ok`,
+    /// `error`, `timeout`).
+    pub kad_queries: BTreeMap<String, BTreeMap<String, u64>>,
     /// Bytes on every connection, all protocols (substream payloads after
     /// noise and yamux), as libp2p's bandwidth metrics count them.
     pub transport: TransportBytes,
@@ -249,14 +253,23 @@ impl MeshStats {
         b.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// A query of ours of `kind` ended after sending `requests` requests.
-    pub(crate) fn kad_query_done(&self, kind: &'static str, requests: u32) {
-        let mut m = self
+    /// A query of ours of `kind` ended with `outcome` (`ok`, `error`,
+    /// `timeout`) after sending `requests` requests.
+    pub(crate) fn kad_query_done(&self, kind: &'static str, outcome: &'static str, requests: u32) {
+        {
+            let mut m = self
+                .inner
+                .kad_requests_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            *m.entry(kind).or_default() += u64::from(requests);
+        }
+        let mut q = self
             .inner
-            .kad_requests_sent
+            .kad_queries
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        *m.entry(kind).or_default() += u64::from(requests);
+        *q.entry((kind, outcome)).or_default() += 1;
     }
 
     /// A peer's Kademlia request of `kind` arrived.
@@ -268,6 +281,20 @@ impl MeshStats {
     /// once, when the swarm is built).
     pub(crate) fn set_bandwidth(&self, registry: Registry) {
         let _ = self.inner.bandwidth.set(Mutex::new(registry));
+    }
+
+    /// Appends libp2p's own metrics (the transport's bandwidth counters),
+    /// as libp2p names them, in the OpenMetrics text format without the
+    /// closing `# EOF`; nothing before the swarm is built.
+    ///
+    /// # Errors
+    /// Only `out`'s: writing to a `String` does not fail.
+    pub fn encode_libp2p(&self, out: &mut String) -> std::fmt::Result {
+        let Some(registry) = self.inner.bandwidth.get() else {
+            return Ok(());
+        };
+        let r = registry.lock().unwrap_or_else(|e| e.into_inner());
+        prometheus_client::encoding::text::encode_registry(out, &r)
     }
 
     fn transport_bytes(&self) -> TransportBytes {
@@ -309,6 +336,16 @@ impl MeshStats {
             },
             kad_requests_sent: copy(&i.kad_requests_sent),
             kad_requests_received: copy(&i.kad_requests_received),
+            kad_queries: {
+                let q = i.kad_queries.lock().unwrap_or_else(|e| e.into_inner());
+                let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+                for ((kind, outcome), n) in q.iter() {
+                    out.entry((*kind).to_owned())
+                        .or_default()
+                        .insert((*outcome).to_owned(), *n);
+                }
+                out
+            },
             transport: self.transport_bytes(),
         }
     }
@@ -367,8 +404,8 @@ mod tests {
         s.search_wire(true, 40);
         s.search_wire(false, 1000);
         s.search_wire(false, 24);
-        s.kad_query_done("get_providers", 7);
-        s.kad_query_done("get_providers", 3);
+        s.kad_query_done("get_providers", "ok", 7);
+        s.kad_query_done("get_providers", "timeout", 3);
         s.kad_request_received("find_node");
         let snap = s.snapshot();
         assert_eq!(
@@ -382,6 +419,8 @@ mod tests {
         );
         assert_eq!(snap.kad_requests_sent["get_providers"], 10);
         assert_eq!(snap.kad_requests_received["find_node"], 1);
+        assert_eq!(snap.kad_queries["get_providers"]["ok"], 1);
+        assert_eq!(snap.kad_queries["get_providers"]["timeout"], 1);
         assert_eq!(snap.transport, TransportBytes::default());
     }
 

@@ -584,6 +584,7 @@ impl Inner {
                 postings.insert(p, change.ord);
             }
         }
+        self.settled.fetch_add(1, Ordering::SeqCst);
         match (change.was_live, change.now_live) {
             (false, true) => {
                 self.live.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,505 @@
+//! The node's Prometheus metrics: one [`Metrics`] handle (cheap to clone,
+//! an `Arc` inside) that the API, the crawl queue and the federated search
+//! bump, and that `GET /metrics` renders ([`Metrics::render`]) in the
+//! OpenMetrics text format ([`CONTENT_TYPE`]).
+//!
+//! What is counted where it happens: API requests by route template,
+//! method and status (the API's middleware); crawled domains by outcome
+//! and by reason code, and crawl job durations (the crawl queue); search
+//! durations by scope (`FederatedSearch::search`, `GET /agents`).
+//!
+//! What is read at scrape time, from the parts [`Metrics::watch`] was
+//! given: records held by trust level (the store's posting lists, no read)
+//! and by source (a walk of the compact records, done again only when the
+//! store was written or the suspensions changed since the last one);
+//! connected peers (the mesh loop's status); the mesh's own counters
+//! ([`MeshStats`]: records from peers by path, verdict and reason,
+//! Kademlia queries by kind and outcome); and libp2p's bandwidth metrics,
+//! as libp2p names them.
+//!
+//! Every label value is bounded: reason codes, trust levels, query kinds
+//! and outcomes are `&'static str` codes of enums, routes are the
+//! router's templates (`/agents/{id}`, never a raw path; `unmatched` for
+//! a path no route has), methods outside the standard ones are `other`.
+//! Nothing secret is held here: no token, no key, no request content.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry as PromRegistry, Unit};
+
+use crate::mesh::{MeshClient, MeshStats};
+use crate::registry::Registry;
+use crate::store::Filter;
+use crate::verify::{Reason, TrustLevel};
+
+/// The content type of [`Metrics::render`]'s text: OpenMetrics 1.0, the
+/// format `prometheus-client` encodes (it ends with `# EOF`).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every trust level, lowest first.
+const TRUST_LEVELS: [TrustLevel; 4] = [
+    TrustLevel::Unverified,
+    TrustLevel::DnsVerified,
+    TrustLevel::KeyVerified,
+    TrustLevel::PeerVerified,
+];
+
+/// Stops compiling when a trust level is added and not listed in
+/// [`TRUST_LEVELS`].
+const fn _every_level_listed(level: TrustLevel) {
+    match level {
+        TrustLevel::Unverified
+        | TrustLevel::DnsVerified
+        | TrustLevel::KeyVerified
+        | TrustLevel::PeerVerified => {}
+    }
+}
+
+/// Crawl job durations, seconds: a one-domain job takes tens of
+/// milliseconds on a fast network, a seed list with its peers minutes.
+const CRAWL_BUCKETS: [f64; 12] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+/// Search durations, seconds: a local search takes a millisecond or
+/// less, a mesh search up to `p2p.search_timeout` (2 s by default).
+const SEARCH_BUCKETS: [f64; 13] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// Labels of an API request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: &'static str,
+    status: u16,
+}
+
+type Labels1 = [(&'static str, &'static str); 1];
+
+/// Handle to the node's metrics. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: PromRegistry,
+    requests: Family<RequestLabels, Counter>,
+    crawls: Family<Labels1, Counter>,
+    crawl_reasons: Family<Labels1, Counter>,
+    crawl_jobs: Histogram,
+    searches: Family<Labels1, Histogram, fn() -> Histogram>,
+    records_by_trust: Family<Labels1, Gauge>,
+    records_by_source: Family<Labels1, Gauge>,
+    peers: Gauge,
+    watched: OnceLock<Watched>,
+    /// The mesh counters the collector reads (set with `watched`).
+    mesh_stats: Arc<OnceLock<MeshStats>>,
+    /// The source counts of the last walk, and what the store held when
+    /// it started.
+    by_source: tokio::sync::Mutex<Option<(StoreState, SourceCounts)>>,
+}
+
+/// What is read at scrape time.
+struct Watched {
+    registry: Registry,
+    own_key: [u8; 32],
+    mesh: Option<MeshClient>,
+}
+
+/// What decides whether a walk's counts still hold: the store's writes,
+/// and the agents suspended (a walk leaves them out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StoreState {
+    writes: u64,
+    suspended: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SourceCounts {
+    local: u64,
+    crawl: u64,
+    mesh: u64,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("watching", &self.inner.watched.get().is_some())
+            .finish()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn search_histogram() -> Histogram {
+    Histogram::new(SEARCH_BUCKETS)
+}
+
+impl Metrics {
+    /// Fresh metrics, every counter at zero, watching nothing yet.
+    pub fn new() -> Self {
+        let mut registry = PromRegistry::with_prefix("agentmesh");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP API requests answered, by route template, method and status",
+            requests.clone(),
+        );
+        let crawls = Family::<Labels1, Counter>::default();
+        registry.register(
+            "crawls",
+            "Domains crawled (one per report), by outcome: stored or not_stored",
+            crawls.clone(),
+        );
+        let crawl_reasons = Family::<Labels1, Counter>::default();
+        registry.register(
+            "crawl_reasons",
+            "Reason codes in crawl reports (a report may carry several)",
+            crawl_reasons.clone(),
+        );
+        let crawl_jobs = Histogram::new(CRAWL_BUCKETS);
+        registry.register_with_unit(
+            "crawl_job_duration",
+            "Crawl jobs (POST /crawl, seeds, re-verifications, with the peers they follow), start to last report",
+            Unit::Seconds,
+            crawl_jobs.clone(),
+        );
+        let searches: Family<Labels1, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(search_histogram);
+        registry.register_with_unit(
+            "search_duration",
+            "Searches answered, by scope (mesh when peers were asked, else local)",
+            Unit::Seconds,
+            searches.clone(),
+        );
+        let records_by_trust = Family::<Labels1, Gauge>::default();
+        registry.register(
+            "records_by_trust",
+            "Live descriptors held, by trust level",
+            records_by_trust.clone(),
+        );
+        let records_by_source = Family::<Labels1, Gauge>::default();
+        registry.register(
+            "records_by_source",
+            "Live descriptors held as listings show them (suspended agents left out), by source: local, crawl or mesh",
+            records_by_source.clone(),
+        );
+        let peers = Gauge::default();
+        registry.register(
+            "peers_connected",
+            "Peers with at least one established connection",
+            peers.clone(),
+        );
+        let mesh_stats = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(MeshCollector(mesh_stats.clone())));
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                requests,
+                crawls,
+                crawl_reasons,
+                crawl_jobs,
+                searches,
+                records_by_trust,
+                records_by_source,
+                peers,
+                watched: OnceLock::new(),
+                mesh_stats,
+                by_source: tokio::sync::Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Reads records from `registry` (whose records signed by `own_key`
+    /// are this node's crawls) and peers from `mesh` at each scrape. Set
+    /// once; later calls are ignored.
+    pub fn watch(&self, registry: Registry, own_key: [u8; 32], mesh: Option<MeshClient>) {
+        if let Some(m) = &mesh {
+            let _ = self.inner.mesh_stats.set(m.stats_handle().clone());
+        }
+        let _ = self.inner.watched.set(Watched {
+            registry,
+            own_key,
+            mesh,
+        });
+    }
+
+    /// One API request answered. `route` is the router's template of the
+    /// matched route (`None`: no route matched).
+    pub fn request(&self, route: Option<&str>, method: &axum::http::Method, status: u16) {
+        let labels = RequestLabels {
+            route: route.unwrap_or("unmatched").to_owned(),
+            method: method_label(method),
+            status,
+        };
+        self.inner.requests.get_or_create(&labels).inc();
+    }
+
+    /// One domain crawled: whether a record was stored, and the reason
+    /// codes of its report.
+    pub fn crawled(&self, stored: bool, reasons: &[Reason]) {
+        let outcome = if stored { "stored" } else { "not_stored" };
+        self.inner
+            .crawls
+            .get_or_create(&[("outcome", outcome)])
+            .inc();
+        for r in reasons {
+            self.inner
+                .crawl_reasons
+                .get_or_create(&[("reason", r.as_str())])
+                .inc();
+        }
+    }
+
+    /// One crawl job done, after `elapsed`.
+    pub fn crawl_job_done(&self, elapsed: Duration) {
+        self.inner.crawl_jobs.observe(elapsed.as_secs_f64());
+    }
+
+    /// One search answered after `elapsed`; `mesh` when peers were asked.
+    pub fn searched(&self, mesh: bool, elapsed: Duration) {
+        let scope = if mesh { "mesh" } else { "local" };
+        self.inner
+            .searches
+            .get_or_create(&[("scope", scope)])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Everything, in the OpenMetrics text format: this node's metrics
+    /// (the gauges read now), then libp2p's, then `# EOF`.
+    pub async fn render(&self) -> String {
+        self.refresh().await;
+        let mut out = String::new();
+        // Writing to a String cannot fail; the encoders only pass on the
+        // writer's errors.
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.inner.registry);
+        if let Some(mesh) = self.inner.watched.get().and_then(|w| w.mesh.as_ref()) {
+            let _ = mesh.stats_handle().encode_libp2p(&mut out);
+        }
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
+        out
+    }
+
+    /// Sets the scrape-time gauges.
+    async fn refresh(&self) {
+        let Some(watched) = self.inner.watched.get() else {
+            return;
+        };
+        let store = watched.registry.store();
+        for level in TRUST_LEVELS {
+            let n = i64::try_from(store.trust_count(level)).unwrap_or(i64::MAX);
+            self.inner
+                .records_by_trust
+                .get_or_create(&[("level", level.as_str())])
+                .set(n);
+        }
+        if let Some(counts) = self.source_counts(watched).await {
+            for (source, n) in [
+                ("local", counts.local),
+                ("crawl", counts.crawl),
+                ("mesh", counts.mesh),
+            ] {
+                self.inner
+                    .records_by_source
+                    .get_or_create(&[("source", source)])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+        if let Some(mesh) = &watched.mesh {
+            if let Ok(status) = mesh.status().await {
+                self.inner
+                    .peers
+                    .set(i64::try_from(status.connected_peers).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// The records by source: the last walk's, unless the store was
+    /// written or an agent suspended or reinstated since it started; then
+    /// a new walk on a blocking thread.
+    /// One walk at a time: scrapes that arrive during a walk wait for it
+    /// and take its counts when nothing was written meanwhile.
+    async fn source_counts(&self, watched: &Watched) -> Option<SourceCounts> {
+        let mut held = self.inner.by_source.lock().await;
+        let store = watched.registry.store().clone();
+        let now = StoreState {
+            writes: store.write_count(),
+            suspended: store.suspensions().into_iter().map(|(id, _)| id).collect(),
+        };
+        if let Some((at, counts)) = &*held {
+            if *at == now {
+                return Some(*counts);
+            }
+        }
+        let own_key = watched.own_key;
+        let walked = tokio::task::spawn_blocking(move || {
+            let blocking = store.blocking();
+            let filter = Filter::default();
+            let mut counts = SourceCounts::default();
+            let mut after: Option<String> = None;
+            loop {
+                let (page, next) = blocking.walk(&filter, None, after.as_deref(), 1000)?;
+                for agent in &page {
+                    if agent.local {
+                        counts.local += 1;
+                    } else if agent.signer == own_key {
+                        counts.crawl += 1;
+                    } else {
+                        counts.mesh += 1;
+                    }
+                }
+                match next {
+                    Some(n) if !page.is_empty() => after = Some(n),
+                    _ => break,
+                }
+            }
+            Ok::<_, crate::store::StoreError>(counts)
+        })
+        .await;
+        match walked {
+            Ok(Ok(counts)) => {
+                *held = Some((now, counts));
+                Some(counts)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "counting records by source failed");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the records-by-source walk did not finish");
+                None
+            }
+        }
+    }
+}
+
+/// A bounded label for an HTTP method: the standard ones by name, any
+/// other `other`.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    let standard = [
+        ("GET", Method::GET),
+        ("POST", Method::POST),
+        ("PUT", Method::PUT),
+        ("DELETE", Method::DELETE),
+        ("HEAD", Method::HEAD),
+        ("OPTIONS", Method::OPTIONS),
+        ("PATCH", Method::PATCH),
+        ("TRACE", Method::TRACE),
+        ("CONNECT", Method::CONNECT),
+    ];
+    standard
+        .iter()
+        .find(|(_, m)| m == method)
+        .map_or("other", |(name, _)| name)
+}
+
+/// The mesh's counters ([`MeshStats`]), read at each scrape.
+#[derive(Debug)]
+struct MeshCollector(Arc<OnceLock<MeshStats>>);
+
+impl Collector for MeshCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(stats) = self.0.get() else {
+            return Ok(());
+        };
+        let snap = stats.snapshot();
+        {
+            let mut family = encoder.encode_descriptor(
+                "mesh_records",
+                "Records from peers by path (gossip, dht_put, dht_get), verdict (accepted, rejected, ignored) and reason.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (path, counts) in [
+                ("gossip", &snap.gossip),
+                ("dht_put", &snap.dht_put),
+                ("dht_get", &snap.dht_get),
+            ] {
+                let labels = [("path", path), ("verdict", "accepted"), ("reason", "")];
+                ConstCounter::new(counts.accepted).encode(family.encode_family(&labels)?)?;
+                for (verdict, by_reason) in
+                    [("rejected", &counts.rejected), ("ignored", &counts.ignored)]
+                {
+                    for (reason, n) in by_reason {
+                        let labels = [
+                            ("path", path),
+                            ("verdict", verdict),
+                            ("reason", reason.as_str()),
+                        ];
+                        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+                    }
+                }
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "dht_queries",
+                "Kademlia queries of this node that ended, by kind and outcome (ok, error, timeout).",
+                None,
+                MetricType::Counter,
+            )?;
+            for (kind, by_outcome) in &snap.kad_queries {
+                for (outcome, n) in by_outcome {
+                    let labels = [("kind", kind.as_str()), ("outcome", outcome.as_str())];
+                    ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+        {
+            let counter = encoder.encode_descriptor(
+                "mesh_searches_served",
+                "Searches from peers answered.",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(snap.searches_served).encode(counter)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn counters_render_with_their_labels() {
+        let m = Metrics::new();
+        m.request(Some("/agents/{id}"), &axum::http::Method::GET, 404);
+        m.request(None, &axum::http::Method::GET, 404);
+        m.request(None, &axum::http::Method::from_bytes(b"BREW").unwrap(), 405);
+        m.crawled(false, &[Reason::TxtMissing]);
+        m.crawled(true, &[]);
+        m.crawl_job_done(Duration::from_millis(30));
+        m.searched(false, Duration::from_millis(2));
+        let text = m.render().await;
+        for line in [
+            "agentmesh_http_requests_total{route=\"/agents/{id}\",method=\"GET\",status=\"404\"} 1",
+            "agentmesh_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1",
+            "agentmesh_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 1",
+            "agentmesh_crawls_total{outcome=\"stored\"} 1",
+            "agentmesh_crawls_total{outcome=\"not_stored\"} 1",
+            "agentmesh_crawl_reasons_total{reason=\"txt_missing\"} 1",
+            "agentmesh_crawl_job_duration_seconds_bucket{le=\"0.05\"} 1",
+            "agentmesh_crawl_job_duration_seconds_count 1",
+            "agentmesh_search_duration_seconds_count{scope=\"local\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
