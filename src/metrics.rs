@@ -11,7 +11,8 @@
 //! What is read at scrape time, from the parts [`Metrics::watch`] was
 //! given: records held by trust level (the store's posting lists, no read)
 //! and by source (a walk of the compact records, done again only when the
-//! store was written or the suspensions changed since the last one);
+//! store was written or the suspensions changed since the last one, and
+//! on a large store at most 1 % of the time: see `WalkCost`);
 //! connected peers (the mesh loop's status); the mesh's own counters
 //! ([`MeshStats`]: records from peers by path, verdict and reason,
 //! Kademlia queries by kind and outcome); and libp2p's bandwidth metrics,
@@ -105,8 +106,21 @@ struct Inner {
     mesh_stats: Arc<OnceLock<MeshStats>>,
     /// The source counts of the last walk, and what the store held when
     /// it started.
-    by_source: tokio::sync::Mutex<Option<(StoreState, SourceCounts)>>,
+    by_source: tokio::sync::Mutex<Option<(StoreState, SourceCounts, WalkCost)>>,
 }
+
+/// When the last walk ended and how long it took: a walk that took
+/// longer than [`CHEAP_WALK`] is not done again for a hundred times its
+/// length (a node of a million agents, written all the time, walks at
+/// most 1 % of the time; its source counts lag by that much).
+#[derive(Debug, Clone, Copy)]
+struct WalkCost {
+    ended: std::time::Instant,
+    took: Duration,
+}
+
+/// A walk this quick is redone whenever the store changed.
+const CHEAP_WALK: Duration = Duration::from_millis(100);
 
 /// What is read at scrape time.
 struct Watched {
@@ -339,15 +353,20 @@ impl Metrics {
             writes: store.write_count(),
             suspended: store.suspensions().into_iter().map(|(id, _)| id).collect(),
         };
-        if let Some((at, counts)) = &*held {
-            if *at == now {
+        if let Some((at, counts, cost)) = &*held {
+            let resting = cost.took > CHEAP_WALK && cost.ended.elapsed() < cost.took * 100;
+            if *at == now || resting {
                 return Some(*counts);
             }
         }
         let own_key = watched.own_key;
+        let started = std::time::Instant::now();
         let walked = tokio::task::spawn_blocking(move || {
             let blocking = store.blocking();
-            let filter = Filter::default();
+            let filter = Filter {
+                include_stale: true,
+                ..Filter::default()
+            };
             let mut counts = SourceCounts::default();
             let mut after: Option<String> = None;
             loop {
@@ -371,7 +390,11 @@ impl Metrics {
         .await;
         match walked {
             Ok(Ok(counts)) => {
-                *held = Some((now, counts));
+                let cost = WalkCost {
+                    ended: std::time::Instant::now(),
+                    took: started.elapsed(),
+                };
+                *held = Some((now, counts, cost));
                 Some(counts)
             }
             Ok(Err(e)) => {
