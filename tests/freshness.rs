@@ -483,3 +483,73 @@ async fn one_host_is_asked_at_its_rate_with_a_user_agent_naming_agentmesh() {
     assert!(requests.iter().any(|r| r.kind == "chat"));
     rig.testbed.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_agent_in_maintenance_keeps_its_proof_and_stays_listed_marked() {
+    let rig = rig(PopulationConfig::healthy(77, 200)).await;
+    let scheduler = rig.scheduler().await;
+    let status = |a: &&agentmesh::testbed::Agent| a.availability["status"].clone();
+    let agents = rig.testbed.population().agents();
+    let resting = agents
+        .iter()
+        .find(|a| status(a) == "maintenance")
+        .expect("about 5 % of a population is in maintenance")
+        .domain
+        .clone();
+    let online = agents
+        .iter()
+        .find(|a| status(a) == "online")
+        .unwrap()
+        .domain
+        .clone();
+    for d in [&resting, &online] {
+        let reports = scheduler.visit(d).await.unwrap();
+        assert_eq!(reports[0].level(), TrustLevel::KeyVerified, "{d}");
+        rig.testbed.site(d).unwrap().set_chat_down(true);
+    }
+    // The challenge is due again, and neither endpoint answers.
+    rig.clock.advance(Duration::from_secs(3700));
+    let round = scheduler.run_due().await.unwrap();
+    assert_eq!(round.visited, 2);
+
+    let registry = Registry::new(rig.issuer.clone());
+    let summary = |d: &str| {
+        let (registry, id) = (registry.clone(), format!("agent:{d}"));
+        async move { registry.summary(&id).await.unwrap() }
+    };
+    let r = summary(&resting).await;
+    assert_eq!(r.status.as_deref(), Some("maintenance"));
+    assert_eq!(
+        r.trust.level,
+        TrustLevel::KeyVerified,
+        "an agent in maintenance keeps the proof of its unchanged document"
+    );
+    assert_eq!(
+        rig.testbed.site_counts(&resting).unwrap().chat,
+        1,
+        "and is not challenged"
+    );
+    let f = r.freshness.expect("crawled agents have a freshness");
+    assert_eq!((f.state, f.endpoint_ok), (FreshState::Fresh, Some(true)));
+
+    let o = summary(&online).await;
+    assert_eq!(o.status.as_deref(), Some("online"));
+    assert_eq!(rig.testbed.site_counts(&online).unwrap().chat, 2);
+    let f = o.freshness.unwrap();
+    assert_eq!(f.endpoint_ok, Some(false), "its endpoint did not answer");
+    assert_eq!(
+        f.state,
+        FreshState::Fresh,
+        "its DNS and document still hold"
+    );
+    assert!(
+        o.trust.level < TrustLevel::KeyVerified,
+        "without a fresh proof"
+    );
+    assert!(o.trust.reasons.contains(&Reason::ChallengeNoAnswer));
+    let (listed, _) = rig.listed().await;
+    assert!(
+        listed.contains(&format!("agent:{resting}")) && listed.contains(&format!("agent:{online}"))
+    );
+    rig.testbed.shutdown().await;
+}
