@@ -11,7 +11,10 @@
 //! into the DHT).
 
 pub mod outbox;
+mod renew;
 pub mod republish;
+
+pub use renew::spawn_renewer;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -29,6 +29,9 @@ use crate::registry::Registry;
 use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::{Store, StoreError};
 
+/// How often this node's registrations are checked for renewal.
+const RENEW_EVERY: Duration = Duration::from_secs(600);
+
 /// How often the recrawl scheduler looks for due domains.
 const RECRAWL_TICK: Duration = Duration::from_secs(5);
 
@@ -269,6 +272,11 @@ impl Node {
             Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
         let registry = Registry::new(issuer.clone());
         let metrics = Metrics::new();
+        stages.adopt(
+            Stage::Crawl,
+            "renew",
+            crate::issuer::spawn_renewer(issuer.clone(), RENEW_EVERY, stages.token(Stage::Crawl)),
+        );
 
         let crawler = Crawler::new(
             CrawlerOptions::from_config(&config.crawl),

@@ -146,6 +146,14 @@ pub enum StoreError {
         /// The panic message, or why the task did not run.
         reason: String,
     },
+    /// The record was replaced since it was read ([`Expect::Held`]).
+    #[error("agent {agent_id} changed since seq {expected} was read")]
+    Changed {
+        /// The agent.
+        agent_id: String,
+        /// The seq that was expected to be held.
+        expected: u64,
+    },
 }
 
 /// The outcomes of a batch of writes that failed as a whole: the first
@@ -172,6 +180,9 @@ pub enum Expect {
     LocalOrAbsent,
     /// An update or delete: the agent is live and registered here.
     LocalLive,
+    /// A renewal: the record held has exactly this seq (nothing replaced
+    /// it since it was read).
+    Held(u64),
 }
 
 /// Who a write comes from.

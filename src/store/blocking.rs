@@ -165,6 +165,26 @@ impl BlockingStore {
         Ok(self.inner.local.contains_key(id.as_bytes())?)
     }
 
+    /// Up to `limit` ids of agents registered here, in id order, after
+    /// `after` (from the first when `None`).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn local_ids(&self, after: Option<&str>, limit: usize) -> Result<Vec<String>, StoreError> {
+        let range = match after {
+            Some(a) => self.inner.local.range::<&[u8], _>((
+                std::ops::Bound::Excluded(a.as_bytes()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => self.inner.local.iter(),
+        };
+        range
+            .keys()
+            .take(limit)
+            .map(|k| Ok(String::from_utf8_lossy(&k?).into_owned()))
+            .collect()
+    }
+
     /// As [`Store::search`], on this thread.
     ///
     /// # Errors
@@ -498,6 +518,12 @@ impl Inner {
             Expect::LocalLive if !is_local => Some(StoreError::NotLocal {
                 agent_id: id.clone(),
             }),
+            Expect::Held(expected) if prev.as_ref().map(RecordBody::seq) != Some(expected) => {
+                Some(StoreError::Changed {
+                    agent_id: id.clone(),
+                    expected,
+                })
+            }
             _ => None,
         };
         if let Some(e) = refused {
