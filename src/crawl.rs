@@ -343,6 +343,8 @@ pub struct CrawlerOptions {
     /// How publishers reach this node's operator (a URL or mail
     /// address), added to the User-Agent.
     pub contact: Option<String>,
+    /// DNS answers cached for their TTL ([`dns::CACHE_SIZE`]; 0: none).
+    pub dns_cache_size: u64,
 }
 
 impl Default for CrawlerOptions {
@@ -362,6 +364,7 @@ impl Default for CrawlerOptions {
             https_port: 443,
             politeness: polite::Politeness::default(),
             contact: None,
+            dns_cache_size: dns::CACHE_SIZE,
         }
     }
 }

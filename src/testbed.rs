@@ -373,6 +373,13 @@ impl Testbed {
         self.sites.document_fetches(host, path)
     }
 
+    /// HTTP requests for paths other than the agents' well-known
+    /// documents, landing pages and chat (the other formats' documents,
+    /// served or 404).
+    pub fn other_requests(&self) -> u64 {
+        self.sites.other_requests()
+    }
+
     /// DNS queries answered so far.
     pub fn dns_queries(&self) -> u64 {
         self.dns.as_ref().map_or(0, |d| d.queries())

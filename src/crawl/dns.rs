@@ -29,6 +29,9 @@ pub const MAX_SVCB_RECORDS: usize = 16;
 /// Most addresses used for one host.
 pub const MAX_ADDRESSES: usize = 8;
 
+/// Answers the crawler's resolver caches by default.
+pub const CACHE_SIZE: u64 = 4096;
+
 /// Errors from lookups.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -140,6 +143,7 @@ fn build(
     servers: &[SocketAddr],
     timeout: Duration,
     anchors: Option<TrustAnchors>,
+    cache_size: u64,
 ) -> Result<TokioResolver, DnsError> {
     let mut builder = if servers.is_empty() {
         TokioResolver::builder_tokio().map_err(|e| DnsError::Setup {
@@ -160,7 +164,7 @@ fn build(
     opts.timeout = timeout;
     opts.attempts = 2;
     opts.ndots = 0;
-    opts.cache_size = 4096;
+    opts.cache_size = cache_size;
     if let Some(anchors) = anchors {
         builder = builder.with_trust_anchor(Arc::new(anchors));
     }
@@ -187,21 +191,23 @@ impl Dns {
     /// # Errors
     /// [`DnsError::Setup`] when the system configuration cannot be read.
     pub fn new(servers: &[SocketAddr], timeout: Duration) -> Result<Self, DnsError> {
-        Self::with_anchors(servers, timeout, TrustAnchors::default())
+        Self::with_anchors(servers, timeout, TrustAnchors::default(), CACHE_SIZE)
     }
 
     /// As [`Dns::new`], validating DNSSEC from `anchors`.
     ///
     /// # Errors
     /// [`DnsError::Setup`] when the system configuration cannot be read.
+    /// `cache_size` answers are cached for their TTL (0: none).
     pub fn with_anchors(
         servers: &[SocketAddr],
         timeout: Duration,
         anchors: TrustAnchors,
+        cache_size: u64,
     ) -> Result<Self, DnsError> {
         Ok(Self {
-            resolver: Arc::new(build(servers, timeout, None)?),
-            validator: Arc::new(build(servers, timeout, Some(anchors))?),
+            resolver: Arc::new(build(servers, timeout, None, cache_size)?),
+            validator: Arc::new(build(servers, timeout, Some(anchors), cache_size)?),
         })
     }
 

@@ -126,11 +126,11 @@ impl Crawler {
                 }
             }
         }
-        // An unchanged visit (304, same evidence) leaves the held record
+        // An unchanged visit (304 or the same bytes, same evidence) leaves the held record
         // as it is while it has half its lifetime left: nothing new to
         // sign or gossip.
         if let Some(h) = held.as_ref().filter(|h| {
-            report.visit.not_modified
+            report.visit.unchanged
                 && h.document == verified.document
                 && h.evidence
                     == crate::verify::Evidence {

@@ -97,7 +97,12 @@ impl Crawler {
         verifier: String,
     ) -> Result<Self, CrawlError> {
         let anchors = super::dns::trust_anchors(&options.trust_anchors)?;
-        let dns = Dns::with_anchors(&options.resolvers, options.dns_timeout, anchors)?;
+        let dns = Dns::with_anchors(
+            &options.resolvers,
+            options.dns_timeout,
+            anchors,
+            options.dns_cache_size,
+        )?;
         let tls = options.tls_config()?;
         let limiter = HostLimiter::new(options.politeness);
         let user_agent = polite::user_agent(options.contact.as_deref());
@@ -193,7 +198,7 @@ impl Crawler {
             "offline" | "maintenance"
         );
         let standing = held
-            .filter(|h| run.report.visit.not_modified && (!h.challenge_due || resting))
+            .filter(|h| run.report.visit.unchanged && (!h.challenge_due || resting))
             .and_then(|h| h.challenge.clone());
         if let Some(proof) = standing {
             run.pass(
@@ -362,6 +367,7 @@ impl Crawler {
         })?;
         run.report.visit.etag = fetched.etag.clone();
         run.report.visit.max_age_secs = fetched.max_age;
+        run.report.visit.unchanged = held.is_some_and(|h| h.text == fetched.text);
 
         // 5. Document: JSON, protocol, schema, identity.
         let started = Instant::now();

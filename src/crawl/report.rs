@@ -117,6 +117,10 @@ pub struct Visit {
     pub max_age_secs: Option<u64>,
     /// The document answered 304: the held one still stands.
     pub not_modified: bool,
+    /// The document is the held one: a 304, or the same bytes again (a
+    /// publisher that sends no ETag). Its challenge proof stands until
+    /// the challenge is due.
+    pub unchanged: bool,
     /// The challenge ran in this visit and the endpoint answered it
     /// correctly (`Some(true)`) or not (`Some(false)`); `None` when it was
     /// not tried (a held proof stood, or there is no endpoint).

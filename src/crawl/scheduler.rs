@@ -4,8 +4,9 @@
 //! store's `schedule` tree so it survives restarts. After each visit:
 //! - success (a record is held for what the domain publishes): the next
 //!   visit is at min(DNS TTL capped at 3600 s, HTTP max-age), no sooner
-//!   than `crawl.min_recrawl`, jittered by ±10 % so a population crawled
-//!   together does not come back together;
+//!   than `crawl.min_recrawl`, plus up to 10 % (never sooner: the answers
+//!   must have expired) so a population crawled together does not come
+//!   back together;
 //! - failure: exponential backoff from `crawl.retry_base`, doubling per
 //!   consecutive failure up to `crawl.retry_max`; never sooner than the
 //!   SOA minimum of an NXDOMAIN answer (negative caching) or the
@@ -99,7 +100,8 @@ pub struct SchedulePolicy {
     pub stale_after: Duration,
     /// Unconfirmed this long: dropped from default results.
     pub drop_after: Duration,
-    /// Jitter, as a share of the interval (0.1 is ±10 %).
+    /// Jitter, as a share of the interval added at most (0.1: up to 10 %
+    /// later).
     pub jitter: f64,
 }
 
@@ -154,13 +156,15 @@ impl SchedulePolicy {
         }
     }
 
+    /// `secs` plus up to `jitter` of it more: never sooner, so a revisit
+    /// never finds the answers it came back for still cached with a few
+    /// seconds left (which would bring it back at once).
     fn jittered(&self, secs: u64) -> u64 {
         let spread = (secs as f64 * self.jitter.clamp(0.0, 0.5)) as u64;
         if spread == 0 {
             return secs;
         }
-        let offset = rand::random::<u64>() % (2 * spread + 1);
-        (secs + offset).saturating_sub(spread).max(1)
+        secs + rand::random::<u64>() % (spread + 1)
     }
 }
 
@@ -209,6 +213,9 @@ pub struct Round {
     pub visited: usize,
     /// Of those, visits whose document answered 304.
     pub not_modified: usize,
+    /// Of those, visits whose document was the held one (304, or the same
+    /// bytes).
+    pub unchanged: usize,
     /// Visits that failed.
     pub failed: usize,
     /// Agents whose freshness state changed without a visit (stale,
@@ -438,6 +445,9 @@ impl Scheduler {
                     if reports.iter().any(|r| r.visit.not_modified) {
                         round.not_modified += 1;
                     }
+                    if reports.iter().any(|r| r.visit.unchanged) {
+                        round.unchanged += 1;
+                    }
                     if !reports.iter().any(|r| r.stored) {
                         round.failed += 1;
                     }
@@ -619,11 +629,11 @@ mod tests {
     }
 
     #[test]
-    fn jitter_spreads_within_ten_percent() {
+    fn jitter_spreads_over_the_next_ten_percent_never_sooner() {
         let p = policy();
         let seen: Vec<u64> = (0..2000).map(|_| p.jittered(1000)).collect();
-        assert!(seen.iter().all(|s| (900..=1100).contains(s)));
-        assert!(seen.iter().any(|s| *s < 950) && seen.iter().any(|s| *s > 1050));
+        assert!(seen.iter().all(|s| (1000..=1100).contains(s)));
+        assert!(seen.iter().any(|s| *s < 1020) && seen.iter().any(|s| *s > 1080));
         assert_eq!(p.jittered(5), 5, "nothing to spread");
     }
 }

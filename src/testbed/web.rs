@@ -133,6 +133,9 @@ struct Runtime {
     refuse: std::sync::Mutex<Option<(StatusCode, Option<u64>)>>,
     /// The chat endpoint accepts the WebSocket and never answers.
     chat_down: std::sync::atomic::AtomicBool,
+    /// The document is served without an ETag (and conditional requests
+    /// are answered in full).
+    no_etag: std::sync::atomic::AtomicBool,
     /// The last requests, oldest first.
     log: std::sync::Mutex<std::collections::VecDeque<Request>>,
 }
@@ -301,6 +304,13 @@ impl AgentSite {
         self.runtime.chat_down.store(down, Ordering::SeqCst);
     }
 
+    /// From now on, serves the document without an ETag and answers
+    /// every request in full, as publishers without ETag support do
+    /// (`true`), or with one again.
+    pub fn set_no_etag(&self, no_etag: bool) {
+        self.runtime.no_etag.store(no_etag, Ordering::SeqCst);
+    }
+
     pub(super) fn chat_down(&self) -> bool {
         self.runtime.chat_down.load(Ordering::SeqCst)
     }
@@ -359,15 +369,19 @@ impl AgentSite {
             header::CACHE_CONTROL,
             HeaderValue::from_static(CACHE_CONTROL),
         );
-        if let Ok(etag) = HeaderValue::from_str(etag) {
-            headers.insert(header::ETAG, etag);
+        let no_etag = self.runtime.no_etag.load(Ordering::SeqCst);
+        match HeaderValue::from_str(etag) {
+            Ok(value) if !no_etag => {
+                headers.insert(header::ETAG, value);
+            }
+            _ => {}
         }
         if self.behaviour == Behaviour::SlowBody {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
             let body = drip_body(body.clone(), self.drip, shutdown.clone());
             return (StatusCode::OK, headers, body).into_response();
         }
-        if matches_etag(request, etag) {
+        if !no_etag && matches_etag(request, etag) {
             self.counters.not_modified.fetch_add(1, Ordering::Relaxed);
             return (StatusCode::NOT_MODIFIED, headers).into_response();
         }
@@ -503,6 +517,8 @@ pub struct Sites {
     single: Option<Arc<AgentSite>>,
     documents: HashMap<(String, String), Served>,
     fetches: std::sync::Mutex<HashMap<(String, String), u64>>,
+    /// Requests for any other path (served or 404).
+    other_requests: AtomicU64,
     shutdown: CancellationToken,
 }
 
@@ -519,6 +535,7 @@ impl Sites {
             single: None,
             documents: HashMap::new(),
             fetches: std::sync::Mutex::default(),
+            other_requests: AtomicU64::new(0),
             shutdown,
         }
     }
@@ -546,8 +563,16 @@ impl Sites {
             .unwrap_or(0)
     }
 
+    /// Requests for paths other than the agents' well-known documents,
+    /// landing pages and chat (the other formats' documents, served or
+    /// not).
+    pub fn other_requests(&self) -> u64 {
+        self.other_requests.load(Ordering::Relaxed)
+    }
+
     /// The document served at `host` (a `Host` value) and `path`, counted.
     fn document(&self, host: &str, path: &str) -> Option<Response> {
+        self.other_requests.fetch_add(1, Ordering::Relaxed);
         let key = (host_name(host)?, path.to_owned());
         let served = self.documents.get(&key)?;
         *self
@@ -568,6 +593,7 @@ impl Sites {
             single: Some(site),
             documents: HashMap::new(),
             fetches: std::sync::Mutex::default(),
+            other_requests: AtomicU64::new(0),
             shutdown,
         }
     }
