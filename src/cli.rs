@@ -258,6 +258,10 @@ pub struct KeygenArgs {
     /// Where to write the key; never overwritten.
     #[arg(long, short, default_value = "agent.key", value_name = "FILE")]
     pub out: PathBuf,
+    /// Print `{"key_file","fingerprint","public_key"}` instead of the
+    /// three lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the parsed command.
@@ -346,9 +350,22 @@ fn keygen(args: &KeygenArgs) -> anyhow::Result<()> {
     let key = identity::generate();
     identity::write_key_file(&args.out, &key)?;
     let public = key.verifying_key();
+    let (fingerprint, encoded) = (
+        identity::fingerprint(&public),
+        identity::encode_public_key(&public),
+    );
+    if args.json {
+        let out = serde_json::json!({
+            "key_file": args.out,
+            "fingerprint": fingerprint,
+            "public_key": encoded,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!("key file:    {}", args.out.display());
-    println!("fingerprint: {}", identity::fingerprint(&public));
-    println!("public key:  {}", identity::encode_public_key(&public));
+    println!("fingerprint: {fingerprint}");
+    println!("public key:  {encoded}");
     Ok(())
 }
 

@@ -1754,4 +1754,15 @@ async fn agentmesh_suspend_drives_a_running_nodes_suspensions() {
     assert_eq!(suspend(&["nobody", "--reason", "x"]).0, Some(1));
     assert_eq!(suspend(&["cli-held", "--lift"]).0, Some(0));
     assert_eq!(node.api().get("/agents").await.ids(), ["cli-held"]);
+    // --json: the state each leaves, one object.
+    let (code, out) = suspend(&["cli-held", "--reason", "spam again", "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let state: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(state["id"], "cli-held");
+    assert_eq!(state["suspended"], true);
+    assert_eq!(state["reason"], "spam again");
+    let (code, out) = suspend(&["cli-held", "--lift", "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let state: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(state, json!({"id": "cli-held", "suspended": false}));
 }

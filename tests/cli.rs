@@ -1423,3 +1423,83 @@ fn completions_are_printed_for_every_shell() {
     let out = agentmesh_run(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
 }
+
+#[test]
+fn keygen_publish_and_revoke_print_json_for_scripts() {
+    let dir = tempdir();
+    let key = dir.path().join("agent.key");
+    let key_arg = key.to_str().unwrap();
+    let out = agentmesh_run(&["keygen", "--out", key_arg, "--json"]);
+    out.assert_success("keygen --json");
+    let made: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("keygen --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(made["key_file"], key_arg);
+    // The same checks as the text: the fingerprint and public key are the
+    // file's.
+    let as_text = format!(
+        "fingerprint: {}\npublic key: {}\n",
+        made["fingerprint"].as_str().unwrap(),
+        made["public_key"].as_str().unwrap()
+    );
+    check_key_file(&key, &as_text);
+
+    let document = dir.path().join("agent.json");
+    let out = agentmesh_run(&[
+        "publish",
+        "--domain",
+        "scripted.example",
+        "--key",
+        key_arg,
+        "--capability",
+        "translation",
+        "--port",
+        "8443",
+        "--out",
+        document.to_str().unwrap(),
+        "--json",
+    ]);
+    out.assert_success("publish --json");
+    let published: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("publish --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(published["domain"], "scripted.example");
+    let records = published["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "TXT and SRV: {published}");
+    assert_eq!(records[0]["name"], "_agent.scripted.example.");
+    assert_eq!(records[0]["type"], "TXT");
+    assert_eq!(records[0]["ttl"], 3600);
+    let txt = records[0]["data"].as_str().unwrap();
+    assert!(
+        txt.starts_with("v=ADP1") && txt.contains(made["fingerprint"].as_str().unwrap()),
+        "{txt}"
+    );
+    assert_eq!(records[1]["type"], "SRV");
+    assert_eq!(records[1]["data"], "0 0 8443 scripted.example.");
+    assert_eq!(
+        published["serve_at"],
+        "https://scripted.example:8443/.well-known/agent.json"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&document).unwrap()).unwrap();
+    assert_eq!(
+        written["identity"]["publicKey"]["fingerprint"],
+        made["fingerprint"]
+    );
+
+    let out = agentmesh_run(&["revoke", "scripted.example", "--key", key_arg, "--json"]);
+    out.assert_success("revoke --json");
+    let revoked: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("revoke --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(revoked["agent_id"], "agent:scripted.example");
+    assert!(revoked["seq"].as_u64().unwrap() > 0, "{revoked}");
+    let record = base64::engine::general_purpose::STANDARD
+        .decode(revoked["record"].as_str().unwrap())
+        .expect("the record is base64");
+    let record = agentmesh::record::SignedRecord::decode(&record).expect("a signed record");
+    assert!(
+        matches!(
+            record.body().unwrap(),
+            agentmesh::record::RecordBody::Tombstone(_)
+        ),
+        "a tombstone"
+    );
+}
