@@ -1395,7 +1395,10 @@ fn search_refuses_a_bad_trust_level_before_asking_anyone() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(
-        out.stderr.contains("--min-trust") && out.stderr.contains("unknown trust level"),
+        out.stderr.contains("--min-trust")
+            && out
+                .stderr
+                .contains("unverified, dns-verified, key-verified, peer-verified"),
         "{}",
         out.stderr
     );
@@ -1501,5 +1504,68 @@ fn keygen_publish_and_revoke_print_json_for_scripts() {
             agentmesh::record::RecordBody::Tombstone(_)
         ),
         "a tombstone"
+    );
+}
+
+/// A one-connection HTTP server on loopback that answers anything with
+/// `head` and then `body_bytes` bytes of `fill` (until the client hangs
+/// up); answers its URL.
+fn fake_server(head: &'static str, fill: u8, body_bytes: usize) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = conn.write_all(head.as_bytes());
+        let chunk = vec![fill; 64 * 1024];
+        let mut left = body_bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if conn.write_all(&chunk[..n]).is_err() {
+                return;
+            }
+            left -= n;
+        }
+    });
+    url
+}
+
+#[test]
+fn status_refuses_an_answer_that_is_not_a_nodes_or_is_too_long() {
+    let url = fake_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n\r\n",
+        b'h',
+        5,
+    );
+    let out = agentmesh_run(&["status", "--api", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("{url}/health did not answer a JSON object")),
+        "{}",
+        out.stderr
+    );
+    // 40 MiB announced: the CLI stops reading past its 32 MiB.
+    let url = fake_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 41943040\r\n\r\n",
+        b' ',
+        40 << 20,
+    );
+    let out = agentmesh_run(&["status", "--api", &url]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&url) && out.stderr.contains("longer than 32 MiB"),
+        "{}",
+        out.stderr
     );
 }

@@ -16,11 +16,15 @@ use serde_json::Value;
 /// default `api.listen`).
 pub(super) const DEFAULT_API: &str = "http://127.0.0.1:7700";
 
+/// The longest answer read (a page of `api.max_limit` results is a few
+/// MiB at most).
+const MAX_ANSWER_BYTES: usize = 32 << 20;
+
 /// Exit status when the node answered with an error (its error object is
 /// printed).
 pub(super) const EXIT_REFUSED: u8 = 1;
-/// Exit status when the node could not be reached, or did not answer
-/// within `--timeout`.
+/// Exit status when the node could not be reached, did not answer
+/// within `--timeout`, or answered more than [`MAX_ANSWER_BYTES`].
 pub(super) const EXIT_UNREACHABLE: u8 = 2;
 
 /// The node to talk to.
@@ -29,7 +33,7 @@ pub struct ApiArgs {
     /// The node's API.
     #[arg(long, default_value = DEFAULT_API, value_name = "URL")]
     pub api: String,
-    /// Seconds to wait for the node's answer before giving up.
+    /// Seconds to wait for each of the node's answers before giving up.
     #[arg(long, default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
 }
@@ -172,10 +176,20 @@ impl NodeApi {
         };
         let status = response.status();
         let headers = response.headers().clone();
-        let text = match response.text().await {
-            Ok(t) => t,
-            Err(e) => return Err(unreachable(e, url)),
-        };
+        let mut response = response;
+        let mut bytes = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) if bytes.len() + chunk.len() > MAX_ANSWER_BYTES => {
+                    let why = format!("its answer is longer than {} MiB", MAX_ANSWER_BYTES >> 20);
+                    return Err(Failure::Unreachable { url, why });
+                }
+                Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Err(e) => return Err(unreachable(e, url)),
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         let answer = Answer {
             status,
             headers,

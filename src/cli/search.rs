@@ -6,6 +6,7 @@
 
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser as _;
 use clap::Args;
 use serde_json::{json, Map, Value};
 
@@ -35,9 +36,8 @@ pub struct SearchArgs {
     /// A tag the agents must have (repeatable: all of them).
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,
-    /// Only agents at this trust level or above: unverified,
-    /// dns-verified, key-verified or peer-verified.
-    #[arg(long, value_name = "LEVEL")]
+    /// Only agents at this trust level or above.
+    #[arg(long, value_name = "LEVEL", value_parser = trust_level())]
     pub min_trust: Option<TrustLevel>,
     /// `local` (this node only) or `mesh` (peers asked too); the node's
     /// default (mesh) when omitted.
@@ -52,6 +52,15 @@ pub struct SearchArgs {
     /// The node, and how long to wait for it.
     #[command(flatten)]
     pub api: ApiArgs,
+}
+
+/// `--min-trust`'s parser: the levels' wire names, listed in `--help`
+/// and offered by the shell completions.
+fn trust_level() -> impl clap::builder::TypedValueParser<Value = TrustLevel> {
+    clap::builder::PossibleValuesParser::new(TrustLevel::ALL.map(TrustLevel::as_str)).map(|s| {
+        s.parse::<TrustLevel>()
+            .expect("the possible values are the levels' names")
+    })
 }
 
 /// The request body the flags make.
@@ -255,6 +264,27 @@ mod tests {
                 .expect_err("refused");
             assert_eq!(e.exit_code(), 2, "{args:?}");
         }
+    }
+
+    #[test]
+    fn a_mesh_search_says_whom_it_asked_and_a_local_one_says_nothing() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(mesh_line(&h), None);
+        for (name, value) in [
+            ("x-agentmesh-peers-asked", "3"),
+            ("x-agentmesh-peers-answered", "2"),
+            ("x-agentmesh-records-received", "5"),
+            ("x-agentmesh-elapsed-ms", "41"),
+            ("x-agentmesh-partial", "true"),
+        ] {
+            h.insert(name, value.parse().unwrap());
+        }
+        assert_eq!(
+            mesh_line(&h).as_deref(),
+            Some("mesh: 3 peers asked, 2 answered, 5 records received, 41 ms (partial)")
+        );
+        h.insert("x-agentmesh-peers-asked", "0".parse().unwrap());
+        assert_eq!(mesh_line(&h), None, "nobody asked: nothing to say");
     }
 
     fn row(id: &str, name: &str, level: &str, score: Option<f64>, source: &str) -> Value {

@@ -44,7 +44,11 @@ pub(super) async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     // A node without a mesh answers /peers 503: its peers are then none.
     let peers = match api.get("/peers").await {
         Ok(a) => Some(a.json()),
-        Err(Failure::Refused { .. }) => None,
+        Err(Failure::Refused { answer, .. })
+            if answer.status == reqwest::StatusCode::SERVICE_UNAVAILABLE =>
+        {
+            None
+        }
         Err(f) => return Ok(f.report()),
     };
     let status = combine(api.base(), health, peers);
