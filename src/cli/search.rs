@@ -117,7 +117,8 @@ pub(super) async fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(super::http::EXIT_REFUSED));
     };
     if args.json {
-        println!("{results}");
+        // The node's bytes as they came (it answers one compact line).
+        println!("{}", answer.text.trim_end());
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
