@@ -222,8 +222,18 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         "listen_addrs": listen_addrs,
         "external_addrs": external,
         "records": state.registry().store().len(),
+        "records_by_trust": records_by_trust(state.registry().store()),
         "peers": peers,
+        "crawl": state.crawl_queue().map(CrawlQueue::status),
     }))
+}
+
+/// Live descriptors by trust level, from the in-memory indexes (no read).
+fn records_by_trust(store: &crate::store::Store) -> serde_json::Map<String, Value> {
+    crate::verify::TrustLevel::ALL
+        .iter()
+        .map(|&level| (level.as_str().to_owned(), json!(store.trust_count(level))))
+        .collect()
 }
 
 async fn peers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -3,16 +3,21 @@
 //! `verify` and `crawl`, `cli/import.rs` the bulk import,
 //! `cli/publish.rs` the agent-operator tooling,
 //! `cli/testbed.rs` the testbed served on its own, `cli/demo.rs` the
-//! one-command tour.
+//! one-command tour; `cli/status.rs` and `cli/search.rs` ask a running
+//! node's API (`cli/http.rs`: the client they share), and `completions`
+//! prints a shell's completion script.
 
 #[cfg(feature = "testbed")]
 mod agent_host;
 mod crawl;
 #[cfg(feature = "testbed")]
 mod demo;
+mod http;
 mod import;
 mod publish;
 mod revoke;
+mod search;
+mod status;
 mod suspend;
 #[cfg(feature = "testbed")]
 mod testbed;
@@ -22,7 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 
 use crate::config::Config;
 use crate::identity;
@@ -114,6 +119,28 @@ pub enum Command {
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
     PeerId(PeerIdArgs),
+    /// Show a running node's state through its API: version, peer id,
+    /// connected peers, records by trust level, crawl queue and recrawl
+    /// schedule (exit 0; 1 when the node answers an error, 2 when it
+    /// cannot be reached within --timeout).
+    Status(status::StatusArgs),
+    /// Search a running node (`POST /agents/search`): free text and
+    /// filters, a table of the results or their JSON (exit 0; 1 when the
+    /// node refuses the search, its problems printed; 2 when it cannot be
+    /// reached within --timeout).
+    Search(search::SearchArgs),
+    /// Print the shell completion script for bash, zsh, fish, powershell
+    /// or elvish (e.g. `agentmesh completions bash >
+    /// ~/.local/share/bash-completion/completions/agentmesh`).
+    Completions(CompletionsArgs),
+}
+
+/// Flags of `completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Flags of `peer-id`.
@@ -231,6 +258,10 @@ pub struct KeygenArgs {
     /// Where to write the key; never overwritten.
     #[arg(long, short, default_value = "agent.key", value_name = "FILE")]
     pub out: PathBuf,
+    /// Print `{"key_file","fingerprint","public_key"}` instead of the
+    /// three lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the parsed command.
@@ -255,6 +286,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend::run(args).await,
         Command::Revoke(args) => revoke::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
+        Command::Status(args) => status::run(args).await,
+        Command::Search(args) => search::run(args).await,
+        Command::Completions(args) => done(completions(&args)),
     }
 }
 
@@ -277,6 +311,16 @@ async fn open_data_dir(
             )
         })?;
     Ok((store, key))
+}
+
+/// Writes the completion script of `args.shell` to stdout.
+fn completions(args: &CompletionsArgs) -> anyhow::Result<()> {
+    // Generated whole first: clap_complete panics on a failed write (a
+    // closed pipe), this reports it.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "agentmesh", &mut script);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &script)
+        .context("writing the completion script to stdout")
 }
 
 fn peer_id(args: &PeerIdArgs) -> anyhow::Result<()> {
@@ -306,9 +350,22 @@ fn keygen(args: &KeygenArgs) -> anyhow::Result<()> {
     let key = identity::generate();
     identity::write_key_file(&args.out, &key)?;
     let public = key.verifying_key();
+    let (fingerprint, encoded) = (
+        identity::fingerprint(&public),
+        identity::encode_public_key(&public),
+    );
+    if args.json {
+        let out = serde_json::json!({
+            "key_file": args.out,
+            "fingerprint": fingerprint,
+            "public_key": encoded,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!("key file:    {}", args.out.display());
-    println!("fingerprint: {}", identity::fingerprint(&public));
-    println!("public key:  {}", identity::encode_public_key(&public));
+    println!("fingerprint: {fingerprint}");
+    println!("public key:  {encoded}");
     Ok(())
 }
 

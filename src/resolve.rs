@@ -96,6 +96,7 @@ impl Plan {
                 tags: Vec::new(),
                 languages: self.request.policy.languages.clone(),
                 include_stale: false,
+                min_trust: None,
             },
             query: share.then(|| self.request.intent.clone()),
             after: None,
@@ -276,6 +277,7 @@ impl Resolver {
             tags: Vec::new(),
             languages: req.policy.languages.clone(),
             include_stale: false,
+            min_trust: None,
         };
         let mut attempts = Vec::new();
         if !preferred.is_empty() {

@@ -224,6 +224,9 @@ pub struct Filter {
     /// Answer agents this node dropped for staleness too
     /// ([`FreshState::Dropped`]); they are left out by default.
     pub include_stale: bool,
+    /// Answer only agents at this trust level or above (the walk and the
+    /// text ranking both keep it, beside any floor a query names).
+    pub min_trust: Option<TrustLevel>,
 }
 
 impl Filter {
@@ -241,6 +244,7 @@ impl Filter {
             tags: descriptor::normalise_terms(tags),
             languages: descriptor::normalise_languages(languages)?,
             include_stale: false,
+            min_trust: None,
         })
     }
 

@@ -22,6 +22,14 @@ pub enum TrustLevel {
 }
 
 impl TrustLevel {
+    /// Every level, weakest first.
+    pub const ALL: [Self; 4] = [
+        Self::Unverified,
+        Self::DnsVerified,
+        Self::KeyVerified,
+        Self::PeerVerified,
+    ];
+
     /// The level's wire name (`unverified`, `dns-verified`, ...).
     pub fn as_str(self) -> &'static str {
         match self {

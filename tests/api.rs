@@ -924,6 +924,42 @@ async fn search_takes_the_drafts_singular_supported_language() {
 }
 
 #[tokio::test]
+async fn search_keeps_a_trust_floor_and_refuses_an_unknown_level() {
+    let node = TestNode::start();
+    let api = node.api();
+    register_filter_population(&api).await;
+    // Registered agents are unverified: a floor above that leaves none,
+    // with or without words to rank; a floor at unverified leaves all.
+    for body in [
+        json!({"filters": {"min_trust": "dns-verified"}, "scope": "local"}),
+        json!({"query": "summarize", "filters": {"min_trust": "key-verified"}, "scope": "local"}),
+    ] {
+        assert_eq!(
+            api.search(body.clone()).await.expect(200),
+            &json!([]),
+            "{body}"
+        );
+    }
+    let all = api.search(json!({"scope": "local"})).await.ids();
+    assert!(!all.is_empty());
+    let floored = api
+        .search(json!({"filters": {"min_trust": "unverified"}, "scope": "local"}))
+        .await
+        .ids();
+    assert_eq!(floored, all);
+    let reply = api
+        .search(json!({"filters": {"min_trust": "trusted"}}))
+        .await;
+    let error = reply.expect_error(400, "InvalidInput");
+    assert!(
+        error["message"].as_str().unwrap().contains("min_trust")
+            || error["message"].as_str().unwrap().contains("trusted"),
+        "{}",
+        reply.text
+    );
+}
+
+#[tokio::test]
 async fn search_refuses_both_language_forms_and_names_bad_languages() {
     let node = TestNode::start();
     let api = node.api();
@@ -985,11 +1021,22 @@ async fn health_reports_the_node() {
     }
     assert_eq!(h["records"], 0);
     assert!(h["peers"].as_u64().is_some(), "{h}");
+    // The crawl queue is idle and nothing is scheduled yet.
+    assert_eq!(h["crawl"]["jobs_waiting"], 0, "{h}");
+    assert!(h["crawl"]["capacity"].as_u64().unwrap() > 0, "{h}");
+    assert_eq!(h["crawl"]["schedule"]["domains"], 0, "{h}");
+    assert_eq!(h["crawl"]["schedule"]["next_at"], Value::Null, "{h}");
 
     for i in 0..3 {
         api.register(&minimal_agent(&format!("h{i}"))).await;
     }
-    assert_eq!(api.get("/health").await.expect(200)["records"], 3);
+    let h = api.get("/health").await.expect(200).clone();
+    assert_eq!(h["records"], 3);
+    // Registrations prove nothing: all three are unverified.
+    assert_eq!(
+        h["records_by_trust"],
+        json!({"unverified": 3, "dns-verified": 0, "key-verified": 0, "peer-verified": 0})
+    );
     api.delete("/agents/h1").await.expect(204);
     api.post("/agents", &minimal_agent("h0")).await.expect(200);
     assert_eq!(api.get("/health").await.expect(200)["records"], 2);
@@ -1707,4 +1754,15 @@ async fn agentmesh_suspend_drives_a_running_nodes_suspensions() {
     assert_eq!(suspend(&["nobody", "--reason", "x"]).0, Some(1));
     assert_eq!(suspend(&["cli-held", "--lift"]).0, Some(0));
     assert_eq!(node.api().get("/agents").await.ids(), ["cli-held"]);
+    // --json: the state each leaves, one object.
+    let (code, out) = suspend(&["cli-held", "--reason", "spam again", "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let state: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(state["id"], "cli-held");
+    assert_eq!(state["suspended"], true);
+    assert_eq!(state["reason"], "spam again");
+    let (code, out) = suspend(&["cli-held", "--lift", "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let state: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(state, json!({"id": "cli-held", "suspended": false}));
 }

@@ -1,7 +1,8 @@
 //! The `agentmesh` command line, run as users run it: version and help,
 //! configuration from file, environment and flags (and its errors),
 //! `keygen`, `demo`, `node`'s start-up failures and signals, `peer-id`,
-//! and `testbed` serving what a mesh of nodes crawls.
+//! `testbed` serving what a mesh of nodes crawls, and `status`, `search`
+//! and `completions` against a running node.
 
 mod common;
 
@@ -80,7 +81,7 @@ fn version_prints_the_crate_version() {
 fn help_lists_the_subcommands() {
     let out = agentmesh_run(&["--help"]);
     out.assert_success("agentmesh --help");
-    for sub in ["node", "demo", "keygen"] {
+    for sub in ["node", "demo", "keygen", "status", "search", "completions"] {
         assert!(
             out.stdout.lines().any(|l| l.trim_start().starts_with(sub)),
             "`agentmesh --help` lists {sub}:\n{}",
@@ -1179,6 +1180,391 @@ fn import_fails_clearly_without_its_input_or_beside_a_running_node() {
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     assert!(
         out.stderr.contains("is a node running on it?"),
+        "{}",
+        out.stderr
+    );
+}
+
+// ------------------------------------------------- status, search, completions
+
+/// Runs `agentmesh args... --api <node>`, its output 100 columns wide.
+fn against(node: &TestNode, args: &[&str]) -> Finished {
+    let url = node.base_url();
+    run(
+        agentmesh()
+            .args(args)
+            .args(["--api", url.as_str()])
+            .env("COLUMNS", "100"),
+        DEADLINE,
+        &format!("agentmesh {}", args.join(" ")),
+    )
+}
+
+/// The value after `label` on a `status` line (`label  value`).
+fn status_line<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| {
+            l.strip_prefix(label)
+                .filter(|rest| rest.starts_with("  "))
+                .map(str::trim)
+        })
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{out}"))
+}
+
+#[tokio::test]
+async fn status_shows_a_running_nodes_version_peer_id_records_and_crawl_queue() {
+    let node = TestNode::start();
+    let api = node.api();
+    for id in ["s1", "s2"] {
+        api.register(&minimal_agent(id)).await;
+    }
+    let health = api.get("/health").await.expect(200).clone();
+
+    let out = against(&node, &["status", "--json"]);
+    out.assert_success("agentmesh status --json");
+    let s: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("status --json prints one JSON object: {e}\n{}", out.stdout));
+    assert_eq!(s["api"], node.base_url());
+    assert_eq!(s["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(s["cli_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(s["status"], "ok");
+    assert_eq!(s["peer_id"], node.peer_id());
+    assert_eq!(s["records"], health["records"]);
+    assert_eq!(s["records"], 2);
+    assert_eq!(s["records_by_trust"]["unverified"], 2, "{s}");
+    assert_eq!(s["records_by_trust"]["key-verified"], 0, "{s}");
+    assert_eq!(s["peers"], 0);
+    assert_eq!(s["connected"], serde_json::json!([]), "a lone node: {s}");
+    assert_eq!(s["mesh_records"]["accepted"], 0, "{s}");
+    assert_eq!(s["crawl"]["jobs_waiting"], 0, "{s}");
+    assert_eq!(s["listen_addrs"], health["listen_addrs"]);
+
+    let out = against(&node, &["status"]);
+    out.assert_success("agentmesh status");
+    let text = &out.stdout;
+    assert_eq!(status_line(text, "node"), node.base_url());
+    assert_eq!(
+        status_line(text, "version"),
+        format!("{v} (this CLI {v})", v = env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(status_line(text, "peer id"), node.peer_id());
+    assert_eq!(
+        status_line(text, "records"),
+        "2 (2 unverified, 0 dns-verified, 0 key-verified, 0 peer-verified)"
+    );
+    assert_eq!(status_line(text, "peers"), "0 connected");
+    assert!(
+        status_line(text, "crawl queue").starts_with("0 jobs waiting"),
+        "{text}"
+    );
+    // The values start in one column.
+    let column = |l: &str| l.len() - l[11..].trim_start().len();
+    let columns: std::collections::BTreeSet<usize> = text
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(column)
+        .collect();
+    assert_eq!(columns.len(), 1, "aligned values:\n{text}");
+}
+
+#[test]
+fn status_of_a_node_that_is_not_there_fails_naming_the_url() {
+    // A port nobody listens on: refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    for args in [&["status"][..], &["status", "--json"]] {
+        let mut all = args.to_vec();
+        all.extend(["--api", url.as_str()]);
+        let out = agentmesh_run(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}\n{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("cannot reach the node at {url}/health")),
+            "{all:?} names the URL: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("refused"),
+            "and says why: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "nothing on stdout: {}", out.stdout);
+    }
+    // A port that accepts connections and never answers: given up after
+    // --timeout.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let out = agentmesh_run(&["status", "--api", &url, "--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&url) && out.stderr.contains("no answer within 1 s"),
+        "{}",
+        out.stderr
+    );
+    drop(silent);
+}
+
+#[tokio::test]
+async fn search_prints_a_table_or_the_json_of_a_nodes_agents() {
+    let node = TestNode::start();
+    let api = node.api();
+    let mut glacier = common::agent("glacier-7", &["weather"], &[], &["en"]);
+    glacier["name"] =
+        "Glacier melt forecaster with a name far too long for any terminal column at all".into();
+    glacier["description"] = "Forecasts glacier meltwater runoff for alpine valleys.".into();
+    api.register(&glacier).await;
+    let mut poet = common::agent("poet-3", &["writing"], &[], &["fr"]);
+    poet["description"] = "Writes sonnets in French.".into();
+    api.register(&poet).await;
+
+    let out = against(&node, &["search", "glacier meltwater", "--scope", "local"]);
+    out.assert_success("agentmesh search");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("TRUST"),
+        "{}",
+        out.stdout
+    );
+    assert!(lines[1].starts_with("glacier-7 "), "{}", out.stdout);
+    assert!(
+        lines[1].contains("unverified") && lines[1].ends_with("local"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[1].contains('…'),
+        "the long name is cut: {}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("poet-3"), "{}", out.stdout);
+
+    let out = against(
+        &node,
+        &["search", "glacier meltwater", "--scope", "local", "--json"],
+    );
+    out.assert_success("agentmesh search --json");
+    let results: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("search --json prints the JSON array: {e}\n{}", out.stdout));
+    assert_eq!(results[0]["id"], "glacier-7", "{results}");
+    assert_eq!(results[0]["name"], glacier["name"], "not cut in JSON");
+
+    // Filters: by capability and language, without text.
+    let out = against(
+        &node,
+        &[
+            "search",
+            "--capability",
+            "writing",
+            "--language",
+            "fr",
+            "--json",
+        ],
+    );
+    out.assert_success("agentmesh search --capability --language");
+    let results: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(common::ids(&results), ["poet-3"]);
+    // A floor above what registrations prove leaves nothing.
+    let out = against(&node, &["search", "glacier", "--min-trust", "key-verified"]);
+    out.assert_success("agentmesh search --min-trust");
+    assert_eq!(out.stdout.trim(), "no agents found");
+
+    // The node's refusal: its code, message and the field, exit 1.
+    let out = against(&node, &["search", "--language", "not a tag"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("400 Bad Request: InvalidInput")
+            && out.stderr.contains("/filters/supported_languages/0"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn search_refuses_a_bad_trust_level_before_asking_anyone() {
+    let out = agentmesh_run(&[
+        "search",
+        "x",
+        "--min-trust",
+        "trusted",
+        "--api",
+        "http://127.0.0.1:1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--min-trust")
+            && out
+                .stderr
+                .contains("unverified, dns-verified, key-verified, peer-verified"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("cannot reach"), "{}", out.stderr);
+}
+
+#[test]
+fn completions_are_printed_for_every_shell() {
+    let out = agentmesh_run(&["completions", "bash"]);
+    out.assert_success("agentmesh completions bash");
+    for word in [
+        "agentmesh",
+        "status",
+        "search",
+        "--min-trust",
+        "complete -F",
+    ] {
+        assert!(out.stdout.contains(word), "the bash script mentions {word}");
+    }
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let out = agentmesh_run(&["completions", shell]);
+        out.assert_success(&format!("agentmesh completions {shell}"));
+        assert!(out.stdout.contains("search"), "{shell}: {}", out.stdout);
+    }
+    let out = agentmesh_run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+}
+
+#[test]
+fn keygen_publish_and_revoke_print_json_for_scripts() {
+    let dir = tempdir();
+    let key = dir.path().join("agent.key");
+    let key_arg = key.to_str().unwrap();
+    let out = agentmesh_run(&["keygen", "--out", key_arg, "--json"]);
+    out.assert_success("keygen --json");
+    let made: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("keygen --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(made["key_file"], key_arg);
+    // The same checks as the text: the fingerprint and public key are the
+    // file's.
+    let as_text = format!(
+        "fingerprint: {}\npublic key: {}\n",
+        made["fingerprint"].as_str().unwrap(),
+        made["public_key"].as_str().unwrap()
+    );
+    check_key_file(&key, &as_text);
+
+    let document = dir.path().join("agent.json");
+    let out = agentmesh_run(&[
+        "publish",
+        "--domain",
+        "scripted.example",
+        "--key",
+        key_arg,
+        "--capability",
+        "translation",
+        "--port",
+        "8443",
+        "--out",
+        document.to_str().unwrap(),
+        "--json",
+    ]);
+    out.assert_success("publish --json");
+    let published: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("publish --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(published["domain"], "scripted.example");
+    let records = published["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "TXT and SRV: {published}");
+    assert_eq!(records[0]["name"], "_agent.scripted.example.");
+    assert_eq!(records[0]["type"], "TXT");
+    assert_eq!(records[0]["ttl"], 3600);
+    let txt = records[0]["data"].as_str().unwrap();
+    assert!(
+        txt.starts_with("v=ADP1") && txt.contains(made["fingerprint"].as_str().unwrap()),
+        "{txt}"
+    );
+    assert_eq!(records[1]["type"], "SRV");
+    assert_eq!(records[1]["data"], "0 0 8443 scripted.example.");
+    assert_eq!(
+        published["serve_at"],
+        "https://scripted.example:8443/.well-known/agent.json"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&document).unwrap()).unwrap();
+    assert_eq!(
+        written["identity"]["publicKey"]["fingerprint"],
+        made["fingerprint"]
+    );
+
+    let out = agentmesh_run(&["revoke", "scripted.example", "--key", key_arg, "--json"]);
+    out.assert_success("revoke --json");
+    let revoked: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("revoke --json prints one object: {e}\n{}", out.stdout));
+    assert_eq!(revoked["agent_id"], "agent:scripted.example");
+    assert!(revoked["seq"].as_u64().unwrap() > 0, "{revoked}");
+    let record = base64::engine::general_purpose::STANDARD
+        .decode(revoked["record"].as_str().unwrap())
+        .expect("the record is base64");
+    let record = agentmesh::record::SignedRecord::decode(&record).expect("a signed record");
+    assert!(
+        matches!(
+            record.body().unwrap(),
+            agentmesh::record::RecordBody::Tombstone(_)
+        ),
+        "a tombstone"
+    );
+}
+
+/// A one-connection HTTP server on loopback that answers anything with
+/// `head` and then `body_bytes` bytes of `fill` (until the client hangs
+/// up); answers its URL.
+fn fake_server(head: &'static str, fill: u8, body_bytes: usize) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = conn.write_all(head.as_bytes());
+        let chunk = vec![fill; 64 * 1024];
+        let mut left = body_bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if conn.write_all(&chunk[..n]).is_err() {
+                return;
+            }
+            left -= n;
+        }
+    });
+    url
+}
+
+#[test]
+fn status_refuses_an_answer_that_is_not_a_nodes_or_is_too_long() {
+    let url = fake_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n\r\n",
+        b'h',
+        5,
+    );
+    let out = agentmesh_run(&["status", "--api", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("{url}/health did not answer a JSON object")),
+        "{}",
+        out.stderr
+    );
+    // 40 MiB announced: the CLI stops reading past its 32 MiB.
+    let url = fake_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 41943040\r\n\r\n",
+        b' ',
+        40 << 20,
+    );
+    let out = agentmesh_run(&["status", "--api", &url]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&url) && out.stderr.contains("longer than 32 MiB"),
         "{}",
         out.stderr
     );

@@ -659,15 +659,16 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
     // A tombstone signed by a key that is not the agent's is refused.
     let stranger = dir.path().join("stranger.key");
     agentmesh::identity::write_key_file(&stranger, &agentmesh::identity::generate()).unwrap();
-    let revoke = |key: &std::path::Path| {
+    let revoke = |key: &std::path::Path, extra: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_agentmesh"))
             .args(["revoke", &agent.domain, "--node", &api])
             .arg("--key")
             .arg(key)
+            .args(extra)
             .output()
             .unwrap()
     };
-    let refused = tokio::task::block_in_place(|| revoke(&stranger));
+    let refused = tokio::task::block_in_place(|| revoke(&stranger, &[]));
     assert_eq!(refused.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("tombstone_not_authorised"),
@@ -679,13 +680,18 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
     // The agent's own key: revoked, gone from the node.
     let own = dir.path().join("agent.key");
     agentmesh::identity::write_key_file(&own, &agent.key).unwrap();
-    let done = tokio::task::block_in_place(|| revoke(&own));
+    let done = tokio::task::block_in_place(|| revoke(&own, &["--json"]));
     assert_eq!(
         done.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
+    // --json: the tombstone's id and seq, and the node's answer.
+    let said: serde_json::Value = serde_json::from_slice(&done.stdout).expect("one JSON object");
+    assert_eq!(said["agent_id"], id.as_str(), "{said}");
+    assert!(said["seq"].as_u64().is_some_and(|s| s > 0), "{said}");
+    assert!(said["node"].is_object(), "the node's answer: {said}");
     assert_eq!(get(id.clone()).await, 404);
     let found: serde_json::Value = http
         .post(format!("{api}/agents/search"))

@@ -17,6 +17,7 @@ use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery};
 use crate::search::{MeshReport, Scope};
 use crate::store::{Filter, PutOutcome};
+use crate::verify::TrustLevel;
 
 /// Header carrying the cursor of the next page.
 pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
@@ -359,6 +360,8 @@ struct Filters {
     supported_language: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
+    /// Only agents at this trust level or above (`dns-verified`, ...).
+    min_trust: Option<TrustLevel>,
 }
 
 impl Filters {
@@ -420,6 +423,7 @@ pub(super) async fn search(
         },
     )?;
     filter.include_stale = b.include_stale;
+    filter.min_trust = f.min_trust;
     let query = SearchQuery {
         filter,
         query: b.query.filter(|q| !q.trim().is_empty()),

@@ -42,6 +42,11 @@ pub struct PublishArgs {
     /// TTL of the printed records, seconds.
     #[arg(long, default_value_t = 3600)]
     pub ttl: u32,
+    /// Print one JSON object (the records as name, type, ttl and data,
+    /// the document written and where to serve it) instead of the zone
+    /// lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// TXT character-strings are at most 255 bytes each.
@@ -138,11 +143,31 @@ pub(super) fn run(args: &PublishArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.out.display()))?;
     let domain = doc["identity"]["domain"].as_str().unwrap_or_default();
     let well_known = doc["endpoints"]["wellKnown"].as_str().unwrap_or_default();
+    let txt_value = txt::render(&identity::fingerprint(&key), well_known);
+    if args.json {
+        let mut records = vec![json!({
+            "name": format!("_agent.{domain}."), "type": "TXT", "ttl": args.ttl, "data": txt_value,
+        })];
+        if let Some(port) = args.port {
+            records.push(json!({
+                "name": format!("_agent._tcp.{domain}."), "type": "SRV", "ttl": args.ttl,
+                "data": format!("0 0 {port} {domain}."),
+            }));
+        }
+        let out = json!({
+            "domain": domain,
+            "records": records,
+            "document": args.out,
+            "serve_at": well_known,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!("; Add to the zone of {domain}:");
     println!(
         "_agent.{domain}. {} IN TXT {}",
         args.ttl,
-        txt_strings(&txt::render(&identity::fingerprint(&key), well_known))
+        txt_strings(&txt_value)
     );
     if let Some(port) = args.port {
         println!(
@@ -183,6 +208,7 @@ mod tests {
             port: Some(8443),
             out: PathBuf::new(),
             ttl: 300,
+            json: false,
         };
         let doc = document(&args, &key).unwrap();
         let schema: Value = serde_json::from_str(crate::adp::SCHEMA).unwrap();

@@ -25,6 +25,11 @@ pub struct RevokeArgs {
     /// A node to send it to (its API); without it the record is printed.
     #[arg(long, value_name = "URL")]
     pub node: Option<String>,
+    /// Print one JSON object: `{"agent_id","seq","record"}` (the record
+    /// in base64) when printed, `{"agent_id","seq","node"}` (the node's
+    /// answer) when sent.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `revoke`: exit 0 when the node stored it (or it was printed), 1
@@ -52,10 +57,14 @@ pub(super) async fn run(args: RevokeArgs) -> anyhow::Result<ExitCode> {
         .context("signing the tombstone")?
         .encode();
     let Some(node) = args.node else {
-        println!(
-            "{}",
-            base64::engine::general_purpose::STANDARD.encode(&bytes)
-        );
+        let record = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        if args.json {
+            let out =
+                serde_json::json!({"agent_id": body.agent_id, "seq": body.seq, "record": record});
+            println!("{out}");
+        } else {
+            println!("{record}");
+        }
         return Ok(ExitCode::SUCCESS);
     };
     let url = format!("{}/records", node.trim_end_matches('/'));
@@ -74,7 +83,13 @@ pub(super) async fn run(args: RevokeArgs) -> anyhow::Result<ExitCode> {
     };
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
-    if status.is_success() {
+    if status.is_success() && args.json {
+        let answer: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        let out = serde_json::json!({"agent_id": body.agent_id, "seq": body.seq, "node": answer});
+        println!("{out}");
+        Ok(ExitCode::SUCCESS)
+    } else if status.is_success() {
         println!("{}: revoked (seq {}); {text}", body.agent_id, body.seq);
         Ok(ExitCode::SUCCESS)
     } else {

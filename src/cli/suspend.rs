@@ -20,9 +20,14 @@ pub struct SuspendArgs {
     /// Lift the agent's suspension instead.
     #[arg(long, conflicts_with_all = ["reason", "list"])]
     pub lift: bool,
-    /// List the node's suspensions.
+    /// List the node's suspensions (printed as JSON, with or without
+    /// `--json`).
     #[arg(long, conflicts_with_all = ["reason", "lift", "id"])]
     pub list: bool,
+    /// Print the node's answer as one JSON object (`{"id","suspended",
+    /// "reason","since"}`) instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
     /// The node's API.
     #[arg(long, default_value = "http://127.0.0.1:7700", value_name = "URL")]
     pub api: String,
@@ -75,6 +80,15 @@ pub(super) async fn run(args: SuspendArgs) -> anyhow::Result<ExitCode> {
     }
     match (&args.id, args.list, args.lift) {
         (_, true, _) => println!("{}", serde_json::to_string_pretty(&body)?),
+        (Some(id), _, lift) if args.json => {
+            // A lift answers 204 without a body: the state it leaves.
+            let out = if lift {
+                json!({"id": id, "suspended": false})
+            } else {
+                body
+            };
+            println!("{out}");
+        }
         (Some(id), _, true) => println!("{id}: suspension lifted"),
         (Some(id), _, false) => println!(
             "{id}: suspended ({})",

@@ -37,6 +37,18 @@ pub struct CrawlQueue {
     scheduler: Option<Scheduler>,
 }
 
+/// What the queue holds now (`GET /health`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct QueueStatus {
+    /// Jobs waiting to start (a job is the domains of one request, the
+    /// seeds or a revisit round; the one running is not counted).
+    pub jobs_waiting: usize,
+    /// Most jobs that may wait.
+    pub capacity: usize,
+    /// The recrawl schedule, when the node recrawls.
+    pub schedule: Option<super::scheduler::ScheduleCounts>,
+}
+
 /// How the queue runs jobs.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueOptions {
@@ -100,6 +112,15 @@ impl CrawlQueue {
     /// the node recrawls.
     pub fn schedule(&self, domain: &str) -> Option<super::scheduler::DomainState> {
         self.scheduler.as_ref()?.state(domain)
+    }
+
+    /// The jobs waiting and the recrawl schedule's counts.
+    pub fn status(&self) -> QueueStatus {
+        QueueStatus {
+            jobs_waiting: self.tx.max_capacity() - self.tx.capacity(),
+            capacity: self.tx.max_capacity(),
+            schedule: self.scheduler.as_ref().map(Scheduler::counts),
+        }
     }
 
     /// Queues `domains` and returns at once.

@@ -223,6 +223,17 @@ pub struct Round {
     pub aged: usize,
 }
 
+/// What [`Scheduler::counts`] answers (`GET /health`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ScheduleCounts {
+    /// Domains scheduled.
+    pub domains: usize,
+    /// Of those, the ones due now.
+    pub due: usize,
+    /// When the soonest is due, Unix seconds (`None`: nothing scheduled).
+    pub next_at: Option<u64>,
+}
+
 /// The recrawl scheduler. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -297,6 +308,18 @@ impl Scheduler {
     /// Whether no domain is scheduled.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many domains are scheduled, how many are due now, and when the
+    /// soonest is due (Unix seconds).
+    pub fn counts(&self) -> ScheduleCounts {
+        let now = self.inner.clock.now();
+        let domains = self.domains();
+        ScheduleCounts {
+            domains: domains.len(),
+            due: domains.values().filter(|s| s.next_at <= now).count(),
+            next_at: domains.values().map(|s| s.next_at).min(),
+        }
     }
 
     /// Domains due now, soonest first, at most `limit`.

@@ -229,6 +229,7 @@ impl BlockingStore {
         if limit == 0 {
             return Ok((Vec::new(), None));
         }
+        let min_trust = min_trust.max(filter.min_trust);
         let start = match after {
             None => 0,
             Some(id) => match self.inner.ordinals.get(id.as_bytes())? {

@@ -521,7 +521,7 @@ impl TextIndex {
         for l in &q.filter.languages {
             must.push(exact(f.lang, &l.to_ascii_lowercase()));
         }
-        if let Some(min) = q.min_trust {
+        if let Some(min) = q.min_trust.max(q.filter.min_trust) {
             let trusted = RangeQuery::new(
                 std::ops::Bound::Included(Term::from_field_u64(f.trust, trust_rank(min))),
                 std::ops::Bound::Unbounded,

@@ -309,3 +309,46 @@ fn a_version_1_data_directory_is_migrated_at_open_and_loses_nothing() {
         ["a", "b", "d"]
     );
 }
+
+#[test]
+fn a_filters_trust_floor_narrows_the_walk_and_the_text_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let now = crate::record::unix_now();
+    for (id, dnssec) in [("plain", false), ("signed", true)] {
+        let mut d = descriptor(id, &["x"], &[], &[]);
+        d.description = "translates contracts".into();
+        let evidence = Evidence {
+            dnssec,
+            ..Evidence::default()
+        };
+        let body = DescriptorRecord::new(d, "{}".into(), 1, now, 3600, evidence);
+        let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
+        s.blocking()
+            .put(
+                &rec,
+                &RecordBody::Descriptor(Box::new(body)),
+                Origin::Remote,
+                Expect::Any,
+            )
+            .unwrap();
+    }
+    s.blocking().flush().unwrap();
+    let mut floor = filter(&["x"], &[], &[]);
+    floor.min_trust = Some(TrustLevel::DnsVerified);
+    let (page, _) = s.blocking().walk(&floor, None, None, 10).unwrap();
+    let walked: Vec<&str> = page.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(walked, ["signed"]);
+    let ranked: Vec<String> = super::ranked(&s, "contracts", &floor)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ranked, ["signed"]);
+    // Without the floor both answer; a floor at unverified is no floor.
+    floor.min_trust = Some(TrustLevel::Unverified);
+    assert_eq!(
+        s.blocking().walk(&floor, None, None, 10).unwrap().0.len(),
+        2
+    );
+    assert_eq!(super::ranked(&s, "contracts", &floor).len(), 2);
+}
