@@ -264,6 +264,14 @@ pub struct CrawlConfig {
     /// How publishers reach this node's operator (a URL or mail address),
     /// sent in the crawler's User-Agent.
     pub contact: Option<String>,
+    /// Ask the endpoints of agents registered here whether they answer
+    /// (`crawl::probe`; off by default).
+    pub probe_registered: bool,
+    /// How often each registered agent's endpoint is asked.
+    #[serde(with = "humantime_serde")]
+    pub probe_interval: Duration,
+    /// Most endpoints probed per second.
+    pub probe_rate: u32,
 }
 
 impl Default for CrawlConfig {
@@ -290,6 +298,9 @@ impl Default for CrawlConfig {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
             contact: None,
+            probe_registered: false,
+            probe_interval: Duration::from_secs(3600),
+            probe_rate: 2,
         }
     }
 }
@@ -474,6 +485,12 @@ impl Config {
         }
         if c.per_host_concurrency == 0 || c.per_host_concurrency > 64 {
             return invalid("crawl.per_host_concurrency", "must be between 1 and 64");
+        }
+        if c.probe_interval < Duration::from_secs(60) {
+            return invalid("crawl.probe_interval", "must be at least 1 minute");
+        }
+        if c.probe_rate == 0 || c.probe_rate > 100 {
+            return invalid("crawl.probe_rate", "must be between 1 and 100 per second");
         }
         if c.per_host_interval > Duration::from_secs(60) {
             return invalid("crawl.per_host_interval", "must be at most 60 s");

@@ -18,6 +18,7 @@ mod one_hop;
 mod persist;
 mod pipeline;
 pub mod polite;
+pub mod probe;
 pub mod queue;
 mod report;
 pub mod scheduler;

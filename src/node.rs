@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::api::{self, AppState, MeshState};
 use crate::config::{Config, ConfigError};
+use crate::crawl::probe::Prober;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
@@ -301,6 +302,21 @@ impl Node {
         } else {
             None
         };
+        if config.crawl.probe_registered {
+            let per_round = config.crawl.probe_rate as u64 * RECRAWL_TICK.as_secs();
+            let prober = Prober::new(
+                crawler.clone(),
+                store.clone(),
+                Arc::new(SystemClock),
+                config.crawl.probe_interval,
+                usize::try_from(per_round).unwrap_or(usize::MAX),
+            );
+            stages.adopt(
+                Stage::Crawl,
+                "probe",
+                prober.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
+            );
+        }
         let (crawl_queue, crawl_task) = CrawlQueue::spawn(
             crawler,
             issuer,

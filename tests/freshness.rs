@@ -580,3 +580,92 @@ async fn without_an_etag_the_same_bytes_again_spare_the_challenge_and_the_record
     assert_eq!(rig.seq_of(&d).await, seq, "and its record");
     rig.testbed.shutdown().await;
 }
+
+/// A registration through the issuer, as `POST /agents` makes one.
+async fn register(issuer: &Issuer, id: &str, endpoint: &str) {
+    let descriptor = agentmesh::descriptor::Descriptor {
+        id: id.into(),
+        name: id.into(),
+        description: "a registered agent".into(),
+        version: None,
+        publisher: None,
+        endpoint: Some(endpoint.into()),
+        capabilities: vec!["chat".into()],
+        tags: Vec::new(),
+        languages: Vec::new(),
+        status: None,
+        auth: None,
+        format: agentmesh::descriptor::DocumentFormat::Aidip,
+    };
+    issuer
+        .descriptor(
+            descriptor,
+            "{}".into(),
+            agentmesh::verify::Evidence::default(),
+            agentmesh::store::Origin::Local,
+            agentmesh::store::Expect::LocalOrAbsent,
+            agentmesh::issuer::Durability::Flushed,
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_address_policy() {
+    use agentmesh::crawl::probe::Prober;
+    let rig = rig(PopulationConfig::healthy(79, 1)).await;
+    let d = rig.healthy(1).remove(0);
+    let port = rig.testbed.https_port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    register(&rig.issuer, "alive", &format!("https://{d}:{port}/")).await;
+    register(&rig.issuer, "dead", &format!("https://{d}:{closed_port}/")).await;
+    let quick = Politeness {
+        per_host_concurrency: 2,
+        per_host_interval: Duration::from_millis(1),
+    };
+    let hour = Duration::from_secs(3600);
+    let prober = Prober::new(
+        rig.crawler(quick, None),
+        rig.store.clone(),
+        rig.clock.clone(),
+        hour,
+        10,
+    );
+    let round = prober.round().await.unwrap();
+    assert_eq!((round.probed, round.answered, round.skipped), (2, 1, 0));
+    let alive = rig.store.freshness("alive").await.unwrap().unwrap();
+    assert_eq!(
+        (alive.endpoint_ok, alive.seen_at),
+        (Some(true), Some(rig.clock.now()))
+    );
+    assert_eq!(alive.next_check_at, rig.clock.now() + 3600);
+    let dead = rig.store.freshness("dead").await.unwrap().unwrap();
+    assert_eq!((dead.endpoint_ok, dead.seen_at), (Some(false), None));
+    // The results show it.
+    let registry = Registry::new(rig.issuer.clone());
+    let summary = registry.summary("dead").await.unwrap();
+    assert_eq!(summary.freshness.and_then(|f| f.endpoint_ok), Some(false));
+
+    // Not again before the interval; again after it.
+    assert_eq!(prober.round().await.unwrap().probed, 0);
+    rig.clock.advance(hour);
+    assert_eq!(prober.round().await.unwrap().probed, 2);
+
+    // A prober under the default address policy never connects to the
+    // testbed's loopback addresses.
+    let landing = rig.testbed.site_counts(&d).unwrap().landing;
+    let options = CrawlerOptions {
+        resolvers: vec![rig.testbed.dns_addr()],
+        ca_files: vec![rig.ca_file.clone()],
+        ..CrawlerOptions::default()
+    };
+    let strict = Crawler::new(options, rig.key.clone(), "verifier".into()).unwrap();
+    let strict = Prober::new(strict, rig.store.clone(), rig.clock.clone(), hour, 10);
+    rig.clock.advance(hour);
+    let round = strict.round().await.unwrap();
+    assert_eq!((round.probed, round.skipped), (0, 2));
+    assert_eq!(rig.testbed.site_counts(&d).unwrap().landing, landing);
+    rig.testbed.shutdown().await;
+}

@@ -325,6 +325,34 @@ impl Fetcher {
         })
     }
 
+    /// Whether the endpoint at `url` (host resolved and checked to `ips`)
+    /// answers HTTP: a `HEAD`, its status (no redirect followed, no body
+    /// read), under the host's limits and the fetch timeout.
+    ///
+    /// # Errors
+    /// [`CrawlError::InsecureUrl`], [`CrawlError::Connect`],
+    /// [`CrawlError::Tls`], [`CrawlError::Timeout`],
+    /// [`CrawlError::HostBackoff`].
+    pub async fn probe(&self, url: &Url, ips: &[IpAddr]) -> Result<u16, CrawlError> {
+        self.check_url(url)?;
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let client = self.client(&host, port, ips)?;
+        let _permit = self.options.limiter.acquire(&host).await?;
+        let timeout = self.options.timeout;
+        let response = tokio::time::timeout(timeout, client.head(url.clone()).send())
+            .await
+            .map_err(|_| CrawlError::Timeout {
+                stage: "probe",
+                after: timeout,
+            })?
+            .map_err(|e| classify(&e, url, timeout))?;
+        if let Some(e) = self.throttled(&host, url, &response) {
+            return Err(e);
+        }
+        Ok(response.status().as_u16())
+    }
+
     /// A 429, or a 503 with `Retry-After`: the host is held for what it
     /// asked (a 429 without one for a minute).
     fn throttled(&self, host: &str, url: &Url, response: &reqwest::Response) -> Option<CrawlError> {

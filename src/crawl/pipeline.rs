@@ -404,9 +404,34 @@ impl Crawler {
         })
     }
 
-    /// The URL to connect to and its checked addresses. An SRV record for
-    /// the agent's domain supplies the port (and target host) of URLs on
-    /// the domain that name no port.
+    /// Whether a registered agent's endpoint answers (the liveness probe,
+    /// `crawl::probe`): an `https` URL (a `wss` one is asked over `https`
+    /// at the same host and port), resolved and checked under the address
+    /// policy, asked with a `HEAD`. Any status below 500 is an answer.
+    ///
+    /// # Errors
+    /// A [`CrawlError`] when it could not be asked at all (a bad or
+    /// insecure URL, an address the policy refuses, a held host); a
+    /// connection that fails or a 5xx is `Ok(false)`.
+    pub async fn probe(&self, endpoint: &str) -> Result<bool, CrawlError> {
+        let (mut url, resolved) = self.target("", endpoint, None, None).await?;
+        if url.scheme() == "wss" {
+            let _ = url.set_scheme("https");
+        }
+        match self.fetcher.probe(&url, &resolved.ips).await {
+            Ok(status) => Ok(status < 500),
+            // It answered, asking us to slow down.
+            Err(CrawlError::Throttled { status: 429, .. }) => Ok(true),
+            Err(
+                CrawlError::Connect { .. }
+                | CrawlError::Tls { .. }
+                | CrawlError::Timeout { .. }
+                | CrawlError::Throttled { .. },
+            ) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The URL to connect to and its checked addresses. An SRV record for
     /// the agent's domain supplies the port (and target host) of URLs on
     /// the domain that name no port. `known` is a host already resolved in
