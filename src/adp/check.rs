@@ -284,4 +284,39 @@ mod tests {
         ));
         assert_eq!(swapped.proven_key(), None);
     }
+
+    #[test]
+    fn a_later_minor_version_with_unknown_members_is_read_and_another_major_is_never_half_parsed() {
+        let key = SigningKey::from_bytes(&[3u8; 32]).verifying_key();
+        let checker = DocumentChecker::new();
+        let mut doc: serde_json::Value = serde_json::from_str(&document("a.test", &key)).unwrap();
+        // ADP 10.4: members this node does not know are ignored.
+        doc["protocol"] = "ADP/1.7".into();
+        doc["x-future"] = serde_json::json!({"nested": [1, 2, {"deep": true}]});
+        doc["identity"]["pronouns"] = "it/its".into();
+        doc["capabilities"][0]["costPerCall"] = serde_json::json!({"usd": 0.01});
+        let read = checker.check("a.test", &doc.to_string()).unwrap();
+        assert_eq!(read.identity.domain, "a.test");
+        assert_eq!(read.proven_key(), Some(key));
+
+        // ADP 10.3: another major version is refused with its reason
+        // before anything else is read, even when the rest would not
+        // pass the schema of ours.
+        let mut major = doc.clone();
+        major["protocol"] = "ADP/2.0".into();
+        major.as_object_mut().unwrap().remove("capabilities");
+        match checker.check("a.test", &major.to_string()) {
+            Err(e @ DocumentError::ProtocolUnsupported { .. }) => {
+                assert_eq!(e.reason(), Reason::ProtocolUnsupported);
+                assert!(e.to_string().contains("ADP/2.0"), "{e}");
+            }
+            other => panic!("expected protocol_unsupported, got {other:?}"),
+        }
+        let mut none = doc;
+        none.as_object_mut().unwrap().remove("protocol");
+        assert!(matches!(
+            checker.check("a.test", &none.to_string()),
+            Err(DocumentError::ProtocolUnsupported { protocol }) if protocol.is_empty()
+        ));
+    }
 }
