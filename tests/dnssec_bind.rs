@@ -9,7 +9,8 @@
 //! never reaches key-verified, in the library, in `agentmesh verify
 //! --trust-anchor`, and in a running `agentmesh node --trust-anchor`
 //! crawling through `POST /crawl` (the Secure agent found by search with
-//! the evidence, the forged one never stored).
+//! the evidence, a forged one never stored, and a revisit of the Secure
+//! one after its record was altered reported `dnssec_bogus`).
 //!
 //! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the test
 //! says so and passes, except under CI, where it fails.
@@ -83,7 +84,12 @@ struct Named {
 
 impl Named {
     async fn start(dir: &Path, zones: &[(String, PathBuf)]) -> Self {
-        let port = free_port();
+        Self::start_on(dir, zones, free_port()).await
+    }
+
+    /// As [`Named::start`], on `port` (a node keeps asking the resolver
+    /// it was started with).
+    async fn start_on(dir: &Path, zones: &[(String, PathBuf)], port: u16) -> Self {
         let conf = dir.join("named.conf");
         std::fs::write(
             &conf,
@@ -445,7 +451,7 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
     let resolver = named.addr.to_string();
     let ca = ca.to_string_lossy().into_owned();
     let anchor = anchor.to_string_lossy().into_owned();
-    let node = tokio::task::block_in_place(|| {
+    let mut node = tokio::task::block_in_place(|| {
         TestNode::builder()
             .args(&[
                 "--resolver",
@@ -522,6 +528,39 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
     // The node keeps the report that says why.
     let kept = api.get(&format!("/crawl/{}", forged.domain)).await;
     assert_eq!(kept.expect(200)["reasons"][0], "dnssec_bogus");
+
+    // The Secure agent's record altered in turn: a revisit sees Bogus.
+    // The node restarts first, or its resolver would answer the Secure
+    // RRset it cached for the record's TTL (300 s).
+    let port = named.addr.port();
+    drop(named);
+    tamper(&zones[2].1, &secure.fingerprint());
+    let named = Named::start_on(dir.path(), &zones, port).await;
+    tokio::task::block_in_place(|| node.restart());
+    let api = node.api();
+    let again = api
+        .post("/crawl", &json!({"domains": [secure.domain], "wait": true}))
+        .await;
+    let report = &again.expect(200)["reports"][0];
+    assert_eq!(report["reasons"][0], "dnssec_bogus", "{report}");
+    assert_eq!(report["stored"], false, "{report}");
+    assert!(step_of(report, "fetch").is_none(), "{report}");
+    // Search results say so beside the record held from the Secure visit.
+    let found = api
+        .post(
+            "/agents/search",
+            &json!({"filters": {"capabilities": [cap]}, "top": 50}),
+        )
+        .await;
+    let hit = found
+        .expect(200)
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == secure.id())
+        .cloned()
+        .unwrap_or_else(|| panic!("{} still held", secure.id()));
+    assert_eq!(hit["trust"]["reasons"][0], "dnssec_bogus", "{hit}");
 
     drop(node);
     drop(named);
