@@ -26,6 +26,7 @@
 
 pub mod certs;
 pub mod dns;
+pub mod dnssec;
 pub mod formats;
 pub mod population;
 pub mod publish;

@@ -6,11 +6,16 @@
 //! hickory from that root's key-signing key as trust anchor
 //! (`--trust-anchor`). Secure earns the `dnssec`
 //! evidence; a TXT record altered after signing is `dnssec_bogus` and
-//! never reaches key-verified, in the library and in `agentmesh verify
-//! --trust-anchor`.
+//! never reaches key-verified, in the library, in `agentmesh verify
+//! --trust-anchor`, and in a running `agentmesh node --trust-anchor`
+//! crawling through `POST /crawl` (the Secure agent found by search with
+//! the evidence, a forged one never stored, and a revisit of the Secure
+//! one after its record was altered reported `dnssec_bogus`).
 //!
 //! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the test
 //! says so and passes, except under CI, where it fails.
+
+mod common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -22,6 +27,8 @@ use agentmesh::crawl::{Crawler, CrawlerOptions, StepOutcome};
 use agentmesh::net::AddressPolicy;
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::TrustLevel;
+use common::TestNode;
+use serde_json::json;
 
 const ZONE: &str = "org1.test";
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -77,7 +84,12 @@ struct Named {
 
 impl Named {
     async fn start(dir: &Path, zones: &[(String, PathBuf)]) -> Self {
-        let port = free_port();
+        Self::start_on(dir, zones, free_port()).await
+    }
+
+    /// As [`Named::start`], on `port` (a node keeps asking the resolver
+    /// it was started with).
+    async fn start_on(dir: &Path, zones: &[(String, PathBuf)], port: u16) -> Self {
         let conf = dir.join("named.conf");
         std::fs::write(
             &conf,
@@ -246,6 +258,35 @@ fn sign_chain(dir: &Path, zone: &str) -> (Vec<(String, PathBuf)>, PathBuf) {
     )
 }
 
+/// The fingerprint `domain`'s agent publishes in its TXT record.
+fn fingerprint_of(bed: &Testbed, domain: &str) -> String {
+    bed.population()
+        .agents()
+        .iter()
+        .find(|a| a.domain == domain)
+        .expect("the agent is in the population")
+        .fingerprint()
+}
+
+/// Alters the last digit of `fingerprint` in the TXT record of the signed
+/// zone file `signed`, leaving its RRSIG as it was: the record no longer
+/// matches its signature.
+fn tamper(signed: &Path, fingerprint: &str) {
+    // Wherever the signed file writes the TXT record (its owner name may
+    // also appear in another name's NSEC), the fingerprint is there once.
+    let text = std::fs::read_to_string(signed).unwrap();
+    let needle = format!("pk={fingerprint}");
+    assert_eq!(
+        text.matches(&needle).count(),
+        1,
+        "the agent's TXT record, once"
+    );
+    let at = text.find(&needle).unwrap() + needle.len() - 1;
+    let mut bytes = text.into_bytes();
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    std::fs::write(signed, bytes).unwrap();
+}
+
 fn crawler(bed_ca: &Path, dns: SocketAddr, anchor: &Path) -> Crawler {
     let options = CrawlerOptions {
         resolvers: vec![dns],
@@ -357,78 +398,11 @@ async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
         Some("challenge_no_answer")
     );
 
-    // A node configured with the anchor stores the evidence and serves it.
-    let node_dir = tempfile::tempdir().unwrap();
-    let mut config = agentmesh::config::Config {
-        data_dir: node_dir.path().join("data"),
-        ..agentmesh::config::Config::default()
-    };
-    config.api.listen = "127.0.0.1:0".parse().unwrap();
-    config.p2p.listen = Vec::new();
-    config.crawl.resolvers = vec![named.addr];
-    config.crawl.ca_files = vec![ca.clone()];
-    config.crawl.allow_private_addresses = true;
-    config.crawl.dnssec_trust_anchors = vec![anchor.clone()];
-    config.crawl.follow_peers = false;
-    let node = agentmesh::node::Node::spawn(config)
-        .await
-        .expect("the node starts");
-    let http = reqwest::Client::new();
-    let crawled: serde_json::Value = http
-        .post(format!("http://{}/crawl", node.api_addr()))
-        .json(&serde_json::json!({"domains": [domain], "wait": true}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        crawled["reports"][0]["trust"]["evidence"]["dnssec"], true,
-        "{crawled}"
-    );
-    let found: serde_json::Value = http
-        .post(format!("http://{}/agents/search", node.api_addr()))
-        .json(&serde_json::json!({"filters": {}, "scope": "local"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let hit = found
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == format!("agent:{domain}"))
-        .unwrap_or_else(|| panic!("the crawled agent is found: {found}"));
-    assert_eq!(hit["trust"]["evidence"]["dnssec"], true, "{hit}");
-    node.shutdown().await.expect("the node stops");
-
     drop(named);
 
     // Tampered after signing: the TXT record's fingerprint changes, its
     // RRSIG stays. Bogus, refused before anything else is fetched.
-    // The agent's own fingerprint, wherever the signed file writes its TXT
-    // record (its owner name may also appear in another name's NSEC).
-    let text = std::fs::read_to_string(&signed).unwrap();
-    let fp = bed
-        .population()
-        .agents()
-        .iter()
-        .find(|a| a.domain == domain)
-        .unwrap()
-        .fingerprint();
-    let needle = format!("pk={fp}");
-    assert_eq!(
-        text.matches(&needle).count(),
-        1,
-        "the agent's TXT record, once"
-    );
-    let at = text.find(&needle).unwrap() + needle.len() - 1;
-    let mut bytes = text.into_bytes();
-    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
-    std::fs::write(&signed, bytes).unwrap();
+    tamper(&signed, &fingerprint_of(&bed, &domain));
     let named = Named::start(dir.path(), &zones).await;
     let report = crawler(&ca, named.addr, &anchor)
         .crawl(&domain)
@@ -445,6 +419,150 @@ async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
     let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
     assert_eq!(code, 1, "{json}");
     assert_eq!(json["reasons"][0], "dnssec_bogus");
+    drop(named);
+    bed.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
+    if !bind_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let population = Population::generate(&PopulationConfig::healthy(18, 4));
+    let bed = Testbed::start(population, TestbedOptions::default())
+        .await
+        .expect("the testbed starts");
+    let ca = dir.path().join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let (zones, anchor) = sign_chain(dir.path(), &zone_text(&bed));
+    let mut in_zone = bed
+        .population()
+        .agents()
+        .iter()
+        .filter(|a| a.domain.ends_with(&format!(".{ZONE}")));
+    let secure = in_zone.next().expect("an agent in org1.test").clone();
+    let forged = in_zone.next().expect("a second agent in org1.test").clone();
+    // One record of the signed zone altered after signing; the rest of the
+    // zone, its keys and signatures as BIND made them.
+    tamper(&zones[2].1, &forged.fingerprint());
+    let named = Named::start(dir.path(), &zones).await;
+
+    let resolver = named.addr.to_string();
+    let ca = ca.to_string_lossy().into_owned();
+    let anchor = anchor.to_string_lossy().into_owned();
+    let mut node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .args(&[
+                "--resolver",
+                &resolver,
+                "--ca-file",
+                &ca,
+                "--allow-private",
+                "--trust-anchor",
+                &anchor,
+            ])
+            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .start()
+    });
+    let api = node.api();
+    let reply = api
+        .post(
+            "/crawl",
+            &json!({"domains": [secure.domain, forged.domain], "wait": true}),
+        )
+        .await;
+    let reports = reply.expect(200)["reports"].as_array().unwrap().clone();
+    let report_of = |domain: &str| {
+        reports
+            .iter()
+            .find(|r| r["domain"] == domain)
+            .unwrap_or_else(|| panic!("a report for {domain}: {reports:?}"))
+            .clone()
+    };
+    let step_of = |report: &serde_json::Value, step: &str| {
+        report["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == step)
+            .cloned()
+    };
+
+    // Secure: the dnssec step ok, the evidence on the stored record.
+    let report = report_of(&secure.domain);
+    let step = step_of(&report, "dnssec").expect("a dnssec step");
+    assert_eq!(step["outcome"], "ok", "{report}");
+    assert_eq!(report["trust"]["evidence"]["dnssec"], true, "{report}");
+    assert_eq!(report["trust"]["level"], "key-verified", "{report}");
+    assert_eq!(report["stored"], true, "{report}");
+    let cap = &secure.capabilities[0].id;
+    let found = api
+        .post(
+            "/agents/search",
+            &json!({"filters": {"capabilities": [cap]}, "top": 50}),
+        )
+        .await;
+    let hits = found.expect(200).as_array().unwrap().clone();
+    let hit = hits
+        .iter()
+        .find(|h| h["id"] == secure.id())
+        .unwrap_or_else(|| panic!("{} found by its capability {cap}: {hits:?}", secure.id()));
+    assert_eq!(hit["trust"]["evidence"]["dnssec"], true, "{hit}");
+    assert_eq!(hit["trust"]["level"], "key-verified", "{hit}");
+
+    // Bogus: refused before the document is fetched, nothing stored.
+    let report = report_of(&forged.domain);
+    assert_eq!(report["reasons"][0], "dnssec_bogus", "{report}");
+    assert_eq!(report["trust"]["level"], "unverified", "{report}");
+    assert_eq!(report["stored"], false, "{report}");
+    assert!(step_of(&report, "fetch").is_none(), "{report}");
+    api.get(&format!("/agents/{}", forged.id()))
+        .await
+        .expect_error(404, "NotFound");
+    let all = api.get("/agents?include_stale=true&limit=50").await;
+    assert!(
+        !common::ids(all.expect(200)).contains(&forged.id()),
+        "the forged agent is not listed"
+    );
+    // The node keeps the report that says why.
+    let kept = api.get(&format!("/crawl/{}", forged.domain)).await;
+    assert_eq!(kept.expect(200)["reasons"][0], "dnssec_bogus");
+
+    // The Secure agent's record altered in turn: a revisit sees Bogus.
+    // The node restarts first, or its resolver would answer the Secure
+    // RRset it cached for the record's TTL (300 s).
+    let port = named.addr.port();
+    drop(named);
+    tamper(&zones[2].1, &secure.fingerprint());
+    let named = Named::start_on(dir.path(), &zones, port).await;
+    tokio::task::block_in_place(|| node.restart());
+    let api = node.api();
+    let again = api
+        .post("/crawl", &json!({"domains": [secure.domain], "wait": true}))
+        .await;
+    let report = &again.expect(200)["reports"][0];
+    assert_eq!(report["reasons"][0], "dnssec_bogus", "{report}");
+    assert_eq!(report["stored"], false, "{report}");
+    assert!(step_of(report, "fetch").is_none(), "{report}");
+    // Search results say so beside the record held from the Secure visit.
+    let found = api
+        .post(
+            "/agents/search",
+            &json!({"filters": {"capabilities": [cap]}, "top": 50}),
+        )
+        .await;
+    let hit = found
+        .expect(200)
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == secure.id())
+        .cloned()
+        .unwrap_or_else(|| panic!("{} still held", secure.id()));
+    assert_eq!(hit["trust"]["reasons"][0], "dnssec_bogus", "{hit}");
+
+    drop(node);
     drop(named);
     bed.shutdown().await;
 }

@@ -12,7 +12,9 @@
 //! EDNS) is truncated with TC set, so clients retry over TCP.
 //!
 //! Used by [`super::Testbed`], which builds the zone with
-//! [`super::Population::zone`].
+//! [`super::Population::zone`]. A zone signed by a
+//! [`super::dnssec::ZoneKey`] holds an RRSIG per RRset, answered beside
+//! the records to queries with the DO bit (EDNS) set.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -22,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, SOA, SRV, TXT};
 use hickory_proto::rr::{DNSClass, LowerName, Name, RData, Record, RecordType};
@@ -62,6 +65,8 @@ pub struct Zone {
     records: HashMap<(LowerName, RecordType), Vec<Record>>,
     names: HashSet<LowerName>,
     soa: Record,
+    /// RRSIG records by owner and the type they cover.
+    signatures: HashMap<(LowerName, RecordType), Vec<Record>>,
 }
 
 impl Default for Zone {
@@ -103,6 +108,7 @@ impl Zone {
             records: HashMap::new(),
             names: HashSet::new(),
             soa: soa.clone(),
+            signatures: HashMap::new(),
         };
         zone.records.insert((apex, RecordType::SOA), vec![soa]);
         zone
@@ -167,6 +173,60 @@ impl Zone {
         Ok(())
     }
 
+    /// Removes the RRset `owner`/`rtype` and answers it; its name stays,
+    /// and so do its signatures (a record changed after signing: remove
+    /// it, then add the new data).
+    ///
+    /// # Errors
+    /// [`TestbedError::Dns`] for an invalid owner name.
+    pub fn remove(&mut self, owner: &str, rtype: RecordType) -> Result<Vec<Record>, TestbedError> {
+        let key = (LowerName::new(&name(owner)?), rtype);
+        Ok(self.records.remove(&key).unwrap_or_default())
+    }
+
+    /// Every RRset, by owner and type.
+    pub(super) fn rrsets(&self) -> impl Iterator<Item = (&(LowerName, RecordType), &Vec<Record>)> {
+        self.records.iter()
+    }
+
+    /// Replaces the zone's RRSIG records.
+    pub(super) fn set_signatures(&mut self, signatures: Vec<Record>) {
+        self.signatures.clear();
+        for rrsig in signatures {
+            let covered = match &rrsig.data {
+                RData::DNSSEC(DNSSECRData::RRSIG(sig)) => sig.input().type_covered,
+                _ => continue,
+            };
+            self.signatures
+                .entry((LowerName::new(&rrsig.name), covered))
+                .or_default()
+                .push(rrsig);
+        }
+    }
+
+    /// Replaces the signatures over `owner`/`rtype` with `rrsigs`, as a
+    /// forger would serve them.
+    ///
+    /// # Errors
+    /// [`TestbedError::Dns`] for an invalid owner name.
+    pub fn replace_signatures(
+        &mut self,
+        owner: &str,
+        rtype: RecordType,
+        rrsigs: Vec<Record>,
+    ) -> Result<(), TestbedError> {
+        self.signatures
+            .insert((LowerName::new(&name(owner)?), rtype), rrsigs);
+        Ok(())
+    }
+
+    /// The signatures over `name`/`rtype` (none in an unsigned zone).
+    pub fn signatures(&self, name: &LowerName, rtype: RecordType) -> &[Record] {
+        self.signatures
+            .get(&(name.clone(), rtype))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// The answer to `name`/`rtype`.
     pub fn lookup(&self, name: &LowerName, rtype: RecordType) -> Answer<'_> {
         if !self.apex.zone_of(name) {
@@ -204,11 +264,17 @@ impl ZoneHandler {
             let mut edns = Edns::new();
             edns.set_max_payload(req.max_payload().max(512));
             edns.set_version(0);
+            edns.set_dnssec_ok(req.flags().dnssec_ok);
             edns
         });
         let mut metadata = Metadata::response_from_request(&request.metadata);
         metadata.authoritative = true;
         let mut answers: &[Record] = &[];
+        let mut signatures: &[Record] = &[];
+        let dnssec_ok = request
+            .edns
+            .as_ref()
+            .is_some_and(|req| req.flags().dnssec_ok);
         let mut soa = None;
         if request.metadata.message_type != MessageType::Query
             || request.metadata.op_code != OpCode::Query
@@ -229,7 +295,12 @@ impl ZoneHandler {
                     let (name, rtype) = (info.query.name(), info.query.query_type());
                     debug!(%name, %rtype, protocol = %info.protocol, "dns query");
                     match self.zone.lookup(name, rtype) {
-                        Answer::Records(records) => answers = records,
+                        Answer::Records(records) => {
+                            answers = records;
+                            if dnssec_ok {
+                                signatures = self.zone.signatures(name, rtype);
+                            }
+                        }
                         Answer::NoData => soa = Some(&self.zone.soa),
                         Answer::NxDomain => {
                             metadata.response_code = ResponseCode::NXDomain;
@@ -245,7 +316,7 @@ impl ZoneHandler {
         }
         let response = MessageResponseBuilder::new(&request.queries, edns.as_ref()).build(
             metadata,
-            answers.iter(),
+            answers.iter().chain(signatures),
             std::iter::empty(),
             soa,
             std::iter::empty(),

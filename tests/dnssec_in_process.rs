@@ -1,0 +1,146 @@
+//! DNSSEC in the plain test run, without BIND: the testbed's `test.` zone
+//! signed in process ([`ZoneKey`], hickory-proto's signer), served by the
+//! testbed's hickory-server on loopback, and the crawler validating with
+//! that zone's key as its only trust anchor (`--trust-anchor` syntax).
+//! Secure earns the `dnssec` evidence; a TXT record changed after signing,
+//! or carrying a signature made over other data, is `dnssec_bogus` and
+//! never reaches key-verified. `tests/dnssec_bind.rs` runs the same
+//! checks against zones signed by BIND.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
+use agentmesh::net::AddressPolicy;
+use agentmesh::testbed::dns::{DnsServer, Zone};
+use agentmesh::testbed::dnssec::ZoneKey;
+use agentmesh::testbed::publish::AGENT_ADDRESS;
+use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
+use agentmesh::verify::TrustLevel;
+use hickory_proto::rr::{Name, RecordType};
+
+async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path) -> CrawlReport {
+    let options = CrawlerOptions {
+        resolvers: vec![dns],
+        ca_files: vec![ca.to_owned()],
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        trust_anchors: vec![anchor.to_owned()],
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let verifier = agentmesh::identity::peer_id_of(&key);
+    Crawler::new(options, Arc::new(key), verifier)
+        .expect("the crawler builds")
+        .crawl(domain)
+        .await
+        .report
+}
+
+/// The owner name of `domain`'s TXT record.
+fn txt_owner(domain: &str) -> Name {
+    Name::from_ascii(format!("_agent.{domain}.")).unwrap()
+}
+
+fn assert_bogus(report: &CrawlReport) {
+    assert_eq!(
+        report.reasons.first().map(|r| r.as_str()),
+        Some("dnssec_bogus"),
+        "{:?}",
+        report.steps
+    );
+    assert_eq!(report.level(), TrustLevel::Unverified);
+    assert!(!report.trust.evidence.dnssec);
+    // Refused before the document is fetched; nothing to store.
+    assert!(!report.stored && !report.steps.iter().any(|s| s.step == "fetch"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
+    let dir = tempfile::tempdir().unwrap();
+    let bed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(19, 3)),
+        TestbedOptions::default(),
+    )
+    .await
+    .expect("the testbed starts");
+    let ca = dir.path().join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let agents = bed.population().agents();
+    let (secure, changed, resigned) = (&agents[0], &agents[1], &agents[2]);
+
+    let key = ZoneKey::generate().unwrap();
+    let anchor = dir.path().join("anchor.key");
+    std::fs::write(&anchor, key.trust_anchor()).unwrap();
+    let mut zone: Zone = bed.population().zone(bed.ports(), AGENT_ADDRESS).unwrap();
+    key.sign(&mut zone).unwrap();
+
+    // After signing: one agent's TXT record gets another fingerprint (its
+    // signature is over the old data); another's signature is replaced by
+    // the one made over the first agent's record.
+    let mut forged = zone.clone();
+    let owner = format!("_agent.{}", changed.domain);
+    let old = forged.remove(&owner, RecordType::TXT).unwrap();
+    assert_eq!(old.len(), 1, "one TXT record at {owner}");
+    let record = bed.txt_records(&changed.domain).remove(0);
+    let fp = changed.fingerprint();
+    let last = if fp.ends_with('0') { "1" } else { "0" };
+    let altered = record.replace(&fp, &format!("{}{last}", &fp[..fp.len() - 1]));
+    assert_ne!(altered, record);
+    forged.add_txt(&owner, vec![altered]).unwrap();
+    let moved: Vec<_> = zone
+        .signatures(&txt_owner(&secure.domain).into(), RecordType::TXT)
+        .iter()
+        .cloned()
+        .map(|mut rrsig| {
+            rrsig.name = txt_owner(&resigned.domain);
+            rrsig
+        })
+        .collect();
+    assert!(!moved.is_empty(), "the zone is signed");
+    forged
+        .replace_signatures(
+            &format!("_agent.{}", resigned.domain),
+            RecordType::TXT,
+            moved,
+        )
+        .unwrap();
+
+    let mut server = DnsServer::start("127.0.0.1:0".parse().unwrap(), zone)
+        .await
+        .unwrap();
+    let mut forging = DnsServer::start("127.0.0.1:0".parse().unwrap(), forged)
+        .await
+        .unwrap();
+
+    // Secure: the dnssec step ok, the evidence, and the key on top.
+    let report = crawl(&secure.domain, server.local_addr(), &ca, &anchor).await;
+    let step = report.steps.iter().find(|s| s.step == "dnssec").unwrap();
+    assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", report.steps);
+    assert!(report.trust.evidence.dnssec);
+    assert_eq!(
+        report.level(),
+        TrustLevel::KeyVerified,
+        "{:?}",
+        report.reasons
+    );
+
+    // The same zone from the forging server: the untouched record is
+    // still Secure, the changed and re-signed ones are Bogus.
+    let report = crawl(&secure.domain, forging.local_addr(), &ca, &anchor).await;
+    assert!(report.trust.evidence.dnssec, "{:?}", report.steps);
+    assert_bogus(&crawl(&changed.domain, forging.local_addr(), &ca, &anchor).await);
+    assert_bogus(&crawl(&resigned.domain, forging.local_addr(), &ca, &anchor).await);
+
+    // Another key as the anchor: the zone's own key is not trusted, and a
+    // signed zone that does not validate is Bogus.
+    let stranger = dir.path().join("stranger.key");
+    std::fs::write(&stranger, ZoneKey::generate().unwrap().trust_anchor()).unwrap();
+    assert_bogus(&crawl(&secure.domain, server.local_addr(), &ca, &stranger).await);
+
+    server.shutdown().await;
+    forging.shutdown().await;
+    bed.shutdown().await;
+}
