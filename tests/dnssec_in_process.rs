@@ -11,8 +11,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use agentmesh::crawl::scheduler::{ManualClock, SchedulePolicy, Scheduler};
 use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
 use agentmesh::net::AddressPolicy;
+use agentmesh::store::FreshState;
 use agentmesh::testbed::dns::{DnsServer, Zone};
 use agentmesh::testbed::dnssec::ZoneKey;
 use agentmesh::testbed::publish::AGENT_ADDRESS;
@@ -139,6 +143,56 @@ async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
     let stranger = dir.path().join("stranger.key");
     std::fs::write(&stranger, ZoneKey::generate().unwrap().trust_anchor()).unwrap();
     assert_bogus(&crawl(&secure.domain, server.local_addr(), &ca, &stranger).await);
+
+    // An agent held from a Secure visit whose zone then stops validating:
+    // the revisit is dnssec_bogus, and the held record is marked stale at
+    // once (not after crawl.stale_after), with the reason in its results.
+    let store = agentmesh::store::Store::open(&dir.path().join("store"), 8 << 20).unwrap();
+    let node_key = Arc::new(agentmesh::identity::generate());
+    let issuer =
+        agentmesh::issuer::Issuer::new(store.clone(), node_key.clone(), Duration::from_secs(3600));
+    let clock = Arc::new(ManualClock::new(agentmesh::record::unix_now()));
+    let scheduler = |dns: SocketAddr| {
+        let options = CrawlerOptions {
+            resolvers: vec![dns],
+            ca_files: vec![ca.clone()],
+            policy: AddressPolicy {
+                allow_private: true,
+            },
+            trust_anchors: vec![anchor.clone()],
+            ..CrawlerOptions::default()
+        };
+        let crawler =
+            Crawler::new(options, node_key.clone(), "verifier".into()).expect("the crawler builds");
+        Scheduler::load(
+            crawler,
+            issuer.clone(),
+            SchedulePolicy::from_config(&agentmesh::config::CrawlConfig::default()),
+            clock.clone(),
+        )
+    };
+    let honest = scheduler(server.local_addr()).await.unwrap();
+    assert!(honest.visit(&changed.domain).await.unwrap()[0].stored);
+    let id = changed.id();
+    let fresh = store.freshness(&id).await.unwrap().unwrap();
+    assert_eq!(fresh.state, FreshState::Fresh);
+    let forged_view = scheduler(forging.local_addr()).await.unwrap();
+    assert_bogus(&forged_view.visit(&changed.domain).await.unwrap()[0]);
+    let held = store.freshness(&id).await.unwrap().unwrap();
+    assert_eq!(held.state, FreshState::Stale, "marked at once");
+    assert_eq!(
+        held.checked_at, fresh.checked_at,
+        "a Bogus visit confirms nothing"
+    );
+    let summary = agentmesh::registry::Registry::new(issuer.clone())
+        .summary(&id)
+        .await
+        .unwrap();
+    assert_eq!(
+        summary.trust.reasons.first().map(|r| r.as_str()),
+        Some("dnssec_bogus")
+    );
+    assert_eq!(summary.freshness.unwrap().state, FreshState::Stale);
 
     server.shutdown().await;
     forging.shutdown().await;

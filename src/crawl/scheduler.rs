@@ -159,6 +159,21 @@ impl SchedulePolicy {
     /// `secs` plus up to `jitter` of it more: never sooner, so a revisit
     /// never finds the answers it came back for still cached with a few
     /// seconds left (which would bring it back at once).
+    /// The state of a domain's agents at `now`: by the age of the last
+    /// confirmation, and at least stale while the last visit found its
+    /// DNS forged (`dnssec_bogus`): a held record proven under DNSSEC is
+    /// not presented as fresh once the zone stops validating.
+    pub fn state_of(&self, s: &DomainState, now: u64) -> FreshState {
+        let aged = s
+            .confirmed_at
+            .map_or(FreshState::Fresh, |at| self.state_at(at, now));
+        if s.last_reason.as_deref() == Some(crate::verify::Reason::DnssecBogus.as_str()) {
+            aged.max(FreshState::Stale)
+        } else {
+            aged
+        }
+    }
+
     fn jittered(&self, secs: u64) -> u64 {
         let spread = (secs as f64 * self.jitter.clamp(0.0, 0.5)) as u64;
         if spread == 0 {
@@ -408,9 +423,7 @@ impl Scheduler {
                 }
             }
         }
-        state.state = state
-            .confirmed_at
-            .map_or(FreshState::Fresh, |at| policy.state_at(at, now));
+        state.state = policy.state_of(&state, now);
         self.keep(domain, state).await
     }
 
@@ -526,8 +539,8 @@ impl Scheduler {
             .domains()
             .iter()
             .filter_map(|(d, s)| {
-                let at = s.confirmed_at?;
-                let state = policy.state_at(at, now);
+                s.confirmed_at?;
+                let state = policy.state_of(s, now);
                 (state != s.state).then(|| {
                     let mut s = s.clone();
                     s.state = state;

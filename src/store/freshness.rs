@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{postings, StoreError};
 
-/// How fresh an agent is, from this node's last confirmation of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How fresh an agent is, from this node's last confirmation of it
+/// (ordered: fresh, stale, dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FreshState {
     /// Confirmed within `crawl.stale_after`.
