@@ -20,6 +20,7 @@ mod observe;
 mod records;
 mod resolve;
 mod suspend;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +141,9 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/agents", get(agents::list).post(agents::register))
         .route("/agents/search", axum::routing::post(agents::search))
+        .route("/agents/{id}/summary", get(agents::summary))
+        .route("/", get(ui::index))
+        .route("/ui/{asset}", get(ui::asset))
         .route(
             "/agents/{id}",
             get(agents::get_one)

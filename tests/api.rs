@@ -1766,3 +1766,89 @@ async fn agentmesh_suspend_drives_a_running_nodes_suspensions() {
     let state: Value = serde_json::from_str(out.trim()).expect("one JSON object");
     assert_eq!(state, json!({"id": "cli-held", "suspended": false}));
 }
+
+// ---------------------------------------------------------------- the explorer
+
+#[tokio::test]
+async fn the_explorer_is_served_whole_from_the_binary_under_a_strict_policy_and_holds_no_secret() {
+    let token = "explorer-test-admin-token-0123456789";
+    let node = TestNode::start_with_env(&[("AGENTMESH_API__ADMIN_TOKEN", token)]);
+    let api = node.api();
+    let page = api.get("/").await;
+    page.expect(200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // The page, its script and its style sheet come from this node, and
+    // nothing else may run: no inline script, no other origin.
+    for needle in [
+        "<script src=\"/ui/app.js\"",
+        "href=\"/ui/style.css\"",
+        "id=\"search-form\"",
+        "name=\"viewport\"",
+    ] {
+        assert!(page.text.contains(needle), "the page has {needle}");
+    }
+    assert!(
+        !page.text.contains("http://") && !page.text.contains("https://"),
+        "no external resource"
+    );
+    let csp = page.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+
+    let script = api.get("/ui/app.js").await;
+    script.expect(200);
+    assert_eq!(
+        script.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    // Text from agents is written as text, never parsed as markup.
+    assert!(!script.text.contains("innerHTML") && !script.text.contains("insertAdjacentHTML"));
+    let style = api.get("/ui/style.css").await;
+    style.expect(200);
+    for reply in [&page, &script, &style] {
+        assert!(
+            !reply.text.contains(token),
+            "{} shows no token",
+            reply.request
+        );
+    }
+    api.get("/ui/passwords.txt")
+        .await
+        .expect_error(404, "NotFound");
+}
+
+#[tokio::test]
+async fn an_agents_summary_shows_what_search_answers_and_the_record_held() {
+    let node = TestNode::start();
+    let api = node.api();
+    let doc = example("aidip/valid/translator-draft-example.json");
+    api.post("/agents", &doc).await.expect(201);
+    let reply = api.get("/agents/agent-12345/summary").await;
+    let summary = reply.expect(200);
+    assert_eq!(summary["id"], "agent-12345");
+    assert_eq!(summary["source"], "local");
+    assert_eq!(summary["trust"]["level"], "unverified");
+    assert_eq!(summary["record"]["seq"].as_u64().map(|s| s > 0), Some(true));
+    let (issued, expires) = (
+        summary["record"]["issued_at"].as_u64().unwrap(),
+        summary["record"]["expires_at"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        expires - issued,
+        7 * 24 * 3600,
+        "the default record lifetime"
+    );
+    assert!(summary["record"]["signer"]
+        .as_str()
+        .unwrap()
+        .starts_with("ed25519:"));
+    api.get("/agents/nobody/summary")
+        .await
+        .expect_error(404, "NotFound");
+}

@@ -107,6 +107,36 @@ pub(super) async fn get_one(
     Ok(response)
 }
 
+/// `GET /agents/{id}/summary`: what a search answers for the agent, and
+/// the record this node holds for it (seq, when it was signed and until
+/// when, by whom). What the explorer's agent page shows.
+pub(super) async fn summary(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let summary = state.registry().summary(&id).await?;
+    let held = state
+        .registry()
+        .store()
+        .get(&id)
+        .await
+        .map_err(RegistryError::from)?;
+    let record = held.and_then(|h| match h.body {
+        crate::record::RecordBody::Descriptor(d) => Some(json!({
+            "seq": d.seq,
+            "issued_at": d.issued_at,
+            "expires_at": d.expires_at,
+            "signer": crate::identity::fingerprint(h.record.signer()),
+        })),
+        crate::record::RecordBody::Tombstone(_) => None,
+    });
+    let mut body = serde_json::to_value(&summary).expect("a summary serialises");
+    if let Value::Object(m) = &mut body {
+        m.insert("record".into(), record.unwrap_or(Value::Null));
+    }
+    Ok(Json(body).into_response())
+}
+
 pub(super) async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -1,0 +1,319 @@
+// The agentmesh explorer: a page over this node's own API. Everything an
+// agent or a peer wrote reaches the page through textContent, never as
+// markup (and the Content Security Policy allows no inline script).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with attributes and children (strings become text). */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+/** Replaces `parent`'s children (arrays flattened, empty parts left out). */
+function fill(parent, ...children) {
+  parent.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false));
+}
+
+function badge(text, cls) {
+  return el("span", { class: "badge " + (cls || "") }, text);
+}
+
+function when(unix) {
+  if (!unix) return "never";
+  return new Date(unix * 1000).toISOString().replace(".000Z", "Z");
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: { accept: "application/json" } };
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const text = await response.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
+  if (!response.ok) {
+    const message = json && json.error ? json.error.message : response.status + " " + response.statusText;
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
+  }
+  return { json, headers: response.headers };
+}
+
+function showError(e) {
+  const p = $("error");
+  p.textContent = e ? String(e.message || e) : "";
+  p.hidden = !e;
+}
+
+function page(name) {
+  for (const id of ["search-page", "agent-page", "peers-page", "crawl-page"]) {
+    $(id).hidden = id !== name + "-page";
+  }
+  showError(null);
+}
+
+function trustBadges(trust) {
+  const out = [badge(trust.level, "level-" + trust.level)];
+  const e = trust.evidence || {};
+  for (const flag of ["dnssec", "fingerprint", "challenge", "mutual_peer"]) {
+    if (e[flag]) out.push(badge(flag.replace("_", " ")));
+  }
+  return out;
+}
+
+function sourceText(s) {
+  if (s.source === "mesh" && s.trust.attested_by && s.trust.attested_by.length) {
+    return "mesh, attested by " + s.trust.attested_by.map((f) => f.slice(0, 20) + "…").join(", ");
+  }
+  return s.source === "crawl" ? "crawled by this node" : s.source === "local" ? "registered here" : s.source;
+}
+
+// --- search ---------------------------------------------------------------
+
+function readForm() {
+  const q = $("q").value.trim();
+  const filters = {};
+  const capability = $("capability").value.trim();
+  const language = $("language").value.trim();
+  const tag = $("tag").value.trim();
+  const minTrust = $("min-trust").value;
+  if (capability) filters.capabilities = [capability];
+  if (language) filters.supported_languages = [language];
+  if (tag) filters.tags = [tag];
+  if (minTrust) filters.min_trust = minTrust;
+  const body = { filters, top: 20, scope: $("scope").value };
+  if (q) body.query = q;
+  return body;
+}
+
+function resultItem(s) {
+  const link = el("a", { href: "#/agent/" + encodeURIComponent(s.id), class: "title" }, s.name || s.id);
+  const meta = [
+    ...trustBadges(s.trust),
+    s.score !== undefined ? badge("score " + s.score.toFixed(3)) : null,
+    badge(s.source_format),
+    s.status ? badge(s.status, s.status === "online" ? "fresh" : "stale") : null,
+    s.freshness ? badge(s.freshness.state, s.freshness.state) : null,
+  ];
+  return el("li", { "data-id": s.id },
+    link,
+    el("div", { class: "mono" }, s.id),
+    el("div", {}, s.description),
+    el("div", {}, meta),
+    el("div", { class: "muted" }, sourceText(s)),
+  );
+}
+
+async function search(event) {
+  if (event) event.preventDefault();
+  const body = readForm();
+  const status = $("search-status");
+  status.textContent = "Searching…";
+  $("results").replaceChildren();
+  try {
+    const { json, headers } = await api("POST", "/agents/search", body);
+    const items = json || [];
+    const asked = headers.get("x-agentmesh-peers-asked");
+    const answered = headers.get("x-agentmesh-peers-answered");
+    const elapsed = headers.get("x-agentmesh-elapsed-ms");
+    let text = items.length + (items.length === 1 ? " agent" : " agents");
+    if (asked !== null) text += " · asked " + asked + " peers, " + (answered || 0) + " answered";
+    if (elapsed !== null) text += " · " + elapsed + " ms";
+    status.textContent = text;
+    $("results").replaceChildren(...items.map(resultItem));
+  } catch (e) {
+    status.textContent = "";
+    showError(e);
+  }
+}
+
+// --- agent ------------------------------------------------------------------
+
+function table(rows) {
+  return el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", {}, v)))));
+}
+
+function operations(doc) {
+  const ops = doc.operations || doc.capabilities || [];
+  if (!Array.isArray(ops) || !ops.length) return null;
+  return [
+    el("h2", {}, Array.isArray(doc.operations) ? "Operations" : "Capabilities"),
+    el("ul", {}, ops.map((op) => el("li", {},
+      el("strong", {}, op.name || op.id || "?"), " ", op.description || "",
+      op.input_schema || op.inputSchema || op.parameters
+        ? el("pre", {}, JSON.stringify(op.input_schema || op.inputSchema || op.parameters, null, 2))
+        : null,
+    ))),
+  ];
+}
+
+function chain(report) {
+  if (!report) return el("p", { class: "muted" }, "Not crawled by this node: its trust is what the record's signer attested.");
+  const rows = report.steps.map((s) => el("tr", {},
+    el("td", {}, s.step),
+    el("td", {}, badge(s.outcome, "step-" + s.outcome)),
+    el("td", {}, s.reason ? el("code", {}, s.reason) : ""),
+    el("td", {}, s.detail),
+  ));
+  return el("table", { "aria-label": "Verification steps" },
+    el("thead", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "outcome"), el("th", {}, "reason"), el("th", {}, "detail"))),
+    el("tbody", {}, rows));
+}
+
+async function showAgent(id) {
+  page("agent");
+  $("agent-name").textContent = id;
+  $("agent-id").textContent = id;
+  const body = $("agent-body");
+  fill(body, el("p", { class: "muted" }, "Loading…"));
+  try {
+    const [{ json: summary }, { json: doc }] = await Promise.all([
+      api("GET", "/agents/" + encodeURIComponent(id) + "/summary"),
+      api("GET", "/agents/" + encodeURIComponent(id)),
+    ]);
+    let report = null;
+    if (id.startsWith("agent:")) {
+      try { report = (await api("GET", "/crawl/" + encodeURIComponent(id.slice(6)))).json; } catch (_) { report = null; }
+    }
+    let suspension = null;
+    try { suspension = (await api("GET", "/agents/" + encodeURIComponent(id) + "/suspension")).json; } catch (_) { suspension = null; }
+    $("agent-name").textContent = summary.name || id;
+    const f = summary.freshness;
+    const r = summary.record;
+    const schedule = report && report.schedule;
+    fill(body,
+      el("p", {}, summary.description),
+      el("div", {}, trustBadges(summary.trust)),
+      suspension && suspension.suspended ? el("p", { class: "error" }, "Suspended on this node since " + when(suspension.since) + ": " + suspension.reason) : null,
+      el("h2", {}, "At a glance"),
+      table([
+        ["source", sourceText(summary)],
+        ["format", summary.source_format],
+        ["endpoint", summary.endpoint || "none"],
+        ["capabilities", (summary.capabilities || []).join(", ")],
+        ["status", summary.status || "not declared"],
+        ["freshness", f ? f.state + ", checked " + when(f.checked_at) + ", next " + when(f.next_check_at) : "not tracked here"],
+        ["endpoint answered", f && f.endpoint_ok !== undefined ? (f.endpoint_ok ? "yes" : "no") + (f.seen_at ? ", last seen " + when(f.seen_at) : "") : "not probed"],
+        ["record", r ? "seq " + r.seq + ", signed " + when(r.issued_at) + ", valid until " + when(r.expires_at) : "none"],
+        ["signed by", r ? r.signer : "none"],
+        ["reasons", (summary.trust.reasons || []).join(", ") || "none"],
+      ]),
+      el("h2", {}, "Verification chain"),
+      chain(report),
+      schedule ? el("p", { class: "muted" }, "Next visit " + when(schedule.next_at) + "; failures in a row: " + schedule.failures) : null,
+      operations(doc),
+      el("h2", {}, "Document"),
+      el("pre", {}, JSON.stringify(doc, null, 2)),
+    );
+    $("main").focus();
+  } catch (e) {
+    fill(body);
+    showError(e);
+  }
+}
+
+// --- peers and crawl ---------------------------------------------------------
+
+async function showPeers() {
+  page("peers");
+  const body = $("peers-body");
+  fill(body, el("p", { class: "muted" }, "Loading…"));
+  try {
+    const { json } = await api("GET", "/peers");
+    const peers = json.peers || [];
+    const refused = json.records && json.records.refused ? json.records.refused : {};
+    fill(body,
+      el("p", {}, peers.length + " connected peers; records accepted from peers: " + (json.records ? JSON.stringify(json.records.accepted) : "0")),
+      el("table", { "aria-label": "Connected peers" },
+        el("thead", {}, el("tr", {}, el("th", {}, "peer"), el("th", {}, "addresses"), el("th", {}, "provides"), el("th", {}, "version"))),
+        el("tbody", {}, peers.map((p) => el("tr", {},
+          el("td", { class: "mono" }, p.peer_id),
+          el("td", { class: "mono" }, (p.addrs || []).join(" ")),
+          el("td", {}, (p.provides || []).join(", ") || "–"),
+          el("td", {}, p.agent_version || "–"),
+        )))),
+      el("h2", {}, "Records refused, by reason"),
+      table(Object.entries(refused).map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)])),
+    );
+  } catch (e) {
+    fill(body);
+    showError(e);
+  }
+}
+
+async function showCrawl() {
+  page("crawl");
+  const body = $("crawl-body");
+  try {
+    const { json } = await api("GET", "/health");
+    const c = json.crawl;
+    if (!c) {
+      fill(body, el("p", {}, "This node does not crawl."));
+      return;
+    }
+    const s = c.schedule;
+    fill(body, table([
+      ["jobs waiting", String(c.jobs_waiting)],
+      ["queue room", String(c.capacity)],
+      ["domains scheduled", s ? String(s.domains) : "recrawl off"],
+      ["due now", s ? String(s.due) : "–"],
+      ["next visit", s ? when(s.next_at) : "–"],
+      ["records by trust", JSON.stringify(json.records_by_trust || {})],
+    ]), el("p", { class: "muted" }, "A domain's latest report and schedule are on its agent's page (agent:DOMAIN)."));
+  } catch (e) {
+    showError(e);
+  }
+}
+
+// --- routing -------------------------------------------------------------------
+
+function route() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [path, query] = raw.split("?");
+  const hash = decodeURIComponent(path);
+  if (hash.startsWith("agent/")) return showAgent(hash.slice(6));
+  if (hash === "peers") return showPeers();
+  if (hash === "crawl") return showCrawl();
+  page("search");
+  // A search link (#/search?q=...&capability=...&scope=local) fills the
+  // form and runs it.
+  if (query) {
+    const params = new URLSearchParams(query);
+    const fields = { q: "q", capability: "capability", language: "language", tag: "tag", min_trust: "min-trust", scope: "scope" };
+    for (const [param, id] of Object.entries(fields)) {
+      if (params.has(param)) $(id).value = params.get(param);
+    }
+    return search();
+  }
+  return undefined;
+}
+
+async function node() {
+  try {
+    const { json } = await api("GET", "/health");
+    $("node").textContent = "node " + json.peer_id.slice(0, 16) + "… · " + json.records + " records · " + json.peers + " peers · v" + json.version;
+  } catch (_) {
+    $("node").textContent = "";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("search-form").addEventListener("submit", search);
+  window.addEventListener("hashchange", route);
+  route();
+  node();
+});

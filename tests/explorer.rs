@@ -1,0 +1,171 @@
+//! The web explorer in a real browser: headless Chromium (Debian's
+//! `chromium`, which `.ci/run` installs) loads the explorer of a real
+//! `agentmesh node` that crawled a testbed population, runs a search from
+//! a search link, and opens an agent page; the test reads the DOM the
+//! page rendered (Chromium's `--dump-dom` after the page's own fetches
+//! ran) and checks what it shows, and saves screenshots of the search,
+//! agent and peers pages under `target/explorer/`.
+//!
+//! Without Chromium the test says so and passes, except under CI, where
+//! it fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{testbed_with_ca, TestNode};
+use serde_json::json;
+
+/// Chromium's binary, if installed.
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            let out = Command::new("sh")
+                .args(["-c", &format!("command -v {name}")])
+                .output()
+                .ok()?;
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+        })
+}
+
+/// Runs headless Chromium on `url` with `extra` flags, letting the page's
+/// scripts and fetches run for up to `budget_ms` of virtual time; answers
+/// stdout. A deadline bounds the whole run.
+fn headless(browser: &Path, profile: &Path, url: &str, extra: &[&str], budget_ms: u32) -> String {
+    let budget = format!("--virtual-time-budget={budget_ms}");
+    let profile = format!("--user-data-dir={}", profile.display());
+    let mut args = vec![
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-dev-shm-usage",
+        &budget,
+        &profile,
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = common::run(
+        Command::new(browser).args(&args),
+        Duration::from_secs(60),
+        "headless chromium",
+    );
+    out.assert_success("headless chromium");
+    out.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_searches_the_explorer_and_opens_an_agent_page() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have Chromium (.ci/run installs it)"
+        );
+        eprintln!("SKIPPED: no chromium here (apt-get install chromium)");
+        return;
+    };
+    let (testbed, dir, ca) = testbed_with_ca(33, 12).await;
+    let resolver = testbed.dns_addr().to_string();
+    let ca = ca.to_string_lossy().into_owned();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
+            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .start()
+    });
+    let api = node.api();
+    let agents = testbed.population().agents();
+    let domains: Vec<&str> = agents.iter().map(|a| a.domain.as_str()).collect();
+    api.post("/crawl", &json!({"domains": domains, "wait": true}))
+        .await
+        .expect(200);
+    let agent = &agents[0];
+    let capability = &agent.capabilities[0].id;
+    let base = format!("http://{}", node.addr());
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer");
+    std::fs::create_dir_all(&shots).unwrap();
+    let profile = dir.path().join("chromium");
+
+    let (browser_ref, profile_ref) = (&browser, &profile);
+    let render = |url: String| {
+        let (b, p) = (browser_ref.clone(), profile_ref.clone());
+        tokio::task::spawn_blocking(move || headless(&b, &p, &url, &["--dump-dom"], 8000))
+    };
+
+    // A search by capability, in this node's scope: the agent is listed
+    // with its trust level and a link to its page.
+    let search = format!("{base}/#/search?capability={capability}&scope=local");
+    let dom = render(search.clone()).await.unwrap();
+    let item = format!("data-id=\"{}\"", agent.id());
+    assert!(
+        dom.contains(&item),
+        "the results list {}:\n{dom}",
+        agent.id()
+    );
+    assert!(dom.contains(&agent.name), "the result shows the name");
+    assert!(dom.contains("key-verified"), "and its trust level");
+    assert!(
+        dom.contains("crawled by this node"),
+        "and where it came from"
+    );
+    assert!(
+        dom.contains(&format!(
+            "href=\"#/agent/{}\"",
+            agent.id().replace(':', "%3A")
+        )),
+        "and links to the agent's page"
+    );
+
+    // The agent page: the verification chain step by step, and the
+    // document.
+    let page = format!("{base}/#/agent/{}", agent.id());
+    let dom = render(page.clone()).await.unwrap();
+    for needle in [
+        "Verification chain",
+        "dns_txt",
+        "fingerprint",
+        "challenge",
+        agent.domain.as_str(),
+        "freshness",
+        "fresh, checked",
+    ] {
+        assert!(
+            dom.contains(needle),
+            "the agent page shows {needle:?}:\n{dom}"
+        );
+    }
+    assert!(
+        !dom.contains("class=\"error\" role=\"alert\">"),
+        "no error shown"
+    );
+
+    // Screenshots of the three pages, phone-sized and desktop.
+    for (name, url, size) in [
+        ("search", search, "1200,900"),
+        ("agent", page, "1200,1400"),
+        ("peers", format!("{base}/#/peers"), "1200,700"),
+        (
+            "search-phone",
+            format!("{base}/#/search?capability={capability}&scope=local"),
+            "390,844",
+        ),
+    ] {
+        let file = shots.join(format!("{name}.png"));
+        let shot = format!("--screenshot={}", file.display());
+        let window = format!("--window-size={size}");
+        let (b, p) = (browser.clone(), profile.clone());
+        tokio::task::spawn_blocking(move || {
+            headless(&b, &p, &url, &[&shot, &window, "--hide-scrollbars"], 8000)
+        })
+        .await
+        .unwrap();
+        let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{name}.png: {e}"));
+        assert!(bytes.starts_with(b"\x89PNG"), "{name}.png is a PNG");
+    }
+    testbed.shutdown().await;
+}
