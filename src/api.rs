@@ -171,6 +171,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            config.max_body_bytes,
+            refuse_oversized,
+        ))
         .layer(
             ServiceBuilder::new()
                 .layer(TraceLayer::new_for_http().make_span_with(observe::span))
@@ -183,6 +187,59 @@ pub fn router(state: AppState) -> Router {
             observe::observe,
         ))
         .with_state(state)
+}
+
+/// Most bytes of a refused body read before the answer: enough that a
+/// client still sending a body somewhat over the limit reads the 413
+/// instead of a reset connection.
+const DRAIN_BYTES: usize = 4 << 20;
+/// Longest time spent reading a refused body.
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
+/// A request whose `Content-Length` is over `api.max_body_bytes` is
+/// answered 413 before any handler runs. The server closing while the
+/// client is still sending makes the client's kernel see a reset instead
+/// of the answer, so up to [`DRAIN_BYTES`] of the body are read (within
+/// [`DRAIN_TIME`]) and dropped first, and the connection is then closed.
+/// The streaming import (`POST /admin/import`) has limits of its own.
+async fn refuse_oversized(
+    State(limit): State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let over = declared.filter(|n| *n > limit as u64);
+    let (Some(declared), false) = (over, request.uri().path() == "/admin/import") else {
+        return next.run(request).await;
+    };
+    let mut body = request.into_body().into_data_stream();
+    let drain = async {
+        let mut read = 0;
+        while let Some(Ok(chunk)) = body.next().await {
+            read += chunk.len();
+            if read > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+    let mut response = ApiError::new(
+        ErrorCode::InvalidInput,
+        format!("the request body is {declared} bytes; at most {limit} are accepted"),
+    )
+    .with_status(axum::http::StatusCode::PAYLOAD_TOO_LARGE)
+    .into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 async fn overloaded(err: tower::BoxError) -> ApiError {
