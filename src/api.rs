@@ -157,7 +157,6 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/crawl", axum::routing::post(crawl::start))
         .route("/crawl/{domain}", get(crawl::report))
-        .route("/admin/import", axum::routing::post(import::import))
         .route("/records", axum::routing::post(records::submit))
         .route(
             "/admin/agents/{id}/suspension",
@@ -169,12 +168,16 @@ pub fn router(state: AppState) -> Router {
         .route("/peers", get(peers))
         .route("/metrics", get(observe::render))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             config.max_body_bytes,
             refuse_oversized,
         ))
+        // The streaming import reads its body itself, with limits of its
+        // own (lines, line length): added after the body limits, which do
+        // not wrap it.
+        .route("/admin/import", axum::routing::post(import::import))
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()
                 .layer(TraceLayer::new_for_http().make_span_with(observe::span))
@@ -201,7 +204,8 @@ const DRAIN_TIME: Duration = Duration::from_secs(2);
 /// client is still sending makes the client's kernel see a reset instead
 /// of the answer, so up to [`DRAIN_BYTES`] of the body are read (within
 /// [`DRAIN_TIME`]) and dropped first, and the connection is then closed.
-/// The streaming import (`POST /admin/import`) has limits of its own.
+/// It does not wrap the streaming import (`POST /admin/import`), which
+/// has limits of its own.
 async fn refuse_oversized(
     State(limit): State<usize>,
     request: axum::extract::Request,
@@ -214,8 +218,7 @@ async fn refuse_oversized(
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let over = declared.filter(|n| *n > limit as u64);
-    let (Some(declared), false) = (over, request.uri().path() == "/admin/import") else {
+    let Some(declared) = declared.filter(|n| *n > limit as u64) else {
         return next.run(request).await;
     };
     let mut body = request.into_body().into_data_stream();

@@ -3,6 +3,7 @@
 //! Module map (see `ARCHITECTURE.md` for how a record flows):
 //! - [`config`]: the TOML + environment + flags configuration;
 //! - [`net`]: the address policy (which addresses may be connected to);
+//! - [`periodic`]: the one loop of the node's periodic background jobs.
 //! - [`priority`]: background threads yield the CPU to the ones answering
 //!   queries;
 //! - [`identity`]: Ed25519 keys, fingerprints, key files, agent ids and
@@ -47,6 +48,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod net;
 pub mod node;
+pub mod periodic;
 pub mod priority;
 pub mod record;
 pub mod registry;

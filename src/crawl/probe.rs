@@ -156,12 +156,9 @@ impl Prober {
     /// Runs [`Prober::round`] every `tick` until `cancel` fires.
     pub fn spawn(&self, tick: Duration, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    () = tokio::time::sleep(tick) => {}
-                }
+        crate::periodic::every(tick, cancel, move || {
+            let this = this.clone();
+            async move {
                 match this.round().await {
                     Ok(r) if r.probed > 0 => tracing::debug!(
                         probed = r.probed,

@@ -504,17 +504,10 @@ impl Scheduler {
     /// Runs [`Scheduler::run_due`] every `tick` until `cancel` fires.
     pub fn spawn(&self, tick: Duration, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = cancel.cancelled() => break,
-                    () = tokio::time::sleep(tick) => {}
-                }
-                let round = tokio::select! {
-                    () = cancel.cancelled() => break,
-                    round = this.run_due() => round,
-                };
-                match round {
+        crate::periodic::every(tick, cancel, move || {
+            let this = this.clone();
+            async move {
+                match this.run_due().await {
                     Ok(r) if r.visited > 0 || r.aged > 0 => tracing::info!(
                         visited = r.visited,
                         not_modified = r.not_modified,
@@ -526,7 +519,6 @@ impl Scheduler {
                     Err(e) => tracing::warn!(error = %e, "recrawl round failed"),
                 }
             }
-            tracing::debug!("recrawl scheduler stopped");
         })
     }
 

@@ -96,12 +96,9 @@ pub fn spawn_renewer(
     every: Duration,
     cancel: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => break,
-                () = tokio::time::sleep(every) => {}
-            }
+    crate::periodic::every(every, cancel, move || {
+        let issuer = issuer.clone();
+        async move {
             match issuer.renew_local(crate::record::unix_now()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(renewed = n, "re-signed registrations nearing expiry"),
