@@ -70,14 +70,7 @@ async fn a_browser_searches_the_explorer_and_opens_an_agent_page() {
         return;
     };
     let (testbed, dir, ca) = testbed_with_ca(33, 12).await;
-    let resolver = testbed.dns_addr().to_string();
-    let ca = ca.to_string_lossy().into_owned();
-    let node = tokio::task::block_in_place(|| {
-        TestNode::builder()
-            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
-            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
-            .start()
-    });
+    let node = tokio::task::block_in_place(|| TestNode::builder().crawling(&testbed, &ca).start());
     let api = node.api();
     let agents = testbed.population().agents();
     let domains: Vec<&str> = agents.iter().map(|a| a.domain.as_str()).collect();

@@ -211,12 +211,9 @@ async fn metrics_move_with_what_the_node_does() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     testbed.write_ca(&ca).unwrap();
-    let resolver = testbed.dns_addr().to_string();
-    let ca = ca.to_string_lossy().into_owned();
     let node = tokio::task::block_in_place(|| {
         TestNode::builder()
-            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
-            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .crawling(&testbed, &ca)
             .env("AGENTMESH_API__ADMIN_TOKEN", TOKEN)
             .start()
     });

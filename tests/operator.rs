@@ -262,14 +262,7 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_crawls_through_its_api_and_serves_what_it_verified() {
     let (testbed, _dir, ca) = testbed_with_ca(21, 30).await;
-    let resolver = testbed.dns_addr().to_string();
-    let ca = ca.to_string_lossy().into_owned();
-    let node = tokio::task::block_in_place(|| {
-        TestNode::builder()
-            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
-            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
-            .start()
-    });
+    let node = tokio::task::block_in_place(|| TestNode::builder().crawling(&testbed, &ca).start());
     let api = node.api();
     let population = testbed.population();
     let domains: Vec<&str> = population
@@ -383,13 +376,10 @@ async fn a_node_crawls_its_seed_files_at_start() {
     let b = dir.path().join("b.domains");
     std::fs::write(&b, format!("{}\n\n{}\n", rest.join("\n"), first[0])).unwrap();
 
-    let resolver = testbed.dns_addr().to_string();
-    let ca = ca.to_string_lossy().into_owned();
     let files = format!(r#"["{}", "{}"]"#, a.display(), b.display());
     let node = tokio::task::block_in_place(|| {
         TestNode::builder()
-            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
-            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+            .crawling(&testbed, &ca)
             .env("AGENTMESH_CRAWL__SEED_FILES", &files)
             .start()
     });

@@ -259,14 +259,7 @@ async fn max_latency_keeps_out_slower_and_undeclared_agents() {
 /// and a node that trusts both; one agent crawled (key-verified).
 async fn node_with_a_crawled_agent() -> (Testbed, TestNode, tempfile::TempDir, String, String) {
     let (testbed, dir, ca) = testbed_with_ca(31, 3).await;
-    let resolver = testbed.dns_addr().to_string();
-    let ca = ca.to_string_lossy().into_owned();
-    let node = tokio::task::block_in_place(|| {
-        TestNode::builder()
-            .args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
-            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
-            .start()
-    });
+    let node = tokio::task::block_in_place(|| TestNode::builder().crawling(&testbed, &ca).start());
     let agent = &testbed.population().agents()[0];
     let (id, domain) = (agent.id(), agent.domain.clone());
     let capability = agent.capabilities[0].id.clone();

@@ -302,6 +302,15 @@ impl NodeBuilder {
         self
     }
 
+    /// A node that crawls `testbed`: its DNS server as resolver, its CA
+    /// (`ca`, written by [`testbed_with_ca`]) trusted, loopback allowed,
+    /// and no peers followed beyond the domains asked for.
+    pub fn crawling(self, testbed: &Testbed, ca: &Path) -> Self {
+        let (resolver, ca) = (testbed.dns_addr().to_string(), ca.to_string_lossy());
+        self.args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
+            .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+    }
+
     /// Adds command-line arguments after the harness's own
     /// (`node --data-dir <dir> --listen 127.0.0.1:0 --p2p-listen ...`).
     pub fn args(mut self, args: &[&str]) -> Self {
