@@ -96,7 +96,7 @@ pub struct Operation {
 }
 
 /// One problem found in a submitted document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldProblem {
     /// JSON Pointer to the offending value (`""` for the document).
     pub field: String,

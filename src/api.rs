@@ -17,6 +17,7 @@ mod crawl;
 mod error;
 mod import;
 mod observe;
+mod openapi;
 mod records;
 mod resolve;
 mod suspend;
@@ -35,6 +36,7 @@ use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
+pub use openapi::{openapi_document, openapi_json};
 
 use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
@@ -167,6 +169,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/peers", get(peers))
         .route("/metrics", get(observe::render))
+        .route("/openapi.json", get(openapi::serve))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
@@ -260,7 +263,51 @@ async fn overloaded(err: tower::BoxError) -> ApiError {
     }
 }
 
-async fn health(State(state): State<AppState>) -> Json<Value> {
+/// `GET /health`: what this node is and holds.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct Health {
+    /// Always `ok` when the node answers.
+    status: &'static str,
+    /// The node's version.
+    version: &'static str,
+    /// Its libp2p peer id.
+    peer_id: String,
+    /// Its listen multiaddrs, with `/p2p/<peer id>`.
+    listen_addrs: Vec<String>,
+    /// Addresses confirmed as external.
+    external_addrs: Vec<String>,
+    /// Records held (descriptors and tombstones).
+    records: u64,
+    /// Live descriptors by trust level.
+    #[schema(value_type = std::collections::BTreeMap<String, u64>)]
+    records_by_trust: serde_json::Map<String, Value>,
+    /// Connected peers.
+    peers: usize,
+    /// The crawl queue, when the node crawls.
+    crawl: Option<crate::crawl::queue::QueueStatus>,
+}
+
+/// `GET /peers`: the connected peers and what was judged of what they sent.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct Peers {
+    /// The connected peers.
+    peers: Vec<crate::mesh::PeerInfo>,
+    /// Records received from peers.
+    records: PeerRecords,
+}
+
+/// Counts of the records peers sent.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct PeerRecords {
+    /// Stored.
+    accepted: u64,
+    /// Refused, by reason.
+    refused: std::collections::BTreeMap<&'static str, u64>,
+}
+
+#[utoipa::path(get, path = "/health", tag = "node",
+    responses((status = 200, description = "The node is up", body = Health)))]
+async fn health(State(state): State<AppState>) -> Json<Health> {
     let status = match state.mesh() {
         Some(m) => m.client.status().await.ok(),
         None => None,
@@ -279,17 +326,17 @@ async fn health(State(state): State<AppState>) -> Json<Value> {
         },
         None => state.inner.listen_addrs.clone(),
     };
-    Json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "peer_id": state.inner.peer_id,
-        "listen_addrs": listen_addrs,
-        "external_addrs": external,
-        "records": state.registry().store().len(),
-        "records_by_trust": records_by_trust(state.registry().store()),
-        "peers": peers,
-        "crawl": state.crawl_queue().map(CrawlQueue::status),
-    }))
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        peer_id: state.inner.peer_id.clone(),
+        listen_addrs,
+        external_addrs: external,
+        records: state.registry().store().len(),
+        records_by_trust: records_by_trust(state.registry().store()),
+        peers,
+        crawl: state.crawl_queue().map(CrawlQueue::status),
+    })
 }
 
 /// Live descriptors by trust level, from the in-memory indexes (no read).
@@ -300,7 +347,12 @@ fn records_by_trust(store: &crate::store::Store) -> serde_json::Map<String, Valu
         .collect()
 }
 
-async fn peers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/peers", tag = "node",
+    responses(
+        (status = 200, description = "The connected peers", body = Peers),
+        (status = 503, description = "This node runs no mesh", body = error::ErrorBody),
+    ))]
+async fn peers(State(state): State<AppState>) -> Result<Json<Peers>, ApiError> {
     let mesh = state
         .mesh()
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node runs no mesh"))?;
@@ -309,10 +361,13 @@ async fn peers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
         .peers()
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
-    Ok(Json(json!({
-        "peers": peers,
-        "records": {"accepted": mesh.judge.accepted(), "refused": mesh.judge.refusals()},
-    })))
+    Ok(Json(Peers {
+        peers,
+        records: PeerRecords {
+            accepted: mesh.judge.accepted(),
+            refused: mesh.judge.refusals(),
+        },
+    }))
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

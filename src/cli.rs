@@ -133,6 +133,9 @@ pub enum Command {
     /// or elvish (e.g. `agentmesh completions bash >
     /// ~/.local/share/bash-completion/completions/agentmesh`).
     Completions(CompletionsArgs),
+    /// Print the OpenAPI 3.1 document of the HTTP API (what a node serves
+    /// at `/openapi.json`; `proto/openapi.json` is a copy).
+    Openapi,
 }
 
 /// Flags of `completions`.
@@ -289,6 +292,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(args).await,
         Command::Search(args) => search::run(args).await,
         Command::Completions(args) => done(completions(&args)),
+        Command::Openapi => done(
+            std::io::Write::write_all(
+                &mut std::io::stdout().lock(),
+                crate::api::openapi_json().as_bytes(),
+            )
+            .context("writing the OpenAPI document to stdout"),
+        ),
     }
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// Which document format a descriptor was made from: its provenance
 /// (`source_format` in results). The wire names are in
 /// `proto/records.cddl` (`document-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum DocumentFormat {
     /// An AIDIP agent metadata document (registered through the API).
     #[serde(rename = "aidip")]

@@ -90,7 +90,7 @@ impl RegistryError {
 }
 
 /// Where a result came from, from this node's point of view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// Registered through this node's API.
@@ -102,7 +102,7 @@ pub enum Source {
 }
 
 /// The `trust` member of results.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TrustView {
     /// The level the evidence proves.
     pub level: TrustLevel,
@@ -115,7 +115,7 @@ pub struct TrustView {
 }
 
 /// An AIDIP summary object, with agentmesh's `score`, `trust`, `source`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Summary {
     /// Agent id.
     pub id: String,

@@ -157,7 +157,7 @@ impl Plan {
 }
 
 /// What was sent (or would have been sent) to peers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct MeshView {
     /// Whether peers were asked.
     pub asked: bool,
@@ -173,7 +173,7 @@ pub struct MeshView {
 }
 
 /// What the intent and context were understood as.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct UnderstoodView {
     /// The intent's words left to rank with.
     pub text: String,
@@ -196,7 +196,7 @@ pub struct UnderstoodView {
 }
 
 /// One candidate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Candidate {
     /// Agent id.
     pub id: String,
@@ -221,7 +221,7 @@ pub struct Candidate {
 }
 
 /// The answer to a resolution.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Resolution {
     /// At most `top`, best first; every one passes the whole policy.
     pub candidates: Vec<Candidate>,

@@ -42,7 +42,7 @@ use crate::metrics::Metrics;
 use crate::registry::{Page, Registry, RegistryError, SearchQuery};
 
 /// How widely a search looks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// This node's records only.

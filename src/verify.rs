@@ -8,7 +8,19 @@ use serde::{Deserialize, Serialize};
 
 /// The four ADP trust levels, weakest first; the order is meaningful
 /// (`KeyVerified > DnsVerified`), so policies can ask for "at least".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum TrustLevel {
     /// Resolved or registered, nothing proven.
@@ -339,6 +351,20 @@ impl std::str::FromStr for Reason {
     }
 }
 
+impl utoipa::PartialSchema for Reason {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(
+                "A reason code: why a step of a crawl or a check did not verify",
+            ))
+            .enum_values(Some(Self::ALL.iter().map(|r| r.as_str())))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Reason {}
+
 impl Serialize for Reason {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -360,7 +386,7 @@ impl PartialEq<&str> for Reason {
 
 /// The evidence flags as results and reports show them: which proofs an
 /// agent's trust level rests on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EvidenceFlags {
     /// DNSSEC-validated TXT record.
     pub dnssec: bool,

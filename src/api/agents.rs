@@ -11,10 +11,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
+use super::error::ErrorBody;
+use super::openapi::{AgentSummary, HeldRecord};
 use super::{ApiError, AppState, ErrorCode};
 use crate::registry::RegistryError;
-use crate::registry::{Page, SearchQuery};
+use crate::registry::{Page, SearchQuery, Summary};
 use crate::search::{MeshReport, Scope};
 use crate::store::{Filter, PutOutcome};
 use crate::verify::TrustLevel;
@@ -50,6 +53,24 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// `POST /agents`: registers an AIDIP document.
+#[utoipa::path(post, path = "/agents", tag = "agents",
+    security((), ("bearer" = [])),
+    request_body(content = ref("#/components/schemas/AidipDocument"),
+        description = "An AIDIP agent metadata document; `id` is assigned when absent"),
+    responses(
+        (status = 201, description = "Registered", body = ref("#/components/schemas/AidipDocument"),
+            headers(("location" = String, description = "`/agents/{id}`"))),
+        (status = 200, description = "An agent registered here with this id was updated",
+            body = ref("#/components/schemas/AidipDocument"),
+            headers(("location" = String, description = "`/agents/{id}`"))),
+        (status = 400, description = "Not a valid document (every problem in `details`)", body = ErrorBody),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "The id belongs to an agent this node did not register", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn register(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -73,6 +94,19 @@ pub(super) async fn register(
     Ok(response)
 }
 
+/// `GET /agents/{id}`: the agent's document, as published (AIDIP, ADP,
+/// A2A, ...), from this node or, failing that, the DHT.
+#[utoipa::path(get, path = "/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "The document in its own format", body = Object,
+            headers(
+                ("x-agentmesh-suspended" = u64, description = "Set when this node suspended the agent: since when, Unix seconds"),
+                ("x-agentmesh-suspension-reason" = String, description = "The suspension's reason"),
+            )),
+        (status = 404, description = "Neither this node nor the DHT holds it", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -110,6 +144,13 @@ pub(super) async fn get_one(
 /// `GET /agents/{id}/summary`: what a search answers for the agent, and
 /// the record this node holds for it (seq, when it was signed and until
 /// when, by whom). What the explorer's agent page shows.
+#[utoipa::path(get, path = "/agents/{id}/summary", tag = "agents",
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "Its search result and record", body = super::openapi::AgentSummary),
+        (status = 404, description = "Not held here", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn summary(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -122,21 +163,33 @@ pub(super) async fn summary(
         .await
         .map_err(RegistryError::from)?;
     let record = held.and_then(|h| match h.body {
-        crate::record::RecordBody::Descriptor(d) => Some(json!({
-            "seq": d.seq,
-            "issued_at": d.issued_at,
-            "expires_at": d.expires_at,
-            "signer": crate::identity::fingerprint(h.record.signer()),
-        })),
+        crate::record::RecordBody::Descriptor(d) => Some(HeldRecord {
+            seq: d.seq,
+            issued_at: d.issued_at,
+            expires_at: d.expires_at,
+            signer: crate::identity::fingerprint(h.record.signer()),
+        }),
         crate::record::RecordBody::Tombstone(_) => None,
     });
-    let mut body = serde_json::to_value(&summary).expect("a summary serialises");
-    if let Value::Object(m) = &mut body {
-        m.insert("record".into(), record.unwrap_or(Value::Null));
-    }
-    Ok(Json(body).into_response())
+    Ok(Json(AgentSummary::new(summary, record)).into_response())
 }
 
+/// `PUT /agents/{id}`: replaces the document of an agent registered here.
+#[utoipa::path(put, path = "/agents/{id}", tag = "agents",
+    security((), ("bearer" = [])),
+    params(("id" = String, Path, description = "Agent id")),
+    request_body(content = ref("#/components/schemas/AidipDocument"),
+        description = "The whole new document; its `id`, if any, must be the path's"),
+    responses(
+        (status = 200, description = "Updated", body = ref("#/components/schemas/AidipDocument")),
+        (status = 400, description = "Not a valid document (every problem in `details`)", body = ErrorBody),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "This node did not register the agent", body = ErrorBody),
+        (status = 404, description = "No such agent", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -148,6 +201,18 @@ pub(super) async fn update(
     Ok(Json(state.registry().update(&id, doc).await?))
 }
 
+/// `DELETE /agents/{id}`: deregisters an agent registered here (a signed
+/// tombstone replaces its record and is gossiped).
+#[utoipa::path(delete, path = "/agents/{id}", tag = "agents",
+    security((), ("bearer" = [])),
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 204, description = "Deregistered"),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "This node did not register the agent", body = ErrorBody),
+        (status = 404, description = "No such agent", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -335,6 +400,22 @@ fn page_response(page: Page) -> Response {
     response
 }
 
+/// `GET /agents`: a filter search, one page at a time, in id order.
+#[utoipa::path(get, path = "/agents", tag = "agents",
+    params(
+        ("capabilities" = Option<Vec<String>>, Query, explode = true, description = "Capability ids the agent must all offer; repeat or separate with commas"),
+        ("tags" = Option<Vec<String>>, Query, explode = true, description = "Tags the agent must all carry"),
+        ("language" = Option<Vec<String>>, Query, explode = true, description = "BCP 47 tags the agent must all support"),
+        ("limit" = Option<usize>, Query, minimum = 1, description = "Page size (`api.default_limit`; at most `api.max_limit`)"),
+        ("cursor" = Option<String>, Query, description = "`x-next-cursor` of the previous page"),
+        ("include_stale" = Option<bool>, Query, description = "Answer agents dropped for staleness too"),
+    ),
+    responses(
+        (status = 200, description = "One page of summaries", body = Vec<Summary>,
+            headers(("x-next-cursor" = String, description = "Set when more pages follow"))),
+        (status = 400, description = "An unknown or malformed parameter", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn list(
     State(state): State<AppState>,
     params: Result<Query<Vec<(String, String)>>, QueryRejection>,
@@ -362,14 +443,20 @@ pub(super) async fn list(
 }
 
 /// Body of `POST /agents/search`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SearchBody {
+    /// Terms every result must match.
     #[serde(default)]
     filters: Filters,
+    /// Free text, ranked (at most 1,024 bytes).
     query: Option<String>,
+    /// Results per page (10; at most `api.max_limit`).
+    #[schema(minimum = 1)]
     top: Option<usize>,
+    /// `mesh` (default) also asks peers, on the first page; `local` does not.
     scope: Option<Scope>,
+    /// `x-next-cursor` of the previous page.
     cursor: Option<String>,
     /// Answer agents this node dropped for staleness too (false).
     #[serde(default)]
@@ -381,13 +468,17 @@ pub(super) struct SearchBody {
 /// singular `supported_language` (one tag, its search-flow example); a
 /// body giving both is refused, whatever they hold, rather than guessing
 /// whether the one is meant to be added to the others.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Filters {
+    /// Capability ids the agent must all offer (at most 32).
     #[serde(default)]
     capabilities: Vec<String>,
+    /// BCP 47 tags the agent must all support (at most 32).
     supported_languages: Option<Vec<String>>,
+    /// One BCP 47 tag (the draft's form); not with `supported_languages`.
     supported_language: Option<String>,
+    /// Tags the agent must all carry (at most 32).
     #[serde(default)]
     tags: Vec<String>,
     /// Only agents at this trust level or above (`dns-verified`, ...).
@@ -422,6 +513,27 @@ const MAX_QUERY_BYTES: usize = 1024;
 /// Most terms in one filter field.
 const MAX_FILTER_TERMS: usize = 32;
 
+/// `POST /agents/search`: filters and free text, ranked, from this node
+/// and (scope `mesh`) its peers.
+#[utoipa::path(post, path = "/agents/search", tag = "agents",
+    request_body = SearchBody,
+    responses(
+        (status = 200, description = "One page of summaries, best first", body = Vec<Summary>,
+            headers(
+                ("x-next-cursor" = String, description = "Set when more pages follow"),
+                ("x-agentmesh-peers-asked" = u32, description = "Mesh scope: peers asked"),
+                ("x-agentmesh-peers-answered" = u32, description = "Mesh scope: peers that answered in time"),
+                ("x-agentmesh-records-received" = u32, description = "Mesh scope: records peers sent"),
+                ("x-agentmesh-partial" = bool, description = "Mesh scope: whether someone did not answer"),
+                ("x-agentmesh-unanswered" = String, description = "Mesh scope: peer ids that did not answer, comma-separated"),
+                ("x-agentmesh-budget-exhausted" = bool, description = "Mesh scope: whether the deadline ran out"),
+                ("x-agentmesh-elapsed-ms" = u64, description = "Mesh scope: how long the search took"),
+            )),
+        (status = 400, description = "A malformed body", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn search(
     State(state): State<AppState>,
     body: Result<Json<SearchBody>, JsonRejection>,

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::agents::authorize;
+use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
 use crate::crawl::queue::QueueError;
 
@@ -17,9 +18,11 @@ use crate::crawl::queue::QueueError;
 const MAX_DOMAINS: usize = 1000;
 
 /// Body of `POST /crawl`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CrawlBody {
+    /// Domain names whose `_agent` records are crawled (1 to 1,000).
+    #[schema(value_type = Vec<super::openapi::DomainName>, min_items = 1, max_items = 1000)]
     domains: Vec<String>,
     #[serde(default)]
     wait: bool,
@@ -37,6 +40,36 @@ impl From<QueueError> for ApiError {
     }
 }
 
+/// What `POST /crawl` answers.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub(super) enum CrawlStarted {
+    /// `wait: true`: a report per domain crawled (peers followed included).
+    Reports {
+        /// The reports.
+        reports: Vec<crate::crawl::CrawlReport>,
+    },
+    /// `wait: false`: how many domains were queued.
+    Queued {
+        /// Domains queued.
+        queued: usize,
+    },
+}
+
+/// `POST /crawl`: crawls domains, at once (`wait`) or in the background.
+#[utoipa::path(post, path = "/crawl", tag = "crawl",
+    security((), ("bearer" = [])),
+    request_body = CrawlBody,
+    responses(
+        (status = 200, description = "`wait: true`: the crawl reports", body = CrawlStarted),
+        (status = 202, description = "Queued", body = CrawlStarted),
+        (status = 400, description = "No domains, too many, or names that are not domain names", body = ErrorBody),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 429, description = "The crawl queue is full", body = ErrorBody),
+        (status = 503, description = "This node does not crawl, or is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn start(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -74,13 +107,22 @@ pub(super) async fn start(
     }
     if body.wait {
         let reports = queue.crawl(domains).await?;
-        return Ok(Json(json!({ "reports": reports })).into_response());
+        return Ok(Json(CrawlStarted::Reports { reports }).into_response());
     }
     let queued = domains.len();
     queue.enqueue(domains)?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "queued": queued }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(CrawlStarted::Queued { queued })).into_response())
 }
 
+/// `GET /crawl/{domain}`: the last crawl of a domain.
+#[utoipa::path(get, path = "/crawl/{domain}", tag = "crawl",
+    params(("domain" = super::openapi::DomainName, Path, description = "A domain name")),
+    responses(
+        (status = 200, description = "The report of its last crawl", body = super::openapi::CrawlReportView),
+        (status = 400, description = "Not a domain name", body = ErrorBody),
+        (status = 404, description = "Not crawled by this node", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn report(
     State(state): State<AppState>,
     Path(domain): Path<String>,

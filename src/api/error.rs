@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::registry::RegistryError;
 
 /// The error codes of DESIGN.md section 7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[non_exhaustive]
 pub enum ErrorCode {
     /// 400, 413, 405.
@@ -79,13 +79,48 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer: `{"error": {...}}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    /// What went wrong.
+    error: ErrorObject,
+}
+
+/// The draft's error object.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorObject {
+    /// Machine-readable.
+    code: ErrorCode,
+    /// For people.
+    message: String,
+    /// Where it applies: for invalid input, a list of
+    /// `{"field": JSON pointer or parameter, "message"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error object without details (for a body that is not an error
+    /// answer, such as the last line of an import).
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(details) = self.details {
-            error["details"] = details;
-        }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let body = ErrorBody {
+            error: ErrorObject {
+                code: self.code,
+                message: self.message,
+                details: self.details,
+            },
+        };
+        (self.status, Json(body)).into_response()
     }
 }
 

@@ -19,12 +19,12 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde::Serialize;
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::io::StreamReader;
 use tracing::Instrument as _;
 
 use super::agents::authorize;
+use super::error::ErrorObject;
 use super::{ApiError, AppState, ErrorCode};
 use crate::registry::import::{ImportLimits, Importer, LineResult, SERVING_ISSUE_CHUNK};
 
@@ -40,6 +40,40 @@ fn ndjson_line(v: &impl Serialize) -> Bytes {
     Bytes::from(line)
 }
 
+/// One line of the `POST /admin/import` answer: a line's result, and
+/// last the summary.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+enum ImportLine {
+    /// What became of one input line.
+    #[allow(dead_code)]
+    Line(LineResult),
+    /// The last line.
+    Summary {
+        /// The whole import; `null` when it failed (see `error`).
+        #[schema(required = true)]
+        summary: Option<crate::registry::import::ImportSummary>,
+        /// Why the import failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorObject>,
+    },
+}
+
+/// `POST /admin/import`: registers many documents, one JSON document per
+/// line (an MCP registry dump, AIDIP documents, ...), streaming one
+/// result line per input line and then the summary.
+#[utoipa::path(post, path = "/admin/import", tag = "admin",
+    security((), ("bearer" = [])),
+    request_body(content = String, content_type = "application/x-ndjson",
+        description = "One JSON document per line"),
+    responses(
+        (status = 200, description = "One JSON value per line (described here as the \
+            array of the lines): a result per input line, then `{\"summary\": ...}`",
+            body = Vec<ImportLine>, content_type = "application/x-ndjson"),
+        (status = 401, description = "The admin token is missing or wrong", body = super::error::ErrorBody),
+        (status = 429, description = "An import is already running", body = super::error::ErrorBody),
+        (status = 503, description = "The node is overloaded", body = super::error::ErrorBody),
+    ))]
 pub(super) async fn import(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -86,13 +120,19 @@ pub(super) async fn import(
     });
     let summary = futures_util::stream::once(async move {
         match job.await {
-            Ok(summary) => ndjson_line(&json!({ "summary": summary })),
+            Ok(summary) => ndjson_line(&ImportLine::Summary {
+                summary: Some(summary),
+                error: None,
+            }),
             Err(e) => {
                 tracing::error!(error = %e, "the import thread failed");
-                ndjson_line(&json!({
-                    "summary": null,
-                    "error": {"code": "Unavailable", "message": "the import failed; see the node's log"},
-                }))
+                ndjson_line(&ImportLine::Summary {
+                    summary: None,
+                    error: Some(ErrorObject::new(
+                        ErrorCode::Unavailable,
+                        "the import failed; see the node's log",
+                    )),
+                })
             }
         }
     });

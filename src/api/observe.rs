@@ -95,6 +95,9 @@ pub(super) fn span(req: &Request) -> tracing::Span {
 
 /// `GET /metrics`: the node's metrics in the OpenMetrics text format.
 /// Needs no token: it holds counts, never a token, key or request content.
+#[utoipa::path(get, path = "/metrics", tag = "node",
+    responses((status = 200, description = "The metrics", body = String,
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 pub(super) async fn render(State(state): State<AppState>) -> Response {
     let text = state.metrics().render().await;
     (

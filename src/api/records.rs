@@ -11,17 +11,48 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
 use crate::federation::Judgement;
 use crate::record::MAX_RECORD_BYTES;
 
+/// What `POST /records` answers when the record was not refused.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(super) struct Submitted {
+    /// Whether it was stored (and published).
+    stored: bool,
+    /// The agent, when stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_id: Option<String>,
+    /// Set when this node already held the same record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duplicate: Option<bool>,
+    /// `false` when it verified but this node does not keep such records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<bool>,
+}
+
+/// `POST /records`: a signed record (CBOR, `proto/records.cddl`), judged
+/// as one from a peer, stored and gossiped when valid.
+#[utoipa::path(post, path = "/records", tag = "mesh",
+    request_body(content = super::openapi::RecordBytes, content_type = "application/cbor",
+        description = "One signed record, at most 16 KiB"),
+    responses(
+        (status = 201, description = "Stored and published", body = Submitted),
+        (status = 200, description = "Already held, or not kept", body = Submitted),
+        (status = 400, description = "Refused (the reason code in `details`)", body = ErrorBody),
+        (status = 409, description = "This node holds a newer record of the agent", body = ErrorBody),
+        (status = 413, description = "Larger than a record may be", body = ErrorBody),
+        (status = 415, description = "Not `application/cbor`", body = ErrorBody),
+        (status = 503, description = "This node runs no mesh, or is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn submit(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Submitted>), ApiError> {
     let cbor = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -65,12 +96,22 @@ pub(super) async fn submit(
             }
             Ok((
                 StatusCode::CREATED,
-                Json(json!({"stored": true, "agent_id": agent_id})),
+                Json(Submitted {
+                    stored: true,
+                    agent_id: Some(agent_id),
+                    duplicate: None,
+                    kept: None,
+                }),
             ))
         }
         Judgement::Duplicate => Ok((
             StatusCode::OK,
-            Json(json!({"stored": false, "duplicate": true})),
+            Json(Submitted {
+                stored: false,
+                agent_id: None,
+                duplicate: Some(true),
+                kept: None,
+            }),
         )),
         Judgement::Stale => Err(ApiError::new(
             ErrorCode::InvalidInput,
@@ -79,7 +120,12 @@ pub(super) async fn submit(
         .with_status(StatusCode::CONFLICT)),
         Judgement::NotKept => Ok((
             StatusCode::OK,
-            Json(json!({"stored": false, "kept": false})),
+            Json(Submitted {
+                stored: false,
+                agent_id: None,
+                duplicate: None,
+                kept: Some(false),
+            }),
         )),
         Judgement::Unverifiable(reason) | Judgement::Refused(reason) => Err(ApiError::new(
             ErrorCode::InvalidInput,

@@ -10,6 +10,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::agents::write_mesh_headers;
+use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
 use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
 
@@ -17,6 +18,21 @@ use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
 /// bounded arrays and a context of hints fit well within it.
 pub(super) const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// `POST /resolve`: the candidates for an intent that pass a policy.
+#[utoipa::path(post, path = "/resolve", tag = "resolve",
+    request_body = super::openapi::ResolveBody,
+    responses(
+        (status = 200, description = "The candidates, best first", body = crate::resolve::Resolution,
+            headers(
+                ("x-agentmesh-peers-asked" = u32, description = "Mesh scope: peers asked"),
+                ("x-agentmesh-peers-answered" = u32, description = "Mesh scope: peers that answered in time"),
+                ("x-agentmesh-elapsed-ms" = u64, description = "Mesh scope: how long the mesh search took"),
+            )),
+        (status = 400, description = "Every problem of the request, at its JSON pointer", body = ErrorBody),
+        (status = 413, description = "The body is larger than 64 KiB", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn resolve(
     State(state): State<AppState>,
     body: Result<Json<Value>, JsonRejection>,

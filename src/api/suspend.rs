@@ -10,23 +10,51 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::agents::authorize;
+use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
 use crate::store::{StoreError, Suspension, MAX_SUSPENSION_REASON_CHARS};
 
 /// Body of `PUT /admin/agents/{id}/suspension`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SuspendBody {
+    /// Why, for the agent's operator and this node's users (1 to 500
+    /// characters).
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     reason: String,
 }
 
-fn view(id: &str, s: Option<&Suspension>) -> Value {
-    match s {
-        Some(s) => json!({"id": id, "suspended": true, "reason": s.reason, "since": s.since}),
-        None => json!({"id": id, "suspended": false}),
+/// One agent's suspension, as shown.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(super) struct SuspensionView {
+    /// Agent id.
+    id: String,
+    /// Whether this node suspended it.
+    suspended: bool,
+    /// Why, when suspended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// Since when, Unix seconds, when suspended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<u64>,
+}
+
+/// `GET /admin/suspensions`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(super) struct Suspensions {
+    /// Every suspension of this node.
+    suspensions: Vec<SuspensionView>,
+}
+
+fn view(id: &str, s: Option<&Suspension>) -> SuspensionView {
+    SuspensionView {
+        id: id.to_owned(),
+        suspended: s.is_some(),
+        reason: s.map(|s| s.reason.clone()),
+        since: s.map(|s| s.since),
     }
 }
 
@@ -46,12 +74,26 @@ fn store_error(e: StoreError) -> ApiError {
     }
 }
 
+/// `PUT /admin/agents/{id}/suspension`: suspends an agent held here.
+#[utoipa::path(put, path = "/admin/agents/{id}/suspension", tag = "admin",
+    security((), ("bearer" = [])),
+    params(("id" = String, Path, description = "Agent id")),
+    request_body = SuspendBody,
+    responses(
+        (status = 200, description = "Suspended", body = SuspensionView),
+        (status = 400, description = "No reason, or one too long", body = ErrorBody),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "Not held here", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn suspend(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Result<Json<SuspendBody>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SuspensionView>, ApiError> {
     authorize(&state, &headers)?;
     let Json(body) = body?;
     let reason = body.reason.trim();
@@ -66,6 +108,16 @@ pub(super) async fn suspend(
     Ok(Json(view(&id, Some(&suspension))))
 }
 
+/// `DELETE /admin/agents/{id}/suspension`: lifts a suspension.
+#[utoipa::path(delete, path = "/admin/agents/{id}/suspension", tag = "admin",
+    security((), ("bearer" = [])),
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 204, description = "Lifted"),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "Not held here, or not suspended", body = ErrorBody),
+        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn unsuspend(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -89,21 +141,39 @@ pub(super) async fn unsuspend(
     }
 }
 
-pub(super) async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Json<Value> {
+/// `GET /agents/{id}/suspension`: whether this node suspended an agent.
+#[utoipa::path(get, path = "/agents/{id}/suspension", tag = "agents",
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "Its suspension, if any", body = SuspensionView),
+        (status = 503, description = "The node is overloaded", body = ErrorBody),
+    ))]
+pub(super) async fn one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Json<SuspensionView> {
     Json(view(&id, state.registry().store().suspension(&id).as_ref()))
 }
 
+/// `GET /admin/suspensions`: every suspension.
+#[utoipa::path(get, path = "/admin/suspensions", tag = "admin",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Every suspension of this node", body = Suspensions),
+        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        (status = 503, description = "The node is overloaded", body = ErrorBody),
+    ))]
 pub(super) async fn all(
     State(state): State<AppState>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Suspensions>, ApiError> {
     authorize(&state, &headers)?;
-    let all: Vec<Value> = state
+    let all: Vec<SuspensionView> = state
         .registry()
         .store()
         .suspensions()
         .iter()
         .map(|(id, s)| view(id, Some(s)))
         .collect();
-    Ok(Json(json!({ "suspensions": all })))
+    Ok(Json(Suspensions { suspensions: all }))
 }

@@ -47,11 +47,26 @@ fn serve(body: &'static str, content_type: &'static str) -> Response {
 }
 
 /// `GET /`: the explorer's page.
+/// `GET /`: the explorer's page.
+#[utoipa::path(get, path = "/", tag = "explorer",
+    responses((status = 200, description = "The explorer", body = String,
+        content_type = "text/html; charset=utf-8")))]
 pub(super) async fn index() -> Response {
     serve(INDEX, "text/html; charset=utf-8")
 }
 
 /// `GET /ui/{asset}`: its script and style sheet.
+/// `GET /ui/{asset}`: the explorer's script and style sheet.
+#[utoipa::path(get, path = "/ui/{asset}", tag = "explorer",
+    params(("asset" = String, Path, pattern = r"^(app\.js|style\.css)$",
+        description = "`app.js` or `style.css`")),
+    responses(
+        (status = 200, description = "The asset", content(
+            (String = "text/javascript; charset=utf-8"),
+            (String = "text/css; charset=utf-8"),
+        )),
+        (status = 404, description = "No such asset", body = super::error::ErrorBody),
+    ))]
 pub(super) async fn asset(Path(asset): Path<String>) -> Result<Response, ApiError> {
     match asset.as_str() {
         "app.js" => Ok(serve(APP_JS, "text/javascript; charset=utf-8")),

@@ -38,7 +38,7 @@ pub struct CrawlQueue {
 }
 
 /// What the queue holds now (`GET /health`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueStatus {
     /// Jobs waiting to start (a job is the domains of one request, the
     /// seeds or a revisit round; the one running is not counted).

@@ -14,7 +14,7 @@ use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// How a step ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StepOutcome {
     /// It passed.
@@ -26,7 +26,7 @@ pub enum StepOutcome {
 }
 
 /// One step of the chain.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Step {
     /// `dns_txt`, `dns_srv`, `dns_address`, `fetch`, `document`,
     /// `fingerprint`, `challenge`, `peers`, `record`.
@@ -43,7 +43,7 @@ pub struct Step {
 }
 
 /// The trust part of a report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TrustSummary {
     /// The level reached.
     pub level: TrustLevel,
@@ -78,7 +78,7 @@ pub struct Verified {
 }
 
 /// The report of crawling one domain.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CrawlReport {
     /// The domain crawled (normalised).
     pub domain: String,
@@ -107,7 +107,7 @@ pub struct CrawlReport {
 
 /// What a visit learnt for the next one: the recrawl scheduler's input
 /// (`crawl::scheduler`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Visit {
     /// The ADP document's ETag, for the next conditional request.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,7 +137,7 @@ pub struct Visit {
 
 /// A peer the verified agent lists, crawled to see whether the
 /// relationship is mutual.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PeerCheck {
     /// The peer's id, `agent:{domain}`.
     pub agent_id: String,
@@ -146,6 +146,7 @@ pub struct PeerCheck {
     /// It lists the agent back (whatever its own trust).
     pub lists_back: bool,
     /// Its own crawl report, step by step.
+    #[schema(no_recursion)]
     pub report: CrawlReport,
 }
 

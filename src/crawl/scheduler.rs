@@ -185,7 +185,7 @@ impl SchedulePolicy {
 
 /// What the scheduler keeps of one domain (JSON in the store's
 /// `schedule` tree).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DomainState {
     /// When it is visited next, Unix seconds.
     pub next_at: u64,
@@ -239,7 +239,7 @@ pub struct Round {
 }
 
 /// What [`Scheduler::counts`] answers (`GET /health`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ScheduleCounts {
     /// Domains scheduled.
     pub domains: usize,

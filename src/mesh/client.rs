@@ -15,13 +15,15 @@ use super::wire::{SearchRequest, SearchResponse};
 use super::MeshError;
 
 /// What a connected peer told us about itself.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PeerInfo {
     /// Its peer id.
     #[serde(serialize_with = "display")]
+    #[schema(value_type = String)]
     pub peer_id: PeerId,
     /// Its listen addresses (from identify), else the connection addresses.
     #[serde(serialize_with = "display_all")]
+    #[schema(value_type = Vec<String>)]
     pub addrs: Vec<Multiaddr>,
     /// The protocols it speaks (from identify).
     pub protocols: Vec<String>,

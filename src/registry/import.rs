@@ -114,7 +114,8 @@ impl Default for ImportLimits {
 }
 
 /// What became of one line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = ImportOutcome)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// A new local registration (no live descriptor was held).
@@ -149,7 +150,7 @@ impl Outcome {
 }
 
 /// The result of one document line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LineResult {
     /// Its line number, from 1 (for one JSON document: its item's number,
     /// from 1).
@@ -222,7 +223,8 @@ impl LineResult {
 }
 
 /// Why an import stopped before the end of its input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = ImportStopped)]
 #[serde(tag = "code", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Stopped {
@@ -253,7 +255,7 @@ pub enum Stopped {
 }
 
 /// The counts of a finished import.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ImportSummary {
     /// Lines read, blank ones included (for one JSON document: its
     /// items).

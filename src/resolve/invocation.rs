@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::descriptor::{Descriptor, DocumentFormat};
 
 /// How to invoke a candidate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Invocation {
     /// `aidip` (POST JSON to `endpoint`) or `adp`.
     pub protocol: &'static str,

@@ -38,7 +38,7 @@ use crate::verify::Evidence;
 
 /// Why a candidate is answered: each policy term it passed, each
 /// capability and preferred language of the request it matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ReasonCode {
@@ -92,7 +92,8 @@ impl ReasonCode {
 }
 
 /// One reason: a code and what exactly matched.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = PolicyReason)]
 pub struct Reason {
     /// Machine-readable.
     pub code: ReasonCode,

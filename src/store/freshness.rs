@@ -23,7 +23,9 @@ use super::{postings, StoreError};
 
 /// How fresh an agent is, from this node's last confirmation of it
 /// (ordered: fresh, stale, dropped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FreshState {
     /// Confirmed within `crawl.stale_after`.
@@ -46,7 +48,7 @@ impl FreshState {
 }
 
 /// A crawled agent's freshness, as results show it (`freshness`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Freshness {
     /// Fresh, stale or dropped.
     pub state: FreshState,
