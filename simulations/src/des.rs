@@ -336,7 +336,10 @@ impl<'a> Sim<'a> {
                 for _ in 0..e.sybils_per_shard {
                     // 64 leading bits shared with the key: closer than any
                     // honest node of a 10^5-node network (~17 bits).
-                    let id = Id(target.0 & !(u128::MAX >> 64) | (rng.gen::<u64>() as u128), rng.gen());
+                    let id = Id(
+                        target.0 & !(u128::MAX >> 64) | (rng.gen::<u64>() as u128),
+                        rng.gen(),
+                    );
                     list.push(ids.len() as u32);
                     ids.push(id);
                     role.push(Role::Sybil(s));
@@ -367,7 +370,8 @@ impl<'a> Sim<'a> {
         // Records by rule: agents per capability and per home node.
         let cap_agents = Packed::from_pairs(
             sc.capabilities.vocabulary,
-            (0..pop.home.len()).flat_map(|a| pop.agent_caps.get(a).iter().map(move |&c| (c, a as u32))),
+            (0..pop.home.len())
+                .flat_map(|a| pop.agent_caps.get(a).iter().map(move |&c| (c, a as u32))),
         );
         let node_agents = Packed::from_pairs(
             honest,
@@ -476,7 +480,8 @@ impl<'a> Sim<'a> {
             self.queue.push(self.pop.revoke_at_us, Ev::Revoke);
         }
         for (i, p) in self.sc.partitions.iter().enumerate() {
-            self.queue.push(us(p.start_s * 1000.0), Ev::PartitionStart(i as u32));
+            self.queue
+                .push(us(p.start_s * 1000.0), Ev::PartitionStart(i as u32));
             self.queue.push(us(p.heal_s * 1000.0), Ev::PartitionHeal);
         }
         if let Some(churn) = self.sc.churn.clone() {
@@ -631,10 +636,22 @@ impl<'a> Sim<'a> {
                     self.out.counters.bytes += KAD_REQUEST_BYTES;
                     if self.kad_answers(from, to) {
                         let at = now + self.round_trip(from, to, self.sc.latency.service_ms);
-                        self.queue.push(at, Ev::KadResponse { lookup: id, from: to });
+                        self.queue.push(
+                            at,
+                            Ev::KadResponse {
+                                lookup: id,
+                                from: to,
+                            },
+                        );
                     } else {
                         let at = now + self.np.kad_peer_timeout_ms * 1000;
-                        self.queue.push(at, Ev::KadTimeout { lookup: id, node: to });
+                        self.queue.push(
+                            at,
+                            Ev::KadTimeout {
+                                lookup: id,
+                                node: to,
+                            },
+                        );
                     }
                 }
                 Next::Wait => return,
@@ -691,7 +708,8 @@ impl<'a> Sim<'a> {
                 rec.closest_ms = Some((now - started) as f64 / 1000.0);
             }
             Owner::Shard { search, .. } => {
-                let providers: Vec<u32> = providers.into_iter().filter(|&p| p != requester).collect();
+                let providers: Vec<u32> =
+                    providers.into_iter().filter(|&p| p != requester).collect();
                 if !providers.is_empty() {
                     // A shard query a peer answered with providers is done.
                     l.iter.finish();

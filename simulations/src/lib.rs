@@ -90,7 +90,8 @@ pub fn run(
                     virtual_s: p.virtual_s,
                 })
             });
-            let summary = Summary::from_des(scenario, seed, &outcome, started.elapsed().as_secs_f64());
+            let summary =
+                Summary::from_des(scenario, seed, &outcome, started.elapsed().as_secs_f64());
             if opts.write {
                 std::fs::create_dir_all(&out_dir)
                     .with_context(|| format!("creating {}", out_dir.display()))?;

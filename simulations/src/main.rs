@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
-#[command(name = "agentmesh-sim", version, about = "Simulate agentmesh discovery at scale")]
+#[command(
+    name = "agentmesh-sim",
+    version,
+    about = "Simulate agentmesh discovery at scale"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -56,18 +60,28 @@ fn main() -> anyhow::Result<()> {
                 }
             };
             let bar = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} searches {msg}")
-                    .expect("a valid template"),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} searches {msg}",
+                )
+                .expect("a valid template"),
             );
             let mut status = |s: Status| match s {
                 Status::Phase(p) => bar.set_message(p),
-                Status::Searches { done, total, virtual_s } => {
+                Status::Searches {
+                    done,
+                    total,
+                    virtual_s,
+                } => {
                     bar.set_length(total);
                     bar.set_position(done);
                     bar.set_message(format!("virtual {virtual_s:.0} s"));
                 }
             };
-            let opts = RunOptions { seed, out, write: true };
+            let opts = RunOptions {
+                seed,
+                out,
+                write: true,
+            };
             let summary = run(&sc, &opts, &mut status)?;
             bar.finish_and_clear();
             println!("{}", summary.text());
@@ -79,7 +93,10 @@ fn main() -> anyhow::Result<()> {
             let read = |p: &PathBuf| -> anyhow::Result<serde_json::Value> {
                 Ok(serde_json::from_str(&std::fs::read_to_string(p)?)?)
             };
-            print!("{}", agentmesh_sim::report::side_by_side(&read(&a)?, &read(&b)?));
+            print!(
+                "{}",
+                agentmesh_sim::report::side_by_side(&read(&a)?, &read(&b)?)
+            );
         }
     }
     Ok(())

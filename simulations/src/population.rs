@@ -302,10 +302,9 @@ fn plan_searches(scenario: &Scenario, seed: u64, _node: &NodeParams) -> Vec<Plan
     let d = scenario.duration_s;
     // Search times: uniform, with the flash crowd's window weighted by its
     // rate multiplier.
-    let (w_start, w_len, mult) = scenario
-        .flash_crowd
-        .as_ref()
-        .map_or((0.0, 0.0, 1.0), |f| (f.start_s, f.duration_s, f.rate_multiplier));
+    let (w_start, w_len, mult) = scenario.flash_crowd.as_ref().map_or((0.0, 0.0, 1.0), |f| {
+        (f.start_s, f.duration_s, f.rate_multiplier)
+    });
     let inside = w_len * mult;
     let outside = d - w_len;
     let mut out = Vec::with_capacity(scenario.searches);

@@ -262,7 +262,11 @@ impl Summary {
     /// The summary of a DES run.
     pub fn from_des(sc: &Scenario, seed: u64, o: &DesOutcome, wall_s: f64) -> Self {
         let common = Common {
-            samples: o.searches.iter().map(|r| (&r.sample, Some(r.kind))).collect(),
+            samples: o
+                .searches
+                .iter()
+                .map(|r| (&r.sample, Some(r.kind)))
+                .collect(),
             propagation: &o.propagation_ms,
             revocation: &o.revocation_ms,
         };
@@ -367,8 +371,14 @@ impl Summary {
                 l.closest_under_500ms * 100.0
             );
         }
-        if let (Some(m), Some(b)) = (self.messages_per_node_per_hour, self.bytes_per_node_per_hour) {
-            t += &format!("  per node per hour    {m:.0} messages, {:.1} KiB\n", b / 1024.0);
+        if let (Some(m), Some(b)) = (
+            self.messages_per_node_per_hour,
+            self.bytes_per_node_per_hour,
+        ) {
+            t += &format!(
+                "  per node per hour    {m:.0} messages, {:.1} KiB\n",
+                b / 1024.0
+            );
         }
         t += &format!(
             "  simulator            {:.1} s wall, {:.0} MiB peak RSS\n",

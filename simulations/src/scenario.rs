@@ -570,7 +570,12 @@ impl Scenario {
                 c.vocabulary - 1,
             )?;
             range("flash_crowd.share", f.share, 0.0, 1.0)?;
-            range("flash_crowd.rate_multiplier", f.rate_multiplier, 1.0, 1000.0)?;
+            range(
+                "flash_crowd.rate_multiplier",
+                f.rate_multiplier,
+                1.0,
+                1000.0,
+            )?;
         }
         if let Some(p) = &self.publish {
             range("publish.probes", p.probes, 0, MAX_PROBES)?;

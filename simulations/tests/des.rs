@@ -81,14 +81,16 @@ fn lookups_take_the_hops_kademlia_promises() {
     // log2(300 / 20) ~ 4 bits to resolve: a handful of hops at most.
     assert!(l.hops.p50 >= 1.0 && l.hops.p95 <= 4.0, "{}", s.text());
     // alpha = 3 in flight until the 20 closest answered: at least k requests.
-    assert!(l.requests_mean >= 20.0 && l.requests_mean <= 80.0, "{}", s.text());
+    assert!(
+        l.requests_mean >= 20.0 && l.requests_mean <= 80.0,
+        "{}",
+        s.text()
+    );
 }
 
 #[test]
 fn a_tombstone_reaches_every_live_node_and_stale_results_are_counted() {
-    let sc = scenario(
-        "[revoke]\nprobes = 5\nat_s = 10\nsearches = 300\nwindow_s = 0.3\n",
-    );
+    let sc = scenario("[revoke]\nprobes = 5\nat_s = 10\nsearches = 300\nwindow_s = 0.3\n");
     let s = summary(&sc, None);
     assert_eq!(s.revocation_coverage, Some(1.0), "{}", s.text());
     assert!(s.revocation_ms.p99 > 0.0);
@@ -130,10 +132,24 @@ fn a_swarm_scenario_maps_onto_the_same_population() {
     assert_eq!(p.searches.len(), 150);
     assert_eq!(p.publish_probes.len(), 2);
     assert_eq!(p.revoke_probes, 3);
-    assert!(p.agents.iter().all(|a| a.home < 300 && !a.capabilities.is_empty()));
+    assert!(p
+        .agents
+        .iter()
+        .all(|a| a.home < 300 && !a.capabilities.is_empty()));
     assert!(p.searches.iter().all(|s| s.capability.starts_with("cap-")));
-    assert_eq!(p.search_timeout, agentmesh::config::P2pConfig::default().search_timeout);
+    assert_eq!(
+        p.search_timeout,
+        agentmesh::config::P2pConfig::default().search_timeout
+    );
     // Until the swarm engine is merged, a swarm run is refused, not faked.
-    let e = run(&swarm, &RunOptions { seed: None, out: None, write: false }, &mut |_| {});
+    let e = run(
+        &swarm,
+        &RunOptions {
+            seed: None,
+            out: None,
+            write: false,
+        },
+        &mut |_| {},
+    );
     assert!(e.is_err());
 }

@@ -186,13 +186,21 @@ impl Sim<'_> {
             self.out.counters.bytes += CONTROL_BYTES;
             if self.reachable(node, q) && !self.lost(1) {
                 let at = now + self.rtt(node, q) / 2;
-                self.queue.push(at, Ev::IHaveArrive { item, to: q, from: node });
+                self.queue.push(
+                    at,
+                    Ev::IHaveArrive {
+                        item,
+                        to: q,
+                        from: node,
+                    },
+                );
             }
         }
     }
 
     pub(super) fn gossip_ihave_arrive(&mut self, now: u64, item: u32, to: u32, from: u32) {
-        if !self.online[to as usize] || self.gossip[item as usize].arrival[to as usize] != u64::MAX {
+        if !self.online[to as usize] || self.gossip[item as usize].arrival[to as usize] != u64::MAX
+        {
             return;
         }
         // IWANT, and the record back.
@@ -210,8 +218,14 @@ impl Sim<'_> {
         let honest = self.pop.peers.len();
         for item in &self.gossip {
             let (values, unreached) = match item.kind {
-                Kind::Publish => (&mut self.out.propagation_ms, &mut self.out.propagation_unreached),
-                Kind::Tombstone => (&mut self.out.revocation_ms, &mut self.out.revocation_unreached),
+                Kind::Publish => (
+                    &mut self.out.propagation_ms,
+                    &mut self.out.propagation_unreached,
+                ),
+                Kind::Tombstone => (
+                    &mut self.out.revocation_ms,
+                    &mut self.out.revocation_unreached,
+                ),
             };
             for n in 0..honest {
                 if !item.live[n] {

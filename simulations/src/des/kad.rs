@@ -103,7 +103,13 @@ impl Sorted {
 
     /// The `k` nodes closest to `target` among those `eligible`, closest first
     /// (exact: the smallest prefix subtree around the target holding k of them).
-    pub fn closest(&self, ids: &[Id], target: Id, k: usize, eligible: impl Fn(u32) -> bool) -> Vec<u32> {
+    pub fn closest(
+        &self,
+        ids: &[Id],
+        target: Id,
+        k: usize,
+        eligible: impl Fn(u32) -> bool,
+    ) -> Vec<u32> {
         let mut len = 256u32;
         loop {
             let r = self.range(target, len);

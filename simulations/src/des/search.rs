@@ -377,11 +377,7 @@ impl Sim<'_> {
                 _ => self.pop.publish[i].home == node && self.publish_arrival(i, node) <= now,
             }
         };
-        by_rule
-            || self
-                .stored
-                .get(&node)
-                .is_some_and(|s| s.contains(&agent))
+        by_rule || self.stored.get(&node).is_some_and(|s| s.contains(&agent))
     }
 
     /// Calls `f` on the live descriptors with `cap` that `node` holds at
@@ -409,7 +405,11 @@ impl Sim<'_> {
                 Replication::All => true,
                 _ => p.home == node,
             };
-            if mine && p.capabilities.contains(&cap) && self.publish_arrival(i, node) <= now && !f(n + i as u32) {
+            if mine
+                && p.capabilities.contains(&cap)
+                && self.publish_arrival(i, node) <= now
+                && !f(n + i as u32)
+            {
                 return;
             }
         }
@@ -419,8 +419,7 @@ impl Sim<'_> {
                     self.replication() == Replication::All
                 } else {
                     let i = (a - n) as usize;
-                    (self.replication() == Replication::All
-                        || self.pop.publish[i].home == node)
+                    (self.replication() == Replication::All || self.pop.publish[i].home == node)
                         && self.publish_arrival(i, node) <= now
                 };
                 if !by_rule && self.has_cap(a, cap) && !self.tombstoned_at(node, a, now) && !f(a) {
