@@ -90,8 +90,9 @@ pub fn run(
                     virtual_s: p.virtual_s,
                 })
             });
-            let summary =
+            let mut summary =
                 Summary::from_des(scenario, seed, &outcome, started.elapsed().as_secs_f64());
+            summary.keygen_s = Some(pop.keygen_s);
             if opts.write {
                 std::fs::create_dir_all(&out_dir)
                     .with_context(|| format!("creating {}", out_dir.display()))?;

@@ -139,6 +139,8 @@ pub struct Summary {
     pub events: Option<u64>,
     /// Seconds spent placing the converged state (DES only).
     pub setup_s: Option<f64>,
+    /// Seconds spent making the nodes' Ed25519 keys and peer ids.
+    pub keygen_s: Option<f64>,
     /// Wall-clock seconds of the whole run.
     pub wall_s: f64,
     /// Peak resident memory of the process, MiB (VmHWM).
@@ -253,6 +255,7 @@ fn base(
         reference: Vec::new(),
         events: None,
         setup_s: None,
+        keygen_s: None,
         wall_s,
         peak_rss_mb: peak_rss_mb(),
     }

@@ -153,3 +153,59 @@ fn a_swarm_scenario_maps_onto_the_same_population() {
     );
     assert!(e.is_err());
 }
+
+#[test]
+fn a_run_writes_its_summary_series_and_plots() {
+    let dir = std::env::temp_dir().join(format!("agentmesh-sim-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sc = scenario("[publish]\nprobes = 1\nat_s = 5\n");
+    let opts = RunOptions {
+        seed: None,
+        out: Some(dir.clone()),
+        write: true,
+    };
+    let s = run(&sc, &opts, &mut |_| {}).unwrap();
+    for f in [
+        "summary.json",
+        "searches.csv",
+        "lookups.csv",
+        "convergence.csv",
+        "recall_over_time.svg",
+        "latency_cdf.svg",
+        "messages_per_search.svg",
+        "convergence.svg",
+    ] {
+        let len = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "engine",
+        "nodes",
+        "agents",
+        "searches",
+        "recall",
+        "latency_ms",
+        "requests_per_lookup",
+        "messages_per_search",
+        "propagation_ms",
+        "wall_s",
+        "peak_rss_mb",
+    ] {
+        assert!(written.get(key).is_some(), "summary.json lacks {key}");
+    }
+    assert_eq!(written["searches"], 150);
+    let lines = std::fs::read_to_string(dir.join("searches.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 151, "a header and one line per search");
+    // Two summaries side by side: the same run differs by nothing.
+    let table = agentmesh_sim::report::side_by_side(&written, &serde_json::to_value(&s).unwrap());
+    assert!(
+        table.contains("recall") && table.contains("+0.0000"),
+        "{table}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
