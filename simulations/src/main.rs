@@ -35,6 +35,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A Markdown table of summaries, one row each.
+    Table {
+        /// summary.json files.
+        summaries: Vec<PathBuf>,
+    },
     /// Put two summaries (e.g. DES and swarm) side by side.
     Compare {
         /// The first summary.json.
@@ -90,14 +95,24 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Compare { a, b } => {
-            let read = |p: &PathBuf| -> anyhow::Result<serde_json::Value> {
-                Ok(serde_json::from_str(&std::fs::read_to_string(p)?)?)
-            };
             print!(
                 "{}",
-                agentmesh_sim::report::side_by_side(&read(&a)?, &read(&b)?)
+                agentmesh_sim::report::side_by_side(&read_json(&a)?, &read_json(&b)?)
             );
+        }
+        Command::Table { summaries } => {
+            let all = summaries
+                .iter()
+                .map(read_json)
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            print!("{}", agentmesh_sim::report::markdown_table(&all));
         }
     }
     Ok(())
+}
+
+fn read_json(p: &PathBuf) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", p.display()))
 }

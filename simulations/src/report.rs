@@ -540,3 +540,49 @@ pub fn side_by_side(a: &Value, b: &Value) -> String {
     }
     t
 }
+
+/// A Markdown table of several summaries, one row each (the results page).
+pub fn markdown_table(summaries: &[Value]) -> String {
+    let num = |v: &Value, ptr: &str, digits: usize| {
+        v.pointer(ptr)
+            .and_then(Value::as_f64)
+            .map_or("-".to_owned(), |x| format!("{x:.digits$}"))
+    };
+    let mut t = String::from(
+        "| scenario | engine | nodes | agents | searches | recall | latency p50 / p95 / p99 ms | requests per lookup | messages per search | propagation p50 / p95 / p99 ms | revocation p50 / p99 ms | stale | lookup hops p50 / p95 | wall s | peak RSS MiB |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | --- | ---: | ---: |\n",
+    );
+    for s in summaries {
+        let str_of = |ptr: &str| {
+            s.pointer(ptr)
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_owned()
+        };
+        t += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} / {} / {} | {} / {} | {} | {} / {} | {} | {} |\n",
+            str_of("/scenario"),
+            str_of("/engine"),
+            num(s, "/nodes", 0),
+            num(s, "/agents", 0),
+            num(s, "/searches", 0),
+            num(s, "/recall", 4),
+            num(s, "/latency_ms/p50", 0),
+            num(s, "/latency_ms/p95", 0),
+            num(s, "/latency_ms/p99", 0),
+            num(s, "/requests_per_lookup", 1),
+            num(s, "/messages_per_search", 1),
+            num(s, "/propagation_ms/p50", 0),
+            num(s, "/propagation_ms/p95", 0),
+            num(s, "/propagation_ms/p99", 0),
+            num(s, "/revocation_ms/p50", 0),
+            num(s, "/revocation_ms/p99", 0),
+            num(s, "/stale_results", 0),
+            num(s, "/lookups/hops/p50", 0),
+            num(s, "/lookups/hops/p95", 0),
+            num(s, "/wall_s", 1),
+            num(s, "/peak_rss_mb", 0),
+        );
+    }
+    t
+}
