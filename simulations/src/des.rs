@@ -229,7 +229,8 @@ struct Sim<'a> {
     stored: HashMap<u32, Vec<u32>>,
     keys: Vec<ProviderKey>,
     key_index: HashMap<(u32, u32), u32>,
-    sybils: HashMap<u32, Vec<u32>>,
+    /// Eclipse sybils per shard: the shard key they surround, and who they are.
+    sybils: HashMap<u32, (Id, Vec<u32>)>,
     lookups: Vec<Lookup>,
     searches: Vec<search::SearchState>,
     gossip: Vec<gossip::Item>,
@@ -328,7 +329,7 @@ impl<'a> Sim<'a> {
                 role[i] = kind;
             }
         }
-        let mut sybils: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut sybils: HashMap<u32, (Id, Vec<u32>)> = HashMap::new();
         if let Some(e) = sc.adversarial.as_ref().and_then(|a| a.eclipse.as_ref()) {
             for s in 0..np.shards {
                 let target = shard_target(e.capability_rank as u32, s);
@@ -344,9 +345,7 @@ impl<'a> Sim<'a> {
                     ids.push(id);
                     role.push(Role::Sybil(s));
                 }
-                let key = target;
-                let _ = key;
-                sybils.insert(s, list);
+                sybils.insert(s, (target, list));
             }
         }
         let total = ids.len();
@@ -678,10 +677,10 @@ impl<'a> Sim<'a> {
         };
         self.maybe_insert(from, requester);
         let closer = match self.role[from as usize] {
-            Role::Sybil(s) if shard_key.is_some_and(|k| self.keys[k as usize].target == target) => {
-                // Eclipse: only fellow sybils, no providers.
-                let list = &self.sybils[&s];
-                kad::closest_in(list, &self.ids, target, self.np.k, requester)
+            // Eclipse: a lookup of the key it surrounds gets only fellow
+            // sybils and no providers; other lookups an honest answer.
+            Role::Sybil(s) if self.sybils[&s].0 == target => {
+                kad::closest_in(&self.sybils[&s].1, &self.ids, target, self.np.k, requester)
             }
             _ => kad::closest_in(
                 &self.tables[from as usize],
