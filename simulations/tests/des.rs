@@ -42,7 +42,7 @@ fn summary(sc: &Scenario, seed: Option<u64>) -> Summary {
 fn figures(s: &Summary) -> serde_json::Value {
     let mut v = serde_json::to_value(s).unwrap();
     let o = v.as_object_mut().unwrap();
-    for k in ["wall_s", "peak_rss_mb", "setup_s"] {
+    for k in ["wall_s", "peak_rss_mb", "setup_s", "keygen_s"] {
         o.remove(k);
     }
     v
