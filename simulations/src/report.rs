@@ -349,19 +349,24 @@ impl Summary {
             "  per search           {:.1} messages, {:.0} bytes\n",
             self.messages_per_search, self.bytes_per_search
         );
-        if self.propagation_coverage.is_some() || !self.propagation_ms.p50.is_nan() {
-            t += &format!(
-                "  propagation ms       {} (coverage {})\n",
-                p(&self.propagation_ms),
-                self.propagation_coverage
-                    .map_or("-".into(), |c| format!("{:.4}", c))
-            );
-        }
+        let probes = |x: &Percentiles, coverage: Option<f64>| {
+            if coverage.is_none() && x.p99 == 0.0 {
+                "no probes".to_owned()
+            } else {
+                format!(
+                    "{} (coverage {})",
+                    p(x),
+                    coverage.map_or("-".into(), |c| format!("{c:.4}"))
+                )
+            }
+        };
         t += &format!(
-            "  revocation ms        {} (coverage {}), stale results {}\n",
-            p(&self.revocation_ms),
-            self.revocation_coverage
-                .map_or("-".into(), |c| format!("{:.4}", c)),
+            "  propagation ms       {}\n",
+            probes(&self.propagation_ms, self.propagation_coverage)
+        );
+        t += &format!(
+            "  revocation ms        {}, stale results {}\n",
+            probes(&self.revocation_ms, self.revocation_coverage),
             self.stale_results
         );
         if let Some(l) = &self.lookups {
