@@ -1,0 +1,211 @@
+//! The discrete-event engine at small N: deterministic under a seed,
+//! complete on a converged network, Kademlia lookups as short as the
+//! bucket rules promise, and tombstones that reach every live node.
+
+use std::path::Path;
+
+use agentmesh_sim::population::Population;
+use agentmesh_sim::report::Summary;
+use agentmesh_sim::scenario::Scenario;
+use agentmesh_sim::{run, RunOptions};
+
+fn scenario(extra: &str) -> Scenario {
+    let text = format!(
+        r#"
+name = "t"
+engine = "des"
+seed = 3
+nodes = 300
+agents = 3000
+searches = 150
+duration_s = 60
+probe_lookups = 150
+replication = "lookups"
+[capabilities]
+vocabulary = 50
+{extra}
+"#
+    );
+    Scenario::parse(&text, Path::new("test.toml")).unwrap()
+}
+
+fn summary(sc: &Scenario, seed: Option<u64>) -> Summary {
+    let opts = RunOptions {
+        seed,
+        out: None,
+        write: false,
+    };
+    run(sc, &opts, &mut |_| {}).unwrap()
+}
+
+/// The summary without what depends on the machine (wall time, memory).
+fn figures(s: &Summary) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in ["wall_s", "peak_rss_mb", "setup_s", "keygen_s"] {
+        o.remove(k);
+    }
+    v
+}
+
+#[test]
+fn the_same_seed_gives_the_same_numbers() {
+    let sc = scenario("[publish]\nprobes = 2\nat_s = 5\n[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 600\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 300\nsigma = 1.0\n");
+    let a = figures(&summary(&sc, None));
+    let b = figures(&summary(&sc, None));
+    assert_eq!(a, b);
+    let c = figures(&summary(&sc, Some(99)));
+    assert_ne!(a, c, "another seed, other numbers");
+    // The population itself is a function of the seed.
+    let p = Population::generate(&sc, 3);
+    let q = Population::generate(&sc, 3);
+    assert_eq!(p.peers, q.peers);
+    assert_eq!(p.home, q.home);
+}
+
+#[test]
+fn a_converged_network_without_churn_finds_everything() {
+    let s = summary(&scenario(""), None);
+    assert_eq!(s.searches, 150);
+    assert_eq!(s.recall, 1.0, "{}", s.text());
+    assert!(s.requests_per_lookup > 0.0);
+    assert!(s.messages_per_search > s.requests_per_lookup);
+}
+
+#[test]
+fn lookups_take_the_hops_kademlia_promises() {
+    let s = summary(&scenario(""), None);
+    let l = s.lookups.as_ref().unwrap();
+    assert_eq!(l.count, 150);
+    assert!(l.reached_closest >= 0.99, "{}", s.text());
+    // log2(300 / 20) ~ 4 bits to resolve: a handful of hops at most.
+    assert!(l.hops.p50 >= 1.0 && l.hops.p95 <= 4.0, "{}", s.text());
+    // alpha = 3 in flight until the 20 closest answered: at least k requests.
+    assert!(
+        l.requests_mean >= 20.0 && l.requests_mean <= 80.0,
+        "{}",
+        s.text()
+    );
+}
+
+#[test]
+fn a_tombstone_reaches_every_live_node_and_stale_results_are_counted() {
+    let sc = scenario("[revoke]\nprobes = 5\nat_s = 10\nsearches = 300\nwindow_s = 0.3\n");
+    let s = summary(&sc, None);
+    assert_eq!(s.revocation_coverage, Some(1.0), "{}", s.text());
+    assert!(s.revocation_ms.p99 > 0.0);
+    // Searches right after the tombstone, from nodes it has not reached yet
+    // but whose peers hold the revoked agents, return them.
+    assert!(s.recall_by_kind["revoked"].is_number());
+}
+
+#[test]
+fn a_partition_cuts_recall_and_publications_do_not_cross_it() {
+    let sc = scenario(
+        "[[partitions]]\nstart_s = 0\nheal_s = 60\nfraction = 0.4\n[publish]\nprobes = 2\nat_s = 5\n",
+    );
+    let s = summary(&sc, None);
+    assert!(s.recall < 1.0, "{}", s.text());
+    let coverage = s.propagation_coverage.unwrap();
+    assert!(coverage < 0.95 && coverage > 0.3, "{}", s.text());
+}
+
+#[test]
+fn an_eclipsed_capability_is_found_less_than_the_others() {
+    let sc = scenario(
+        "[adversarial]\nshare = 0.0\n[adversarial.eclipse]\ncapability_rank = 30\nsearch_share = 0.3\n",
+    );
+    let s = summary(&sc, None);
+    let eclipsed = s.recall_by_kind["eclipsed"].as_f64().unwrap();
+    let normal = s.recall_by_kind["normal"].as_f64().unwrap();
+    assert!(eclipsed < normal, "{}", s.text());
+}
+
+#[test]
+fn a_swarm_scenario_maps_onto_the_same_population() {
+    let des = scenario("[publish]\nprobes = 2\n[revoke]\nprobes = 3\n");
+    let mut swarm = des.clone();
+    swarm.engine = agentmesh_sim::scenario::Engine::Swarm;
+    let p = Population::generate(&des, 3).swarm_params(&swarm, 3);
+    assert_eq!(p.nodes, 300);
+    assert_eq!(p.agents.len(), 3000);
+    assert_eq!(p.searches.len(), 150);
+    assert_eq!(p.publish_probes.len(), 2);
+    assert_eq!(p.revoke_probes, 3);
+    assert!(p
+        .agents
+        .iter()
+        .all(|a| a.home < 300 && !a.capabilities.is_empty()));
+    assert!(p.searches.iter().all(|s| s.capability.starts_with("cap-")));
+    assert_eq!(
+        p.search_timeout,
+        agentmesh::config::P2pConfig::default().search_timeout
+    );
+    // Until the swarm engine is merged, a swarm run is refused, not faked.
+    let e = run(
+        &swarm,
+        &RunOptions {
+            seed: None,
+            out: None,
+            write: false,
+        },
+        &mut |_| {},
+    );
+    assert!(e.is_err());
+}
+
+#[test]
+fn a_run_writes_its_summary_series_and_plots() {
+    let dir = std::env::temp_dir().join(format!("agentmesh-sim-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sc = scenario("[publish]\nprobes = 1\nat_s = 5\n");
+    let opts = RunOptions {
+        seed: None,
+        out: Some(dir.clone()),
+        write: true,
+    };
+    let s = run(&sc, &opts, &mut |_| {}).unwrap();
+    for f in [
+        "summary.json",
+        "searches.csv",
+        "lookups.csv",
+        "convergence.csv",
+        "recall_over_time.svg",
+        "latency_cdf.svg",
+        "messages_per_search.svg",
+        "convergence.svg",
+    ] {
+        let len = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "engine",
+        "nodes",
+        "agents",
+        "searches",
+        "recall",
+        "latency_ms",
+        "requests_per_lookup",
+        "messages_per_search",
+        "propagation_ms",
+        "wall_s",
+        "peak_rss_mb",
+    ] {
+        assert!(written.get(key).is_some(), "summary.json lacks {key}");
+    }
+    assert_eq!(written["searches"], 150);
+    let lines = std::fs::read_to_string(dir.join("searches.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 151, "a header and one line per search");
+    // Two summaries side by side: the same run differs by nothing.
+    let table = agentmesh_sim::report::side_by_side(&written, &serde_json::to_value(&s).unwrap());
+    assert!(
+        table.contains("recall") && table.contains("+0.0000"),
+        "{table}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,140 @@
+//! Scenario files: every shipped one loads; a bad one is refused with the
+//! file, the key and the reason.
+
+use std::path::{Path, PathBuf};
+
+use agentmesh_sim::scenario::Scenario;
+
+const GOOD: &str = r#"
+name = "t"
+engine = "des"
+nodes = 100
+agents = 1000
+searches = 10
+"#;
+
+fn refused(text: &str) -> (String, String) {
+    let e = Scenario::parse(text, Path::new("bad.toml")).expect_err("should be refused");
+    assert_eq!(e.file, PathBuf::from("bad.toml"));
+    let shown = e.to_string();
+    assert!(shown.starts_with("bad.toml: key `"), "{shown}");
+    (e.key, e.reason)
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                path.file_stem().unwrap().to_str().unwrap(),
+                sc.name,
+                "a scenario's name is its file name"
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 12, "only {n} scenarios shipped");
+}
+
+#[test]
+fn a_minimal_scenario_takes_the_node_defaults() {
+    let sc = Scenario::parse(GOOD, Path::new("good.toml")).unwrap();
+    let node = sc.node();
+    assert_eq!(node.shards, agentmesh::mesh::MeshConfig::default().shards);
+    assert_eq!(
+        node.fanout,
+        agentmesh::config::P2pConfig::default()
+            .search_fanout
+            .min(agentmesh::mesh::MeshLimits::default().max_search_fanout)
+    );
+    assert_eq!(
+        node.max_providers_per_key,
+        agentmesh::mesh::MeshLimits::default().max_providers_per_key
+    );
+    assert_eq!(node.k, 20);
+    assert_eq!(node.alpha, 3);
+    assert_eq!(
+        node.replication,
+        agentmesh::config::P2pConfig::default().replication
+    );
+}
+
+#[test]
+fn an_unknown_key_is_named_with_its_table() {
+    let (key, reason) = refused(&format!("{GOOD}\n[latency]\nrtt_mean_ms = 3\n"));
+    assert_eq!(key, "latency.rtt_mean_ms");
+    assert!(reason.contains("unknown field"), "{reason}");
+    let (key, _) = refused(&format!("{GOOD}\nnodez = 3\n"));
+    assert_eq!(key, "nodez");
+}
+
+#[test]
+fn a_missing_key_and_a_wrong_type_are_named() {
+    let (key, reason) = refused("name = \"t\"\nengine = \"des\"\nnodes = 10\nagents = 10\n");
+    assert_eq!(key, "searches");
+    assert!(reason.contains("missing"), "{reason}");
+    let (key, _) = refused(&GOOD.replace("nodes = 100", "nodes = \"many\""));
+    assert_eq!(key, "nodes");
+    let (key, reason) = refused(&GOOD.replace("\"des\"", "\"mpi\""));
+    assert_eq!(key, "engine");
+    assert!(reason.contains("unknown variant"), "{reason}");
+}
+
+#[test]
+fn every_range_is_checked() {
+    let cases: &[(&str, &str)] = &[
+        ("nodes = 100", "nodes = 1"),
+        ("nodes = 100", "nodes = 1000000"),
+        ("agents = 1000", "agents = 0"),
+        ("searches = 10", "searches = 10\nlimit = 0"),
+        ("searches = 10", "searches = 10\nduration_s = 0.5"),
+        ("searches = 10", "searches = 10\nloss = 0.95"),
+        ("searches = 10", "searches = 10\n[capabilities]\nvocabulary = 0"),
+        ("searches = 10", "searches = 10\n[capabilities]\nper_agent_min = 3\nper_agent_max = 2"),
+        ("searches = 10", "searches = 10\n[capabilities]\nzipf_exponent = -1.0"),
+        ("searches = 10", "searches = 10\n[latency]\nrtt_median_ms = 0"),
+        ("searches = 10", "searches = 10\n[latency]\nrtt_sigma = 9"),
+        ("searches = 10", "searches = 10\n[churn.session]\ndistribution = \"weibull\"\nshape = 0\nscale_s = 10\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 10\nsigma = 1"),
+        ("searches = 10", "searches = 10\n[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 10\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 0\nsigma = 1"),
+        ("searches = 10", "searches = 10\n[[partitions]]\nstart_s = 100\nheal_s = 50\nfraction = 0.3"),
+        ("searches = 10", "searches = 10\n[[partitions]]\nstart_s = 10\nheal_s = 50\nfraction = 0.9"),
+        ("searches = 10", "searches = 10\n[flash_crowd]\nstart_s = 10\nduration_s = 10\nrate_multiplier = 0.5"),
+        ("searches = 10", "searches = 10\n[flash_crowd]\nstart_s = 10\nduration_s = 10\ncapability_rank = 5000"),
+        ("searches = 10", "searches = 10\n[publish]\nprobes = 1000"),
+        ("searches = 10", "searches = 10\n[revoke]\nprobes = 5000"),
+        ("searches = 10", "searches = 10\n[adversarial]\nshare = 0.9"),
+        ("searches = 10", "searches = 10\n[adversarial.eclipse]\nsybils_per_shard = 0"),
+        ("searches = 10", "searches = 10\n[node]\nshards = 0"),
+        ("searches = 10", "searches = 10\n[node]\nsearch_fanout = 1000"),
+        ("searches = 10", "searches = 10\n[node]\nsearch_timeout_ms = 0"),
+        ("name = \"t\"", "name = \"../escape\""),
+        ("engine = \"des\"\nnodes = 100", "engine = \"swarm\"\nnodes = 5000"),
+    ];
+    for (from, to) in cases {
+        let text = GOOD.replace(from, to);
+        assert_ne!(text, GOOD, "case {to:?} changed nothing");
+        let (key, reason) = refused(&text);
+        assert!(!key.is_empty() && key != "-", "{to:?}: no key");
+        assert!(!reason.is_empty(), "{to:?}: no reason");
+    }
+}
+
+#[test]
+fn a_range_error_names_the_dotted_key() {
+    let (key, reason) = refused(&format!("{GOOD}\n[latency]\nrtt_sigma = 9\n"));
+    assert_eq!(key, "latency.rtt_sigma");
+    assert!(reason.contains("outside"), "{reason}");
+    let (key, _) = refused(&GOOD.replace("nodes = 100", "nodes = 1"));
+    assert_eq!(key, "nodes");
+}
+
+#[test]
+fn a_missing_file_is_refused_with_its_name() {
+    let e = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert_eq!(e.key, "-");
+    assert!(e.to_string().starts_with("/nonexistent/x.toml:"));
+}
