@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use common::{
     agentmesh, capture, minimal_agent, run, Captured, ChildGuard, Finished, TestNode, DEADLINE,
+    LONG_DEADLINE,
 };
 use ed25519_dalek::pkcs8::DecodePrivateKey as _;
 use sha2::{Digest as _, Sha256};
@@ -497,7 +498,7 @@ fn demo_with_a_data_dir_says_where_its_data_is() {
                 "--data-dir",
             ])
             .arg(dir.path()),
-        Duration::from_secs(60),
+        LONG_DEADLINE,
         "demo --no-serve --data-dir",
     );
     out.assert_success("demo --data-dir");
@@ -899,7 +900,7 @@ fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
         if let Some(ttl) = env_ttl {
             cmd.env("AGENTMESH_STORE__RECORD_TTL", ttl);
         }
-        let out = run(&mut cmd, Duration::from_secs(60), "agentmesh crawl");
+        let out = run(&mut cmd, LONG_DEADLINE, "agentmesh crawl");
         assert!(
             out.status.success() && out.stdout.contains("1 records stored"),
             "agentmesh crawl ({sub}):\n{}\n{}",
@@ -953,7 +954,7 @@ fn crawl_of_the_formats_organisation_lists_each_agent_with_its_format_and_trust(
             .arg(bed.path("ca.pem"))
             .arg("--data-dir")
             .arg(dir.path()),
-        Duration::from_secs(60),
+        LONG_DEADLINE,
         "agentmesh crawl of formats.test",
     );
     assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
@@ -1003,7 +1004,7 @@ fn import(file: &Path, data: &Path, extra: &[&str]) -> Finished {
             .arg("--data-dir")
             .arg(data)
             .args(extra),
-        Duration::from_secs(60),
+        LONG_DEADLINE,
         "agentmesh import",
     )
 }
@@ -1154,7 +1155,7 @@ fn import_reads_stdin_and_exits_0_when_every_line_went_in() {
             .args(["import", "-", "--data-dir"])
             .arg(&data)
             .stdin(std::fs::File::open(&file).unwrap()),
-        Duration::from_secs(60),
+        LONG_DEADLINE,
         "agentmesh import -",
     );
     out.assert_success("agentmesh import -");

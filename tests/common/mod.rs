@@ -37,6 +37,11 @@ use serde_json::{json, Value};
 /// How long any single wait may take.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// The bound on a whole command that does real work (a demo, a crawl of
+/// a testbed): long enough for a loaded 2-core CI machine running other
+/// tests beside it, short enough that a hang still ends the test.
+pub const LONG_DEADLINE: Duration = Duration::from_secs(180);
+
 /// The binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_agentmesh")
