@@ -30,9 +30,9 @@
 //! exactly as `agentmesh node` answers `POST /agents/search`.
 //!
 //! The run, in order: start and bootstrap the nodes; register the
-//! starting population at their home nodes (through
-//! [`Registry::register`], so through the issuer, signed with the home
-//! node's key, stored, flushed and published); wait until every node
+//! starting population at their home nodes (through the node's bulk
+//! import, so through the issuer: signed with the home node's key,
+//! stored, flushed and published); wait until every node
 //! holds all of it; run the searches one at a time (so each one's
 //! counters at its asking node are its own); publish the probes one at a
 //! time and time their arrival at every node; tombstone the revoke
@@ -52,6 +52,7 @@ use agentmesh::federation::Judge;
 use agentmesh::issuer::{outbox, Issuer, Outbox};
 use agentmesh::mesh::{Mesh, MeshClient, MeshConfig, MeshTransport, Multiaddr, StatsSnapshot};
 use agentmesh::record::RecordBody;
+use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::search::{Asked, FederatedSearch, MeshAsk, Scope};
 use agentmesh::store::{Filter, Store};
@@ -152,8 +153,8 @@ pub const READY_ROUTING_PEERS: usize = 8;
 /// Gossip mesh peers each node must have before the run goes on (or
 /// every other node, in a smaller swarm).
 pub const READY_GOSSIP_PEERS: usize = 3;
-/// Nodes that register their share of the population at once.
-const REGISTERING_AT_ONCE: usize = 16;
+/// Nodes that import their share of the population at once.
+const REGISTERING_AT_ONCE: usize = 8;
 /// Nodes that run mesh searches while a revocation propagates.
 const STALE_SEARCHERS: usize = 8;
 /// How often a watch looks at the nodes' stores.
@@ -477,8 +478,11 @@ fn normalised(capabilities: &[String]) -> Vec<String> {
     agentmesh::descriptor::normalise_terms(capabilities.iter().map(String::as_str))
 }
 
-/// Registers the population at their home nodes, a few nodes at a time,
-/// each node its own agents in order.
+/// Registers the population at their home nodes through the node's bulk
+/// import (`agentmesh import`, `POST /admin/import`: validated as
+/// registrations, issued and signed by the home node in store
+/// transactions of [`SERVING_ISSUE_CHUNK`], one flush per batch, each
+/// record published through the outbox), a few nodes at a time.
 async fn populate(
     swarm: &Swarm,
     agents: &[SwarmAgent],
@@ -491,33 +495,37 @@ async fn populate(
     let mut homes: Vec<(usize, Vec<usize>)> = by_home.into_iter().collect();
     homes.sort_unstable_by_key(|(h, _)| *h);
     let started = Instant::now();
-    let mut done = 0usize;
+    let mut done = 0u64;
     for chunk in homes.chunks(REGISTERING_AT_ONCE) {
         let mut set = tokio::task::JoinSet::new();
         for (home, members) in chunk {
-            let registry = swarm.nodes[*home].registry.clone();
-            let count = members.len();
-            let docs: Vec<(String, serde_json::Value)> = members
-                .iter()
-                .map(|&i| {
-                    (
-                        agent_id(i),
-                        document(i, &agent_id(i), &agents[i].capabilities),
-                    )
-                })
-                .collect();
+            let importer =
+                Importer::new(swarm.nodes[*home].registry.clone(), ImportLimits::default())
+                    .with_issue_chunk(SERVING_ISSUE_CHUNK);
+            let mut ndjson = Vec::new();
+            for &i in members {
+                let doc = document(i, &agent_id(i), &agents[i].capabilities);
+                serde_json::to_writer(&mut ndjson, &doc).context("an NDJSON line")?;
+                ndjson.push(b'\n');
+            }
+            let home = *home;
             set.spawn(async move {
-                for (id, doc) in docs {
-                    registry
-                        .register(doc)
-                        .await
-                        .with_context(|| format!("registering {id}"))?;
+                let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                let summary = importer.run(ndjson.as_slice(), tx).await;
+                let _ = drain.await;
+                if summary.refused > 0 || summary.stopped.is_some() {
+                    bail!(
+                        "node {home}: the import refused {} documents (stopped: {:?})",
+                        summary.refused,
+                        summary.stopped
+                    );
                 }
-                anyhow::Ok(count)
+                anyhow::Ok(summary.created)
             });
         }
         while let Some(r) = set.join_next().await {
-            done += r.context("a registering task")??;
+            done += r.context("an import task")??;
         }
         progress(&format!(
             "registered {done}/{} agents ({:.1} s)",
@@ -526,6 +534,32 @@ async fn populate(
         ));
     }
     Ok(())
+}
+
+/// A line of the swarm's gossip verdicts, summed over the nodes: what
+/// explains a record that did not arrive somewhere.
+fn gossip_line(swarm: &Swarm) -> String {
+    let mut accepted = 0u64;
+    let mut ignored: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut rejected = 0u64;
+    let mut queries: std::collections::BTreeMap<String, u64> = Default::default();
+    for n in &swarm.nodes {
+        let s = n.mesh.stats();
+        for (kind, outcomes) in &s.kad_queries {
+            for (outcome, v) in outcomes {
+                *queries.entry(format!("{kind}/{outcome}")).or_default() += v;
+            }
+        }
+        accepted += s.gossip.accepted;
+        rejected += s.gossip.rejected_total();
+        for (k, v) in s.gossip.ignored {
+            *ignored.entry(k).or_default() += v;
+        }
+    }
+    format!(
+        "gossip over all nodes: {accepted} accepted, {rejected} rejected, ignored {ignored:?}; \
+         Kademlia queries ended: {queries:?}"
+    )
 }
 
 /// Waits until every node holds `count` live agents, within `deadline`;
@@ -547,22 +581,26 @@ async fn converge(
             .count();
         if held == swarm.nodes.len() {
             progress(&format!(
-                "population held by every node after {:.1} s",
-                started.elapsed().as_secs_f64()
+                "population held by every node after {:.1} s; {}",
+                started.elapsed().as_secs_f64(),
+                gossip_line(swarm)
             ));
             return held;
         }
         if held != last {
             progress(&format!(
-                "convergence: {held}/{} nodes hold all {count} agents",
-                swarm.nodes.len()
+                "convergence: {held}/{} nodes hold all {count} agents; {}",
+                swarm.nodes.len(),
+                gossip_line(swarm)
             ));
             last = held;
         }
         if Instant::now() >= until {
             progress(&format!(
-                "convergence deadline {deadline:?} passed: {held}/{} nodes hold all {count} agents",
-                swarm.nodes.len()
+                "convergence deadline {deadline:?} passed: {held}/{} nodes hold all {count} \
+                 agents; {}",
+                swarm.nodes.len(),
+                gossip_line(swarm)
             ));
             return held;
         }

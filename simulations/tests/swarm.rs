@@ -70,7 +70,7 @@ fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
 
 #[test]
 fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_everywhere() {
-    let p = params(24, 240, 30, 24, 11);
+    let p = params(12, 72, 12, 12, 11);
     let out = run(&p);
 
     assert_eq!(out.searches.len(), p.searches.len());
@@ -103,7 +103,7 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
         "a revocation did not reach every node"
     );
     eprintln!(
-        "24 nodes: search p50 {:.1} ms, propagation p50 {:.1} ms p99 {:.1} ms, \
+        "12 nodes: search p50 {:.1} ms, propagation p50 {:.1} ms p99 {:.1} ms, \
          revocation p50 {:.1} ms, {} stale results, {:.1} s",
         percentile(
             &out.searches
