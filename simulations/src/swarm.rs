@@ -763,7 +763,7 @@ async fn run_async(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> Resu
     let empty = HashSet::new();
     let searches_started = Instant::now();
     for (k, s) in params.searches.iter().enumerate() {
-        let cap = normalised(&[s.capability.clone()])
+        let cap = normalised(std::slice::from_ref(&s.capability))
             .pop()
             .unwrap_or_default();
         let t = truth.get(&cap).unwrap_or(&empty);
