@@ -16,8 +16,9 @@
 //! joins spread over the nodes) and node `i - 1` (a ring, so no node
 //! hangs on one link); Kademlia's own bootstrap fills the routing tables.
 //! Every wait is on a condition with a deadline: routing tables and
-//! gossip meshes formed ([`ready`]), the population held everywhere,
-//! a probe's record at each node.
+//! gossip meshes formed ([`READY_ROUTING_PEERS`],
+//! [`READY_GOSSIP_PEERS`]), the population held everywhere, a probe's
+//! record at each node.
 //!
 //! Storage: each node's sled directory lives under one temporary
 //! directory, in `/dev/shm` (memory-backed) when it exists, else the
@@ -39,6 +40,22 @@
 //! probes one at a time and time their disappearance at every node,
 //! while mesh searches from a few other nodes count the stale results
 //! they still return.
+//!
+//! What is measured, and how:
+//! - a search's latency is its `FederatedSearch::search` call (the mesh
+//!   half within `search_timeout`, then the local ranking); `found`
+//!   counts the distinct ground-truth agents on its page;
+//! - `lookup_requests` are the Kademlia requests of the provider lookup's
+//!   shard queries, read from the asking node's counters once all its
+//!   shard queries ended; `messages` = those + search requests sent +
+//!   answers received; `bytes` = the asking node's transport bytes (both
+//!   directions, every protocol) while the search ran; hops are not known
+//!   (rust-libp2p's query statistics do not count them);
+//! - propagation and revocation: every node's store is read every
+//!   [`WATCH_EVERY`] from the moment the registration (deletion) is
+//!   called at the home node, so the home node's value is the call's own
+//!   time (signed, stored, flushed); a node not reached by the deadline is
+//!   left out of the figures and reported in a progress line.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -158,7 +175,7 @@ const REGISTERING_AT_ONCE: usize = 8;
 /// Nodes that run mesh searches while a revocation propagates.
 const STALE_SEARCHERS: usize = 8;
 /// How often a watch looks at the nodes' stores.
-const WATCH_EVERY: Duration = Duration::from_millis(2);
+pub const WATCH_EVERY: Duration = Duration::from_millis(2);
 /// How often the bootstrap and convergence waits look.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 

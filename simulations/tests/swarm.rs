@@ -143,9 +143,9 @@ fn measure() {
         .collect();
     let per_node: usize = std::env::var("SWARM_AGENTS_PER_NODE")
         .ok()
-        .map_or(10, |s| s.parse().expect("SWARM_AGENTS_PER_NODE: a number"));
+        .map_or(2, |s| s.parse().expect("SWARM_AGENTS_PER_NODE: a number"));
     for n in sizes {
-        let mut p = params(n, n * per_node, 200, 200, 7);
+        let mut p = params(n, n * per_node, 50, 200, 7);
         p.publish_probes.truncate(3);
         let out = run(&p);
         let recall: f64 = out
