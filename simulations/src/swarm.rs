@@ -192,9 +192,12 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
         .thread_name("swarm")
         .build()
         .context("starting the swarm's runtime")?;
-    let outcome = runtime.block_on(run_async(params, progress));
+    let dir = temp_root()?;
+    let outcome = runtime.block_on(run_async(params, dir.path(), progress));
     // Blocking-pool threads parked in sled or tantivy are not waited for.
     runtime.shutdown_timeout(Duration::from_secs(5));
+    // Only now that the nodes' tasks are gone can their directories go.
+    drop(dir);
     outcome
 }
 
@@ -253,12 +256,10 @@ struct SimNode {
     search: FederatedSearch,
 }
 
-/// The swarm and what it runs on; cancelled (every node's tasks) on drop.
+/// The swarm; cancelled (every node's tasks) on drop.
 struct Swarm {
     nodes: Vec<SimNode>,
     cancel: CancellationToken,
-    // Dropped last: the stores live in it.
-    _dir: tempfile::TempDir,
 }
 
 impl Drop for Swarm {
@@ -394,8 +395,11 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-async fn start(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> Result<Swarm> {
-    let dir = temp_root()?;
+async fn start(
+    params: &SwarmParams,
+    dir: &std::path::Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Swarm> {
     let cancel = CancellationToken::new();
     let (rss0, _) = memory();
     let started = Instant::now();
@@ -405,16 +409,12 @@ async fn start(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> Result<S
             .into_iter()
             .map(|j| nodes[j].addr.clone())
             .collect();
-        nodes.push(start_node(i, dir.path(), bootstrap, params, &cancel).await?);
+        nodes.push(start_node(i, dir, bootstrap, params, &cancel).await?);
         if (i + 1) % 100 == 0 {
             progress(&format!("started {}/{} nodes", i + 1, params.nodes));
         }
     }
-    let swarm = Swarm {
-        nodes,
-        cancel,
-        _dir: dir,
-    };
+    let swarm = Swarm { nodes, cancel };
     let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
     ready(&swarm.nodes, deadline, progress).await?;
     let (rss, _) = memory();
@@ -424,7 +424,7 @@ async fn start(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> Result<S
         started.elapsed().as_secs_f64(),
         mib(rss),
         mib(rss.saturating_sub(rss0)) / params.nodes as f64,
-        swarm._dir.path().display(),
+        dir.display(),
     ));
     Ok(swarm)
 }
@@ -759,9 +759,13 @@ fn push_arrivals(
     }
 }
 
-async fn run_async(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> Result<SwarmOutcome> {
+async fn run_async(
+    params: &SwarmParams,
+    dir: &std::path::Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SwarmOutcome> {
     let started = Instant::now();
-    let swarm = start(params, progress).await?;
+    let swarm = start(params, dir, progress).await?;
     let mut out = SwarmOutcome::default();
 
     populate(&swarm, &params.agents, progress).await?;
