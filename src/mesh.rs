@@ -1,7 +1,8 @@
 //! The libp2p mesh: the transport layer that moves signed records between
 //! nodes and answers searches, without knowing what a record means.
 //!
-//! What it owns: one [`libp2p::Swarm`] (TCP + QUIC, noise, yamux, DNS;
+//! What it owns: one [`libp2p::Swarm`] (TCP + QUIC, noise, yamux, DNS, or
+//! the in-process memory transport as [`MeshTransport::Memory`];
 //! identify, Kademlia, gossipsub, the `/agentmesh/search/1.0.0`
 //! request-response protocol and connection limits; see [`behaviour`]),
 //! driven by one event-loop task. Everything else talks to it through a
@@ -49,7 +50,7 @@ pub mod transport;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
-pub use config::{MeshConfig, MeshLimits, MeshTimeouts};
+pub use config::{MeshConfig, MeshLimits, MeshTimeouts, MeshTransport};
 pub use libp2p::{Multiaddr, PeerId};
 pub use stats::{MeshStats, StatsSnapshot, TransportBytes, VerdictCounts, WireSnapshot};
 pub use wire::{SearchRequest, SearchResponse};

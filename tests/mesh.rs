@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use agentmesh::mesh::{
     agent_key, shard_of, DhtOutcome, Mesh, MeshClient, MeshConfig, MeshError, MeshHandler,
-    Multiaddr, PeerId, RecordOrigin, SearchRequest, SearchResponse, Verdict, KAD_PROTOCOL,
-    SEARCH_PROTOCOL,
+    MeshTransport, Multiaddr, PeerId, RecordOrigin, SearchRequest, SearchResponse, Verdict,
+    KAD_PROTOCOL, SEARCH_PROTOCOL,
 };
 use futures_util::future::BoxFuture;
 use libp2p::identity::Keypair;
@@ -738,6 +738,96 @@ async fn three_nodes_gossip_and_search_over_quic() {
         outcome.responses[0].1.records,
         vec![ByteBuf::from(record("ok", "agent-q", &["quic_cap"]))]
     );
+}
+
+/// The in-process memory transport (what the simulator runs hundreds of
+/// swarms on): the same gossip, provider lookup and search as over TCP,
+/// and a memory address is a local one, dialled only under
+/// `allow_private_addresses`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_gossip_and_search_over_the_memory_transport() {
+    init_tracing();
+    let memory = |bootstrap| MeshConfig {
+        transport: MeshTransport::Memory,
+        listen: vec!["/memory/0".parse().unwrap()],
+        ..config(bootstrap)
+    };
+    let start = |bootstrap| {
+        TestNode::start_config(
+            Keypair::generate_ed25519(),
+            memory(bootstrap),
+            TestHandler::default(),
+        )
+    };
+    let a = start(Vec::new()).await;
+    let a_addr = a.addr().await;
+    assert!(
+        matches!(a_addr.iter().next(), Some(Protocol::Memory(p)) if p != 0),
+        "{a_addr} is not a memory address with a port"
+    );
+    let strict_config = |bootstrap| MeshConfig {
+        allow_private_addresses: false,
+        ..memory(bootstrap)
+    };
+    let refused = Mesh::spawn(
+        strict_config(vec![a_addr.clone()]),
+        Keypair::generate_ed25519(),
+        Arc::new(TestHandler::default()),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(MeshError::BadAddress { .. })),
+        "a memory bootstrap address without allow_private_addresses must be refused"
+    );
+    let strict = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        strict_config(Vec::new()),
+        TestHandler::default(),
+    )
+    .await;
+    let failures = strict.client.stats().dial_failures;
+    strict.client.dial(a_addr.clone()).await.unwrap();
+    wait_for("the strict node's memory dial to fail", || async {
+        strict.client.stats().dial_failures > failures
+    })
+    .await;
+    assert!(!strict.connected_to(&a).await);
+
+    let b = start(vec![a_addr.clone()]).await;
+    let c = start(vec![a_addr]).await;
+    let nodes = [a, b, c];
+    wait_ready(&nodes, |i| if i == 0 { 2 } else { 1 }).await;
+    let rec = record("ok", "agent-m", &["memory_cap"]);
+    nodes[1].handler.insert(rec.clone());
+    nodes[1]
+        .client
+        .publish(rec.clone(), "agent-m".into(), vec!["memory_cap".into()])
+        .await
+        .unwrap();
+    wait_for("the record to reach node c in memory", || async {
+        nodes[2].handler.holds("agent-m")
+    })
+    .await;
+    let want = vec![nodes[1].peer()];
+    wait_for("node c to find node b providing memory_cap", || async {
+        nodes[2].client.providers("memory_cap").await.unwrap() == want
+    })
+    .await;
+    let request = SearchRequest {
+        capabilities: vec!["memory_cap".into()],
+        limit: 10,
+        ..SearchRequest::default()
+    };
+    let outcome = nodes[2]
+        .client
+        .search(want, request, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(outcome.responses.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.responses[0].1.records, vec![ByteBuf::from(rec)]);
+    let bytes = nodes[2].client.stats().transport;
+    assert!(bytes.inbound > 0 && bytes.outbound > 0, "{bytes:?}");
 }
 
 /// The compose mesh's start-up race: a node that announced its capability

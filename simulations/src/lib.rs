@@ -7,7 +7,7 @@
 //!   time, Kademlia and the node's search modelled message by message,
 //!   with the node's own key derivation and constants;
 //! - [`swarm`], the real-swarm engine: the node's own mesh code, N swarms
-//!   in one process (its interface; the engine lands separately).
+//!   in one process over libp2p's memory transport, in wall-clock time.
 //!
 //! [`run`] runs one scenario and writes its outputs; `main.rs` is the CLI.
 

@@ -1,7 +1,84 @@
-//! The real-swarm engine: N of the node's own mesh swarms in one process.
-//! This file is the interface both engines agree on (see
-//! `/work/notes/sim-interface.md`); the engine itself arrives with its own
-//! branch, and until then [`run`] answers an error.
+//! The real-swarm engine: N agentmesh nodes in one process, each made of
+//! the node's own parts (the ones `Node::spawn` wires in `src/node.rs`'s
+//! `start_mesh`): a sled [`Store`] with its text index, an [`Issuer`]
+//! with its outbox and publisher, the [`Registry`], the federation
+//! [`Judge`] behind the node's [`NodeHandler`], the mesh event loop
+//! ([`Mesh::spawn`]) and the federated search ([`FederatedSearch`] with
+//! the node's fan-out). What a node runs that is left out: the HTTP API,
+//! the crawler and its schedulers (no agent here is crawled), the
+//! republisher and the renewer (no node restarts, no record ages past
+//! half its lifetime during a run).
+//!
+//! The swarms talk over libp2p's in-memory transport
+//! ([`MeshTransport::Memory`]: `/memory/N` addresses, noise and yamux as
+//! over TCP, the same address policy with private addresses allowed).
+//! Node `i > 0` bootstraps from node `(i - 1) / 2` (a binary tree, so the
+//! joins spread over the nodes) and node `i - 1` (a ring, so no node
+//! hangs on one link); Kademlia's own bootstrap fills the routing tables.
+//! Every wait is on a condition with a deadline: routing tables and
+//! gossip meshes formed ([`READY_ROUTING_PEERS`],
+//! [`READY_GOSSIP_PEERS`]), the population held everywhere, a probe's
+//! record at each node.
+//!
+//! Storage: each node's sled directory lives under one temporary
+//! directory, in `/dev/shm` (memory-backed) when it exists, else the
+//! system's temporary directory; removed when the run ends. Each store's
+//! sled page cache is bounded at [`STORE_CACHE_BYTES`].
+//!
+//! Replication is the node's default (`p2p.replication = "all"`): every
+//! node stores every record gossip brings it, so a search's page is
+//! ranked from what the asker holds plus what its providers answered,
+//! exactly as `agentmesh node` answers `POST /agents/search`.
+//!
+//! The run, in order: start and bootstrap the nodes; register the
+//! starting population at their home nodes (through the node's bulk
+//! import, so through the issuer: signed with the home node's key,
+//! stored, flushed and published); wait until every node
+//! holds all of it; run the searches one at a time (so each one's
+//! counters at its asking node are its own); publish the probes one at a
+//! time and time their arrival at every node; tombstone the revoke
+//! probes one at a time and time their disappearance at every node,
+//! while mesh searches from a few other nodes count the stale results
+//! they still return.
+//!
+//! What is measured, and how:
+//! - a search's latency is its `FederatedSearch::search` call (the mesh
+//!   half within `search_timeout`, then the local ranking); `found`
+//!   counts the distinct ground-truth agents on its page;
+//! - `lookup_requests` are the Kademlia requests of the provider lookup's
+//!   shard queries, read from the asking node's counters once all its
+//!   shard queries ended; `messages` = those + search requests sent +
+//!   answers received; `bytes` = the asking node's transport bytes (both
+//!   directions, every protocol) while the search ran; hops are not known
+//!   (rust-libp2p's query statistics do not count them);
+//! - propagation and revocation: every node's store is read every
+//!   [`WATCH_EVERY`] from the moment the registration (deletion) is
+//!   called at the home node, so the home node's value is the call's own
+//!   time (signed, stored, flushed); a node not reached by the deadline is
+//!   left out of the figures and reported in a progress line.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentmesh::config::{Config, P2pConfig};
+use agentmesh::federation::handler::{NodeHandler, SharedHandler};
+use agentmesh::federation::Judge;
+use agentmesh::issuer::{outbox, Issuer, Outbox};
+use agentmesh::mesh::{Mesh, MeshClient, MeshConfig, MeshTransport, Multiaddr, StatsSnapshot};
+use agentmesh::record::RecordBody;
+use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
+use agentmesh::registry::{Registry, SearchQuery};
+use agentmesh::search::{Asked, FederatedSearch, MeshAsk, Scope};
+use agentmesh::store::{Filter, Store};
+use anyhow::{bail, Context, Result};
+use ed25519_dalek::SigningKey;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngCore, SeedableRng};
+use tokio_util::sync::CancellationToken;
 
 /// One agent of the simulated population.
 #[derive(Debug, Clone)]
@@ -28,7 +105,7 @@ pub struct SwarmParams {
     pub nodes: usize,
     /// The starting population, registered at their home nodes before searches start.
     pub agents: Vec<SwarmAgent>,
-    /// The searches, in order.
+    /// The searches, run after the population converged.
     pub searches: Vec<SwarmSearch>,
     /// Agents published after the population converged; the time from publish
     /// until each live node holds the record is measured.
@@ -40,7 +117,7 @@ pub struct SwarmParams {
     pub limit: usize,
     /// Deadline of one search.
     pub search_timeout: std::time::Duration,
-    /// Seed of the run.
+    /// Seeds the node keys and the sampling of the stale-result searches.
     pub seed: u64,
 }
 
@@ -52,7 +129,7 @@ pub struct SearchSample {
     /// Live agents with the capability in the population (ground truth), capped at `limit`
     /// (recall = found / min(expected, limit)).
     pub expected: usize,
-    /// Time from asking to the answer, ms.
+    /// From the search's call until its ranked page, in milliseconds.
     pub latency_ms: f64,
     /// Kademlia requests the provider lookup sent (0 when no lookup ran).
     pub lookup_requests: u32,
@@ -60,14 +137,14 @@ pub struct SearchSample {
     pub lookup_hops: Option<u32>,
     /// Messages the search sent in all (lookup requests + search requests + answers).
     pub messages: u32,
-    /// Bytes of those messages.
+    /// Bytes the asking node sent and received while the search ran.
     pub bytes: u64,
 }
 
 /// What the real-swarm engine measured.
 #[derive(Debug, Clone, Default)]
 pub struct SwarmOutcome {
-    /// One per search, in order.
+    /// One sample per search, in order.
     pub searches: Vec<SearchSample>,
     /// One value per (probe, live node): ms from publish until that node held the record.
     pub propagation_ms: Vec<f64>,
@@ -76,16 +153,808 @@ pub struct SwarmOutcome {
     pub revocation_ms: Vec<f64>,
     /// Results still returning a revoked agent while revocation propagated.
     pub stale_results: usize,
-    /// Wall-clock seconds of the run.
+    /// The whole run, in seconds.
     pub wall_s: f64,
 }
+
+/// Most nodes one run starts (threads and memory maps per node bound it
+/// well before this; see the crate's notes).
+pub const MAX_NODES: usize = 4096;
+/// Most results a search asks for (the API's own page bound).
+pub const MAX_LIMIT: usize = 1000;
+/// The sled page cache of each node's store.
+pub const STORE_CACHE_BYTES: u64 = 2 << 20;
+/// Routing-table peers each node must have before the run goes on (or
+/// every other node, in a smaller swarm).
+pub const READY_ROUTING_PEERS: usize = 8;
+/// Gossip mesh peers each node must have before the run goes on (or
+/// every other node, in a smaller swarm).
+pub const READY_GOSSIP_PEERS: usize = 3;
+/// Nodes that import their share of the population at once.
+const REGISTERING_AT_ONCE: usize = 8;
+/// Nodes that run mesh searches while a revocation propagates.
+const STALE_SEARCHERS: usize = 8;
+/// How often a watch looks at the nodes' stores.
+pub const WATCH_EVERY: Duration = Duration::from_millis(2);
+/// How often the bootstrap and convergence waits look.
+const POLL_EVERY: Duration = Duration::from_millis(250);
 
 /// Runs N real node swarms in one process; `progress` gets short status lines
 /// (the caller draws the progress bar on stderr).
 ///
 /// # Errors
-/// Always, until the real-swarm engine is merged.
+/// Parameters out of range (which one and why), a node that cannot start,
+/// or the swarm not bootstrapping by its deadline.
 pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Result<SwarmOutcome> {
-    let _ = (params, progress);
-    Err(anyhow::anyhow!("the swarm engine is not built yet"))
+    check(params)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("swarm")
+        .build()
+        .context("starting the swarm's runtime")?;
+    let dir = temp_root()?;
+    let outcome = runtime.block_on(run_async(params, dir.path(), progress));
+    // Blocking-pool threads parked in sled or tantivy are not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    // Only now that the nodes' tasks are gone can their directories go.
+    drop(dir);
+    outcome
+}
+
+fn check(p: &SwarmParams) -> Result<()> {
+    if p.nodes == 0 || p.nodes > MAX_NODES {
+        bail!("nodes: {} is not in 1..={MAX_NODES}", p.nodes);
+    }
+    if p.limit == 0 || p.limit > MAX_LIMIT {
+        bail!("limit: {} is not in 1..={MAX_LIMIT}", p.limit);
+    }
+    if p.search_timeout.is_zero() || p.search_timeout > Duration::from_secs(60) {
+        bail!("search_timeout: must be above zero and at most 60 s (the node's bound)");
+    }
+    if p.revoke_probes > p.agents.len() {
+        bail!(
+            "revoke_probes: {} is more than the {} agents",
+            p.revoke_probes,
+            p.agents.len()
+        );
+    }
+    for (what, list) in [("agents", &p.agents), ("publish_probes", &p.publish_probes)] {
+        for (i, a) in list.iter().enumerate() {
+            if a.home >= p.nodes {
+                bail!(
+                    "{what}[{i}].home: {} is not a node (0..{})",
+                    a.home,
+                    p.nodes
+                );
+            }
+            if a.capabilities.is_empty() {
+                bail!("{what}[{i}].capabilities: an agent needs at least one");
+            }
+        }
+    }
+    for (i, s) in p.searches.iter().enumerate() {
+        if s.from >= p.nodes {
+            bail!(
+                "searches[{i}].from: {} is not a node (0..{})",
+                s.from,
+                p.nodes
+            );
+        }
+        if s.capability.trim().is_empty() {
+            bail!("searches[{i}].capability: empty");
+        }
+    }
+    Ok(())
+}
+
+/// One node: the parts `Node::spawn` wires, without the API and crawler.
+struct SimNode {
+    mesh: MeshClient,
+    addr: Multiaddr,
+    registry: Registry,
+    store: Store,
+    search: FederatedSearch,
+}
+
+/// The swarm; cancelled (every node's tasks) on drop.
+struct Swarm {
+    nodes: Vec<SimNode>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The temporary directory the node stores live under (see the module
+/// documentation).
+fn temp_root() -> Result<tempfile::TempDir> {
+    let shm = PathBuf::from("/dev/shm");
+    let base = if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    };
+    tempfile::Builder::new()
+        .prefix("agentmesh-swarm-")
+        .tempdir_in(&base)
+        .with_context(|| format!("a temporary directory under {}", base.display()))
+}
+
+/// The node key of node `i`, derived from the run's seed.
+fn node_key(seed: u64, i: usize) -> SigningKey {
+    let mut rng = StdRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut bytes = [0u8; 32];
+    rng.fill_bytes(&mut bytes);
+    SigningKey::from_bytes(&bytes)
+}
+
+/// The mesh configuration of a simulated node: the node's own defaults
+/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory.
+fn mesh_config(bootstrap: Vec<Multiaddr>) -> Result<MeshConfig> {
+    let p2p = P2pConfig {
+        listen: vec!["/memory/0".into()],
+        allow_private_addresses: true,
+        ..P2pConfig::default()
+    };
+    let mut config = MeshConfig::from_p2p(&p2p)?;
+    config.transport = MeshTransport::Memory;
+    config.bootstrap = bootstrap;
+    Ok(config)
+}
+
+/// Starts node `i` with its store under `root`.
+async fn start_node(
+    i: usize,
+    root: &std::path::Path,
+    bootstrap: Vec<Multiaddr>,
+    params: &SwarmParams,
+    cancel: &CancellationToken,
+) -> Result<SimNode> {
+    let dir = root.join(format!("node-{i:05}"));
+    let store = tokio::task::spawn_blocking(move || Store::open(&dir, STORE_CACHE_BYTES))
+        .await
+        .context("the store-open task")?
+        .with_context(|| format!("node {i}: opening its store"))?;
+    let key = Arc::new(node_key(params.seed, i));
+    store.spawn_flusher(Duration::from_secs(1), cancel.clone());
+    let node_defaults = Config::default();
+    let (outbox, outbox_rx) = Outbox::new(4096);
+    let issuer =
+        Issuer::new(store.clone(), key.clone(), node_defaults.store.record_ttl).with_outbox(outbox);
+    let registry = Registry::new(issuer);
+    let judge = Arc::new(
+        Judge::new(store.clone(), key.verifying_key(), Vec::new())
+            .with_replication(node_defaults.p2p.replication),
+    );
+    let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
+    let (mesh, _task) = Mesh::spawn(
+        mesh_config(bootstrap)?,
+        agentmesh::identity::libp2p_keypair(&key),
+        Arc::new(SharedHandler(Arc::new(handler))),
+        cancel.clone(),
+    )
+    .await
+    .with_context(|| format!("node {i}: starting its mesh"))?;
+    outbox::spawn_publisher(mesh.clone(), outbox_rx, cancel.clone());
+    let search = FederatedSearch::new(
+        registry.clone(),
+        Some(MeshAsk {
+            client: mesh.clone(),
+            admit: judge,
+            fanout: node_defaults.p2p.search_fanout,
+            budget: params.search_timeout,
+        }),
+    );
+    let addr = mesh
+        .listen_addrs()
+        .await?
+        .into_iter()
+        .next()
+        .with_context(|| format!("node {i}: no listen address"))?;
+    Ok(SimNode {
+        mesh,
+        addr,
+        registry,
+        store,
+        search,
+    })
+}
+
+/// The nodes node `i` bootstraps from: its parent in a binary tree and
+/// its predecessor.
+fn bootstrap_of(i: usize) -> Vec<usize> {
+    if i == 0 {
+        return Vec::new();
+    }
+    let mut v = vec![(i - 1) / 2, i - 1];
+    v.dedup();
+    v
+}
+
+/// Resident and peak memory of this process, in bytes (Linux; zeros
+/// elsewhere).
+pub fn memory() -> (u64, u64) {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+async fn start(
+    params: &SwarmParams,
+    dir: &std::path::Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Swarm> {
+    let cancel = CancellationToken::new();
+    let (rss0, _) = memory();
+    let started = Instant::now();
+    let mut nodes: Vec<SimNode> = Vec::with_capacity(params.nodes);
+    for i in 0..params.nodes {
+        let bootstrap = bootstrap_of(i)
+            .into_iter()
+            .map(|j| nodes[j].addr.clone())
+            .collect();
+        nodes.push(start_node(i, dir, bootstrap, params, &cancel).await?);
+        if (i + 1) % 100 == 0 {
+            progress(&format!("started {}/{} nodes", i + 1, params.nodes));
+        }
+    }
+    let swarm = Swarm { nodes, cancel };
+    let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
+    ready(&swarm.nodes, deadline, progress).await?;
+    let (rss, _) = memory();
+    progress(&format!(
+        "bootstrapped {} nodes in {:.1} s; RSS {:.0} MiB ({:.2} MiB per node); stores under {}",
+        params.nodes,
+        started.elapsed().as_secs_f64(),
+        mib(rss),
+        mib(rss.saturating_sub(rss0)) / params.nodes as f64,
+        dir.display(),
+    ));
+    Ok(swarm)
+}
+
+/// Waits until every node has [`READY_ROUTING_PEERS`] routing-table peers
+/// and [`READY_GOSSIP_PEERS`] gossip mesh peers (fewer in a small swarm:
+/// all the others), within `deadline`.
+async fn ready(
+    nodes: &[SimNode],
+    deadline: Duration,
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let others = nodes.len().saturating_sub(1);
+    let (routing, gossip) = (
+        READY_ROUTING_PEERS.min(others),
+        READY_GOSSIP_PEERS.min(others),
+    );
+    let until = Instant::now() + deadline;
+    let mut last = usize::MAX;
+    loop {
+        let mut ok = 0;
+        for n in nodes {
+            let s = n.mesh.status().await?;
+            if s.routing_table_peers >= routing && s.gossip_mesh_peers >= gossip {
+                ok += 1;
+            }
+        }
+        if ok == nodes.len() {
+            return Ok(());
+        }
+        if ok != last {
+            progress(&format!("bootstrap: {ok}/{} nodes ready", nodes.len()));
+            last = ok;
+        }
+        if Instant::now() >= until {
+            bail!(
+                "the swarm did not bootstrap in {deadline:?}: {ok}/{} nodes have {routing} \
+                 routing-table peers and {gossip} gossip mesh peers",
+                nodes.len()
+            );
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// The agent id of population member `i`.
+fn agent_id(i: usize) -> String {
+    format!("sim-agent-{i:07}")
+}
+
+/// The agent id of publish probe `j`.
+fn probe_id(j: usize) -> String {
+    format!("sim-probe-{j:05}")
+}
+
+/// A valid AIDIP registration with `id` and `capabilities` (the rest
+/// from the testbed's synthetic population).
+fn document(i: usize, id: &str, capabilities: &[String]) -> serde_json::Value {
+    let mut doc = agentmesh::testbed::synthetic_agent(i);
+    doc["id"] = serde_json::json!(id);
+    doc["capabilities"] = serde_json::json!(capabilities);
+    doc
+}
+
+/// The capabilities as the node stores them (lower-cased, trimmed,
+/// deduplicated).
+fn normalised(capabilities: &[String]) -> Vec<String> {
+    agentmesh::descriptor::normalise_terms(capabilities.iter().map(String::as_str))
+}
+
+/// Registers the population at their home nodes through the node's bulk
+/// import (`agentmesh import`, `POST /admin/import`: validated as
+/// registrations, issued and signed by the home node in store
+/// transactions of [`SERVING_ISSUE_CHUNK`], one flush per batch, each
+/// record published through the outbox), a few nodes at a time.
+async fn populate(
+    swarm: &Swarm,
+    agents: &[SwarmAgent],
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let mut by_home: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, a) in agents.iter().enumerate() {
+        by_home.entry(a.home).or_default().push(i);
+    }
+    let mut homes: Vec<(usize, Vec<usize>)> = by_home.into_iter().collect();
+    homes.sort_unstable_by_key(|(h, _)| *h);
+    let started = Instant::now();
+    let mut done = 0u64;
+    for chunk in homes.chunks(REGISTERING_AT_ONCE) {
+        let mut set = tokio::task::JoinSet::new();
+        for (home, members) in chunk {
+            let importer =
+                Importer::new(swarm.nodes[*home].registry.clone(), ImportLimits::default())
+                    .with_issue_chunk(SERVING_ISSUE_CHUNK);
+            let mut ndjson = Vec::new();
+            for &i in members {
+                let doc = document(i, &agent_id(i), &agents[i].capabilities);
+                serde_json::to_writer(&mut ndjson, &doc).context("an NDJSON line")?;
+                ndjson.push(b'\n');
+            }
+            let home = *home;
+            set.spawn(async move {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                let summary = importer.run(ndjson.as_slice(), tx).await;
+                let _ = drain.await;
+                if summary.refused > 0 || summary.stopped.is_some() {
+                    bail!(
+                        "node {home}: the import refused {} documents (stopped: {:?})",
+                        summary.refused,
+                        summary.stopped
+                    );
+                }
+                anyhow::Ok(summary.created)
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            done += r.context("an import task")??;
+        }
+        progress(&format!(
+            "registered {done}/{} agents ({:.1} s)",
+            agents.len(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+/// A line of the swarm's gossip verdicts, summed over the nodes: what
+/// explains a record that did not arrive somewhere.
+fn gossip_line(swarm: &Swarm) -> String {
+    let mut accepted = 0u64;
+    let mut ignored: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut rejected = 0u64;
+    let mut queries: std::collections::BTreeMap<String, u64> = Default::default();
+    for n in &swarm.nodes {
+        let s = n.mesh.stats();
+        for (kind, outcomes) in &s.kad_queries {
+            for (outcome, v) in outcomes {
+                *queries.entry(format!("{kind}/{outcome}")).or_default() += v;
+            }
+        }
+        accepted += s.gossip.accepted;
+        rejected += s.gossip.rejected_total();
+        for (k, v) in s.gossip.ignored {
+            *ignored.entry(k).or_default() += v;
+        }
+    }
+    format!(
+        "gossip over all nodes: {accepted} accepted, {rejected} rejected, ignored {ignored:?}; \
+         Kademlia queries ended: {queries:?}"
+    )
+}
+
+/// Waits until every node holds `count` live agents, within `deadline`;
+/// returns how many nodes do.
+async fn converge(
+    swarm: &Swarm,
+    count: u64,
+    deadline: Duration,
+    progress: &mut dyn FnMut(&str),
+) -> usize {
+    let until = Instant::now() + deadline;
+    let started = Instant::now();
+    let mut last = usize::MAX;
+    loop {
+        let held = swarm
+            .nodes
+            .iter()
+            .filter(|n| n.store.len() >= count)
+            .count();
+        if held == swarm.nodes.len() {
+            progress(&format!(
+                "population held by every node after {:.1} s; {}",
+                started.elapsed().as_secs_f64(),
+                gossip_line(swarm)
+            ));
+            return held;
+        }
+        if held != last {
+            progress(&format!(
+                "convergence: {held}/{} nodes hold all {count} agents; {}",
+                swarm.nodes.len(),
+                gossip_line(swarm)
+            ));
+            last = held;
+        }
+        if Instant::now() >= until {
+            progress(&format!(
+                "convergence deadline {deadline:?} passed: {held}/{} nodes hold all {count} \
+                 agents; {}",
+                swarm.nodes.len(),
+                gossip_line(swarm)
+            ));
+            return held;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// Finished `get_providers` queries in a snapshot.
+fn provider_queries(s: &StatsSnapshot) -> u64 {
+    s.kad_queries
+        .get("get_providers")
+        .map_or(0, |m| m.values().sum())
+}
+
+fn provider_requests(s: &StatsSnapshot) -> u64 {
+    s.kad_requests_sent
+        .get("get_providers")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Runs one search from its node; `truth` holds the live agents of its
+/// capability.
+async fn search_once(
+    node: &SimNode,
+    capability: &str,
+    limit: usize,
+    shards: u32,
+    truth: &HashSet<String>,
+) -> Result<SearchSample> {
+    let query = SearchQuery {
+        filter: Filter {
+            capabilities: normalised(&[capability.to_owned()]),
+            ..Filter::default()
+        },
+        query: None,
+        after: None,
+        limit,
+    };
+    let before = node.mesh.stats();
+    let t0 = Instant::now();
+    let outcome = node.search.search(&query, Scope::Mesh).await?;
+    let latency = t0.elapsed();
+    let report = outcome.mesh;
+    let looked_up = report
+        .as_ref()
+        .is_some_and(|r| r.whom != Asked::Nobody && !query.filter.capabilities.is_empty());
+    // The lookup's shard queries end (and are counted) as the loop
+    // stops them, just after the lookup answered.
+    let mut after = node.mesh.stats();
+    if looked_up {
+        let want = provider_queries(&before) + u64::from(shards);
+        let until = Instant::now() + Duration::from_secs(10);
+        while provider_queries(&after) < want && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            after = node.mesh.stats();
+        }
+    }
+    let lookup_requests = provider_requests(&after).saturating_sub(provider_requests(&before));
+    let found: HashSet<&str> = outcome
+        .page
+        .items
+        .iter()
+        .map(|s| s.id.as_str())
+        .filter(|id| truth.contains(*id))
+        .collect();
+    let (asked, answered) = report.as_ref().map_or((0, 0), |r| (r.asked, r.answered));
+    let bytes = (after.transport.inbound + after.transport.outbound)
+        .saturating_sub(before.transport.inbound + before.transport.outbound);
+    Ok(SearchSample {
+        found: found.len(),
+        expected: truth.len().min(limit),
+        latency_ms: latency.as_secs_f64() * 1000.0,
+        lookup_requests: u32::try_from(lookup_requests).unwrap_or(u32::MAX),
+        lookup_hops: None,
+        messages: u32::try_from(lookup_requests + (asked + answered) as u64).unwrap_or(u32::MAX),
+        bytes,
+    })
+}
+
+/// Watches every node's store from `t0` until `holds` is true of the
+/// agent's record at each, or `deadline`; the time each first held,
+/// `None` for the nodes that never did.
+async fn watch(
+    stores: Vec<Store>,
+    id: String,
+    t0: Instant,
+    deadline: Duration,
+    holds: fn(&RecordBody) -> bool,
+) -> Result<Vec<Option<Duration>>> {
+    tokio::task::spawn_blocking(move || {
+        let mut at: Vec<Option<Duration>> = vec![None; stores.len()];
+        let mut left = stores.len();
+        while left > 0 && t0.elapsed() < deadline {
+            for (i, s) in stores.iter().enumerate() {
+                if at[i].is_some() {
+                    continue;
+                }
+                if let Ok(Some(a)) = s.blocking().get(&id) {
+                    if holds(&a.body) {
+                        at[i] = Some(t0.elapsed());
+                        left -= 1;
+                    }
+                }
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+        at
+    })
+    .await
+    .context("a watch task")
+}
+
+fn is_descriptor(b: &RecordBody) -> bool {
+    matches!(b, RecordBody::Descriptor(_))
+}
+
+fn is_tombstone(b: &RecordBody) -> bool {
+    matches!(b, RecordBody::Tombstone(_))
+}
+
+/// How long a probe may take to reach every node.
+fn probe_deadline(nodes: usize) -> Duration {
+    Duration::from_secs(30) + Duration::from_millis(20) * nodes as u32
+}
+
+fn push_arrivals(
+    out: &mut Vec<f64>,
+    arrivals: &[Option<Duration>],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) {
+    let missing = arrivals.iter().filter(|a| a.is_none()).count();
+    out.extend(arrivals.iter().flatten().map(|d| d.as_secs_f64() * 1000.0));
+    if missing > 0 {
+        progress(&format!(
+            "{what}: {missing} nodes not reached by the deadline (left out of the figures)"
+        ));
+    }
+}
+
+async fn run_async(
+    params: &SwarmParams,
+    dir: &std::path::Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SwarmOutcome> {
+    let started = Instant::now();
+    let swarm = start(params, dir, progress).await?;
+    let mut out = SwarmOutcome::default();
+
+    populate(&swarm, &params.agents, progress).await?;
+    let deadline = Duration::from_secs(60)
+        + Duration::from_micros(200) * (params.nodes * params.agents.len()).min(1 << 30) as u32;
+    converge(&swarm, params.agents.len() as u64, deadline, progress).await;
+
+    // Ground truth: the live agents of each capability.
+    let mut truth: HashMap<String, HashSet<String>> = HashMap::new();
+    for (i, a) in params.agents.iter().enumerate() {
+        for c in normalised(&a.capabilities) {
+            truth.entry(c).or_default().insert(agent_id(i));
+        }
+    }
+    let shards = mesh_config(Vec::new())?.shards;
+    let empty = HashSet::new();
+    let searches_started = Instant::now();
+    for (k, s) in params.searches.iter().enumerate() {
+        let cap = normalised(std::slice::from_ref(&s.capability))
+            .pop()
+            .unwrap_or_default();
+        let t = truth.get(&cap).unwrap_or(&empty);
+        let sample = search_once(&swarm.nodes[s.from], &s.capability, params.limit, shards, t)
+            .await
+            .with_context(|| format!("search {k} from node {}", s.from))?;
+        out.searches.push(sample);
+        if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
+            progress(&format!(
+                "searched {}/{} ({:.1} s)",
+                k + 1,
+                params.searches.len(),
+                searches_started.elapsed().as_secs_f64()
+            ));
+        }
+    }
+
+    let stores: Vec<Store> = swarm.nodes.iter().map(|n| n.store.clone()).collect();
+    let deadline = probe_deadline(params.nodes);
+    for (j, p) in params.publish_probes.iter().enumerate() {
+        let id = probe_id(j);
+        let doc = document(params.agents.len() + j, &id, &p.capabilities);
+        let t0 = Instant::now();
+        swarm.nodes[p.home]
+            .registry
+            .register(doc)
+            .await
+            .with_context(|| format!("publishing probe {id}"))?;
+        let arrivals = watch(stores.clone(), id.clone(), t0, deadline, is_descriptor).await?;
+        push_arrivals(&mut out.propagation_ms, &arrivals, &id, progress);
+    }
+    if !params.publish_probes.is_empty() {
+        progress(&format!("published {} probes", params.publish_probes.len()));
+    }
+
+    let mut rng = StdRng::seed_from_u64(params.seed ^ 0x5EED_0F57_A1E5);
+    for (i, agent) in params.agents.iter().take(params.revoke_probes).enumerate() {
+        let id = agent_id(i);
+        let others: Vec<usize> = (0..params.nodes).filter(|n| *n != agent.home).collect();
+        let searchers: Vec<usize> = others
+            .choose_multiple(&mut rng, STALE_SEARCHERS)
+            .copied()
+            .collect();
+        let capability = normalised(&agent.capabilities)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let t0 = Instant::now();
+        swarm.nodes[agent.home]
+            .registry
+            .delete(&id)
+            .await
+            .with_context(|| format!("revoking {id}"))?;
+        let done = Arc::new(AtomicBool::new(false));
+        let watching = {
+            let done = done.clone();
+            let w = watch(stores.clone(), id.clone(), t0, deadline, is_tombstone);
+            async move {
+                let r = w.await;
+                done.store(true, Ordering::SeqCst);
+                r
+            }
+        };
+        let stale = async {
+            let mut stale = 0usize;
+            'rounds: while !done.load(Ordering::SeqCst) {
+                for &n in &searchers {
+                    if done.load(Ordering::SeqCst) {
+                        break 'rounds;
+                    }
+                    let t = HashSet::from([id.clone()]);
+                    if let Ok(s) =
+                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t).await
+                    {
+                        stale += s.found;
+                    }
+                }
+                if searchers.is_empty() {
+                    tokio::time::sleep(WATCH_EVERY).await;
+                }
+            }
+            stale
+        };
+        let (arrivals, stale) = tokio::join!(watching, stale);
+        out.stale_results += stale;
+        push_arrivals(&mut out.revocation_ms, &arrivals?, &id, progress);
+    }
+    if params.revoke_probes > 0 {
+        progress(&format!(
+            "revoked {} agents; {} stale results meanwhile",
+            params.revoke_probes, out.stale_results
+        ));
+    }
+    let (_, peak) = memory();
+    progress(&format!(
+        "done in {:.1} s; peak RSS {:.0} MiB",
+        started.elapsed().as_secs_f64(),
+        mib(peak)
+    ));
+    drop(swarm);
+    out.wall_s = started.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bootstrap_tree_reaches_back_to_node_zero() {
+        assert!(bootstrap_of(0).is_empty());
+        assert_eq!(bootstrap_of(1), vec![0]);
+        assert_eq!(bootstrap_of(2), vec![0, 1]);
+        assert_eq!(bootstrap_of(6), vec![2, 5]);
+        for i in 1..1000 {
+            assert!(bootstrap_of(i).iter().all(|j| *j < i));
+        }
+    }
+
+    #[test]
+    fn node_keys_follow_the_seed() {
+        assert_eq!(node_key(7, 3).to_bytes(), node_key(7, 3).to_bytes());
+        assert_ne!(node_key(7, 3).to_bytes(), node_key(7, 4).to_bytes());
+        assert_ne!(node_key(7, 3).to_bytes(), node_key(8, 3).to_bytes());
+    }
+
+    #[test]
+    fn parameters_out_of_range_are_refused_with_their_name() {
+        let ok = SwarmParams {
+            nodes: 2,
+            agents: vec![SwarmAgent {
+                home: 1,
+                capabilities: vec!["cap-1".into()],
+            }],
+            searches: vec![SwarmSearch {
+                from: 0,
+                capability: "cap-1".into(),
+            }],
+            publish_probes: Vec::new(),
+            revoke_probes: 1,
+            limit: 10,
+            search_timeout: Duration::from_secs(2),
+            seed: 1,
+        };
+        check(&ok).unwrap();
+        let bad = |f: fn(&mut SwarmParams), key: &str| {
+            let mut p = ok.clone();
+            f(&mut p);
+            let e = check(&p).unwrap_err().to_string();
+            assert!(e.starts_with(key), "{e}");
+        };
+        bad(|p| p.nodes = 0, "nodes");
+        bad(|p| p.agents[0].home = 2, "agents[0].home");
+        bad(|p| p.searches[0].from = 5, "searches[0].from");
+        bad(|p| p.revoke_probes = 2, "revoke_probes");
+        bad(|p| p.limit = 0, "limit");
+        bad(
+            |p| p.agents[0].capabilities.clear(),
+            "agents[0].capabilities",
+        );
+    }
+
+    #[test]
+    fn documents_are_valid_registrations() {
+        let v = agentmesh::aidip::MetadataValidator::new();
+        let doc = document(3, "sim-agent-0000003", &["cap-17".into(), "CAP-2".into()]);
+        v.parse(&doc).unwrap();
+        assert_eq!(
+            normalised(&["CAP-2".into(), "cap-2 ".into()]),
+            vec!["cap-2"]
+        );
+    }
 }

@@ -3,7 +3,9 @@
 //! then owns it; nothing else touches it.
 //!
 //! Transports: TCP (nodelay) and QUIC v1, noise + yamux on TCP, DNS
-//! resolution of `/dns*` multiaddrs (system resolver configuration);
+//! resolution of `/dns*` multiaddrs (system resolver configuration); or,
+//! with [`MeshTransport::Memory`], the in-process memory transport with
+//! noise + yamux and no DNS;
 //! libp2p's bandwidth metrics count the bytes of every connection
 //! ([`MeshStats`]).
 //!
@@ -65,7 +67,8 @@ use super::codec::CountingCodec;
 use super::stats::MeshStats;
 use super::wire::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 use super::{
-    MeshConfig, MeshError, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC, SEARCH_PROTOCOL,
+    MeshConfig, MeshError, MeshTransport, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC,
+    SEARCH_PROTOCOL,
 };
 use crate::record::MAX_RECORD_BYTES;
 
@@ -251,7 +254,8 @@ impl MeshBehaviour {
     }
 }
 
-/// Builds the swarm (TCP + QUIC + DNS, noise, yamux) with [`MeshBehaviour`].
+/// Builds the swarm (TCP + QUIC + DNS, noise, yamux; or memory, noise,
+/// yamux, as `config.transport` says) with [`MeshBehaviour`].
 /// The transport's byte counters (libp2p bandwidth metrics) and the search
 /// codec's counters go to `stats`.
 ///
@@ -269,19 +273,31 @@ pub fn build_swarm(
     let idle = config.timeouts.idle_connection;
     let mut registry = libp2p::metrics::Registry::default();
     let policy = config.address_policy();
-    let swarm = SwarmBuilder::with_existing_identity(key)
+    let kind = config.transport;
+    let behaviour =
+        |key: &Keypair| MeshBehaviour::new(key, config, stats).map_err(|e| Box::new(e) as Box<_>);
+    let builder = SwarmBuilder::with_existing_identity(key)
         .with_tokio()
-        .with_other_transport(|key| super::transport::build(key, policy))
-        .map_err(|e| transport_error(&e))?
-        .with_dns()
-        .map_err(|e| transport_error(&e))?
-        .with_bandwidth_metrics(&mut registry)
-        .with_behaviour(|key| {
-            MeshBehaviour::new(key, config, stats).map_err(|e| Box::new(e) as Box<_>)
-        })
-        .map_err(behaviour_error)?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
-        .build();
+        .with_other_transport(|key| super::transport::build(key, policy, kind))
+        .map_err(|e| transport_error(&e))?;
+    // The memory transport has no names to resolve: no DNS layer.
+    let swarm = if kind == MeshTransport::Memory {
+        builder
+            .with_bandwidth_metrics(&mut registry)
+            .with_behaviour(behaviour)
+            .map_err(behaviour_error)?
+            .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
+            .build()
+    } else {
+        builder
+            .with_dns()
+            .map_err(|e| transport_error(&e))?
+            .with_bandwidth_metrics(&mut registry)
+            .with_behaviour(behaviour)
+            .map_err(behaviour_error)?
+            .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
+            .build()
+    };
     stats.set_bandwidth(registry);
     Ok(swarm)
 }

@@ -12,10 +12,28 @@ use super::MeshError;
 use crate::config::P2pConfig;
 use crate::net::AddressPolicy;
 
+/// Which transport the mesh runs over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MeshTransport {
+    /// TCP (noise, yamux) and QUIC v1, under DNS: what a node runs.
+    #[default]
+    TcpQuic,
+    /// libp2p's in-process memory transport (`/memory/N` multiaddrs,
+    /// `/memory/0` picks a free one), with the same noise and yamux
+    /// upgrade and address policy (a memory address is a local one:
+    /// dialled only with `allow_private_addresses`). For many swarms in
+    /// one process: the simulator, tests.
+    Memory,
+}
+
 /// What the mesh listens on and joins through.
 #[derive(Debug, Clone)]
 pub struct MeshConfig {
-    /// Multiaddrs to listen on (`/ip4/../tcp/..`, `/ip4/../udp/../quic-v1`).
+    /// The transport (default TCP + QUIC).
+    pub transport: MeshTransport,
+    /// Multiaddrs to listen on (`/ip4/../tcp/..`, `/ip4/../udp/../quic-v1`;
+    /// `/memory/..` with [`MeshTransport::Memory`]).
     /// Empty: a client-only node (Kademlia client mode).
     pub listen: Vec<Multiaddr>,
     /// Peers to join through: multiaddrs, normally ending in
@@ -151,6 +169,7 @@ impl Default for MeshTimeouts {
 impl Default for MeshConfig {
     fn default() -> Self {
         Self {
+            transport: MeshTransport::default(),
             listen: Vec::new(),
             bootstrap: Vec::new(),
             external_addresses: Vec::new(),

@@ -1,5 +1,8 @@
 //! The mesh's transport: TCP (noise, yamux) or QUIC, under an address
-//! policy, under DNS.
+//! policy, under DNS; or, as a config choice ([`MeshTransport::Memory`]),
+//! libp2p's in-process memory transport (`/memory/N`, noise, yamux) under
+//! the same policy, so that many swarms run in one process (the
+//! simulator).
 //!
 //! [`AddressFilter`] sits below the DNS layer, so it sees the address a
 //! name resolved to, and refuses to dial what the node's
@@ -8,7 +11,8 @@
 //! unspecified addresses, whether a peer advertised them (identify,
 //! Kademlia, provider records) or a `/dns4/` name resolved to them.
 //! `p2p.allow_private_addresses` opts a node in (tests, the demo, a
-//! federation on a private network). Listening is never filtered.
+//! federation on a private network). A `/memory/N` address counts as a
+//! local one: dialled only under that opt-in. Listening is never filtered.
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -16,13 +20,14 @@ use std::task::{Context, Poll};
 
 use libp2p::core::muxing::StreamMuxerBox;
 use libp2p::core::transport::{
-    Boxed, DialOpts, ListenerId, Transport, TransportError, TransportEvent,
+    Boxed, DialOpts, ListenerId, MemoryTransport, Transport, TransportError, TransportEvent,
 };
 use libp2p::core::upgrade;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::{noise, quic, tcp, yamux, Multiaddr, PeerId};
 
+use super::MeshTransport;
 use crate::net::AddressPolicy;
 
 /// The IP an address dials first, if it starts with one.
@@ -34,10 +39,14 @@ pub(crate) fn first_ip(addr: &Multiaddr) -> Option<IpAddr> {
     }
 }
 
-/// Whether `addr` starts with an IP address `policy` permits (what the
-/// transport checks, below DNS).
+/// Whether `addr` starts with an IP address `policy` permits, or is an
+/// in-process `/memory/N` address and the policy permits local ones (what
+/// the transport checks, below DNS).
 fn ip_permitted(policy: AddressPolicy, addr: &Multiaddr) -> bool {
-    first_ip(addr).is_some_and(|ip| policy.check(ip).is_ok())
+    match addr.iter().next() {
+        Some(Protocol::Memory(_)) => policy.allow_private,
+        _ => first_ip(addr).is_some_and(|ip| policy.check(ip).is_ok()),
+    }
 }
 
 /// Whether `policy` lets the mesh dial `addr`: an IP address the policy
@@ -102,15 +111,26 @@ impl<T: Transport + Unpin> Transport for AddressFilter<T> {
     }
 }
 
-/// TCP (noise, yamux) or QUIC, filtered by `policy`; the swarm builder
-/// puts DNS on top.
+/// The transport `kind` names, filtered by `policy`: TCP (noise, yamux)
+/// or QUIC, on which the swarm builder puts DNS; or the memory transport
+/// with the same upgrade (noise, yamux), without DNS (no names to
+/// resolve in a process).
 ///
 /// # Errors
 /// When the noise configuration cannot be made from `key`.
 pub(crate) fn build(
     key: &Keypair,
     policy: AddressPolicy,
+    kind: MeshTransport,
 ) -> Result<Boxed<(PeerId, StreamMuxerBox)>, Box<dyn std::error::Error + Send + Sync>> {
+    if kind == MeshTransport::Memory {
+        let memory = MemoryTransport::default()
+            .upgrade(upgrade::Version::V1Lazy)
+            .authenticate(noise::Config::new(key)?)
+            .multiplex(yamux::Config::default())
+            .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+        return Ok(AddressFilter::new(memory, policy).boxed());
+    }
     let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
         .upgrade(upgrade::Version::V1Lazy)
         .authenticate(noise::Config::new(key)?)
@@ -145,6 +165,7 @@ mod tests {
             "/ip6/::ffff:10.0.0.1/tcp/1",
             "/ip6/fd00::1/tcp/1",
             "/unix/tmp%2Fsock",
+            "/memory/1234",
         ] {
             assert!(
                 !dialable(strict, &addr(refused)),
@@ -171,6 +192,7 @@ mod tests {
         };
         assert!(dialable(open, &addr("/ip4/127.0.0.1/tcp/4001")));
         assert!(dialable(open, &addr("/ip4/172.20.0.5/tcp/4001")));
+        assert!(dialable(open, &addr("/memory/1234")));
         assert!(!dialable(open, &addr("/ip4/0.0.0.0/tcp/4001")));
         assert!(!dialable(open, &addr("/ip4/224.0.0.1/tcp/4001")));
     }

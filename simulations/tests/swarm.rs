@@ -1,0 +1,191 @@
+//! The real-swarm engine at small N: real agentmesh nodes in one process
+//! over the memory transport. Without churn every search finds every
+//! live agent of its capability, a published agent reaches every node,
+//! and a revoked one is gone from every node. The assertions are about
+//! behaviour; the times are printed, never asserted.
+//!
+//! The `#[ignore]`d `measure` test is the driver for the 100/500-node
+//! figures: `SWARM_NODES=100,500 cargo test --release -p agentmesh-sim
+//! --test swarm -- --ignored --nocapture measure`.
+
+use std::time::Duration;
+
+use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A population of `agents` agents over `nodes` nodes, each with one or
+/// two of `vocabulary` capabilities, and `searches` searches from random
+/// nodes for random capabilities of the vocabulary.
+fn params(
+    nodes: usize,
+    agents: usize,
+    vocabulary: usize,
+    searches: usize,
+    seed: u64,
+) -> SwarmParams {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let agent = |rng: &mut StdRng| {
+        let n = rng.gen_range(1..=2);
+        SwarmAgent {
+            home: rng.gen_range(0..nodes),
+            capabilities: (0..n)
+                .map(|_| format!("cap-{}", rng.gen_range(0..vocabulary)))
+                .collect(),
+        }
+    };
+    let population = (0..agents).map(|_| agent(&mut rng)).collect();
+    let probes = (0..3).map(|_| agent(&mut rng)).collect();
+    let searches = (0..searches)
+        .map(|_| SwarmSearch {
+            from: rng.gen_range(0..nodes),
+            capability: format!("cap-{}", rng.gen_range(0..vocabulary)),
+        })
+        .collect();
+    SwarmParams {
+        nodes,
+        agents: population,
+        searches,
+        publish_probes: probes,
+        revoke_probes: 2,
+        limit: 50,
+        search_timeout: Duration::from_secs(2),
+        seed,
+    }
+}
+
+fn percentile(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
+    let mut log = |line: &str| eprintln!("[swarm {}] {line}", p.nodes);
+    swarm::run(p, &mut log).expect("the swarm runs")
+}
+
+#[test]
+fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_everywhere() {
+    let p = params(12, 72, 12, 12, 11);
+    let out = run(&p);
+
+    assert_eq!(out.searches.len(), p.searches.len());
+    for (s, sample) in p.searches.iter().zip(&out.searches) {
+        assert_eq!(
+            sample.found, sample.expected,
+            "a search for {} from node {} found {} of {}",
+            s.capability, s.from, sample.found, sample.expected
+        );
+        // Every node has peers: each search looked the providers up and
+        // asked some of them.
+        assert!(sample.lookup_requests > 0, "{sample:?}");
+        assert!(sample.messages > sample.lookup_requests, "{sample:?}");
+        assert!(sample.bytes > 0, "{sample:?}");
+    }
+    assert!(
+        out.searches.iter().any(|s| s.expected > 0),
+        "the searches must ask for capabilities someone has"
+    );
+
+    // Each probe reached each node, and each revocation too.
+    assert_eq!(
+        out.propagation_ms.len(),
+        p.publish_probes.len() * p.nodes,
+        "a published probe did not reach every node"
+    );
+    assert_eq!(
+        out.revocation_ms.len(),
+        p.revoke_probes * p.nodes,
+        "a revocation did not reach every node"
+    );
+    eprintln!(
+        "12 nodes: search p50 {:.1} ms, propagation p50 {:.1} ms p99 {:.1} ms, \
+         revocation p50 {:.1} ms, {} stale results, {:.1} s",
+        percentile(
+            &out.searches
+                .iter()
+                .map(|s| s.latency_ms)
+                .collect::<Vec<_>>(),
+            0.5
+        ),
+        percentile(&out.propagation_ms, 0.5),
+        percentile(&out.propagation_ms, 0.99),
+        percentile(&out.revocation_ms, 0.5),
+        out.stale_results,
+        out.wall_s
+    );
+}
+
+#[test]
+fn a_bad_parameter_is_refused_before_any_node_starts() {
+    let mut p = params(4, 8, 3, 1, 1);
+    p.searches[0].from = 9;
+    let e = swarm::run(&p, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.starts_with("searches[0].from"), "{e}");
+}
+
+/// The 100/500-node figures (see the module documentation).
+#[test]
+#[ignore = "a measurement: minutes per run, release build"]
+fn measure() {
+    let sizes: Vec<usize> = std::env::var("SWARM_NODES")
+        .unwrap_or_else(|_| "100".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("SWARM_NODES: a comma list of numbers")
+        })
+        .collect();
+    let per_node: usize = std::env::var("SWARM_AGENTS_PER_NODE")
+        .ok()
+        .map_or(2, |s| s.parse().expect("SWARM_AGENTS_PER_NODE: a number"));
+    for n in sizes {
+        let mut p = params(n, n * per_node, 50, 200, 7);
+        p.publish_probes.truncate(3);
+        let out = run(&p);
+        let recall: f64 = out
+            .searches
+            .iter()
+            .map(|s| {
+                if s.expected == 0 {
+                    1.0
+                } else {
+                    s.found as f64 / s.expected as f64
+                }
+            })
+            .sum::<f64>()
+            / out.searches.len() as f64;
+        let lat: Vec<f64> = out.searches.iter().map(|s| s.latency_ms).collect();
+        let mean = |f: &dyn Fn(&swarm::SearchSample) -> f64| {
+            out.searches.iter().map(f).sum::<f64>() / out.searches.len() as f64
+        };
+        println!(
+            "N = {n}, {} agents: recall {recall:.4}; search latency p50 {:.1} p95 {:.1} p99 {:.1} ms; \
+             requests per lookup {:.1}; messages per search {:.1}; bytes per search {:.0}; \
+             propagation p50 {:.1} p95 {:.1} p99 {:.1} ms (n = {}); revocation p50 {:.1} p99 {:.1} ms \
+             (n = {}); stale results {}; wall {:.1} s; peak RSS {:.0} MiB",
+            p.agents.len(),
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.95),
+            percentile(&lat, 0.99),
+            mean(&|s| f64::from(s.lookup_requests)),
+            mean(&|s| f64::from(s.messages)),
+            mean(&|s| s.bytes as f64),
+            percentile(&out.propagation_ms, 0.5),
+            percentile(&out.propagation_ms, 0.95),
+            percentile(&out.propagation_ms, 0.99),
+            out.propagation_ms.len(),
+            percentile(&out.revocation_ms, 0.5),
+            percentile(&out.revocation_ms, 0.99),
+            out.revocation_ms.len(),
+            out.stale_results,
+            out.wall_s,
+            swarm::memory().1 as f64 / (1024.0 * 1024.0),
+        );
+    }
+}
