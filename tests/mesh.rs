@@ -682,6 +682,40 @@ async fn the_default_policy_never_dials_loopback_peers() {
     assert_eq!(strict.client.status().await.unwrap().routing_table_peers, 0);
 }
 
+/// Node b (of a, b, c joined through a) publishes a record of `agent`
+/// with `capability`: it reaches c by gossip, c finds b providing the
+/// capability, and c's search to b answers the record.
+async fn b_publishes_and_c_finds_it(nodes: &[TestNode; 3], agent: &str, capability: &str) {
+    let rec = record("ok", agent, &[capability]);
+    nodes[1].handler.insert(rec.clone());
+    nodes[1]
+        .client
+        .publish(rec.clone(), agent.into(), vec![capability.into()])
+        .await
+        .unwrap();
+    wait_for("the record to reach node c", || async {
+        nodes[2].handler.holds(agent)
+    })
+    .await;
+    let want = vec![nodes[1].peer()];
+    wait_for("node c to find node b providing the capability", || async {
+        nodes[2].client.providers(capability).await.unwrap() == want
+    })
+    .await;
+    let request = SearchRequest {
+        capabilities: vec![capability.into()],
+        limit: 10,
+        ..SearchRequest::default()
+    };
+    let outcome = nodes[2]
+        .client
+        .search(want, request, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(outcome.responses.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.responses[0].1.records, vec![ByteBuf::from(rec)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_gossip_and_search_over_quic() {
     init_tracing();
@@ -707,37 +741,7 @@ async fn three_nodes_gossip_and_search_over_quic() {
     let nodes = [a, b, c];
     wait_ready(&nodes, |i| if i == 0 { 2 } else { 1 }).await;
 
-    let rec = record("ok", "agent-q", &["quic_cap"]);
-    nodes[1].handler.insert(rec.clone());
-    nodes[1]
-        .client
-        .publish(rec, "agent-q".into(), vec!["quic_cap".into()])
-        .await
-        .unwrap();
-    wait_for("the record to reach node c over QUIC", || async {
-        nodes[2].handler.holds("agent-q")
-    })
-    .await;
-    let want = vec![nodes[1].peer()];
-    wait_for("node c to find node b providing quic_cap", || async {
-        nodes[2].client.providers("quic_cap").await.unwrap() == want
-    })
-    .await;
-    let request = SearchRequest {
-        capabilities: vec!["quic_cap".into()],
-        limit: 10,
-        ..SearchRequest::default()
-    };
-    let outcome = nodes[2]
-        .client
-        .search(want, request, Duration::from_secs(5))
-        .await
-        .unwrap();
-    assert_eq!(outcome.responses.len(), 1, "{outcome:?}");
-    assert_eq!(
-        outcome.responses[0].1.records,
-        vec![ByteBuf::from(record("ok", "agent-q", &["quic_cap"]))]
-    );
+    b_publishes_and_c_finds_it(&nodes, "agent-q", "quic_cap").await;
 }
 
 /// The in-process memory transport (what the simulator runs hundreds of
@@ -798,34 +802,7 @@ async fn three_nodes_gossip_and_search_over_the_memory_transport() {
     let c = start(vec![a_addr]).await;
     let nodes = [a, b, c];
     wait_ready(&nodes, |i| if i == 0 { 2 } else { 1 }).await;
-    let rec = record("ok", "agent-m", &["memory_cap"]);
-    nodes[1].handler.insert(rec.clone());
-    nodes[1]
-        .client
-        .publish(rec.clone(), "agent-m".into(), vec!["memory_cap".into()])
-        .await
-        .unwrap();
-    wait_for("the record to reach node c in memory", || async {
-        nodes[2].handler.holds("agent-m")
-    })
-    .await;
-    let want = vec![nodes[1].peer()];
-    wait_for("node c to find node b providing memory_cap", || async {
-        nodes[2].client.providers("memory_cap").await.unwrap() == want
-    })
-    .await;
-    let request = SearchRequest {
-        capabilities: vec!["memory_cap".into()],
-        limit: 10,
-        ..SearchRequest::default()
-    };
-    let outcome = nodes[2]
-        .client
-        .search(want, request, Duration::from_secs(5))
-        .await
-        .unwrap();
-    assert_eq!(outcome.responses.len(), 1, "{outcome:?}");
-    assert_eq!(outcome.responses[0].1.records, vec![ByteBuf::from(rec)]);
+    b_publishes_and_c_finds_it(&nodes, "agent-m", "memory_cap").await;
     let bytes = nodes[2].client.stats().transport;
     assert!(bytes.inbound > 0 && bytes.outbound > 0, "{bytes:?}");
 }
