@@ -141,17 +141,6 @@ fn a_swarm_scenario_maps_onto_the_same_population() {
         p.search_timeout,
         agentmesh::config::P2pConfig::default().search_timeout
     );
-    // Until the swarm engine is merged, a swarm run is refused, not faked.
-    let e = run(
-        &swarm,
-        &RunOptions {
-            seed: None,
-            out: None,
-            write: false,
-        },
-        &mut |_| {},
-    );
-    assert!(e.is_err());
 }
 
 #[test]
