@@ -34,11 +34,7 @@ const ZONE: &str = "org1.test";
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    common::on_path(tool).is_some()
 }
 
 /// Whether BIND's tools are here; under CI they must be.

@@ -22,14 +22,7 @@ use serde_json::json;
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
-        .find_map(|name| {
-            let out = Command::new("sh")
-                .args(["-c", &format!("command -v {name}")])
-                .output()
-                .ok()?;
-            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
-        })
+        .find_map(|name| common::on_path(name))
 }
 
 /// Runs headless Chromium on `url` with `extra` flags, letting the page's

@@ -124,13 +124,7 @@ fn schemathesis() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SCHEMATHESIS") {
         return Some(PathBuf::from(p));
     }
-    let on_path = Command::new("sh")
-        .args(["-c", "command -v st"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    on_path.or_else(|| {
+    common::on_path("st").or_else(|| {
         let venv = PathBuf::from("/opt/schemathesis/bin/st");
         venv.exists().then_some(venv)
     })

@@ -37,6 +37,16 @@ use serde_json::{json, Value};
 /// How long any single wait may take.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// Where `name` is on the `PATH` (`command -v`), if it is.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let out = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+}
+
 /// The bound on a whole command that does real work (a demo, a crawl of
 /// a testbed): long enough for a loaded 2-core CI machine running other
 /// tests beside it, short enough that a hang still ends the test.
