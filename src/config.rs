@@ -86,6 +86,8 @@ pub struct Config {
     pub crawl: CrawlConfig,
     /// Record lifetime and store tuning.
     pub store: StoreConfig,
+    /// How free-text searches are ranked.
+    pub search: SearchConfig,
 }
 
 impl Default for Config {
@@ -96,6 +98,7 @@ impl Default for Config {
             p2p: P2pConfig::default(),
             crawl: CrawlConfig::default(),
             store: StoreConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 }
@@ -325,6 +328,35 @@ impl Default for StoreConfig {
     }
 }
 
+/// `[search]`: how free-text searches are ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// A static embedding model in the Model2Vec format (a directory
+    /// holding `tokenizer.json`, `model.safetensors`, `config.json`): the
+    /// text index's best candidates are re-ranked by meaning as well.
+    /// Needs a build with the `semantic` feature; read once at start,
+    /// never downloaded (`scripts/semantic-model.sh` makes one). Unset: text
+    /// ranking alone.
+    pub semantic_model: Option<PathBuf>,
+    /// With a model: the weight of the text index's order in the fusion
+    /// of the two orders, 0 to 1 (1: words alone, 0: meaning alone).
+    pub semantic_weight: f64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            semantic_model: None,
+            semantic_weight: DEFAULT_SEMANTIC_WEIGHT,
+        }
+    }
+}
+
+/// The default `search.semantic_weight`, measured on the relevance sets
+/// (BENCHMARKS.md).
+pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.7;
+
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "AGENTMESH_";
 
@@ -434,6 +466,20 @@ impl Config {
         };
         if self.data_dir.as_os_str().is_empty() {
             return invalid("data_dir", "must not be empty");
+        }
+        if let Some(dir) = &self.search.semantic_model {
+            if !cfg!(feature = "semantic") {
+                return invalid(
+                    "search.semantic_model",
+                    "this build has no semantic ranking: rebuild with `--features semantic`, or unset it",
+                );
+            }
+            if dir.as_os_str().is_empty() {
+                return invalid("search.semantic_model", "must not be empty when set");
+            }
+        }
+        if !(0.0..=1.0).contains(&self.search.semantic_weight) {
+            return invalid("search.semantic_weight", "must be between 0 and 1");
         }
         if self.api.max_body_bytes < 1024 || self.api.max_body_bytes > 16 * 1024 * 1024 {
             return invalid("api.max_body_bytes", "must be between 1 KiB and 16 MiB");
@@ -601,6 +647,29 @@ mod tests {
         assert_eq!(c.api.max_limit, 70);
         assert_eq!(c.store.record_ttl, Duration::from_secs(7200));
         assert!(c.crawl.allow_private_addresses);
+    }
+
+    #[test]
+    fn a_semantic_model_needs_the_feature_and_a_path() {
+        let c = Config::load(
+            None,
+            env(&[("AGENTMESH_SEARCH__SEMANTIC_MODEL", "/opt/model")]),
+        );
+        if cfg!(feature = "semantic") {
+            let c = c.unwrap();
+            assert_eq!(c.search.semantic_model, Some(PathBuf::from("/opt/model")));
+        } else {
+            let err = c.unwrap_err().to_string();
+            assert!(err.contains("search.semantic_model"), "{err}");
+            assert!(err.contains("--features semantic"), "{err}");
+        }
+        assert_eq!(Config::default().search.semantic_model, None);
+        for bad in ["1.5", "-0.1", "nan"] {
+            let err = Config::load(None, env(&[("AGENTMESH_SEARCH__SEMANTIC_WEIGHT", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("search.semantic_weight"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub mod record;
 pub mod registry;
 pub mod resolve;
 pub mod search;
+pub mod semantic;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -64,6 +64,9 @@ pub enum NodeError {
     /// The mesh could not start.
     #[error(transparent)]
     Mesh(#[from] MeshError),
+    /// `search.semantic_model` could not be loaded.
+    #[error(transparent)]
+    Semantic(#[from] crate::semantic::SemanticError),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -271,7 +274,18 @@ impl Node {
         let (outbox, outbox_rx) = Outbox::new(4096);
         let issuer =
             Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
-        let registry = Registry::new(issuer.clone());
+        let mut registry = Registry::new(issuer.clone());
+        if let Some(dir) = config.search.semantic_model.clone() {
+            let model = tokio::task::spawn_blocking(move || crate::registry::load_semantic(&dir))
+                .await
+                .expect("loading the semantic model does not panic")?;
+            tracing::info!(
+                dim = model.dim(),
+                lexical_weight = config.search.semantic_weight,
+                "semantic ranking on"
+            );
+            registry = registry.with_semantic(model, config.search.semantic_weight);
+        }
         let metrics = Metrics::new();
         stages.adopt(
             Stage::Crawl,

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+mod dense;
 pub mod import;
+
+pub use dense::{load_semantic, HINT_MIN_COSINE, SEMANTIC_POOL};
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor;
@@ -18,6 +21,7 @@ use crate::formats::mcp::McpServer;
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
+use crate::semantic::Semantic;
 use crate::store::{
     BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
     StoredAgent, TextQuery,
@@ -216,6 +220,8 @@ pub struct Registry {
     store: Store,
     issuer: Issuer,
     validator: Arc<MetadataValidator>,
+    /// Re-ranks free-text results by meaning, when configured.
+    semantic: Option<(Arc<Semantic>, f64)>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -234,6 +240,7 @@ impl Registry {
             store: issuer.store().clone(),
             issuer,
             validator: Arc::new(MetadataValidator::new()),
+            semantic: None,
         }
     }
 
@@ -479,8 +486,18 @@ impl Registry {
             return self.walk(store, &walked, u.min_trust);
         }
         // The words that named no capability rank as text; the named
-        // capabilities as ids (their words would count twice).
+        // capabilities as ids (their words would count twice). With a
+        // semantic model, a capability the query means without naming it
+        // ranks too, and the best of a wider pool are re-ordered by
+        // meaning.
         let now = crate::record::unix_now();
+        let dense = self.dense(&u);
+        let mut capabilities = u.capabilities.clone();
+        let mut pool = q.limit;
+        if let Some(d) = &dense {
+            capabilities.extend(d.hints.iter().cloned());
+            pool = dense::Dense::pool(q.limit);
+        }
         let mut attempts = vec![narrowed];
         if !u.languages.is_empty() {
             attempts.push(q.filter.clone());
@@ -494,23 +511,34 @@ impl Registry {
                 .text_search(&TextQuery {
                     text: &u.rest,
                     filter: &filter,
-                    limit: q.limit,
+                    limit: pool,
                     now,
                     min_trust: u.min_trust,
-                    capabilities: &u.capabilities,
+                    capabilities: &capabilities,
                 })?
                 .unwrap_or_default();
+            let mut candidates = Vec::with_capacity(ranked.len());
             for (id, score) in ranked {
-                if out.len() >= q.limit || out.iter().any(|(_, a)| a.id == id) {
+                if out.iter().any(|(_, a)| a.id == id) {
                     continue;
                 }
                 // The index may run a commit behind the store: what it
                 // ranks is read back (its compact record), and only live
                 // descriptors answered.
                 if let Some(agent) = store.compact(&id)? {
-                    out.push((Some(score), agent));
+                    candidates.push((agent, score));
                 }
             }
+            if let Some(d) = &dense {
+                candidates = d.rank(candidates);
+            }
+            let room = q.limit - out.len();
+            out.extend(
+                candidates
+                    .into_iter()
+                    .take(room)
+                    .map(|(agent, score)| (Some(score), agent)),
+            );
         }
         Ok((out, None))
     }

@@ -46,7 +46,7 @@ pub use request::{Context, MaxPrice, Policy, ResolveRequest, Scope};
 
 use crate::descriptor;
 use crate::record::RecordBody;
-use crate::registry::{Registry, RegistryError, SearchQuery, Source, TrustView};
+use crate::registry::{Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL};
 use crate::store::{BlockingStore, Filter, StoredAgent, TextQuery};
 use crate::understand::{language_matches, understand, Understood};
 use crate::verify::TrustLevel;
@@ -291,6 +291,14 @@ impl Resolver {
         attempts.push(hard);
         let text = plan.ranked_text();
         let now = crate::record::unix_now();
+        // With a semantic model: the capability the intent means without
+        // naming it ranks too, and the best candidates are re-ordered by
+        // meaning before the policy walks them.
+        let dense = self.registry.dense(u);
+        let mut capabilities = plan.understood.capabilities.clone();
+        if let Some(d) = &dense {
+            capabilities.extend(d.hints.iter().cloned());
+        }
         let mut intent_words = invocation::words(&u.text);
         intent_words.extend(u.capabilities.iter().flat_map(|c| invocation::words(c)));
 
@@ -318,8 +326,17 @@ impl Resolver {
                 limit: budget,
                 now,
                 min_trust: plan.trust_floor(),
-                capabilities: &plan.understood.capabilities,
+                capabilities: &capabilities,
             })?;
+            let ranked = match (ranked, &dense) {
+                (Some(mut ranked), Some(d)) => {
+                    let tail = ranked.split_off(ranked.len().min(SEMANTIC_POOL));
+                    let mut head = d.rank_ids(store, ranked)?;
+                    head.extend(tail);
+                    Some(head)
+                }
+                (ranked, _) => ranked,
+            };
             let more_possible;
             match ranked {
                 Some(ranked) => {

@@ -535,6 +535,8 @@ pub struct Lexicon {
     trust: Phrases,
     /// Phrases in scripts without spaces, matched anywhere in the query.
     unspaced: Vec<(String, Target)>,
+    /// Each capability id with the phrases listed for it, sorted by id.
+    vocabulary: Vec<(String, Vec<String>)>,
 }
 
 impl Lexicon {
@@ -545,6 +547,14 @@ impl Lexicon {
             Lexicon::parse(SYNONYMS)
                 .expect("the shipped synonyms.toml is valid (a unit test parses it)")
         })
+    }
+
+    /// Each capability id the lexicon knows, with the phrases that name it
+    /// (besides the id itself), sorted by id.
+    pub fn capabilities(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.vocabulary
+            .iter()
+            .map(|(id, phrases)| (id.as_str(), phrases.as_slice()))
     }
 
     /// Reads a lexicon of the shape of `src/understand/synonyms.toml`.
@@ -561,6 +571,7 @@ impl Lexicon {
             languages: Phrases::default(),
             trust: Phrases::default(),
             unspaced: Vec::new(),
+            vocabulary: Vec::new(),
         };
         let mut sorted: Vec<_> = table.capabilities.into_iter().collect();
         sorted.sort();
@@ -577,6 +588,7 @@ impl Lexicon {
                     &id,
                 )?;
             }
+            lexicon.vocabulary.push((id, phrases));
         }
         let mut sorted: Vec<_> = table.hints.into_iter().collect();
         sorted.sort();

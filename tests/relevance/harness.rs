@@ -163,6 +163,20 @@ pub(crate) struct Run {
     pub(crate) load: Duration,
     pub(crate) current: Report,
     pub(crate) current_time: Duration,
+    /// The same search with the semantic model of
+    /// `AGENTMESH_SEMANTIC_MODEL` (a build with `--features semantic`),
+    /// when it is set: the report, the time, the model's directory.
+    pub(crate) semantic: Option<(Report, Duration, String)>,
+}
+
+/// The model `AGENTMESH_SEMANTIC_MODEL` names, if set.
+fn semantic_model() -> anyhow::Result<Option<(Arc<agentmesh::semantic::Semantic>, String)>> {
+    let Ok(dir) = std::env::var("AGENTMESH_SEMANTIC_MODEL") else {
+        return Ok(None);
+    };
+    let model = agentmesh::registry::load_semantic(dir.as_ref())
+        .map_err(|e| anyhow::anyhow!("AGENTMESH_SEMANTIC_MODEL: {e}"))?;
+    Ok(Some((model, dir)))
 }
 
 /// The judged set over agents `0..n`.
@@ -182,11 +196,23 @@ pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let answers = rank_all(&judged, |q| current(registry, q)).await;
     let current_time = t.elapsed();
     let current_report = evaluate(&judged, |q| answers[q.n].clone());
+    let semantic = match semantic_model()? {
+        Some((model, dir)) => {
+            let weight = agentmesh::config::DEFAULT_SEMANTIC_WEIGHT;
+            let registry = &registry.clone().with_semantic(model, weight);
+            let t = Instant::now();
+            let answers = rank_all(&judged, |q| current(registry, q)).await;
+            let time = t.elapsed();
+            Some((evaluate(&judged, |q| answers[q.n].clone()), time, dir))
+        }
+        None => None,
+    };
     Ok(Run {
         agents: n,
         load,
         current: current_report,
         current_time,
+        semantic,
     })
 }
 
@@ -205,6 +231,15 @@ impl std::fmt::Display for Run {
             "Registry::search (text as typed), {:.1} ms/query:",
             per_query(self.current_time)
         )?;
-        write!(f, "{}", self.current)
+        write!(f, "{}", self.current)?;
+        if let Some((report, time, dir)) = &self.semantic {
+            writeln!(
+                f,
+                "with the semantic model {dir}, {:.1} ms/query:",
+                per_query(*time)
+            )?;
+            write!(f, "{report}")?;
+        }
+        Ok(())
     }
 }
