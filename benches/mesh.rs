@@ -20,7 +20,9 @@
 //! Run: `cargo bench --bench mesh` (N = 5 and 50), or
 //! `cargo bench --bench mesh -- --nodes 5,50 --trials 30 --searches 200`.
 //! Other flags: `--agents-per-node 4`, `--poll-ms 25`, `--seed 7`,
-//! `--churn` (a second propagation run after one node is shut down).
+//! `--churn` (a second propagation run after one node is shut down),
+//! `--text` (the latency phase searches by free text: the capability's
+//! words as the query, not a filter).
 
 #[path = "mesh/harness.rs"]
 mod harness;

@@ -19,6 +19,9 @@ pub(super) struct Args {
     pub poll_ms: u64,
     pub seed: u64,
     pub churn: bool,
+    /// Searches of the latency phase as free text (the capability's
+    /// words, `"query"`) instead of a capability filter.
+    pub text: bool,
     pub watchdog_secs: u64,
     /// Set in the child process that runs one N.
     pub child: Option<usize>,
@@ -35,6 +38,7 @@ impl Args {
             poll_ms: 25,
             seed: 7,
             churn: false,
+            text: false,
             watchdog_secs: 1200,
             child: None,
         };
@@ -57,6 +61,7 @@ impl Args {
                 "--seed" => a.seed = value().parse().unwrap_or(a.seed),
                 "--watchdog-secs" => a.watchdog_secs = value().parse().unwrap_or(a.watchdog_secs),
                 "--churn" => a.churn = true,
+                "--text" => a.text = true,
                 "--child" => a.child = value().parse().ok(),
                 _ => {}
             }
@@ -82,6 +87,9 @@ impl Args {
         ];
         if self.churn {
             v.push("--churn".into());
+        }
+        if self.text {
+            v.push("--text".into());
         }
         v
     }

@@ -57,10 +57,28 @@ struct Searched {
     partial: bool,
 }
 
-async fn search(http: &reqwest::Client, n: &Node, capability: &str, scope: &str) -> Searched {
+/// Kinds of search: by capability filter, or by the capability's words
+/// as free text (`--text`).
+#[derive(Clone, Copy)]
+enum Kind {
+    Filter,
+    Text,
+}
+
+async fn search(
+    http: &reqwest::Client,
+    n: &Node,
+    capability: &str,
+    scope: &str,
+    kind: Kind,
+) -> Searched {
+    let body = match kind {
+        Kind::Filter => json!({"filters": {"capabilities": [capability]}, "scope": scope}),
+        Kind::Text => json!({"query": capability.replace('_', " "), "top": 10, "scope": scope}),
+    };
     let r = http
         .post(url(n, "/agents/search"))
-        .json(&json!({"filters": {"capabilities": [capability]}, "scope": scope}))
+        .json(&body)
         .send()
         .await
         .expect("POST /agents/search");
@@ -172,7 +190,7 @@ async fn trial(
             let cap = cap.clone();
             async move {
                 loop {
-                    if search(http, &n.node, &cap, "local").await.ids > 0 {
+                    if search(http, &n.node, &cap, "local", Kind::Filter).await.ids > 0 {
                         return Some(t0.elapsed());
                     }
                     if t0.elapsed() > TRIAL_DEADLINE {
@@ -184,7 +202,11 @@ async fn trial(
         });
     let mesh = async {
         loop {
-            if search(http, &nodes[mesh_node].node, &cap, "mesh").await.ids > 0 {
+            if search(http, &nodes[mesh_node].node, &cap, "mesh", Kind::Filter)
+                .await
+                .ids
+                > 0
+            {
                 return Some(t0.elapsed());
             }
             if t0.elapsed() > TRIAL_DEADLINE {
@@ -406,6 +428,7 @@ pub(super) async fn run(n: usize, args: &Args) {
 
     // 2. Search latency: local baseline, then mesh; 3. counters around
     // the mesh phase and a quiet interval of the same length.
+    let kind = if args.text { Kind::Text } else { Kind::Filter };
     let mut local = Vec::new();
     let mut local_empty = 0;
     let cpu0 = harness::cpu_secs();
@@ -413,7 +436,7 @@ pub(super) async fn run(n: usize, args: &Args) {
         let from = rng.gen_range(0..n);
         let cap = foreign_capability(&mut rng, from, n, per);
         let t = Instant::now();
-        let s = search(&http, &nodes[from].node, &cap, "local").await;
+        let s = search(&http, &nodes[from].node, &cap, "local", kind).await;
         local.push(ms(t.elapsed()));
         local_empty += usize::from(s.ids == 0);
     }
@@ -427,7 +450,7 @@ pub(super) async fn run(n: usize, args: &Args) {
         let from = rng.gen_range(0..n);
         let cap = foreign_capability(&mut rng, from, n, per);
         let t = Instant::now();
-        let s = search(&http, &nodes[from].node, &cap, "mesh").await;
+        let s = search(&http, &nodes[from].node, &cap, "mesh", kind).await;
         lat.push(ms(t.elapsed()));
         asked.extend(s.asked);
         answered.extend(s.answered);
@@ -462,8 +485,9 @@ pub(super) async fn run(n: usize, args: &Args) {
 
     let (local, lat, lookups) = (sorted(local), sorted(lat), sorted(lookups));
     println!(
-        "  search latency ({} searches each, one at a time, random node, a capability held by agents registered on other nodes):",
-        args.searches
+        "  search latency ({} searches each, one at a time, random node, a capability held by agents registered on other nodes, {}):",
+        args.searches,
+        if args.text { "asked as free text, its words as the query" } else { "asked as a filter" }
     );
     for (name, v) in [
         ("baseline: scope local (HTTP + local search)", &local),
