@@ -29,18 +29,20 @@ use mcp::{Query, Server};
 
 /// Floors measured over the 3,129 servers and 256 queries (printed by
 /// `cargo test --test relevance_mcp -- --nocapture`; BENCHMARKS.md,
-/// section 7). Measured over eight runs: precision@1 0.488 to 0.492,
-/// nDCG@10 0.520 to 0.522 (the text index breaks ties between equal scores
+/// section 7). Measured over six runs: precision@1 0.520 to 0.523,
+/// nDCG@10 0.556 to 0.558 (the text index breaks ties between equal scores
 /// by its segment layout, which the writer's group commits vary from load
-/// to load: a page's last places and, once, a first place differ), 47
-/// queries answered with nothing though relevant servers exist, 32 of them
-/// among the 48 written in Chinese, Japanese, Korean or Spanish. Issue
-/// 12's targets are 0.9, 0.85 and none: these floors hold what is (less
-/// the spread), so that a change that makes it worse fails.
-const NODE_MIN_P1: f64 = 0.48;
-const NODE_MIN_NDCG: f64 = 0.51;
+/// to load: a page's last places and, now and then, a first place differ),
+/// 35 queries answered with nothing though relevant servers exist, 32 of
+/// them among the 48 written in Chinese, Japanese, Korean or Spanish.
+/// Before capability words also ranked as text for records without
+/// capability ids: 0.488 to 0.492, 0.520 to 0.522, 47 empty. Issue 12's
+/// targets are 0.9, 0.85 and none: these floors hold what is (less the
+/// spread), so that a change that makes it worse fails.
+const NODE_MIN_P1: f64 = 0.51;
+const NODE_MIN_NDCG: f64 = 0.55;
 /// Queries the node answers with nothing though relevant servers exist.
-const NODE_MAX_EMPTY: usize = 47;
+const NODE_MAX_EMPTY: usize = 35;
 /// Of those, queries written in Chinese, Japanese, Korean or Spanish.
 const NODE_MAX_EMPTY_OTHER_LANGUAGES: usize = 32;
 /// The plain BM25 baseline, measured in the same run (one segment, the
@@ -237,7 +239,9 @@ async fn the_node_search_scores_over_the_mcp_servers() {
     println!("plain BM25 over name, title and description:\n{baseline}");
     let empty_other = empty_in_other_languages(&node);
     println!(
-        "queries in Chinese, Japanese, Korean or Spanish answered with nothing: {empty_other:#?}"
+        "queries in Chinese, Japanese, Korean or Spanish answered with nothing: {empty_other:#?} \
+         (plain BM25: {})",
+        empty_in_other_languages(&baseline).len()
     );
 
     assert!(node.precision_at_1() >= NODE_MIN_P1, "{node}");
