@@ -4,8 +4,11 @@ judge gave by reading (grades.tsv) and the judging pools.
 
     AGENTMESH_RELEVANCE_POOL=/tmp/pool.ndjson \
         cargo test --test relevance_mcp -- --ignored write_the_judging_pool
-    python3 tests/relevance/mcp/judge.py /tmp/pool.ndjson > tests/relevance/mcp/judgements.tsv
+    python3 tests/relevance/mcp/judge.py /tmp/pool.ndjson [MORE.ndjson ...] > tests/relevance/mcp/judgements.tsv
     python3 tests/relevance/mcp/judge.py --show TOPIC /tmp/pool.ndjson   # what to read
+
+Several pool files (say, before and after a ranking change) are joined:
+every server any of them pooled is judged.
 
 grades.tsv lines are `TOPIC<TAB>AGENT<TAB>GRADE` (the grade of a pooled
 server for the topic's need, read against topics.tsv) or
@@ -41,7 +44,17 @@ def main():
     show = None
     if args and args[0] == "--show":
         show, args = args[1], args[2:]
-    pools = [json.loads(l) for l in Path(args[0]).read_text(encoding="utf-8").splitlines()]
+    # One or more pool files (the pools of successive rankings): each
+    # query's pool is their union, in first-seen order.
+    pools = []
+    for path in args:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            q = json.loads(line)
+            if len(pools) < q["query"]:
+                pools.append(q)
+            else:
+                held = pools[q["query"] - 1]
+                held["pool"] += [a for a in q["pool"] if a not in held["pool"]]
     corpus = {}
     for line in (HERE / "corpus.ndjson").read_text(encoding="utf-8").splitlines():
         s = json.loads(line)
