@@ -9,7 +9,9 @@
 //!   judging pool;
 //! - `relevance/mcp/`: `corpus.ndjson` (and `SOURCE.md`: where it came
 //!   from, its licence, how it was trimmed, how to regenerate it),
-//!   `topics.tsv`, `queries.tsv`, `judgements.tsv`;
+//!   `topics.tsv`, `queries.tsv`, `grades.tsv` (what the judge gave, by
+//!   reading) and `judgements.tsv` (per query, written from it by
+//!   `judge.py`);
 //! - `relevance/eval.rs`: the metrics, shared with `tests/relevance.rs`.
 //!
 //! `cargo test --test relevance_mcp -- --nocapture` prints the scores;
