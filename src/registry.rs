@@ -461,7 +461,9 @@ impl Registry {
     /// (when that leaves fewer results than asked for, the rest are
     /// filled without them, ranked after), the trust it asks for is a
     /// floor, and its words and the capability ids it names are ranked by
-    /// the text index, inside the request's own filters. A query with no
+    /// the text index, inside the request's own filters (when that leaves
+    /// fewer results than asked for, all its words ranked as text fill the
+    /// rest, for the records that declare no capability ids). A query with no
     /// word to rank with (or none) walks the filter posting lists, in
     /// order of first arrival.
     fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Picked, RegistryError> {
@@ -539,6 +541,32 @@ impl Registry {
                     .take(room)
                     .map(|(agent, score)| (Some(score), agent)),
             );
+        }
+        // The named capabilities rank by id, and records that declare no
+        // capabilities (imported MCP servers, most crawled formats) never
+        // match an id, so a query made only of capability words ("generate
+        // images") would find nothing among them: fill what is left of
+        // the page with all its words as text, inside the request's own
+        // filters, after the matches by id.
+        if out.len() < q.limit && !u.capabilities.is_empty() {
+            let ranked = store
+                .text_search(&TextQuery {
+                    text: &u.text,
+                    filter: &q.filter,
+                    limit: q.limit,
+                    now,
+                    min_trust: u.min_trust,
+                    capabilities: &[],
+                })?
+                .unwrap_or_default();
+            for (id, score) in ranked {
+                if out.len() >= q.limit || out.iter().any(|(_, a)| a.id == id) {
+                    continue;
+                }
+                if let Some(agent) = store.compact(&id)? {
+                    out.push((Some(score), agent));
+                }
+            }
         }
         Ok((out, None))
     }
@@ -637,5 +665,77 @@ mod tests {
             json["trust"]["reasons"],
             serde_json::json!(["challenge_no_answer"])
         );
+    }
+
+    #[tokio::test]
+    async fn capability_words_also_find_records_without_capability_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 8 << 20).unwrap();
+        let key = std::sync::Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
+        let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
+        let registry = Registry::new(issuer.clone());
+        let declared = Descriptor {
+            name: "Painter".into(),
+            description: "Makes pictures".into(),
+            capabilities: vec!["image_generation".into()],
+            ..crate::record::tests::sample_descriptor("agent:painter.test")
+        };
+        // An imported MCP server: no capability ids, only its words.
+        let imported = Descriptor {
+            name: "Flux images".into(),
+            description: "Generate images from text prompts".into(),
+            capabilities: Vec::new(),
+            format: DocumentFormat::McpRegistry,
+            ..crate::record::tests::sample_descriptor("mcp:io.example/flux")
+        };
+        let unrelated = Descriptor {
+            name: "Weather".into(),
+            description: "Forecasts".into(),
+            capabilities: Vec::new(),
+            ..crate::record::tests::sample_descriptor("mcp:io.example/weather")
+        };
+        for d in [declared, imported, unrelated] {
+            issuer
+                .descriptor(
+                    d,
+                    "{}".into(),
+                    Evidence::default(),
+                    Origin::Local,
+                    Expect::Any,
+                    Durability::Periodic,
+                )
+                .await
+                .unwrap();
+        }
+        store.flush().await.unwrap();
+        let ids = |text: &str| {
+            let registry = registry.clone();
+            let q = SearchQuery {
+                filter: Filter::default(),
+                query: Some(text.into()),
+                after: None,
+                limit: 10,
+            };
+            async move {
+                let page = registry.search(&q).await.unwrap();
+                page.items.into_iter().map(|s| s.id).collect::<Vec<_>>()
+            }
+        };
+        // The declared capability first, then the words' match; never the
+        // unrelated record.
+        assert_eq!(
+            ids("generate images").await,
+            ["agent:painter.test", "mcp:io.example/flux"]
+        );
+        // A page the id matches fill is not padded.
+        let one = SearchQuery {
+            filter: Filter::default(),
+            query: Some("generate images".into()),
+            after: None,
+            limit: 1,
+        };
+        let page = registry.search(&one).await.unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items[0].id, "agent:painter.test");
     }
 }

@@ -25,9 +25,9 @@ mod queries;
 
 use std::collections::BTreeSet;
 
-use eval::{evaluate, judge};
+use eval::evaluate;
 use population::{agent, population, Truth, ANCHORS, KINDS};
-use queries::{capabilities_asked, grade, queries, Intent, Query};
+use queries::{capabilities_asked, grade, judge, queries, Intent, Query};
 
 /// Floors measured over 1,000 agents (the run is deterministic; printed
 /// by `cargo test --test relevance -- --nocapture`). The former scan

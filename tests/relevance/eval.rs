@@ -1,21 +1,31 @@
 //! Scoring a ranker against the judgements: precision@1, nDCG@10, and the
 //! queries answered with nothing although relevant agents exist.
 //!
-//! A ranker is any `FnMut(&Query) -> Vec<String>`: agent ids, best first
-//! (the current `Registry::search`, a new index, a mesh search).
+//! A ranker is any `FnMut(&Q) -> Vec<String>`: agent ids, best first
+//! (the current `Registry::search`, a new index, a mesh search). `Q` is a
+//! set's query type ([`Asked`]): both relevance sets (the generated
+//! population of `tests/relevance.rs` and the MCP servers of
+//! `tests/relevance_mcp.rs`) are scored here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use super::population::Agent;
-use super::queries::{grade, Query};
+/// What the scores need of a set's query.
+pub(crate) trait Asked {
+    /// Its number in the set.
+    fn n(&self) -> usize;
+    /// The text a user types.
+    fn text(&self) -> &str;
+    /// How it is worded (for the per-shape breakdown).
+    fn shape(&self) -> &'static str;
+}
 
 /// The cut-off of nDCG.
 pub(crate) const K: usize = 10;
 
 /// A query with the grade of every agent that has one above 0.
-pub(crate) struct Judged {
-    pub(crate) query: Query,
+pub(crate) struct Judged<Q> {
+    pub(crate) query: Q,
     pub(crate) grades: HashMap<String, u8>,
     /// The highest grade any agent has for it.
     pub(crate) best: u8,
@@ -23,30 +33,21 @@ pub(crate) struct Judged {
     ideal: f64,
 }
 
-/// Judges every query over `agents`.
-pub(crate) fn judge(agents: &[Agent], queries: Vec<Query>) -> Vec<Judged> {
-    queries
-        .into_iter()
-        .map(|query| {
-            let grades: HashMap<String, u8> = agents
-                .iter()
-                .filter_map(|a| {
-                    let g = grade(&query, &a.truth);
-                    (g > 0).then(|| (a.id.clone(), g))
-                })
-                .collect();
-            let mut sorted: Vec<u8> = grades.values().copied().collect();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
-            let best = sorted.first().copied().unwrap_or(0);
-            let ideal = dcg(sorted.into_iter().take(K));
-            Judged {
-                query,
-                grades,
-                best,
-                ideal,
-            }
-        })
-        .collect()
+impl<Q> Judged<Q> {
+    /// `query` with its graded agents (grades of 0 are left out).
+    pub(crate) fn new(query: Q, mut grades: HashMap<String, u8>) -> Self {
+        grades.retain(|_, g| *g > 0);
+        let mut sorted: Vec<u8> = grades.values().copied().collect();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let best = sorted.first().copied().unwrap_or(0);
+        let ideal = dcg(sorted.into_iter().take(K));
+        Self {
+            query,
+            grades,
+            best,
+            ideal,
+        }
+    }
 }
 
 fn gain(g: u8) -> f64 {
@@ -125,7 +126,10 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 
 /// Runs `ranker` on every judged query and scores what it answers. Ids
 /// it returns twice count once, at their first place.
-pub(crate) fn evaluate(judged: &[Judged], mut ranker: impl FnMut(&Query) -> Vec<String>) -> Report {
+pub(crate) fn evaluate<Q: Asked>(
+    judged: &[Judged<Q>],
+    mut ranker: impl FnMut(&Q) -> Vec<String>,
+) -> Report {
     let outcomes = judged
         .iter()
         .map(|j| {
@@ -143,9 +147,9 @@ pub(crate) fn evaluate(judged: &[Judged], mut ranker: impl FnMut(&Query) -> Vec<
                 1.0
             };
             Outcome {
-                n: j.query.n,
-                text: j.query.text.clone(),
-                shape: j.query.shape,
+                n: j.query.n(),
+                text: j.query.text().to_owned(),
+                shape: j.query.shape(),
                 hit_at_1: j.best > 0 && top.first() == Some(&j.best),
                 ndcg,
                 empty: ranked.is_empty() && j.best > 0,

@@ -14,9 +14,9 @@ use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
 use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
 
-use super::eval::{evaluate, judge, Judged, Report};
+use super::eval::{evaluate, Judged, Report};
 use super::population::{population, Agent};
-use super::queries::{queries, Query};
+use super::queries::{judge, queries, Query};
 
 /// A registry holding a population, in a temporary directory.
 pub(crate) struct Loaded {
@@ -137,7 +137,7 @@ pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
 
 /// Runs an async ranker on every query, a few at once (each search is a
 /// blocking task of its own); the answers by query number.
-pub(crate) async fn rank_all<'a, F, Fut>(judged: &'a [Judged], ranker: F) -> Vec<Vec<String>>
+pub(crate) async fn rank_all<'a, F, Fut>(judged: &'a [Judged<Query>], ranker: F) -> Vec<Vec<String>>
 where
     F: Fn(&'a Query) -> Fut,
     Fut: std::future::Future<Output = Vec<String>>,
@@ -180,7 +180,7 @@ fn semantic_model() -> anyhow::Result<Option<(Arc<agentmesh::semantic::Semantic>
 }
 
 /// The judged set over agents `0..n`.
-pub(crate) fn judged(agents: &[Agent]) -> Vec<Judged> {
+pub(crate) fn judged(agents: &[Agent]) -> Vec<Judged<Query>> {
     judge(agents, queries())
 }
 

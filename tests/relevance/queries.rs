@@ -25,7 +25,8 @@ use std::collections::BTreeSet;
 
 use agentmesh::verify::TrustLevel;
 
-use super::population::{agent, Rng, Truth, ANCHORS};
+use super::eval::{Asked, Judged};
+use super::population::{agent, Agent, Rng, Truth, ANCHORS};
 
 /// What a query asks for: the ground truth a judgement compares with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +58,37 @@ pub(crate) struct Query {
     pub(crate) intent: Intent,
     /// How it is worded (for the per-shape breakdown).
     pub(crate) shape: &'static str,
+}
+
+impl Asked for Query {
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn shape(&self) -> &'static str {
+        self.shape
+    }
+}
+
+/// Judges every query over `agents` by [`grade`].
+pub(crate) fn judge(agents: &[Agent], queries: Vec<Query>) -> Vec<Judged<Query>> {
+    queries
+        .into_iter()
+        .map(|query| {
+            let grades = agents
+                .iter()
+                .filter_map(|a| {
+                    let g = grade(&query, &a.truth);
+                    (g > 0).then(|| (a.id.clone(), g))
+                })
+                .collect();
+            Judged::new(query, grades)
+        })
+        .collect()
 }
 
 /// How users ask for each capability: request phrasings (`{o}` is what
