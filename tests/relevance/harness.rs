@@ -198,7 +198,10 @@ pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let current_report = evaluate(&judged, |q| answers[q.n].clone());
     let semantic = match semantic_model()? {
         Some((model, dir)) => {
-            let weight = agentmesh::config::DEFAULT_SEMANTIC_WEIGHT;
+            let weight = std::env::var("AGENTMESH_SEMANTIC_WEIGHT")
+                .ok()
+                .map(|w| w.parse().expect("AGENTMESH_SEMANTIC_WEIGHT is a number"))
+                .unwrap_or(agentmesh::config::DEFAULT_SEMANTIC_WEIGHT);
             let registry = &registry.clone().with_semantic(model, weight);
             let t = Instant::now();
             let answers = rank_all(&judged, |q| current(registry, q)).await;
