@@ -32,6 +32,14 @@
 //!   away ("codes" and "coder"). Hints ("emails", "contracts") count only
 //!   when no capability phrase matched, so "summarize my emails" asks for
 //!   summarization alone.
+//! - **Subjects.** The objects a query names imply its subject: "patient
+//!   files" is medical work, "bank statements" financial. A subject
+//!   phrase (exact words, stop words aside: "source" is not "course")
+//!   adds its subject word
+//!   (`medical`, `finance`) to [`Understood::text`] and
+//!   [`Understood::rest`], after the query's own words, so agents that
+//!   say they serve that subject (in their description or tags) rank
+//!   higher; it narrows nothing.
 //! - **Languages.** A language name in its own language or script
 //!   ("中文", "français", "en español") and a name of two words
 //!   ("traditional chinese") are always a constraint. A plain English name
@@ -50,7 +58,7 @@
 //! - **Text.** [`Understood::text`] keeps the words in query order minus
 //!   stop words, filler ("need", "agent", "please"), and the words of
 //!   language and trust phrases (a language name that was not a
-//!   constraint stays). [`Understood::terms`] is the text's words plus
+//!   constraint stays), then the subject words the objects imply. [`Understood::terms`] is the text's words plus
 //!   each capability id, for a ranker that wants them (the id's own words
 //!   are left out: "text" and "speech" of `speech_to_text` match too much).
 
@@ -174,6 +182,8 @@ struct Table {
     capabilities: HashMap<String, Vec<String>>,
     #[serde(default)]
     hints: HashMap<String, Vec<String>>,
+    #[serde(default)]
+    subjects: HashMap<String, Vec<String>>,
     languages: HashMap<String, LanguageNames>,
     trust: HashMap<String, Vec<String>>,
 }
@@ -191,6 +201,8 @@ struct LanguageNames {
 enum Target {
     Capability(String),
     Hint(String),
+    /// A subject word (`medical`) that the phrase's objects imply.
+    Subject(String),
     /// A language tag; `always` when no context is needed.
     Language {
         tag: String,
@@ -280,6 +292,7 @@ fn target_name(t: &Target) -> String {
     match t {
         Target::Capability(c) => format!("capability {c}"),
         Target::Hint(c) => format!("hint {c}"),
+        Target::Subject(w) => format!("subject {w}"),
         Target::Language { tag, .. } => format!("language {tag}"),
         Target::Trust(l) => format!("trust {l}"),
     }
@@ -531,6 +544,7 @@ const LANGUAGE_CARRIERS: &[&str] = &[
 pub struct Lexicon {
     capabilities: Phrases,
     hints: Phrases,
+    subjects: Phrases,
     languages: Phrases,
     trust: Phrases,
     /// Phrases in scripts without spaces, matched anywhere in the query.
@@ -568,6 +582,7 @@ impl Lexicon {
         let mut lexicon = Lexicon {
             capabilities: Phrases::default(),
             hints: Phrases::default(),
+            subjects: Phrases::default(),
             languages: Phrases::default(),
             trust: Phrases::default(),
             unspaced: Vec::new(),
@@ -598,6 +613,19 @@ impl Lexicon {
             })?;
             for phrase in &phrases {
                 lexicon.add(Kind::Hint, phrase, Target::Hint(id.clone()), &id)?;
+            }
+        }
+        let mut sorted: Vec<_> = table.subjects.into_iter().collect();
+        sorted.sort();
+        for (word, phrases) in sorted {
+            let word = word.trim().to_lowercase();
+            if words(&word).len() != 1 {
+                return Err(LexiconError::Empty {
+                    under: format!("subjects ({word:?} is not one word)"),
+                });
+            }
+            for phrase in &phrases {
+                lexicon.add(Kind::Subject, phrase, Target::Subject(word.clone()), &word)?;
             }
         }
         let mut sorted: Vec<_> = table.languages.into_iter().collect();
@@ -665,7 +693,7 @@ impl Lexicon {
             return Ok(());
         }
         let mut w: Vec<String> = words(&lower).into_iter().map(str::to_owned).collect();
-        if matches!(kind, Kind::Capability | Kind::Hint) {
+        if matches!(kind, Kind::Capability | Kind::Hint | Kind::Subject) {
             w.retain(|w| !STOP_WORDS.contains(&w.as_str()));
         }
         if w.is_empty() {
@@ -676,6 +704,7 @@ impl Lexicon {
         let phrases = match kind {
             Kind::Capability => &mut self.capabilities,
             Kind::Hint => &mut self.hints,
+            Kind::Subject => &mut self.subjects,
             Kind::Language => &mut self.languages,
             Kind::Trust => &mut self.trust,
         };
@@ -696,6 +725,7 @@ impl Lexicon {
 
         let mut capabilities = BTreeSet::new();
         let mut hints = BTreeSet::new();
+        let mut subjects = BTreeSet::new();
         let mut languages = BTreeSet::new();
         let mut min_trust: Option<TrustLevel> = None;
 
@@ -711,6 +741,9 @@ impl Lexicon {
                 }
                 Target::Hint(c) => {
                     hints.insert(c.clone());
+                }
+                Target::Subject(w) => {
+                    subjects.insert(w.clone());
                 }
                 Target::Language { tag, .. } => {
                     languages.insert(tag.clone());
@@ -788,6 +821,19 @@ impl Lexicon {
         }
         capabilities.extend(hints);
 
+        // Subjects: the objects a query names imply its subject ("patient
+        // files": medical), over the content words.
+        let mut j = 0;
+        while j < content.len() {
+            match self.subjects.longest(&content_words, j, false) {
+                Some((len, Target::Subject(w))) => {
+                    subjects.insert(w.clone());
+                    j += len;
+                }
+                _ => j += 1,
+            }
+        }
+
         // Languages: over all words, with the context rule.
         let mut i = 0;
         let mut last_constraint_end: Option<usize> = None;
@@ -849,6 +895,17 @@ impl Lexicon {
             })
             .map(|i| tokens[i])
             .collect();
+        // A subject the query implies but does not say ranks as a word.
+        let mut text_words = text_words;
+        let mut rest = rest;
+        for w in &subjects {
+            if !text_words.contains(&w.as_str()) {
+                text_words.push(w.as_str());
+            }
+            if !rest.contains(&w.as_str()) {
+                rest.push(w.as_str());
+            }
+        }
         let capabilities: Vec<String> = capabilities.into_iter().collect();
         let mut terms: Vec<String> = Vec::new();
         let mut push = |t: &str| {
@@ -874,6 +931,7 @@ impl Lexicon {
 enum Kind {
     Capability,
     Hint,
+    Subject,
     Language,
     Trust,
 }
@@ -882,6 +940,7 @@ fn kind_of(t: &Target) -> Kind {
     match t {
         Target::Capability(_) => Kind::Capability,
         Target::Hint(_) => Kind::Hint,
+        Target::Subject(_) => Kind::Subject,
         Target::Language { .. } => Kind::Language,
         Target::Trust(_) => Kind::Trust,
     }

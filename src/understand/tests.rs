@@ -324,3 +324,42 @@ fn a_custom_lexicon_is_used() {
     assert_eq!(u.languages, ["nl"]);
     assert_eq!(u.text, "forecast");
 }
+
+#[test]
+fn objects_imply_a_subject_that_ranks_and_narrows_nothing() {
+    let u = understand("summarize patient files");
+    assert_eq!(u.capabilities, ["summarization"]);
+    assert_eq!(u.text, "summarize patient files medical");
+    assert_eq!(u.rest, "patient files medical");
+    assert!(u.languages.is_empty());
+    // A subject the query already says is not added twice.
+    assert_eq!(
+        understand("medical patient files").rest,
+        "medical patient files"
+    );
+    // Exact words only: "source code" is not a course, "patent" not a patient.
+    assert!(!understand("review source code").rest.contains("education"));
+    assert!(!understand("patent filings").rest.contains("medical"));
+    // Several subjects, each once, in table order.
+    assert_eq!(
+        understand("translate hotel bookings and bank statements").rest,
+        "hotel bookings bank statements finance travel"
+    );
+}
+
+#[test]
+fn a_subject_key_must_be_one_word() {
+    let table = |subjects: &str| {
+        format!("[capabilities]\ntranslation = [\"translate\"]\n[subjects]\n{subjects}\n[languages.fr]\nnames = [\"french\"]\n[trust]\n")
+    };
+    let lexicon = Lexicon::parse(&table("legal = [\"nda\"]")).unwrap();
+    assert_eq!(lexicon.understand("check my NDA").rest, "check nda legal");
+    assert!(matches!(
+        Lexicon::parse(&table("\"legal work\" = [\"nda\"]")),
+        Err(LexiconError::Empty { .. })
+    ));
+    assert!(matches!(
+        Lexicon::parse(&table("legal = [\"nda\"]\nmedical = [\"nda\"]")),
+        Err(LexiconError::Ambiguous { .. })
+    ));
+}

@@ -495,7 +495,7 @@ async fn tls_1_3_is_negotiated_and_1_2_accepted_with_a_leaf_per_org_zone() {
 }
 
 #[tokio::test]
-async fn five_thousand_agents_start_quickly() {
+async fn five_thousand_agents_start_and_answer() {
     let started = Instant::now();
     let population = Population::healthy(1, 5000);
     let generated = started.elapsed();
@@ -506,8 +506,10 @@ async fn five_thousand_agents_start_quickly() {
     .await
     .unwrap();
     let total = started.elapsed();
+    // How fast is a benchmark's question, not a test's: printed, and
+    // bounded only by `within`'s deadline (a machine under load must not
+    // fail it).
     eprintln!("5,000 agents: generated in {generated:?}, serving after {total:?}");
-    assert!(total < Duration::from_secs(if cfg!(debug_assertions) { 8 } else { 2 }));
     let dns = resolver(bed.dns_addr());
     let last = &bed.population().agents()[4999].domain;
     let lookup = within("TXT", dns.txt_lookup(format!("_agent.{last}.")))
