@@ -17,8 +17,8 @@
 //!   query-understanding lexicon's, given by the registry) closest to a
 //!   query, so a query that names no capability in words can still rank
 //!   agents by the one it means.
-//! - [`fuse`]: reciprocal rank fusion of the lexical order and the dense
-//!   order over the same candidates, the score kept in 0..1.
+//! - [`fuse`]: the lexical score (divided by the best candidate's) and
+//!   the cosine, weighted, over the same candidates: a score in 0..1.
 //!
 //! The model itself is compiled in only with the `semantic` cargo feature
 //! (it brings the `tokenizers` stack); without it [`Semantic::load`]
@@ -44,13 +44,6 @@ pub const MAX_ROWS: usize = 4_000_000;
 
 /// The most tokens of a text that are embedded (the rest is ignored).
 pub const MAX_TOKENS: usize = 256;
-
-/// Reciprocal rank fusion's constant: a result at rank `r` (from 0) in
-/// one ordering contributes `1 / (RRF_K + r + 1)`. 60 is the value of
-/// Cormack, Clarke and Büttcher (SIGIR 2009), used by most hybrid search
-/// engines since; it keeps the first few ranks of either ordering from
-/// dominating.
-pub const RRF_K: f64 = 60.0;
 
 /// Why a model could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -358,33 +351,45 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-/// Reciprocal rank fusion of two orderings of the same candidates:
-/// `lexical` is in the text index's order (best first), `dense[i]` is the
-/// cosine of `lexical[i]` with the query. Each candidate scores
-/// `w / (RRF_K + r_lex + 1) + (1 - w) / (RRF_K + r_dense + 1)` with
-/// `w = lexical_weight` (0.5 weighs both alike), divided by the score of
-/// a candidate first in both, so it lies in 0..1. Ties keep the lexical
-/// order.
+/// Fuses the text index's scores with the cosines of the same
+/// candidates: `lexical` is in the index's order with its scores (best
+/// first), `dense[i]` is the cosine of `lexical[i]` with the query. Each
+/// candidate scores `w * s / s_max + (1 - w) * max(cos, 0)`, with `w =
+/// lexical_weight` (clamped to 0..1) and `s_max` the best lexical score
+/// among the candidates, so the result lies in 0..1. Ties keep the
+/// lexical order.
+///
+/// A weighted sum of normalised scores rather than of ranks (reciprocal
+/// rank fusion): ranks throw away how far ahead the lexical winner is,
+/// and on the relevance sets a clear word match lost its first place to
+/// a near one (BENCHMARKS.md, section 7).
 ///
 /// # Panics
 /// When `dense` and `lexical` differ in length (a caller's bug).
 pub fn fuse<T>(lexical: Vec<(T, f64)>, dense: &[f32], lexical_weight: f64) -> Vec<(T, f64)> {
     assert_eq!(lexical.len(), dense.len(), "one cosine per candidate");
-    let w = lexical_weight.clamp(0.0, 1.0);
-    let mut by_dense: Vec<usize> = (0..dense.len()).collect();
-    by_dense.sort_by(|&a, &b| dense[b].total_cmp(&dense[a]).then(a.cmp(&b)));
-    let mut dense_rank = vec![0usize; dense.len()];
-    for (rank, &i) in by_dense.iter().enumerate() {
-        dense_rank[i] = rank;
-    }
-    let best = w / (RRF_K + 1.0) + (1.0 - w) / (RRF_K + 1.0);
+    let w = if lexical_weight.is_nan() {
+        1.0
+    } else {
+        lexical_weight.clamp(0.0, 1.0)
+    };
+    let best = lexical
+        .iter()
+        .map(|(_, s)| *s)
+        .filter(|s| s.is_finite())
+        .fold(0.0f64, f64::max);
     let mut fused: Vec<(usize, T, f64)> = lexical
         .into_iter()
         .enumerate()
-        .map(|(i, (item, _))| {
-            let score =
-                w / (RRF_K + i as f64 + 1.0) + (1.0 - w) / (RRF_K + dense_rank[i] as f64 + 1.0);
-            (i, item, score / best)
+        .map(|(i, (item, score))| {
+            let words = if best > 0.0 && score.is_finite() {
+                (score / best).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let meaning = f64::from(dense[i]).clamp(0.0, 1.0);
+            let meaning = if meaning.is_nan() { 0.0 } else { meaning };
+            (i, item, w * words + (1.0 - w) * meaning)
         })
         .collect();
     fused.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));

@@ -7,7 +7,7 @@ fn ids<T: Clone>(v: &[(T, f64)]) -> Vec<T> {
 #[test]
 fn fusion_keeps_an_agreed_order_and_scores_the_first_one() {
     let lexical = vec![("a", 9.0), ("b", 5.0), ("c", 1.0)];
-    let fused = fuse(lexical, &[0.9, 0.5, 0.1], 0.5);
+    let fused = fuse(lexical, &[1.0, 0.5, 0.1], 0.5);
     assert_eq!(ids(&fused), ["a", "b", "c"]);
     assert!((fused[0].1 - 1.0).abs() < 1e-12, "{fused:?}");
     assert!(fused.windows(2).all(|w| w[0].1 > w[1].1));
@@ -15,27 +15,40 @@ fn fusion_keeps_an_agreed_order_and_scores_the_first_one() {
 }
 
 #[test]
-fn fusion_lifts_a_candidate_the_meaning_puts_first() {
-    // Lexical: a, b, c, d. By meaning: d first by far, the rest as before.
-    let lexical = vec![("a", 4.0), ("b", 3.0), ("c", 2.0), ("d", 1.0)];
-    let fused = fuse(lexical.clone(), &[0.3, 0.2, 0.1, 0.9], 0.5);
-    // d: 1/64 + 1/61; b: 1/62 + 1/63; a: 1/61 + 1/62: a stays first, d
-    // passes b and c.
-    assert_eq!(ids(&fused), ["a", "d", "b", "c"]);
-    // All weight on meaning: the dense order alone.
-    let dense_only = fuse(lexical.clone(), &[0.3, 0.2, 0.1, 0.9], 0.0);
-    assert_eq!(ids(&dense_only), ["d", "a", "b", "c"]);
-    // All weight on words: the lexical order alone.
-    let lexical_only = fuse(lexical, &[0.3, 0.2, 0.1, 0.9], 1.0);
-    assert_eq!(ids(&lexical_only), ["a", "b", "c", "d"]);
+fn fusion_weighs_how_far_ahead_the_words_are() {
+    // b is a near word match and far closer in meaning: it passes a.
+    let near = vec![("a", 10.0), ("b", 9.0), ("c", 1.0)];
+    let fused = fuse(near, &[0.1, 0.9, 0.5], 0.7);
+    // a: 0.7 + 0.03 = 0.73; b: 0.63 + 0.27 = 0.90; c: 0.07 + 0.15.
+    assert_eq!(ids(&fused), ["b", "a", "c"]);
+    assert!((fused[0].1 - 0.9).abs() < 1e-6, "{fused:?}");
+    // A clear word match keeps its place against the same meanings.
+    let clear = vec![("a", 10.0), ("b", 3.0), ("c", 1.0)];
+    assert_eq!(
+        ids(&fuse(clear.clone(), &[0.1, 0.9, 0.5], 0.7)),
+        ["a", "b", "c"]
+    );
+    // All weight on meaning: the dense order; all on words: the lexical.
+    assert_eq!(
+        ids(&fuse(clear.clone(), &[0.1, 0.9, 0.5], 0.0)),
+        ["b", "c", "a"]
+    );
+    assert_eq!(ids(&fuse(clear, &[0.1, 0.9, 0.5], 1.0)), ["a", "b", "c"]);
 }
 
 #[test]
-fn fusion_breaks_ties_by_the_lexical_order_and_sinks_the_unknown() {
+fn fusion_breaks_ties_by_the_lexical_order_and_counts_no_negative_meaning() {
     let lexical = vec![("a", 1.0), ("b", 1.0), ("c", 1.0)];
     let fused = fuse(lexical, &[f32::NEG_INFINITY, 0.5, 0.5], 0.5);
-    // b: 1/62 + 1/61, c: 1/63 + 1/62, a: 1/61 + 1/63.
-    assert_eq!(ids(&fused), ["b", "a", "c"]);
+    assert_eq!(ids(&fused), ["b", "c", "a"]);
+    assert!((fused[2].1 - 0.5).abs() < 1e-12, "{fused:?}");
+    // Odd inputs stay in 0..1: no lexical score, a NaN weight or cosine.
+    let odd = fuse(
+        vec![("x", 0.0), ("y", f64::NAN)],
+        &[f32::NAN, 2.0],
+        f64::NAN,
+    );
+    assert!(odd.iter().all(|(_, s)| (0.0..=1.0).contains(s)), "{odd:?}");
     assert!(fuse(Vec::<(u8, f64)>::new(), &[], 0.5).is_empty());
 }
 
