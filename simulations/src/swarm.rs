@@ -848,7 +848,7 @@ async fn run_async(
     let (rss, _) = memory();
     out.rss_per_node_mb = mib(rss.saturating_sub(rss0)) / params.nodes as f64;
     progress(&format!(
-        "population held; RSS {:.0} MiB ({:.2} MiB per node); {}",
+        "after the population wait: RSS {:.0} MiB ({:.2} MiB per node); {}",
         mib(rss),
         out.rss_per_node_mb,
         peers_line(&swarm).await?
