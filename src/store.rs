@@ -66,7 +66,7 @@ pub use compact::CompactAgent;
 pub use freshness::{FreshState, Freshness};
 use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
-pub use text::TextQuery;
+pub use text::{TextIndexOpen, TextQuery};
 
 /// The on-disk layout version this code reads and writes. Version 1
 /// (index keys by agent id, no ordinals or compact records) is migrated
@@ -272,6 +272,25 @@ impl Filter {
     }
 }
 
+/// How a store opens. The default is what `agentmesh node` runs, but for
+/// the page cache, which comes from `store.cache_bytes`.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// sled's page cache, in bytes.
+    pub cache_bytes: u64,
+    /// When the text index opens (`store/text/opening.rs`).
+    pub text_index: TextIndexOpen,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: crate::config::StoreConfig::default().cache_bytes,
+            text_index: TextIndexOpen::WithStore,
+        }
+    }
+}
+
 /// The embedded store, its async face: sled is touched only in
 /// `spawn_blocking`. Cheap to clone.
 #[derive(Clone)]
@@ -301,7 +320,7 @@ struct Inner {
     pending: sled::Tree,
     ordinals: sled::Tree,
     compact: sled::Tree,
-    text: text::TextIndex,
+    text: text::Text,
     /// The `index` tree's posting lists, in memory.
     postings: std::sync::RwLock<Postings>,
     /// Operator suspensions (`store/suspended.rs`): the tree, and in memory.
@@ -439,9 +458,24 @@ impl Store {
     /// [`StoreError::Sled`], or [`StoreError::SchemaVersion`] for a data
     /// directory written by an incompatible version.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
+        Self::open_with(
+            dir,
+            &StoreOptions {
+                cache_bytes,
+                ..StoreOptions::default()
+            },
+        )
+    }
+
+    /// As [`Store::open`], with `options` (the page cache, and when the
+    /// text index opens).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<Self, StoreError> {
         let db = sled::Config::new()
             .path(dir)
-            .cache_capacity(cache_bytes)
+            .cache_capacity(options.cache_bytes)
             .flush_every_ms(None)
             .open()?;
         let meta = db.open_tree("meta")?;
@@ -479,7 +513,13 @@ impl Store {
             None => 0,
         };
         let pending = db.open_tree("pending")?;
-        let text = text::TextIndex::open(dir, &records, &pending, live)?;
+        let text = text::Text::open(
+            options.text_index,
+            dir.to_path_buf(),
+            &records,
+            &pending,
+            live,
+        )?;
         let suspended_tree = db.open_tree("suspended")?;
         let suspended = suspended::Suspended::load(&suspended_tree, &ordinals)?;
         let freshness = db.open_tree("freshness")?;

@@ -71,6 +71,9 @@ fn main() -> anyhow::Result<()> {
                 .expect("a valid template"),
             );
             let mut status = |s: Status| match s {
+                // Without a terminal (a log file) the bar is hidden:
+                // each phase is a line of its own.
+                Status::Phase(p) if bar.is_hidden() => eprintln!("{p}"),
                 Status::Phase(p) => bar.set_message(p),
                 Status::Searches {
                     done,

@@ -141,6 +141,15 @@ pub struct Summary {
     pub setup_s: Option<f64>,
     /// Seconds spent making the nodes' Ed25519 keys and peer ids.
     pub keygen_s: Option<f64>,
+    /// Seconds spent starting the nodes until every one has its routing
+    /// and gossip peers (swarm only).
+    pub bootstrap_s: Option<f64>,
+    /// Seconds spent registering the population until every node holds
+    /// it (swarm only).
+    pub populate_s: Option<f64>,
+    /// Resident memory per node once the population is held, MiB (swarm
+    /// only).
+    pub rss_per_node_mb: Option<f64>,
     /// Wall-clock seconds of the whole run.
     pub wall_s: f64,
     /// Peak resident memory of the process, MiB (VmHWM).
@@ -256,6 +265,9 @@ fn base(
         events: None,
         setup_s: None,
         keygen_s: None,
+        bootstrap_s: None,
+        populate_s: None,
+        rss_per_node_mb: None,
         wall_s,
         peak_rss_mb: peak_rss_mb(),
     }
@@ -320,6 +332,9 @@ impl Summary {
             revocation: &o.revocation_ms,
         };
         let mut s = base("swarm", sc, seed, common, o.stale_results, o.wall_s);
+        s.bootstrap_s = Some(o.bootstrap_s);
+        s.populate_s = Some(o.populate_s);
+        s.rss_per_node_mb = Some(o.rss_per_node_mb);
         s.reference = references(&s);
         s
     }
@@ -392,6 +407,13 @@ impl Summary {
             "  simulator            {:.1} s wall, {:.0} MiB peak RSS\n",
             self.wall_s, self.peak_rss_mb
         );
+        if let (Some(b), Some(p), Some(m)) =
+            (self.bootstrap_s, self.populate_s, self.rss_per_node_mb)
+        {
+            t += &format!(
+                "  swarm                bootstrap {b:.1} s, population held after {p:.1} s more, {m:.2} MiB per node\n"
+            );
+        }
         t += "  published figures:\n";
         for r in &self.reference {
             t += &format!(
@@ -523,8 +545,11 @@ pub fn side_by_side(a: &Value, b: &Value) -> String {
         ("messages per search", "/messages_per_search"),
         ("propagation p50 ms", "/propagation_ms/p50"),
         ("propagation p95 ms", "/propagation_ms/p95"),
+        ("propagation p99 ms", "/propagation_ms/p99"),
         ("revocation p50 ms", "/revocation_ms/p50"),
+        ("revocation p99 ms", "/revocation_ms/p99"),
         ("stale results", "/stale_results"),
+        ("bootstrap s", "/bootstrap_s"),
         ("wall s", "/wall_s"),
         ("peak RSS MiB", "/peak_rss_mb"),
     ];

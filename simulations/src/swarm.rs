@@ -25,6 +25,26 @@
 //! system's temporary directory; removed when the run ends. Each store's
 //! sled page cache is bounded at [`STORE_CACHE_BYTES`].
 //!
+//! One setting of the node's parts differs from `agentmesh node`'s, for
+//! memory, not for what a search or a gossip message does: each store
+//! opens its text index at its first text search
+//! ([`TextIndexOpen::AtFirstSearch`]) rather than with the store. The
+//! swarm's searches are capability searches, which walk the filter
+//! indexes, so no node here ever opens one; with it, each node held a
+//! tantivy writer (its arena and term table while documents are
+//! uncommitted) and ~11 threads: 41 MiB per node instead of 12 at 50
+//! nodes with 500 agents.
+//!
+//! What a node's memory then goes with is its connections: gossipsub
+//! holds a stream open on every connection to a peer subscribed to the
+//! records topic, so no connection is ever idle, and every peer a
+//! node's bootstrap and lookups touched stays connected up to the
+//! node's limit (`MeshLimits::max_connections`, 256). At 200 nodes every
+//! node was connected to all 199 others, ~90 KiB per connection end
+//! (noise, yamux and the protocol handlers' buffers), 18 MiB per node
+//! before any agent; and flood publishing reaches every node in one hop
+//! while the swarm is below the limit.
+//!
 //! Replication is the node's default (`p2p.replication = "all"`): every
 //! node stores every record gossip brings it, so a search's page is
 //! ranked from what the asker holds plus what its providers answered,
@@ -72,7 +92,7 @@ use agentmesh::record::RecordBody;
 use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::search::{Asked, FederatedSearch, MeshAsk, Scope};
-use agentmesh::store::{Filter, Store};
+use agentmesh::store::{Filter, Store, StoreOptions, TextIndexOpen};
 use anyhow::{bail, Context, Result};
 use ed25519_dalek::SigningKey;
 use rand::rngs::StdRng;
@@ -153,6 +173,16 @@ pub struct SwarmOutcome {
     pub revocation_ms: Vec<f64>,
     /// Results still returning a revoked agent while revocation propagated.
     pub stale_results: usize,
+    /// Starting the nodes and waiting until every one has its routing
+    /// table and gossip mesh peers, in seconds.
+    pub bootstrap_s: f64,
+    /// Registering the population and waiting until every node holds it,
+    /// in seconds.
+    pub populate_s: f64,
+    /// The process's resident memory once every node holds the
+    /// population, less what it held before the first node started, per
+    /// node, in MiB.
+    pub rss_per_node_mb: f64,
     /// The whole run, in seconds.
     pub wall_s: f64,
 }
@@ -314,7 +344,13 @@ async fn start_node(
     cancel: &CancellationToken,
 ) -> Result<SimNode> {
     let dir = root.join(format!("node-{i:05}"));
-    let store = tokio::task::spawn_blocking(move || Store::open(&dir, STORE_CACHE_BYTES))
+    let options = StoreOptions {
+        cache_bytes: STORE_CACHE_BYTES,
+        // Capability searches walk the filter indexes: no node here
+        // ever opens its text index (see the module documentation).
+        text_index: TextIndexOpen::AtFirstSearch,
+    };
+    let store = tokio::task::spawn_blocking(move || Store::open_with(&dir, &options))
         .await
         .context("the store-open task")?
         .with_context(|| format!("node {i}: opening its store"))?;
@@ -410,8 +446,15 @@ async fn start(
             .map(|j| nodes[j].addr.clone())
             .collect();
         nodes.push(start_node(i, dir, bootstrap, params, &cancel).await?);
-        if (i + 1) % 100 == 0 {
-            progress(&format!("started {}/{} nodes", i + 1, params.nodes));
+        if (i + 1) % 100 == 0 || i + 1 == params.nodes {
+            let (rss, _) = memory();
+            progress(&format!(
+                "started {}/{} nodes ({:.1} s; RSS {:.0} MiB)",
+                i + 1,
+                params.nodes,
+                started.elapsed().as_secs_f64(),
+                mib(rss)
+            ));
         }
     }
     let swarm = Swarm { nodes, cancel };
@@ -419,11 +462,12 @@ async fn start(
     ready(&swarm.nodes, deadline, progress).await?;
     let (rss, _) = memory();
     progress(&format!(
-        "bootstrapped {} nodes in {:.1} s; RSS {:.0} MiB ({:.2} MiB per node); stores under {}",
+        "bootstrapped {} nodes in {:.1} s; RSS {:.0} MiB ({:.2} MiB per node); {}; stores under {}",
         params.nodes,
         started.elapsed().as_secs_f64(),
         mib(rss),
         mib(rss.saturating_sub(rss0)) / params.nodes as f64,
+        peers_line(&swarm).await?,
         dir.display(),
     ));
     Ok(swarm)
@@ -577,6 +621,29 @@ fn gossip_line(swarm: &Swarm) -> String {
         "gossip over all nodes: {accepted} accepted, {rejected} rejected, ignored {ignored:?}; \
          Kademlia queries ended: {queries:?}"
     )
+}
+
+/// A line of the swarm's mean connections, routing-table peers, gossip
+/// mesh peers and DHT records per node: what a node's memory goes with.
+async fn peers_line(swarm: &Swarm) -> Result<String> {
+    let (mut connected, mut routing, mut mesh, mut dht, mut max_connected) = (0, 0, 0, 0, 0);
+    for n in &swarm.nodes {
+        let s = n.mesh.status().await?;
+        connected += s.connected_peers;
+        max_connected = max_connected.max(s.connected_peers);
+        routing += s.routing_table_peers;
+        mesh += s.gossip_mesh_peers;
+        dht += s.dht_records;
+    }
+    let n = swarm.nodes.len().max(1) as f64;
+    Ok(format!(
+        "per node: {:.1} connected peers (most {max_connected}), {:.1} in the routing table, \
+         {:.1} gossip mesh peers, {:.1} DHT records",
+        connected as f64 / n,
+        routing as f64 / n,
+        mesh as f64 / n,
+        dht as f64 / n
+    ))
 }
 
 /// Waits until every node holds `count` live agents, within `deadline`;
@@ -765,13 +832,27 @@ async fn run_async(
     progress: &mut dyn FnMut(&str),
 ) -> Result<SwarmOutcome> {
     let started = Instant::now();
+    let (rss0, _) = memory();
     let swarm = start(params, dir, progress).await?;
-    let mut out = SwarmOutcome::default();
+    let mut out = SwarmOutcome {
+        bootstrap_s: started.elapsed().as_secs_f64(),
+        ..SwarmOutcome::default()
+    };
 
+    let populating = Instant::now();
     populate(&swarm, &params.agents, progress).await?;
     let deadline = Duration::from_secs(60)
         + Duration::from_micros(200) * (params.nodes * params.agents.len()).min(1 << 30) as u32;
     converge(&swarm, params.agents.len() as u64, deadline, progress).await;
+    out.populate_s = populating.elapsed().as_secs_f64();
+    let (rss, _) = memory();
+    out.rss_per_node_mb = mib(rss.saturating_sub(rss0)) / params.nodes as f64;
+    progress(&format!(
+        "after the population wait: RSS {:.0} MiB ({:.2} MiB per node); {}",
+        mib(rss),
+        out.rss_per_node_mb,
+        peers_line(&swarm).await?
+    ));
 
     // Ground truth: the live agents of each capability.
     let mut truth: HashMap<String, HashSet<String>> = HashMap::new();

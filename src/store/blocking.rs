@@ -315,7 +315,7 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Text`].
     pub fn text_search(&self, q: &TextQuery<'_>) -> Result<Option<Vec<(String, f64)>>, StoreError> {
-        let mut ranked = self.inner.text.search(q)?;
+        let mut ranked = self.inner.text.search(q, &self.inner.live)?;
         if let Some(ranked) = ranked.as_mut() {
             let suspended = self.suspended_read();
             ranked.retain(|(id, _)| !suspended.contains(id));

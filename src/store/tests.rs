@@ -796,6 +796,7 @@ fn a_crash_between_the_store_and_the_index_is_repaired_at_open() {
             .sync
             .inner
             .text
+            .index()
             .lose_changes
             .store(true, Ordering::SeqCst);
         put_text(
@@ -829,7 +830,7 @@ fn a_crash_between_the_store_and_the_index_is_repaired_at_open() {
     assert_eq!(ranked_ids(&store, "meetings"), ["agent:a.test"]);
     assert_eq!(ranked_ids(&store, "storm"), ["agent:b.test"]);
     assert!(store.sync.inner.pending.is_empty());
-    assert_eq!(store.sync.inner.text.len(), 2);
+    assert_eq!(store.sync.inner.text.index().len(), 2);
 }
 
 #[test]
@@ -850,6 +851,7 @@ fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
             .sync
             .inner
             .text
+            .index()
             .lose_changes
             .store(true, Ordering::SeqCst);
         put_text(
@@ -872,7 +874,136 @@ fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
     std::fs::remove_dir_all(dir.path().join("text-index")).unwrap();
     let store = open(dir.path());
     assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
-    assert_eq!(store.sync.inner.text.len(), 2);
+    assert_eq!(store.sync.inner.text.index().len(), 2);
+}
+
+fn open_lazy(dir: &Path) -> Store {
+    Store::open_with(
+        dir,
+        &StoreOptions {
+            cache_bytes: 16 << 20,
+            text_index: TextIndexOpen::AtFirstSearch,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_text_index_opens_with_the_store_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert!(store.sync.inner.text.is_open());
+    assert!(dir.path().join("text-index").is_dir());
+}
+
+#[test]
+fn a_text_index_opened_at_the_first_search_is_absent_until_then_and_has_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_lazy(dir.path());
+    put_text(
+        &store,
+        "agent:a.test",
+        1,
+        "Translator",
+        "Translates documents",
+        &["translation"],
+    );
+    put_text(
+        &store,
+        "agent:b.test",
+        1,
+        "Forecaster",
+        "Weather forecasts",
+        &["weather"],
+    );
+    tombstone(&store, "agent:b.test", 2, Expect::Any).unwrap();
+    // Flushes and filter searches do not open it.
+    store.blocking().flush().unwrap();
+    let by_filter = store
+        .blocking()
+        .search(&filter(&["translation"], &[], &[]), None, 10)
+        .unwrap();
+    assert_eq!(ids(&by_filter), ["agent:a.test"]);
+    assert!(!store.sync.inner.text.is_open());
+    assert!(!dir.path().join("text-index").exists());
+
+    // The first text search builds it from the records: the live agent
+    // ranks, the tombstoned one does not.
+    assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
+    assert!(ranked_ids(&store, "forecasts").is_empty());
+    assert!(store.sync.inner.text.is_open());
+    assert_eq!(store.sync.inner.text.index().len(), 1);
+
+    // From then on writes reach it as in a store opened with its index.
+    put_text(
+        &store,
+        "agent:c.test",
+        1,
+        "Chef",
+        "Recipes and menus",
+        &["cooking"],
+    );
+    store.blocking().flush().unwrap();
+    assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
+    assert!(store.sync.inner.pending.is_empty());
+
+    // A store reopened with its index at open finds the same.
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
+    assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
+}
+
+#[test]
+fn writes_while_the_first_search_opens_the_text_index_all_reach_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_lazy(dir.path());
+    const AGENTS: usize = 300;
+    for i in 0..AGENTS / 2 {
+        put_text(
+            &store,
+            &format!("agent:{i}.test"),
+            1,
+            "Scribe",
+            "Writes minutes",
+            &["notes"],
+        );
+    }
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for i in AGENTS / 2..AGENTS {
+                put_text(
+                    &store,
+                    &format!("agent:{i}.test"),
+                    1,
+                    "Scribe",
+                    "Writes minutes",
+                    &["notes"],
+                );
+            }
+        })
+    };
+    // Opens the index while the writer runs (the opening builds from
+    // the records the writer is adding to).
+    let first = ranked(&store, "minutes", &Filter::default());
+    assert_eq!(first.len(), 10, "the agents written before rank at once");
+    writer.join().unwrap();
+    store.blocking().flush().unwrap();
+    let all = store
+        .blocking()
+        .text_search(&TextQuery {
+            text: "minutes",
+            filter: &Filter::default(),
+            limit: 1000,
+            now: crate::record::unix_now(),
+            min_trust: None,
+            capabilities: &[],
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(all.len(), AGENTS, "every write is searchable");
+    assert_eq!(store.sync.inner.text.index().len(), AGENTS as u64);
 }
 
 mod batch;

@@ -50,6 +50,10 @@ use super::{decode_stored, descriptor, Filter, StoreError, KIND_DESCRIPTOR};
 use crate::record::{DescriptorRecord, RecordBody};
 use crate::verify::TrustLevel;
 
+mod opening;
+pub(super) use opening::Text;
+pub use opening::TextIndexOpen;
+
 /// The index's directory, inside the store's.
 const INDEX_DIR: &str = "text-index";
 /// The version of the schema and analysis; an index of another version is
