@@ -615,6 +615,29 @@ impl Scenario {
         if let Some(t) = self.node.search_timeout_ms {
             range("node.search_timeout_ms", t, 1, 60_000)?;
         }
+        if self.engine == Engine::Swarm {
+            // What the swarm engine does not model is refused, not
+            // silently run without: a researcher would read churn (or
+            // loss, or adversaries) into figures that have none.
+            let unmodelled: [(&'static str, bool); 7] = [
+                ("replication", self.replication.is_some()),
+                ("churn", self.churn.is_some()),
+                ("partitions", !self.partitions.is_empty()),
+                ("loss", self.loss > 0.0),
+                ("adversarial", self.adversarial.is_some()),
+                ("node.shards", self.node.shards.is_some()),
+                ("node.search_fanout", self.node.search_fanout.is_some()),
+            ];
+            if let Some((key, _)) = unmodelled.iter().find(|(_, set)| *set) {
+                return Err((
+                    key,
+                    "the swarm engine does not model this yet (the real nodes run with their \
+                     defaults over a lossless in-memory transport): remove it, or use \
+                     engine = \"des\""
+                        .into(),
+                ));
+            }
+        }
         if self.engine == Engine::Swarm && self.nodes > 2000 {
             return Err((
                 "nodes",

@@ -138,3 +138,30 @@ fn a_missing_file_is_refused_with_its_name() {
     assert_eq!(e.key, "-");
     assert!(e.to_string().starts_with("/nonexistent/x.toml:"));
 }
+
+#[test]
+fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
+    let swarm = GOOD.replace("engine = \"des\"", "engine = \"swarm\"");
+    assert!(
+        swarm.contains("engine = \"swarm\""),
+        "GOOD names its engine"
+    );
+    Scenario::parse(&swarm, Path::new("good.toml")).expect("a plain swarm scenario loads");
+    for (extra, key) in [
+        ("replication = \"lookups\"\n", "replication"),
+        ("loss = 0.01\n", "loss"),
+        (
+            "[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 3600\n\
+             [churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 1800\nsigma = 1.0\n",
+            "churn",
+        ),
+        ("[node]\nshards = 4\n", "node.shards"),
+        ("[node]\nsearch_fanout = 4\n", "node.search_fanout"),
+    ] {
+        let (got, reason) = refused(&format!("{swarm}\n{extra}"));
+        assert_eq!(got, key, "{extra}: {reason}");
+        assert!(reason.contains("engine = \"des\""), "{reason}");
+    }
+    // The discrete-event engine takes them.
+    Scenario::parse(&format!("{GOOD}\nloss = 0.01\n"), Path::new("good.toml")).unwrap();
+}
