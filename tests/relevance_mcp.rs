@@ -203,20 +203,6 @@ fn unjudged(
         .sum()
 }
 
-/// The model `AGENTMESH_SEMANTIC_MODEL` names (a build with `--features
-/// semantic`), with `AGENTMESH_SEMANTIC_WEIGHT` or the node's default
-/// weight; scored beside the node's search when set.
-fn semantic_model() -> Option<(std::sync::Arc<agentmesh::semantic::Semantic>, String, f64)> {
-    let dir = std::env::var("AGENTMESH_SEMANTIC_MODEL").ok()?;
-    let model = agentmesh::registry::load_semantic(dir.as_ref())
-        .unwrap_or_else(|e| panic!("AGENTMESH_SEMANTIC_MODEL: {e}"));
-    let weight = std::env::var("AGENTMESH_SEMANTIC_WEIGHT")
-        .ok()
-        .map(|w| w.parse().expect("AGENTMESH_SEMANTIC_WEIGHT is a number"))
-        .unwrap_or(agentmesh::config::DEFAULT_SEMANTIC_WEIGHT);
-    Some((model, dir, weight))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_search_scores_over_the_mcp_servers() {
     let Set { corpus, judged } = set();
@@ -253,7 +239,7 @@ async fn the_node_search_scores_over_the_mcp_servers() {
         unjudged(&judged, &answers, &pooled)
     );
     println!("plain BM25 over name, title and description:\n{baseline}");
-    if let Some((model, dir, weight)) = semantic_model() {
+    if let Some((model, dir, weight)) = eval::semantic_from_env() {
         let registry = loaded.registry.clone().with_semantic(model, weight);
         let t = Instant::now();
         let answers = mcp::node_all(&registry, &qs, mcp::TOP).await;

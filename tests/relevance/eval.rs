@@ -9,6 +9,38 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
+
+use agentmesh::registry::{Registry, SearchQuery};
+use agentmesh::semantic::Semantic;
+
+/// The ids `registry` answers `search` with, best first: the node's
+/// search as the API calls it.
+pub(crate) async fn search_ids(registry: &Registry, search: &SearchQuery) -> Vec<String> {
+    registry
+        .search(search)
+        .await
+        .expect("a search over a healthy store succeeds")
+        .items
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+/// The semantic model `AGENTMESH_SEMANTIC_MODEL` names (a build with
+/// `--features semantic`), its directory, and `AGENTMESH_SEMANTIC_WEIGHT`
+/// or the node's default weight; `None` when unset. Both sets score the
+/// node's search with it beside the search without.
+pub(crate) fn semantic_from_env() -> Option<(Arc<Semantic>, String, f64)> {
+    let dir = std::env::var("AGENTMESH_SEMANTIC_MODEL").ok()?;
+    let model = agentmesh::registry::load_semantic(dir.as_ref())
+        .unwrap_or_else(|e| panic!("AGENTMESH_SEMANTIC_MODEL: {e}"));
+    let weight = std::env::var("AGENTMESH_SEMANTIC_WEIGHT")
+        .ok()
+        .map(|w| w.parse().expect("AGENTMESH_SEMANTIC_WEIGHT is a number"))
+        .unwrap_or(agentmesh::config::DEFAULT_SEMANTIC_WEIGHT);
+    Some((model, dir, weight))
+}
 
 /// What the scores need of a set's query.
 pub(crate) trait Asked {

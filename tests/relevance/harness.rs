@@ -14,7 +14,7 @@ use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
 use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
 
-use super::eval::{evaluate, Judged, Report};
+use super::eval::{evaluate, search_ids, semantic_from_env, Judged, Report};
 use super::population::{population, Agent};
 use super::queries::{judge, queries, Query};
 
@@ -112,17 +112,6 @@ fn filter_of(q: &Query, capabilities: &[String], languages: &[String]) -> Filter
     .expect("the set's languages are BCP 47")
 }
 
-async fn ids(registry: &Registry, search: &SearchQuery) -> Vec<String> {
-    registry
-        .search(search)
-        .await
-        .expect("a search over a healthy store succeeds")
-        .items
-        .into_iter()
-        .map(|s| s.id)
-        .collect()
-}
-
 /// The node's search: the text and the explicit filter, as the API sends
 /// them to `Registry::search` (which understands the text itself).
 pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
@@ -132,7 +121,7 @@ pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
         after: None,
         limit: TOP,
     };
-    ids(registry, &search).await
+    search_ids(registry, &search).await
 }
 
 /// Runs an async ranker on every query, a few at once (each search is a
@@ -169,16 +158,6 @@ pub(crate) struct Run {
     pub(crate) semantic: Option<(Report, Duration, String)>,
 }
 
-/// The model `AGENTMESH_SEMANTIC_MODEL` names, if set.
-fn semantic_model() -> anyhow::Result<Option<(Arc<agentmesh::semantic::Semantic>, String)>> {
-    let Ok(dir) = std::env::var("AGENTMESH_SEMANTIC_MODEL") else {
-        return Ok(None);
-    };
-    let model = agentmesh::registry::load_semantic(dir.as_ref())
-        .map_err(|e| anyhow::anyhow!("AGENTMESH_SEMANTIC_MODEL: {e}"))?;
-    Ok(Some((model, dir)))
-}
-
 /// The judged set over agents `0..n`.
 pub(crate) fn judged(agents: &[Agent]) -> Vec<Judged<Query>> {
     judge(agents, queries())
@@ -196,12 +175,8 @@ pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let answers = rank_all(&judged, |q| current(registry, q)).await;
     let current_time = t.elapsed();
     let current_report = evaluate(&judged, |q| answers[q.n].clone());
-    let semantic = match semantic_model()? {
-        Some((model, dir)) => {
-            let weight = std::env::var("AGENTMESH_SEMANTIC_WEIGHT")
-                .ok()
-                .map(|w| w.parse().expect("AGENTMESH_SEMANTIC_WEIGHT is a number"))
-                .unwrap_or(agentmesh::config::DEFAULT_SEMANTIC_WEIGHT);
+    let semantic = match semantic_from_env() {
+        Some((model, dir, weight)) => {
             let registry = &registry.clone().with_semantic(model, weight);
             let t = Instant::now();
             let answers = rank_all(&judged, |q| current(registry, q)).await;

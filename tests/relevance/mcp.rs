@@ -38,7 +38,7 @@ use agentmesh::registry::import::{
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Filter, Store};
 
-use super::eval::{Asked, Judged};
+use super::eval::{search_ids, Asked, Judged};
 
 /// The directory of the set's files.
 pub(crate) fn dir() -> PathBuf {
@@ -328,14 +328,7 @@ pub(crate) async fn node(registry: &Registry, q: &Query, limit: usize) -> Vec<St
         after: None,
         limit,
     };
-    registry
-        .search(&search)
-        .await
-        .expect("a search over a healthy store succeeds")
-        .items
-        .into_iter()
-        .map(|s| s.id)
-        .collect()
+    search_ids(registry, &search).await
 }
 
 /// Runs the node's search for every query, a few at once; the answers by
