@@ -682,6 +682,76 @@ fn text_search_ranks_with_bm25_and_filters_narrow() {
 }
 
 #[test]
+fn a_tie_at_the_last_place_is_settled_by_id_whatever_the_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // 40 agents alike in every ranked word, written from the last id to
+    // the first over four commits (four segments), so the index's own
+    // order is the reverse of the ids'.
+    let ids: Vec<String> = (0..40).map(|i| format!("agent:{i:02}.test")).collect();
+    for chunk in ids.rchunks(10).collect::<Vec<_>>() {
+        for id in chunk.iter().rev() {
+            put_text(&store, id, 1, "Translator", "Translates documents", &[]);
+        }
+        store.blocking().flush().unwrap();
+    }
+    let page = ranked(&store, "translates documents", &Filter::default());
+    let got: Vec<&str> = page.iter().map(|(id, _)| id.as_str()).collect();
+    let want: Vec<&str> = ids[..10].iter().map(String::as_str).collect();
+    assert_eq!(got, want);
+    assert!(page.windows(2).all(|w| w[0].1 == w[1].1), "{page:?}");
+}
+
+#[test]
+fn a_word_no_record_has_ranks_as_the_indexed_words_an_edit_or_two_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    put_text(
+        &store,
+        "agent:scan.test",
+        1,
+        "Vulnerability scanner",
+        "Scans hosts",
+        &[],
+    );
+    put_text(
+        &store,
+        "agent:web.test",
+        1,
+        "Browser",
+        "Headless browser control",
+        &[],
+    );
+    put_text(
+        &store,
+        "agent:map.test",
+        1,
+        "Maps",
+        "Directions and routes",
+        &[],
+    );
+    store.blocking().flush().unwrap();
+    // Misspelt words (a letter dropped, two swapped) still find the record.
+    assert_eq!(
+        ranked_ids(&store, "vulnerability scaner"),
+        ["agent:scan.test"]
+    );
+    assert_eq!(ranked_ids(&store, "brwoser"), ["agent:web.test"]);
+    // A corrected word weighs less than the same word typed right.
+    let typed = ranked(&store, "scanner", &Filter::default());
+    let misspelt = ranked(&store, "scaner", &Filter::default());
+    assert!(misspelt[0].1 < typed[0].1, "{misspelt:?} {typed:?}");
+    // A word some record has is not corrected ("routes" is not "router"),
+    // and short words have too many neighbours to be corrected at all.
+    assert_eq!(ranked_ids(&store, "routes"), ["agent:map.test"]);
+    assert!(ranked_ids(&store, "mops").is_empty());
+    // Two edits away is not a correction of a word under eight letters,
+    // and is of a longer one.
+    assert!(ranked_ids(&store, "skaner").is_empty());
+    assert_eq!(ranked_ids(&store, "hedless brwser"), ["agent:web.test"]);
+}
+
+#[test]
 fn the_text_index_follows_updates_tombstones_and_expiry() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());

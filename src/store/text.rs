@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery,
+    BooleanQuery, BoostQuery, ConstScoreQuery, FuzzyTermQuery, Occur, Query, RangeQuery, TermQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, FAST,
@@ -44,7 +44,7 @@ use tantivy::tokenizer::{
     AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter,
     TextAnalyzer, Token, TokenStream, Tokenizer,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use super::{decode_stored, descriptor, Filter, StoreError, KIND_DESCRIPTOR};
 use crate::record::{DescriptorRecord, RecordBody};
@@ -75,9 +75,26 @@ const MAX_OPERATIONS: usize = 64;
 const MAX_TOKEN_BYTES: usize = 40;
 /// The weight of a capability id the query names, matched exactly.
 const CAPABILITY_BOOST: f32 = 3.0;
+/// Shortest query word (in characters) that is corrected when no record
+/// has it: shorter words have too many neighbours one edit away.
+const CORRECT_MIN_CHARS: usize = 5;
+/// Shortest query word corrected up to two edits away (the stemmer can
+/// turn one misspelling into two: "databse" is "databs", "database"
+/// indexed as "databas"; "postgress" stays, but "postgres" is "postgr",
+/// three edits away, and is not found).
+const CORRECT_TWO_MIN_CHARS: usize = 8;
+/// Most indexed words a misspelt query word is corrected to.
+const MAX_CORRECTIONS: usize = 3;
+/// Most dictionary words one correction looks at, over all segments.
+const MAX_CORRECTION_SCAN: usize = 256;
+/// The weight of a corrected word beside a word matched as typed.
+const CORRECTION_BOOST: f32 = 0.8;
 /// Most hits one text search looks at while expired records crowd its
 /// page.
 const MAX_FETCH: usize = 10_000;
+/// Most hits one text search reads to settle a tie at its page's last
+/// place by id (a larger tie is cut where the index's order leaves it).
+const MAX_TIE_FETCH: usize = 512;
 
 /// The fields of an indexed agent.
 #[derive(Clone, Copy)]
@@ -493,6 +510,18 @@ impl TextIndex {
             let mut best = 0.0f64;
             best = best.max(clause(f.all, t, 1.0)?);
             best = best.max(clause(f.tags, t, 1.0)?);
+            // A word no record has is likely misspelt ("scaner",
+            // "brwoser"): the indexed words an edit or two away rank instead,
+            // weighing a little less than a word matched as typed.
+            if best == 0.0 && t.chars().count() >= CORRECT_MIN_CHARS {
+                // The ceiling counts the word at its full weight, so a
+                // record matching only the correction scores less.
+                let full = f64::from(CORRECTION_BOOST);
+                for c in corrections(&searcher, f.all, t)? {
+                    best = best.max(clause(f.all, &c, CORRECTION_BOOST)? / full);
+                    best = best.max(clause(f.tags, &c, CORRECTION_BOOST)? / full);
+                }
+            }
             // A word no agent has still counts against every result: an
             // agent matching half of the query scores about half.
             ceiling += if best > 0.0 { best } else { idf(0, docs) };
@@ -551,6 +580,10 @@ impl TextIndex {
             .map(|r| r.fast_fields().u64("expires"))
             .collect::<Result<Vec<_>, _>>()
             .map_err(text_err)?;
+        // Hits of equal score come from tantivy in the order of the
+        // segments holding them, which merges change: the page's last
+        // score is fetched to its end (up to MAX_TIE_FETCH hits), so which
+        // of a tie make the page, and in what order, is decided by id.
         let mut fetch = q.limit.saturating_add(8);
         loop {
             let top = searcher
@@ -558,7 +591,14 @@ impl TextIndex {
                 .map_err(text_err)?;
             let complete = top.len() < fetch;
             let mut out = Vec::with_capacity(q.limit);
+            // The score of the page's last place, once the page is full.
+            let mut last: Option<f32> = None;
+            let mut past_last = false;
             for (score, address) in top {
+                if last.is_some_and(|l| score < l) {
+                    past_last = true;
+                    break;
+                }
                 let expires = expiry[address.segment_ord as usize]
                     .first(address.doc_id)
                     .unwrap_or(0);
@@ -567,16 +607,22 @@ impl TextIndex {
                 }
                 let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
                 if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
-                    let s = (f64::from(score) / ceiling.max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
-                    out.push((id.to_owned(), s));
+                    out.push((id.to_owned(), score));
                 }
                 if out.len() == q.limit {
-                    break;
+                    last = Some(score);
                 }
             }
-            if out.len() == q.limit || complete || fetch >= MAX_FETCH {
+            let tie_too_long = last.is_some() && fetch >= MAX_TIE_FETCH;
+            if past_last || complete || tie_too_long || fetch >= MAX_FETCH {
                 out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                return Ok(Some(out));
+                out.truncate(q.limit);
+                let ceiling = ceiling.max(f64::MIN_POSITIVE);
+                return Ok(Some(
+                    out.into_iter()
+                        .map(|(id, score)| (id, (f64::from(score) / ceiling).clamp(0.0, 1.0)))
+                        .collect(),
+                ));
             }
             fetch = fetch.saturating_mul(4).min(MAX_FETCH);
         }
@@ -605,6 +651,46 @@ impl Drop for TextIndex {
             let _ = t.join();
         }
     }
+}
+
+/// The words of `field` one edit away from `word` (a letter added,
+/// dropped, changed, or two neighbours swapped; two edits for words of
+/// [`CORRECT_TWO_MIN_CHARS`] or more), the most frequent first, at most
+/// [`MAX_CORRECTIONS`]; read from each segment's term dictionary.
+fn corrections(searcher: &Searcher, field: Field, word: &str) -> Result<Vec<String>, StoreError> {
+    let edits = if word.chars().count() >= CORRECT_TWO_MIN_CHARS {
+        2
+    } else {
+        1
+    };
+    let automaton = FuzzyTermQuery::new(Term::from_field_text(field, word), edits, true)
+        .automaton()
+        .map_err(text_err)?;
+    let mut found: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
+    'segments: for segment in searcher.segment_readers() {
+        let index = segment.inverted_index(field).map_err(text_err)?;
+        let mut stream = index
+            .terms()
+            .search(&automaton)
+            .into_stream()
+            .map_err(text_err)?;
+        while stream.advance() {
+            if found.len() >= MAX_CORRECTION_SCAN && !found.contains_key(stream.key()) {
+                break 'segments;
+            }
+            *found.entry(stream.key().to_vec()).or_default() += u64::from(stream.value().doc_freq);
+        }
+    }
+    let mut found: Vec<(Vec<u8>, u64)> = found
+        .into_iter()
+        .filter(|(k, _)| k != word.as_bytes())
+        .collect();
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(found
+        .into_iter()
+        .take(MAX_CORRECTIONS)
+        .filter_map(|(k, _)| String::from_utf8(k).ok())
+        .collect())
 }
 
 /// A trust level as indexed: its rank, lowest 0.
