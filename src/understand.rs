@@ -40,6 +40,14 @@
 //!   [`Understood::rest`], after the query's own words, so agents that
 //!   say they serve that subject (in their description or tags) rank
 //!   higher; it narrows nothing.
+//! - **Translations.** The records a node holds are mostly written in
+//!   English, so a query in another language would match few of them:
+//!   a phrase of the translations table ("páginas web", "天气预报",
+//!   "데이터베이스"; exact words, stop words aside, or anywhere in the
+//!   query for scripts without spaces) adds its English words ("web
+//!   pages", "weather forecast") to [`Understood::text`] and
+//!   [`Understood::rest`] after the query's own words, which stay; it
+//!   narrows nothing and names no capability.
 //! - **Languages.** A language name in its own language or script
 //!   ("中文", "français", "en español") and a name of two words
 //!   ("traditional chinese") are always a constraint. A plain English name
@@ -184,6 +192,8 @@ struct Table {
     hints: HashMap<String, Vec<String>>,
     #[serde(default)]
     subjects: HashMap<String, Vec<String>>,
+    #[serde(default)]
+    translations: HashMap<String, Vec<String>>,
     languages: HashMap<String, LanguageNames>,
     trust: HashMap<String, Vec<String>>,
 }
@@ -203,6 +213,8 @@ enum Target {
     Hint(String),
     /// A subject word (`medical`) that the phrase's objects imply.
     Subject(String),
+    /// The English words (`web pages`) of a phrase in another language.
+    Translation(String),
     /// A language tag; `always` when no context is needed.
     Language {
         tag: String,
@@ -293,6 +305,7 @@ fn target_name(t: &Target) -> String {
         Target::Capability(c) => format!("capability {c}"),
         Target::Hint(c) => format!("hint {c}"),
         Target::Subject(w) => format!("subject {w}"),
+        Target::Translation(w) => format!("translation {w:?}"),
         Target::Language { tag, .. } => format!("language {tag}"),
         Target::Trust(l) => format!("trust {l}"),
     }
@@ -545,6 +558,7 @@ pub struct Lexicon {
     capabilities: Phrases,
     hints: Phrases,
     subjects: Phrases,
+    translations: Phrases,
     languages: Phrases,
     trust: Phrases,
     /// Phrases in scripts without spaces, matched anywhere in the query.
@@ -583,6 +597,7 @@ impl Lexicon {
             capabilities: Phrases::default(),
             hints: Phrases::default(),
             subjects: Phrases::default(),
+            translations: Phrases::default(),
             languages: Phrases::default(),
             trust: Phrases::default(),
             unspaced: Vec::new(),
@@ -626,6 +641,20 @@ impl Lexicon {
             }
             for phrase in &phrases {
                 lexicon.add(Kind::Subject, phrase, Target::Subject(word.clone()), &word)?;
+            }
+        }
+        let mut sorted: Vec<_> = table.translations.into_iter().collect();
+        sorted.sort();
+        for (english, phrases) in sorted {
+            let english = words(&english.to_lowercase()).join(" ");
+            if english.is_empty() {
+                return Err(LexiconError::Empty {
+                    under: "translations".into(),
+                });
+            }
+            for phrase in &phrases {
+                let target = Target::Translation(english.clone());
+                lexicon.add(Kind::Translation, phrase, target, &english)?;
             }
         }
         let mut sorted: Vec<_> = table.languages.into_iter().collect();
@@ -693,7 +722,10 @@ impl Lexicon {
             return Ok(());
         }
         let mut w: Vec<String> = words(&lower).into_iter().map(str::to_owned).collect();
-        if matches!(kind, Kind::Capability | Kind::Hint | Kind::Subject) {
+        if matches!(
+            kind,
+            Kind::Capability | Kind::Hint | Kind::Subject | Kind::Translation
+        ) {
             w.retain(|w| !STOP_WORDS.contains(&w.as_str()));
         }
         if w.is_empty() {
@@ -705,6 +737,7 @@ impl Lexicon {
             Kind::Capability => &mut self.capabilities,
             Kind::Hint => &mut self.hints,
             Kind::Subject => &mut self.subjects,
+            Kind::Translation => &mut self.translations,
             Kind::Language => &mut self.languages,
             Kind::Trust => &mut self.trust,
         };
@@ -726,6 +759,7 @@ impl Lexicon {
         let mut capabilities = BTreeSet::new();
         let mut hints = BTreeSet::new();
         let mut subjects = BTreeSet::new();
+        let mut translations = BTreeSet::new();
         let mut languages = BTreeSet::new();
         let mut min_trust: Option<TrustLevel> = None;
 
@@ -744,6 +778,9 @@ impl Lexicon {
                 }
                 Target::Subject(w) => {
                     subjects.insert(w.clone());
+                }
+                Target::Translation(w) => {
+                    translations.insert(w.clone());
                 }
                 Target::Language { tag, .. } => {
                     languages.insert(tag.clone());
@@ -833,6 +870,18 @@ impl Lexicon {
                 _ => j += 1,
             }
         }
+        // Translations: words of another language the index's English
+        // records would not match ("correos", "páginas web").
+        let mut j = 0;
+        while j < content.len() {
+            match self.translations.longest(&content_words, j, false) {
+                Some((len, Target::Translation(w))) => {
+                    translations.insert(w.clone());
+                    j += len;
+                }
+                _ => j += 1,
+            }
+        }
 
         // Languages: over all words, with the context rule.
         let mut i = 0;
@@ -898,12 +947,14 @@ impl Lexicon {
         // A subject the query implies but does not say ranks as a word.
         let mut text_words = text_words;
         let mut rest = rest;
-        for w in &subjects {
-            if !text_words.contains(&w.as_str()) {
-                text_words.push(w.as_str());
+        // So do the English words of what it says in another language.
+        let english = translations.iter().flat_map(|t| words(t));
+        for w in subjects.iter().map(String::as_str).chain(english) {
+            if !text_words.contains(&w) {
+                text_words.push(w);
             }
-            if !rest.contains(&w.as_str()) {
-                rest.push(w.as_str());
+            if !rest.contains(&w) {
+                rest.push(w);
             }
         }
         let capabilities: Vec<String> = capabilities.into_iter().collect();
@@ -932,6 +983,7 @@ enum Kind {
     Capability,
     Hint,
     Subject,
+    Translation,
     Language,
     Trust,
 }
@@ -941,6 +993,7 @@ fn kind_of(t: &Target) -> Kind {
         Target::Capability(_) => Kind::Capability,
         Target::Hint(_) => Kind::Hint,
         Target::Subject(_) => Kind::Subject,
+        Target::Translation(_) => Kind::Translation,
         Target::Language { .. } => Kind::Language,
         Target::Trust(_) => Kind::Trust,
     }

@@ -363,3 +363,51 @@ fn a_subject_key_must_be_one_word() {
         Err(LexiconError::Ambiguous { .. })
     ));
 }
+
+#[test]
+fn phrases_in_other_languages_also_rank_their_english_words() {
+    // Words of a language with spaces: exact words, the longest phrase
+    // first ("base de datos" is a database, not data); the English words
+    // follow in the table's order.
+    let u = understand("consultas sql a una base de datos");
+    assert_eq!(u.text, "consultas sql una base de datos database query");
+    assert!(u.languages.is_empty(), "{u:?}");
+    // Unspaced scripts: anywhere in the query; the query's own words stay
+    // for records written in its language.
+    let u = understand("查询天气预报");
+    assert_eq!(u.text, "查询天气预报 forecast query weather");
+    assert_eq!(u.rest, u.text);
+    let u = understand("브라우저 자동화");
+    assert_eq!(u.rest, "브라우저 자동화 automation browser");
+    // A phrase of several English words adds each once.
+    assert_eq!(
+        understand("domótica casa inteligente").rest,
+        "domótica casa inteligente smart home"
+    );
+    // Nothing is narrowed and no capability named by a translation alone.
+    let u = understand("mensajes de slack");
+    assert!(u.capabilities.is_empty() && u.languages.is_empty(), "{u:?}");
+    assert!(u.rest.ends_with("messages"), "{u:?}");
+    // An English query is left as it is.
+    assert_eq!(understand("weather forecast").rest, "weather forecast");
+}
+
+#[test]
+fn a_translation_is_one_phrase_under_one_english_key() {
+    let table = |translations: &str| {
+        format!("[capabilities]\ntranslation = [\"translate\"]\n[translations]\n{translations}\n[languages.fr]\nnames = [\"french\"]\n[trust]\n")
+    };
+    let lexicon = Lexicon::parse(&table("weather = [\"météo\"]")).unwrap();
+    assert_eq!(
+        lexicon.understand("météo paris").rest,
+        "météo paris weather"
+    );
+    assert!(matches!(
+        Lexicon::parse(&table("weather = [\"tiempo\"]\ntime = [\"tiempo\"]")),
+        Err(LexiconError::Ambiguous { .. })
+    ));
+    assert!(matches!(
+        Lexicon::parse(&table("\" \" = [\"tiempo\"]")),
+        Err(LexiconError::Empty { .. })
+    ));
+}
