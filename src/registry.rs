@@ -517,6 +517,7 @@ impl Registry {
                     now,
                     min_trust: u.min_trust,
                     capabilities: &capabilities,
+                    subjects: &u.subjects,
                 })?
                 .unwrap_or_default();
             let mut candidates = Vec::with_capacity(ranked.len());
@@ -557,6 +558,7 @@ impl Registry {
                     now,
                     min_trust: u.min_trust,
                     capabilities: &[],
+                    subjects: &u.subjects,
                 })?
                 .unwrap_or_default();
             for (id, score) in ranked {

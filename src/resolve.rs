@@ -327,6 +327,7 @@ impl Resolver {
                 now,
                 min_trust: plan.trust_floor(),
                 capabilities: &capabilities,
+                subjects: &u.subjects,
             })?;
             let ranked = match (ranked, &dense) {
                 (Some(mut ranked), Some(d)) => {

@@ -840,7 +840,7 @@ impl Store {
         let sync = self.sync.clone();
         let (text, filter) = (q.text.to_owned(), q.filter.clone());
         let (limit, now, min_trust) = (q.limit, q.now, q.min_trust);
-        let capabilities = q.capabilities.to_vec();
+        let (capabilities, subjects) = (q.capabilities.to_vec(), q.subjects.to_vec());
         unblock("text_search", move || {
             sync.text_search(&TextQuery {
                 text: &text,
@@ -849,6 +849,7 @@ impl Store {
                 now,
                 min_trust,
                 capabilities: &capabilities,
+                subjects: &subjects,
             })
         })
         .await?

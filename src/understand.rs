@@ -39,7 +39,9 @@
 //!   (`medical`, `finance`) to [`Understood::text`] and
 //!   [`Understood::rest`], after the query's own words, so agents that
 //!   say they serve that subject (in their description or tags) rank
-//!   higher; it narrows nothing.
+//!   higher; it narrows nothing. [`Understood::subjects`] lists it, with
+//!   the subject words the query says itself ("legal"), for a ranker
+//!   that weighs a subject found in an agent's tags more.
 //! - **Translations.** The records a node holds are mostly written in
 //!   English, so a query in another language would match few of them:
 //!   a phrase of the translations table ("páginas web", "天气预报",
@@ -109,6 +111,9 @@ pub struct Understood {
     /// Terms for ranking: the words of `text`, then each capability id;
     /// unique, in that order.
     pub terms: Vec<String>,
+    /// The subjects the query is about, as words of `text`: those its
+    /// objects imply and subject words it says itself (`legal`), sorted.
+    pub subjects: Vec<String>,
     /// Whether the query was longer than [`MAX_QUERY_BYTES`] or
     /// [`MAX_QUERY_WORDS`] and its tail was dropped.
     pub truncated: bool,
@@ -558,6 +563,8 @@ pub struct Lexicon {
     capabilities: Phrases,
     hints: Phrases,
     subjects: Phrases,
+    /// The subject words themselves (`legal`, `medical`).
+    subject_words: BTreeSet<String>,
     translations: Phrases,
     languages: Phrases,
     trust: Phrases,
@@ -597,6 +604,7 @@ impl Lexicon {
             capabilities: Phrases::default(),
             hints: Phrases::default(),
             subjects: Phrases::default(),
+            subject_words: BTreeSet::new(),
             translations: Phrases::default(),
             languages: Phrases::default(),
             trust: Phrases::default(),
@@ -642,6 +650,7 @@ impl Lexicon {
             for phrase in &phrases {
                 lexicon.add(Kind::Subject, phrase, Target::Subject(word.clone()), &word)?;
             }
+            lexicon.subject_words.insert(word);
         }
         let mut sorted: Vec<_> = table.translations.into_iter().collect();
         sorted.sort();
@@ -944,6 +953,12 @@ impl Lexicon {
             })
             .map(|i| tokens[i])
             .collect();
+        // A subject word the query says itself is a subject too.
+        for &w in &text_words {
+            if self.subject_words.contains(w) {
+                subjects.insert(w.to_owned());
+            }
+        }
         // A subject the query implies but does not say ranks as a word.
         let mut text_words = text_words;
         let mut rest = rest;
@@ -973,6 +988,7 @@ impl Lexicon {
             capabilities,
             min_trust,
             terms,
+            subjects: subjects.iter().cloned().collect(),
             truncated,
         }
     }

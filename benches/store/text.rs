@@ -207,6 +207,7 @@ pub(super) fn run(
                 now,
                 min_trust: None,
                 capabilities: &[],
+                subjects: &[],
             })?;
             ensure!(hits.is_some(), "query {k} had no words");
             Ok(())

@@ -597,6 +597,7 @@ fn ranked(store: &Store, text: &str, f: &Filter) -> Vec<(String, f64)> {
             now: crate::record::unix_now(),
             min_trust: None,
             capabilities: &[],
+            subjects: &[],
         })
         .unwrap()
         .expect("the query has words")
@@ -676,6 +677,7 @@ fn text_search_ranks_with_bm25_and_filters_narrow() {
             now: 0,
             min_trust: None,
             capabilities: &[],
+            subjects: &[],
         })
         .unwrap();
     assert!(none.is_none());
@@ -749,6 +751,61 @@ fn a_word_no_record_has_ranks_as_the_indexed_words_an_edit_or_two_away() {
     // and is of a longer one.
     assert!(ranked_ids(&store, "skaner").is_empty());
     assert_eq!(ranked_ids(&store, "hedless brwser"), ["agent:web.test"]);
+}
+
+#[test]
+fn a_subject_word_in_an_agents_tags_outranks_the_word_in_its_capabilities() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // One agent built for travel teams (its tag), one whose second
+    // capability has the word.
+    let mut d = descriptor(
+        "agent:for-travel.test",
+        &["code_generation"],
+        &["travel"],
+        &["en"],
+    );
+    d.description = "Writes code. Built for travel teams.".into();
+    let now = crate::record::unix_now();
+    let body = DescriptorRecord::new(d, "{}".into(), 1, now, 3600, Evidence::default());
+    let rec = SignedRecord::sign_descriptor(&body, &key()).unwrap();
+    let b = store.blocking();
+    b.put(
+        &rec,
+        &RecordBody::Descriptor(Box::new(body)),
+        Origin::Remote,
+        Expect::Any,
+    )
+    .unwrap();
+    put_text(
+        &store,
+        "agent:plans-travel.test",
+        1,
+        "Planner",
+        "Writes code. Plans travel and trips from travel guides.",
+        &["code_generation", "travel_planning"],
+    );
+    b.flush().unwrap();
+    let search = |subjects: &[String]| -> Vec<String> {
+        b.text_search(&TextQuery {
+            text: "travel guides",
+            filter: &Filter::default(),
+            limit: 10,
+            now,
+            min_trust: None,
+            capabilities: &[],
+            subjects,
+        })
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+    };
+    // As a plain word, the capability's repeated word wins.
+    assert_eq!(search(&[])[0], "agent:plans-travel.test");
+    // As the query's subject, the agent built for it does.
+    assert_eq!(search(&["travel".into()])[0], "agent:for-travel.test");
 }
 
 #[test]
@@ -826,6 +883,7 @@ async fn store_flush_makes_writes_searchable_by_text() {
                     now: 0,
                     min_trust: None,
                     capabilities: &[],
+                    subjects: &[],
                 })
                 .await
                 .unwrap()
@@ -1069,6 +1127,7 @@ fn writes_while_the_first_search_opens_the_text_index_all_reach_it() {
             now: crate::record::unix_now(),
             min_trust: None,
             capabilities: &[],
+            subjects: &[],
         })
         .unwrap()
         .unwrap();

@@ -75,6 +75,8 @@ const MAX_OPERATIONS: usize = 64;
 const MAX_TOKEN_BYTES: usize = 40;
 /// The weight of a capability id the query names, matched exactly.
 const CAPABILITY_BOOST: f32 = 3.0;
+/// The weight of a subject word of the query found in an agent's tags.
+const SUBJECT_BOOST: f32 = 2.0;
 /// Shortest query word (in characters) that is corrected when no record
 /// has it: shorter words have too many neighbours one edit away.
 const CORRECT_MIN_CHARS: usize = 5;
@@ -280,6 +282,12 @@ pub struct TextQuery<'a> {
     /// Capability ids that rank (matched exactly, weighted like a word
     /// found in the capabilities), beside the text's words; not required.
     pub capabilities: &'a [String],
+    /// Words of `text` that name the subject the query is about
+    /// (`legal`, `travel`): found in an agent's tags they weigh
+    /// [`SUBJECT_BOOST`] times a word, so an agent built for the subject
+    /// ranks above one whose capability merely shares the word
+    /// (`travel_planning`).
+    pub subjects: &'a [String],
 }
 
 /// What the writer thread is asked to do.
@@ -476,6 +484,7 @@ impl TextIndex {
             .get(TOKENIZER)
             .expect("registered at open");
         let terms = analyse(&mut analyzer, q.text, MAX_QUERY_TERMS);
+        let subjects = analyse(&mut analyzer, &q.subjects.join(" "), MAX_QUERY_TERMS);
         let capabilities = &q.capabilities[..q.capabilities.len().min(MAX_QUERY_TERMS)];
         if terms.is_empty() && capabilities.is_empty() {
             return Ok(None);
@@ -509,7 +518,12 @@ impl TextIndex {
         for t in &terms {
             let mut best = 0.0f64;
             best = best.max(clause(f.all, t, 1.0)?);
-            best = best.max(clause(f.tags, t, 1.0)?);
+            let tag_boost = if subjects.contains(t) {
+                SUBJECT_BOOST
+            } else {
+                1.0
+            };
+            best = best.max(clause(f.tags, t, tag_boost)?);
             // A word no record has is likely misspelt ("scaner",
             // "brwoser"): the indexed words an edit or two away rank instead,
             // weighing a little less than a word matched as typed.

@@ -340,6 +340,10 @@ fn objects_imply_a_subject_that_ranks_and_narrows_nothing() {
     // Exact words only: "source code" is not a course, "patent" not a patient.
     assert!(!understand("review source code").rest.contains("education"));
     assert!(!understand("patent filings").rest.contains("medical"));
+    // The subjects, as words: implied, or said by the query itself.
+    assert_eq!(understand("summarize patient files").subjects, ["medical"]);
+    assert_eq!(understand("legal translation").subjects, ["legal"]);
+    assert!(understand("summarize emails").subjects.is_empty());
     // Several subjects, each once, in table order.
     assert_eq!(
         understand("translate hotel bookings and bank statements").rest,
