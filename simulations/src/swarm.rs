@@ -39,7 +39,9 @@
 //! holds a stream open on every connection to a peer subscribed to the
 //! records topic, so no connection is ever idle, and every peer a
 //! node's bootstrap and lookups touched stays connected up to the
-//! node's limit (`MeshLimits::max_connections`, 256). At 200 nodes every
+//! node's limit (`MeshLimits::max_connections`, 256, or the run's
+//! [`SwarmParams::max_connections`]: a node at it refuses further
+//! connections, Kademlia's dials among them). At 200 nodes every
 //! node was connected to all 199 others, ~90 KiB per connection end
 //! (noise, yamux and the protocol handlers' buffers), 18 MiB per node
 //! before any agent; and flood publishing reaches every node in one hop
@@ -87,7 +89,9 @@ use agentmesh::config::{Config, P2pConfig};
 use agentmesh::federation::handler::{NodeHandler, SharedHandler};
 use agentmesh::federation::Judge;
 use agentmesh::issuer::{outbox, Issuer, Outbox};
-use agentmesh::mesh::{Mesh, MeshClient, MeshConfig, MeshTransport, Multiaddr, StatsSnapshot};
+use agentmesh::mesh::{
+    Mesh, MeshClient, MeshConfig, MeshStatus, MeshTransport, Multiaddr, StatsSnapshot,
+};
 use agentmesh::record::RecordBody;
 use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
@@ -137,6 +141,9 @@ pub struct SwarmParams {
     pub limit: usize,
     /// Deadline of one search.
     pub search_timeout: std::time::Duration,
+    /// Established connections per node (`MeshLimits::max_connections`);
+    /// `None`: the node's default.
+    pub max_connections: Option<u32>,
     /// Seeds the node keys and the sampling of the stale-result searches.
     pub seed: u64,
 }
@@ -206,6 +213,8 @@ const REGISTERING_AT_ONCE: usize = 8;
 const STALE_SEARCHERS: usize = 8;
 /// How often a watch looks at the nodes' stores.
 pub const WATCH_EVERY: Duration = Duration::from_millis(2);
+/// Nodes asked for their status at once.
+const STATUS_AT_ONCE: usize = 64;
 /// How often the bootstrap and convergence waits look.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -240,6 +249,9 @@ fn check(p: &SwarmParams) -> Result<()> {
     }
     if p.search_timeout.is_zero() || p.search_timeout > Duration::from_secs(60) {
         bail!("search_timeout: must be above zero and at most 60 s (the node's bound)");
+    }
+    if p.max_connections == Some(0) {
+        bail!("max_connections: 0 would leave every node alone");
     }
     if p.revoke_probes > p.agents.len() {
         bail!(
@@ -322,8 +334,9 @@ fn node_key(seed: u64, i: usize) -> SigningKey {
 }
 
 /// The mesh configuration of a simulated node: the node's own defaults
-/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory.
-fn mesh_config(bootstrap: Vec<Multiaddr>) -> Result<MeshConfig> {
+/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory, with
+/// the run's connection limit if it sets one.
+fn mesh_config(bootstrap: Vec<Multiaddr>, max_connections: Option<u32>) -> Result<MeshConfig> {
     let p2p = P2pConfig {
         listen: vec!["/memory/0".into()],
         allow_private_addresses: true,
@@ -332,6 +345,9 @@ fn mesh_config(bootstrap: Vec<Multiaddr>) -> Result<MeshConfig> {
     let mut config = MeshConfig::from_p2p(&p2p)?;
     config.transport = MeshTransport::Memory;
     config.bootstrap = bootstrap;
+    if let Some(n) = max_connections {
+        config.limits.max_connections = n;
+    }
     Ok(config)
 }
 
@@ -367,7 +383,7 @@ async fn start_node(
     );
     let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
     let (mesh, _task) = Mesh::spawn(
-        mesh_config(bootstrap)?,
+        mesh_config(bootstrap, params.max_connections)?,
         agentmesh::identity::libp2p_keypair(&key),
         Arc::new(SharedHandler(Arc::new(handler))),
         cancel.clone(),
@@ -473,9 +489,29 @@ async fn start(
     Ok(swarm)
 }
 
+/// Each listed node's mesh status, asked of [`STATUS_AT_ONCE`] nodes at
+/// a time: one node's event loop, busy on a loaded machine, does not hold
+/// up the others' answers.
+async fn statuses(nodes: &[SimNode], which: &[usize]) -> Result<Vec<(usize, MeshStatus)>> {
+    let mut out = Vec::with_capacity(which.len());
+    for chunk in which.chunks(STATUS_AT_ONCE) {
+        let mut set = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let mesh = nodes[i].mesh.clone();
+            set.spawn(async move { (i, mesh.status().await) });
+        }
+        while let Some(r) = set.join_next().await {
+            let (i, status) = r.context("a status task")?;
+            out.push((i, status.with_context(|| format!("node {i}: its status"))?));
+        }
+    }
+    Ok(out)
+}
+
 /// Waits until every node has [`READY_ROUTING_PEERS`] routing-table peers
 /// and [`READY_GOSSIP_PEERS`] gossip mesh peers (fewer in a small swarm:
-/// all the others), within `deadline`.
+/// all the others), within `deadline`. A node found ready is not asked
+/// again (without churn its tables only grow).
 async fn ready(
     nodes: &[SimNode],
     deadline: Duration,
@@ -486,21 +522,34 @@ async fn ready(
         READY_ROUTING_PEERS.min(others),
         READY_GOSSIP_PEERS.min(others),
     );
-    let until = Instant::now() + deadline;
+    let started = Instant::now();
+    let until = started + deadline;
+    let mut waiting: Vec<usize> = (0..nodes.len()).collect();
     let mut last = usize::MAX;
     loop {
-        let mut ok = 0;
-        for n in nodes {
-            let s = n.mesh.status().await?;
-            if s.routing_table_peers >= routing && s.gossip_mesh_peers >= gossip {
-                ok += 1;
-            }
-        }
-        if ok == nodes.len() {
+        let pass = Instant::now();
+        let answers = statuses(nodes, &waiting).await?;
+        let not_yet: HashSet<usize> = answers
+            .iter()
+            .filter(|(_, s)| s.routing_table_peers < routing || s.gossip_mesh_peers < gossip)
+            .map(|(i, _)| *i)
+            .collect();
+        waiting.retain(|i| not_yet.contains(i));
+        if waiting.is_empty() {
+            progress(&format!(
+                "bootstrap: every node ready after {:.1} s of waiting",
+                started.elapsed().as_secs_f64()
+            ));
             return Ok(());
         }
+        let ok = nodes.len() - waiting.len();
         if ok != last {
-            progress(&format!("bootstrap: {ok}/{} nodes ready", nodes.len()));
+            progress(&format!(
+                "bootstrap: {ok}/{} nodes ready (this pass asked {} nodes in {:.2} s)",
+                nodes.len(),
+                answers.len(),
+                pass.elapsed().as_secs_f64()
+            ));
             last = ok;
         }
         if Instant::now() >= until {
@@ -627,8 +676,8 @@ fn gossip_line(swarm: &Swarm) -> String {
 /// mesh peers and DHT records per node: what a node's memory goes with.
 async fn peers_line(swarm: &Swarm) -> Result<String> {
     let (mut connected, mut routing, mut mesh, mut dht, mut max_connected) = (0, 0, 0, 0, 0);
-    for n in &swarm.nodes {
-        let s = n.mesh.status().await?;
+    let all: Vec<usize> = (0..swarm.nodes.len()).collect();
+    for (_, s) in statuses(&swarm.nodes, &all).await? {
         connected += s.connected_peers;
         max_connected = max_connected.max(s.connected_peers);
         routing += s.routing_table_peers;
@@ -861,7 +910,7 @@ async fn run_async(
             truth.entry(c).or_default().insert(agent_id(i));
         }
     }
-    let shards = mesh_config(Vec::new())?.shards;
+    let shards = mesh_config(Vec::new(), None)?.shards;
     let empty = HashSet::new();
     let searches_started = Instant::now();
     for (k, s) in params.searches.iter().enumerate() {
@@ -1008,6 +1057,7 @@ mod tests {
             revoke_probes: 1,
             limit: 10,
             search_timeout: Duration::from_secs(2),
+            max_connections: None,
             seed: 1,
         };
         check(&ok).unwrap();
@@ -1022,6 +1072,7 @@ mod tests {
         bad(|p| p.searches[0].from = 5, "searches[0].from");
         bad(|p| p.revoke_probes = 2, "revoke_probes");
         bad(|p| p.limit = 0, "limit");
+        bad(|p| p.max_connections = Some(0), "max_connections");
         bad(
             |p| p.agents[0].capabilities.clear(),
             "agents[0].capabilities",

@@ -50,6 +50,7 @@ fn params(
         revoke_probes: 2,
         limit: 50,
         search_timeout: Duration::from_secs(2),
+        max_connections: None,
         seed,
     }
 }
