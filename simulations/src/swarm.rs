@@ -104,6 +104,8 @@ use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
+use crate::population::SearchKind;
+
 /// One agent of the simulated population.
 #[derive(Debug, Clone)]
 pub struct SwarmAgent {
@@ -168,11 +170,33 @@ pub struct SearchSample {
     pub bytes: u64,
 }
 
+/// One search as an engine saw it (both engines' CSV rows and plots).
+#[derive(Debug, Clone)]
+pub struct SearchRecord {
+    /// When it started, s: virtual time (DES), or wall-clock time since
+    /// the run started (swarm).
+    pub at_s: f64,
+    /// Why it ran.
+    pub kind: SearchKind,
+    /// What it measured.
+    pub sample: SearchSample,
+    /// Revoked agents among its results.
+    pub stale: usize,
+    /// Peers asked.
+    pub asked: u32,
+    /// Peers that answered in time.
+    pub answered: u32,
+    /// It asked providers (else connected peers).
+    pub asked_providers: bool,
+}
+
 /// What the real-swarm engine measured.
 #[derive(Debug, Clone, Default)]
 pub struct SwarmOutcome {
-    /// One sample per search, in order.
-    pub searches: Vec<SearchSample>,
+    /// One record per search of the scenario, in order (all of the base
+    /// workload: the stale-result searches during revocations are
+    /// counted in `stale_results` only).
+    pub searches: Vec<SearchRecord>,
     /// One value per (probe, live node): ms from publish until that node held the record.
     pub propagation_ms: Vec<f64>,
     /// One value per (revoked agent, live node): ms from tombstone until that node stopped
@@ -756,14 +780,15 @@ fn provider_requests(s: &StatsSnapshot) -> u64 {
 }
 
 /// Runs one search from its node; `truth` holds the live agents of its
-/// capability.
+/// capability; `at_s` is when it starts (s since the run started).
 async fn search_once(
     node: &SimNode,
     capability: &str,
     limit: usize,
     shards: u32,
     truth: &HashSet<String>,
-) -> Result<SearchSample> {
+    at_s: f64,
+) -> Result<SearchRecord> {
     let query = SearchQuery {
         filter: Filter {
             capabilities: normalised(&[capability.to_owned()]),
@@ -803,7 +828,7 @@ async fn search_once(
     let (asked, answered) = report.as_ref().map_or((0, 0), |r| (r.asked, r.answered));
     let bytes = (after.transport.inbound + after.transport.outbound)
         .saturating_sub(before.transport.inbound + before.transport.outbound);
-    Ok(SearchSample {
+    let sample = SearchSample {
         found: found.len(),
         expected: truth.len().min(limit),
         latency_ms: latency.as_secs_f64() * 1000.0,
@@ -811,6 +836,15 @@ async fn search_once(
         lookup_hops: None,
         messages: u32::try_from(lookup_requests + (asked + answered) as u64).unwrap_or(u32::MAX),
         bytes,
+    };
+    Ok(SearchRecord {
+        at_s,
+        kind: SearchKind::Normal,
+        sample,
+        stale: 0,
+        asked: u32::try_from(asked).unwrap_or(u32::MAX),
+        answered: u32::try_from(answered).unwrap_or(u32::MAX),
+        asked_providers: report.as_ref().is_some_and(|r| r.whom == Asked::Providers),
     })
 }
 
@@ -918,10 +952,18 @@ async fn run_async(
             .pop()
             .unwrap_or_default();
         let t = truth.get(&cap).unwrap_or(&empty);
-        let sample = search_once(&swarm.nodes[s.from], &s.capability, params.limit, shards, t)
-            .await
-            .with_context(|| format!("search {k} from node {}", s.from))?;
-        out.searches.push(sample);
+        let at_s = started.elapsed().as_secs_f64();
+        let record = search_once(
+            &swarm.nodes[s.from],
+            &s.capability,
+            params.limit,
+            shards,
+            t,
+            at_s,
+        )
+        .await
+        .with_context(|| format!("search {k} from node {}", s.from))?;
+        out.searches.push(record);
         if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
             progress(&format!(
                 "searched {}/{} ({:.1} s)",
@@ -986,10 +1028,11 @@ async fn run_async(
                         break 'rounds;
                     }
                     let t = HashSet::from([id.clone()]);
-                    if let Ok(s) =
-                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t).await
-                    {
-                        stale += s.found;
+                    let at_s = started.elapsed().as_secs_f64();
+                    let searched =
+                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t, at_s);
+                    if let Ok(r) = searched.await {
+                        stale += r.sample.found;
                     }
                 }
                 if searchers.is_empty() {
