@@ -22,8 +22,12 @@
 //!
 //! Storage: each node's sled directory lives under one temporary
 //! directory, in `/dev/shm` (memory-backed) when it exists, else the
-//! system's temporary directory; removed when the run ends. Each store's
-//! sled page cache is bounded at [`STORE_CACHE_BYTES`].
+//! system's temporary directory, named with the process id
+//! ([`TEMP_PREFIX`]); removed when the run ends, also when a SIGINT or
+//! SIGTERM stops it ([`Interrupted`]). A run first removes the
+//! directories of runs whose process is gone ([`remove_stale_dirs`]:
+//! one killed with SIGKILL, or a crash). Each store's sled page cache is
+//! bounded at [`STORE_CACHE_BYTES`].
 //!
 //! One setting of the node's parts differs from `agentmesh node`'s, for
 //! memory, not for what a search or a gossip message does: each store
@@ -247,7 +251,8 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 ///
 /// # Errors
 /// Parameters out of range (which one and why), a node that cannot start,
-/// or the swarm not bootstrapping by its deadline.
+/// the swarm not bootstrapping by its deadline, or [`Interrupted`] (a
+/// SIGINT or SIGTERM while it ran; the stores are removed all the same).
 pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Result<SwarmOutcome> {
     check(params)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -255,8 +260,15 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
         .thread_name("swarm")
         .build()
         .context("starting the swarm's runtime")?;
-    let dir = temp_root()?;
-    let outcome = runtime.block_on(run_async(params, dir.path(), progress));
+    let dir = temp_root(progress)?;
+    // A signal drops the run (and so cancels every node) instead of
+    // killing the process with the stores still in memory.
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run_async(params, dir.path(), progress) => outcome,
+            signal = interrupted() => Err(anyhow::Error::new(signal)),
+        }
+    });
     // Blocking-pool threads parked in sled or tantivy are not waited for.
     runtime.shutdown_timeout(Duration::from_secs(5));
     // Only now that the nodes' tasks are gone can their directories go.
@@ -334,19 +346,125 @@ impl Drop for Swarm {
     }
 }
 
-/// The temporary directory the node stores live under (see the module
-/// documentation).
-fn temp_root() -> Result<tempfile::TempDir> {
+/// How a run's temporary directory is named: this prefix, the process
+/// id, `-`, and tempfile's random suffix (`agentmesh-swarm-4242-Xa9cQ1`).
+pub const TEMP_PREFIX: &str = "agentmesh-swarm-";
+
+/// Where the node stores go: `/dev/shm` (memory-backed) when it exists,
+/// else the system's temporary directory.
+pub fn temp_base() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
-    let base = if shm.is_dir() {
+    if shm.is_dir() {
         shm
     } else {
         std::env::temp_dir()
-    };
+    }
+}
+
+/// The temporary directory the node stores live under (see the module
+/// documentation), after removing those of dead runs.
+fn temp_root(progress: &mut dyn FnMut(&str)) -> Result<tempfile::TempDir> {
+    let base = temp_base();
+    for dir in remove_stale_dirs(&base) {
+        progress(&format!(
+            "removed {}, left by a run that is gone",
+            dir.display()
+        ));
+    }
     tempfile::Builder::new()
-        .prefix("agentmesh-swarm-")
+        .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
         .tempdir_in(&base)
         .with_context(|| format!("a temporary directory under {}", base.display()))
+}
+
+/// Removes the run directories under `base` whose process is gone: named
+/// [`TEMP_PREFIX`]`<pid>-…` with no `/proc/<pid>`. Only where `/proc`
+/// exists (Linux), and never a directory named otherwise (one of a run
+/// before the pid was in the name) or of a live process, whatever it runs
+/// now. A run in another pid namespace sharing `base` would look dead:
+/// this assumes one machine's runs. Answers the directories removed.
+pub fn remove_stale_dirs(base: &std::path::Path) -> Vec<PathBuf> {
+    let proc_ = std::path::Path::new("/proc");
+    if !proc_.join("self").exists() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        if pid == std::process::id() || proc_.join(pid.to_string()).exists() || !path.is_dir() {
+            continue;
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// A run stopped by SIGINT (Ctrl-C) or SIGTERM: its node stores were
+/// removed; the CLI exits with [`Interrupted::exit_code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The signal's number (2 or 15).
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// 128 + the signal's number, as a shell reports a process it killed
+    /// (130 for Ctrl-C, 143 for SIGTERM).
+    pub fn exit_code(self) -> i32 {
+        128 + self.signal
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted by signal {}; the node stores are removed",
+            self.signal
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Resolves at the first SIGINT or SIGTERM, with its number; never if
+/// neither can be listened for.
+async fn interrupted() -> Interrupted {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => tokio::select! {
+                _ = int.recv() => Interrupted { signal: 2 },
+                _ = term.recv() => Interrupted { signal: 15 },
+            },
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => Interrupted { signal: 2 },
+            Err(_) => std::future::pending().await,
+        }
+    }
 }
 
 /// The node key of node `i`, derived from the run's seed.
@@ -1075,6 +1193,35 @@ mod tests {
         for i in 1..1000 {
             assert!(bootstrap_of(i).iter().all(|j| *j < i));
         }
+    }
+
+    #[test]
+    fn only_the_directories_of_dead_runs_are_removed() {
+        let base = tempfile::tempdir().unwrap();
+        // A process that has exited: its pid is free (until reused, and
+        // then the directory is kept, which errs on the safe side).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let live = std::process::id();
+        let make = |name: &str| {
+            let p = base.path().join(name);
+            std::fs::create_dir_all(p.join("node-00000")).unwrap();
+            std::fs::write(p.join("node-00000/db"), b"x").unwrap();
+            p
+        };
+        let stale = make(&format!("{TEMP_PREFIX}{dead}-abc123"));
+        let ours = make(&format!("{TEMP_PREFIX}{live}-def456"));
+        let unnamed = make(&format!("{TEMP_PREFIX}Xa9cQ1"));
+        let other = make(&format!("other-{dead}-abc"));
+        if !std::path::Path::new("/proc/self").exists() {
+            // No way to tell a dead run from a live one: nothing goes.
+            assert!(remove_stale_dirs(base.path()).is_empty());
+            return;
+        }
+        assert_eq!(remove_stale_dirs(base.path()), vec![stale.clone()]);
+        assert!(!stale.exists());
+        assert!(ours.exists() && unnamed.exists() && other.exists());
     }
 
     #[test]
