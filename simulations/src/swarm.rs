@@ -814,6 +814,30 @@ fn gossip_line(swarm: &Swarm) -> String {
     )
 }
 
+/// A line of the search requests over all nodes: sent, failed and timed
+/// out at the askers, served and refused (by reason) at the peers asked,
+/// and the dials that failed: what explains a search whose peers did not
+/// answer.
+fn serving_line(swarm: &Swarm) -> String {
+    let (mut sent, mut failed, mut timed_out, mut served, mut dial_failures) = (0, 0, 0, 0, 0);
+    let mut refused: std::collections::BTreeMap<String, u64> = Default::default();
+    for n in &swarm.nodes {
+        let s = n.mesh.stats();
+        sent += s.requests_sent;
+        failed += s.requests_failed;
+        timed_out += s.requests_timed_out;
+        served += s.searches_served;
+        dial_failures += s.dial_failures;
+        for (k, v) in s.searches_refused {
+            *refused.entry(k).or_default() += v;
+        }
+    }
+    format!(
+        "search requests over all nodes: {sent} sent, {failed} failed, {timed_out} timed out; \
+         {served} served, refused {refused:?}; {dial_failures} dials failed"
+    )
+}
+
 /// A line of the swarm's mean connections, routing-table peers, gossip
 /// mesh peers and DHT records per node: what a node's memory goes with.
 async fn peers_line(swarm: &Swarm) -> Result<String> {
@@ -1084,10 +1108,11 @@ async fn run_async(
         out.searches.push(record);
         if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
             progress(&format!(
-                "searched {}/{} ({:.1} s)",
+                "searched {}/{} ({:.1} s); {}",
                 k + 1,
                 params.searches.len(),
-                searches_started.elapsed().as_secs_f64()
+                searches_started.elapsed().as_secs_f64(),
+                serving_line(&swarm)
             ));
         }
     }
