@@ -376,6 +376,8 @@ impl Summary {
             revocation: &o.revocation_ms,
         };
         let mut s = base("swarm", sc, seed, common, o.stale_results, o.wall_s);
+        s.propagation_coverage = coverage(o.propagation_ms.len(), o.propagation_unreached);
+        s.revocation_coverage = coverage(o.revocation_ms.len(), o.revocation_unreached);
         s.bootstrap_s = Some(o.bootstrap_s);
         s.populate_s = Some(o.populate_s);
         s.rss_per_node_mb = Some(o.rss_per_node_mb);

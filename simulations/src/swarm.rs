@@ -208,6 +208,11 @@ pub struct SwarmOutcome {
     pub revocation_ms: Vec<f64>,
     /// Results still returning a revoked agent while revocation propagated.
     pub stale_results: usize,
+    /// (probe, node) pairs the record had not reached by the deadline.
+    pub propagation_unreached: usize,
+    /// (revoked agent, node) pairs the tombstone had not reached by the
+    /// deadline.
+    pub revocation_unreached: usize,
     /// Starting the nodes and waiting until every one has its routing
     /// table and gossip mesh peers, in seconds.
     pub bootstrap_s: f64,
@@ -1036,13 +1041,17 @@ fn probe_deadline(nodes: usize) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(20) * nodes as u32
 }
 
+/// Adds the nodes' arrival times to `out` and the nodes not reached to
+/// `unreached`.
 fn push_arrivals(
     out: &mut Vec<f64>,
+    unreached: &mut usize,
     arrivals: &[Option<Duration>],
     what: &str,
     progress: &mut dyn FnMut(&str),
 ) {
     let missing = arrivals.iter().filter(|a| a.is_none()).count();
+    *unreached += missing;
     out.extend(arrivals.iter().flatten().map(|d| d.as_secs_f64() * 1000.0));
     if missing > 0 {
         progress(&format!(
@@ -1129,7 +1138,13 @@ async fn run_async(
             .await
             .with_context(|| format!("publishing probe {id}"))?;
         let arrivals = watch(stores.clone(), id.clone(), t0, deadline, is_descriptor).await?;
-        push_arrivals(&mut out.propagation_ms, &arrivals, &id, progress);
+        push_arrivals(
+            &mut out.propagation_ms,
+            &mut out.propagation_unreached,
+            &arrivals,
+            &id,
+            progress,
+        );
     }
     if !params.publish_probes.is_empty() {
         progress(&format!("published {} probes", params.publish_probes.len()));
@@ -1186,7 +1201,13 @@ async fn run_async(
         };
         let (arrivals, stale) = tokio::join!(watching, stale);
         out.stale_results += stale;
-        push_arrivals(&mut out.revocation_ms, &arrivals?, &id, progress);
+        push_arrivals(
+            &mut out.revocation_ms,
+            &mut out.revocation_unreached,
+            &arrivals?,
+            &id,
+            progress,
+        );
     }
     if params.revoke_probes > 0 {
         progress(&format!(

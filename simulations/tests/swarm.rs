@@ -272,4 +272,7 @@ probes = 1
     assert!(!out.path().join("lookups.csv").exists());
     let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
     assert_eq!(json["engine"], "swarm");
+    // Every probe and tombstone reached every node of a converged swarm.
+    assert_eq!(summary.propagation_coverage, Some(1.0));
+    assert_eq!(summary.revocation_coverage, Some(1.0));
 }
