@@ -35,9 +35,9 @@ use rand_distr::{Distribution, LogNormal, Weibull};
 use kad::{Id, Iter, Sorted};
 use queue::Queue;
 
-use crate::population::{capability_name, rng_for, Packed, Population, SearchKind};
+use crate::population::{capability_name, rng_for, Packed, Population};
 use crate::scenario::{Behaviour, Lengths, NodeParams, Scenario};
-use crate::swarm::SearchSample;
+pub use crate::swarm::SearchRecord;
 
 /// Bytes of a Kademlia request (key, type, framing).
 const KAD_REQUEST_BYTES: u64 = 100;
@@ -51,25 +51,6 @@ const KNOWN_ENTRY_BYTES: u64 = 18;
 const RECORD_BYTES: u64 = 3000;
 /// Bytes of a gossip control message (IHAVE / IWANT).
 const CONTROL_BYTES: u64 = 80;
-
-/// One search as the engine saw it.
-#[derive(Debug, Clone)]
-pub struct SearchRecord {
-    /// When it started, s.
-    pub at_s: f64,
-    /// Why it ran.
-    pub kind: SearchKind,
-    /// What it measured (the same sample as the swarm engine's).
-    pub sample: SearchSample,
-    /// Revoked agents among its results.
-    pub stale: usize,
-    /// Peers asked.
-    pub asked: u32,
-    /// Peers that answered in time.
-    pub answered: u32,
-    /// It asked providers (else connected peers).
-    pub asked_providers: bool,
-}
 
 /// One reference lookup: a plain Kademlia closest-node lookup.
 #[derive(Debug, Clone)]

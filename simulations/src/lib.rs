@@ -55,6 +55,16 @@ pub enum Status {
     },
 }
 
+/// Writes a run's CSV series and plots into `dir`, the same for either
+/// engine.
+fn write_series(dir: &Path, name: &str, series: &report::Series<'_>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    report::write_csv(dir, series)
+        .with_context(|| format!("writing CSV into {}", dir.display()))?;
+    plot::write_plots(dir, name, series)
+        .with_context(|| format!("drawing the plots into {}", dir.display()))
+}
+
 /// The default output directory of a scenario.
 pub fn default_out(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("out").join(name)
@@ -94,11 +104,7 @@ pub fn run(
                 Summary::from_des(scenario, seed, &outcome, started.elapsed().as_secs_f64());
             summary.keygen_s = Some(pop.keygen_s);
             if opts.write {
-                std::fs::create_dir_all(&out_dir)
-                    .with_context(|| format!("creating {}", out_dir.display()))?;
-                report::write_csv(&out_dir, &outcome)
-                    .with_context(|| format!("writing CSV into {}", out_dir.display()))?;
-                plot::write_plots(&out_dir, &scenario.name, &outcome)?;
+                write_series(&out_dir, &scenario.name, &(&outcome).into())?;
             }
             summary
         }
@@ -106,6 +112,9 @@ pub fn run(
             let params = pop.swarm_params(scenario, seed);
             drop(pop);
             let outcome = swarm::run(&params, &mut |line| status(Status::Phase(line.to_owned())))?;
+            if opts.write {
+                write_series(&out_dir, &scenario.name, &(&outcome).into())?;
+            }
             Summary::from_swarm(scenario, seed, &outcome)
         }
     };

@@ -90,7 +90,17 @@ fn main() -> anyhow::Result<()> {
                 out,
                 write: true,
             };
-            let summary = run(&sc, &opts, &mut status)?;
+            let summary = match run(&sc, &opts, &mut status) {
+                Ok(summary) => summary,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    if let Some(i) = e.downcast_ref::<agentmesh_sim::swarm::Interrupted>() {
+                        eprintln!("{i}");
+                        std::process::exit(i.exit_code());
+                    }
+                    return Err(e);
+                }
+            };
             bar.finish_and_clear();
             println!("{}", summary.text());
             if json {

@@ -6,8 +6,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::des::DesOutcome;
-use crate::report::recall_of;
+use crate::report::{recall_of, Series as Run};
 
 type Series = Vec<(f64, f64)>;
 
@@ -27,23 +26,27 @@ fn cdf(values: &[f64]) -> Series {
     out
 }
 
-/// Mean recall per time bin (about 50 bins).
-fn recall_over_time(o: &DesOutcome) -> Series {
-    let Some(end) = o.searches.iter().map(|r| r.at_s).reduce(f64::max) else {
+/// Mean recall per time bin (about 50 bins from the first search to the
+/// last: a swarm's searches start after its bootstrap).
+fn recall_over_time(o: &Run<'_>) -> Series {
+    let (Some(start), Some(end)) = (
+        o.searches.iter().map(|r| r.at_s).reduce(f64::min),
+        o.searches.iter().map(|r| r.at_s).reduce(f64::max),
+    ) else {
         return Vec::new();
     };
     let bins = 50usize;
-    let width = (end / bins as f64).max(1e-9);
+    let width = ((end - start) / bins as f64).max(1e-9);
     let mut sum = vec![(0.0, 0usize); bins + 1];
-    for r in &o.searches {
-        let b = ((r.at_s / width) as usize).min(bins);
+    for r in o.searches {
+        let b = (((r.at_s - start) / width) as usize).min(bins);
         sum[b].0 += recall_of(&r.sample);
         sum[b].1 += 1;
     }
     sum.iter()
         .enumerate()
         .filter(|(_, (_, n))| *n > 0)
-        .map(|(i, (s, n))| ((i as f64 + 0.5) * width, s / *n as f64))
+        .map(|(i, (s, n))| (start + (i as f64 + 0.5) * width, s / *n as f64))
         .collect()
 }
 
@@ -99,30 +102,32 @@ fn line_chart(
     Ok(())
 }
 
-/// Writes the four plots of a DES run into `dir`.
+/// Writes the four plots of a run into `dir` (the latency CDF without
+/// the plain lookups' curve when the engine ran none).
 ///
 /// # Errors
 /// When a plot cannot be drawn or written.
-pub fn write_plots(dir: &Path, name: &str, o: &DesOutcome) -> anyhow::Result<()> {
+pub fn write_plots(dir: &Path, name: &str, o: &Run<'_>) -> anyhow::Result<()> {
     line_chart(
         &dir.join("recall_over_time.svg"),
         &format!("{name}: recall over time"),
-        "virtual time (s)",
+        o.clock,
         "mean recall",
         &[("recall", recall_over_time(o), BLUE)],
         Some((0.0, 1.05)),
     )?;
     let latencies: Vec<f64> = o.searches.iter().map(|r| r.sample.latency_ms).collect();
-    let lookups: Vec<f64> = o.lookups.iter().filter_map(|l| l.closest_ms).collect();
+    let mut curves = vec![("search", cdf(&latencies), BLUE)];
+    if let Some(lookups) = o.lookups {
+        let closest: Vec<f64> = lookups.iter().filter_map(|l| l.closest_ms).collect();
+        curves.push(("Kademlia lookup to closest node", cdf(&closest), RED));
+    }
     line_chart(
         &dir.join("latency_cdf.svg"),
         &format!("{name}: latency CDF"),
         "ms",
         "share",
-        &[
-            ("search", cdf(&latencies), BLUE),
-            ("Kademlia lookup to closest node", cdf(&lookups), RED),
-        ],
+        &curves,
         Some((0.0, 1.0)),
     )?;
     let messages: Vec<f64> = o
@@ -144,8 +149,8 @@ pub fn write_plots(dir: &Path, name: &str, o: &DesOutcome) -> anyhow::Result<()>
         "ms after publication",
         "share of live nodes reached",
         &[
-            ("published record", cdf(&o.propagation_ms), BLUE),
-            ("tombstone", cdf(&o.revocation_ms), RED),
+            ("published record", cdf(o.propagation_ms), BLUE),
+            ("tombstone", cdf(o.revocation_ms), RED),
         ],
         Some((0.0, 1.0)),
     )?;

@@ -273,6 +273,7 @@ impl Population {
             revoke_probes: self.revoke.len(),
             limit: scenario.limit,
             search_timeout: Duration::from_millis(node.search_timeout_ms),
+            max_connections: scenario.swarm.max_connections,
             seed,
         }
     }

@@ -10,10 +10,50 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::des::{Counters, DesOutcome};
+use crate::des::{Counters, DesOutcome, LookupRecord};
 use crate::population::SearchKind;
 use crate::scenario::{NodeParams, Scenario};
-use crate::swarm::{SearchSample, SwarmOutcome};
+use crate::swarm::{SearchRecord, SearchSample, SwarmOutcome};
+
+/// What the CSV series and the plots are drawn from, either engine's.
+#[derive(Debug, Clone, Copy)]
+pub struct Series<'a> {
+    /// The searches, in order.
+    pub searches: &'a [SearchRecord],
+    /// The plain Kademlia lookups; `None`: the engine does not run them
+    /// (the swarm), so `lookups.csv` is not written.
+    pub lookups: Option<&'a [LookupRecord]>,
+    /// Per (probe, node reached): ms until it held the record.
+    pub propagation_ms: &'a [f64],
+    /// Per (revoked agent, node reached): ms until it held the tombstone.
+    pub revocation_ms: &'a [f64],
+    /// What a search's `at_s` counts, as a plot's axis says it.
+    pub clock: &'static str,
+}
+
+impl<'a> From<&'a DesOutcome> for Series<'a> {
+    fn from(o: &'a DesOutcome) -> Self {
+        Self {
+            searches: &o.searches,
+            lookups: Some(&o.lookups),
+            propagation_ms: &o.propagation_ms,
+            revocation_ms: &o.revocation_ms,
+            clock: "virtual time (s)",
+        }
+    }
+}
+
+impl<'a> From<&'a SwarmOutcome> for Series<'a> {
+    fn from(o: &'a SwarmOutcome) -> Self {
+        Self {
+            searches: &o.searches,
+            lookups: None,
+            propagation_ms: &o.propagation_ms,
+            revocation_ms: &o.revocation_ms,
+            clock: "wall-clock time since the run started (s)",
+        }
+    }
+}
 
 /// Three percentiles of a series.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -327,11 +367,17 @@ impl Summary {
     /// The summary of a swarm run.
     pub fn from_swarm(sc: &Scenario, seed: u64, o: &SwarmOutcome) -> Self {
         let common = Common {
-            samples: o.searches.iter().map(|s| (s, None)).collect(),
+            samples: o
+                .searches
+                .iter()
+                .map(|r| (&r.sample, Some(r.kind)))
+                .collect(),
             propagation: &o.propagation_ms,
             revocation: &o.revocation_ms,
         };
         let mut s = base("swarm", sc, seed, common, o.stale_results, o.wall_s);
+        s.propagation_coverage = coverage(o.propagation_ms.len(), o.propagation_unreached);
+        s.revocation_coverage = coverage(o.revocation_ms.len(), o.revocation_unreached);
         s.bootstrap_s = Some(o.bootstrap_s);
         s.populate_s = Some(o.populate_s);
         s.rss_per_node_mb = Some(o.rss_per_node_mb);
@@ -465,17 +511,19 @@ fn references(s: &Summary) -> Vec<Reference> {
     ]
 }
 
-/// Writes the CSV series of a DES run into `dir`.
+/// Writes the CSV series of a run into `dir`: `searches.csv`,
+/// `convergence.csv` and, when the engine ran plain lookups,
+/// `lookups.csv`.
 ///
 /// # Errors
 /// An I/O error writing a file.
-pub fn write_csv(dir: &Path, o: &DesOutcome) -> std::io::Result<()> {
+pub fn write_csv(dir: &Path, o: &Series<'_>) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("searches.csv"))?);
     writeln!(
         f,
         "at_s,kind,found,expected,recall,latency_ms,lookup_requests,lookup_hops,messages,bytes,stale,asked,answered,asked_providers"
     )?;
-    for r in &o.searches {
+    for r in o.searches {
         let s = &r.sample;
         writeln!(
             f,
@@ -496,24 +544,28 @@ pub fn write_csv(dir: &Path, o: &DesOutcome) -> std::io::Result<()> {
             r.asked_providers
         )?;
     }
-    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("lookups.csv"))?);
-    writeln!(f, "requests,hops,closest_ms,finished_ms")?;
-    for l in &o.lookups {
-        writeln!(
-            f,
-            "{},{},{},{:.3}",
-            l.requests,
-            l.hops.map_or(String::new(), |h| h.to_string()),
-            l.closest_ms.map_or(String::new(), |m| format!("{m:.3}")),
-            l.latency_ms
-        )?;
+    f.flush()?;
+    if let Some(lookups) = o.lookups {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("lookups.csv"))?);
+        writeln!(f, "requests,hops,closest_ms,finished_ms")?;
+        for l in lookups {
+            writeln!(
+                f,
+                "{},{},{},{:.3}",
+                l.requests,
+                l.hops.map_or(String::new(), |h| h.to_string()),
+                l.closest_ms.map_or(String::new(), |m| format!("{m:.3}")),
+                l.latency_ms
+            )?;
+        }
+        f.flush()?;
     }
     // Convergence as quantiles (every 0.5 %, then 99.9 % and the last):
     // a 100,000-node run has a value per (probe, node).
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("convergence.csv"))?);
     writeln!(f, "kind,share,ms")?;
-    for (kind, values) in [("publish", &o.propagation_ms), ("revoke", &o.revocation_ms)] {
-        let mut v = values.clone();
+    for (kind, values) in [("publish", o.propagation_ms), ("revoke", o.revocation_ms)] {
+        let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         if v.is_empty() {
             continue;
@@ -525,7 +577,7 @@ pub fn write_csv(dir: &Path, o: &DesOutcome) -> std::io::Result<()> {
             writeln!(f, "{kind},{:.4},{:.3}", p / 100.0, percentile(&v, p))?;
         }
     }
-    Ok(())
+    f.flush()
 }
 
 /// Two summaries (e.g. the DES and the swarm run of one calibration

@@ -95,6 +95,9 @@ pub struct Scenario {
     /// Overrides of the node's constants (default: the node's own).
     #[serde(default)]
     pub node: NodeOverrides,
+    /// Settings of the real-swarm engine's nodes (refused for the DES).
+    #[serde(default)]
+    pub swarm: SwarmOverrides,
 }
 
 fn one() -> u64 {
@@ -347,6 +350,23 @@ pub struct NodeOverrides {
     pub search_timeout_ms: Option<u64>,
 }
 
+/// Node settings only the real-swarm engine has a meaning for: the DES
+/// does not model connections (a peer is "connected" when it is in the
+/// asker's routing table).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmOverrides {
+    /// Established connections per node (`MeshLimits::max_connections`,
+    /// default 256). A node at its limit refuses further connections,
+    /// Kademlia's dials among them.
+    pub max_connections: Option<u32>,
+}
+
+/// Fewest connections a swarm scenario may allow a node: the bootstrap
+/// waits for [`READY_ROUTING_PEERS`](crate::swarm::READY_ROUTING_PEERS)
+/// routing-table peers, and a search asks up to `search_fanout` peers.
+pub const MIN_SWARM_CONNECTIONS: u32 = 16;
+
 /// The node constants a run uses: the node's defaults unless overridden.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct NodeParams {
@@ -385,6 +405,9 @@ pub struct NodeParams {
     pub heartbeat_ms: u64,
     /// What nodes keep of gossip.
     pub replication: Replication,
+    /// Established connections per node (`MeshLimits::max_connections`),
+    /// swarm engine only: the DES does not model connections.
+    pub max_connections: Option<u32>,
 }
 
 /// A refused scenario: which file, which key, why.
@@ -638,6 +661,17 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(c) = self.swarm.max_connections {
+            if self.engine == Engine::Des {
+                return Err((
+                    "swarm.max_connections",
+                    "the DES does not model connections or their limit: remove it, or use \
+                     engine = \"swarm\""
+                        .into(),
+                ));
+            }
+            range("swarm.max_connections", c, MIN_SWARM_CONNECTIONS, 4096)?;
+        }
         if self.engine == Engine::Swarm && self.nodes > 2000 {
             return Err((
                 "nodes",
@@ -682,6 +716,8 @@ impl Scenario {
             gossip_d_lazy: gossip.gossip_lazy(),
             heartbeat_ms: 1000,
             replication: self.replication.unwrap_or(p2p.replication),
+            max_connections: (self.engine == Engine::Swarm)
+                .then(|| self.swarm.max_connections.unwrap_or(limits.max_connections)),
         }
     }
 }

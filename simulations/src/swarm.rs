@@ -22,8 +22,12 @@
 //!
 //! Storage: each node's sled directory lives under one temporary
 //! directory, in `/dev/shm` (memory-backed) when it exists, else the
-//! system's temporary directory; removed when the run ends. Each store's
-//! sled page cache is bounded at [`STORE_CACHE_BYTES`].
+//! system's temporary directory, named with the process id
+//! ([`TEMP_PREFIX`]); removed when the run ends, also when a SIGINT or
+//! SIGTERM stops it ([`Interrupted`]). A run first removes the
+//! directories of runs whose process is gone ([`remove_stale_dirs`]:
+//! one killed with SIGKILL, or a crash). Each store's sled page cache is
+//! bounded at [`STORE_CACHE_BYTES`].
 //!
 //! One setting of the node's parts differs from `agentmesh node`'s, for
 //! memory, not for what a search or a gossip message does: each store
@@ -39,7 +43,9 @@
 //! holds a stream open on every connection to a peer subscribed to the
 //! records topic, so no connection is ever idle, and every peer a
 //! node's bootstrap and lookups touched stays connected up to the
-//! node's limit (`MeshLimits::max_connections`, 256). At 200 nodes every
+//! node's limit (`MeshLimits::max_connections`, 256, or the run's
+//! [`SwarmParams::max_connections`]: a node at it refuses further
+//! connections, Kademlia's dials among them). At 200 nodes every
 //! node was connected to all 199 others, ~90 KiB per connection end
 //! (noise, yamux and the protocol handlers' buffers), 18 MiB per node
 //! before any agent; and flood publishing reaches every node in one hop
@@ -87,7 +93,9 @@ use agentmesh::config::{Config, P2pConfig};
 use agentmesh::federation::handler::{NodeHandler, SharedHandler};
 use agentmesh::federation::Judge;
 use agentmesh::issuer::{outbox, Issuer, Outbox};
-use agentmesh::mesh::{Mesh, MeshClient, MeshConfig, MeshTransport, Multiaddr, StatsSnapshot};
+use agentmesh::mesh::{
+    Mesh, MeshClient, MeshConfig, MeshStatus, MeshTransport, Multiaddr, StatsSnapshot,
+};
 use agentmesh::record::RecordBody;
 use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
@@ -99,6 +107,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use tokio_util::sync::CancellationToken;
+
+use crate::population::SearchKind;
 
 /// One agent of the simulated population.
 #[derive(Debug, Clone)]
@@ -137,6 +147,9 @@ pub struct SwarmParams {
     pub limit: usize,
     /// Deadline of one search.
     pub search_timeout: std::time::Duration,
+    /// Established connections per node (`MeshLimits::max_connections`);
+    /// `None`: the node's default.
+    pub max_connections: Option<u32>,
     /// Seeds the node keys and the sampling of the stale-result searches.
     pub seed: u64,
 }
@@ -161,11 +174,33 @@ pub struct SearchSample {
     pub bytes: u64,
 }
 
+/// One search as an engine saw it (both engines' CSV rows and plots).
+#[derive(Debug, Clone)]
+pub struct SearchRecord {
+    /// When it started, s: virtual time (DES), or wall-clock time since
+    /// the run started (swarm).
+    pub at_s: f64,
+    /// Why it ran.
+    pub kind: SearchKind,
+    /// What it measured.
+    pub sample: SearchSample,
+    /// Revoked agents among its results.
+    pub stale: usize,
+    /// Peers asked.
+    pub asked: u32,
+    /// Peers that answered in time.
+    pub answered: u32,
+    /// It asked providers (else connected peers).
+    pub asked_providers: bool,
+}
+
 /// What the real-swarm engine measured.
 #[derive(Debug, Clone, Default)]
 pub struct SwarmOutcome {
-    /// One sample per search, in order.
-    pub searches: Vec<SearchSample>,
+    /// One record per search of the scenario, in order (all of the base
+    /// workload: the stale-result searches during revocations are
+    /// counted in `stale_results` only).
+    pub searches: Vec<SearchRecord>,
     /// One value per (probe, live node): ms from publish until that node held the record.
     pub propagation_ms: Vec<f64>,
     /// One value per (revoked agent, live node): ms from tombstone until that node stopped
@@ -173,6 +208,11 @@ pub struct SwarmOutcome {
     pub revocation_ms: Vec<f64>,
     /// Results still returning a revoked agent while revocation propagated.
     pub stale_results: usize,
+    /// (probe, node) pairs the record had not reached by the deadline.
+    pub propagation_unreached: usize,
+    /// (revoked agent, node) pairs the tombstone had not reached by the
+    /// deadline.
+    pub revocation_unreached: usize,
     /// Starting the nodes and waiting until every one has its routing
     /// table and gossip mesh peers, in seconds.
     pub bootstrap_s: f64,
@@ -206,6 +246,8 @@ const REGISTERING_AT_ONCE: usize = 8;
 const STALE_SEARCHERS: usize = 8;
 /// How often a watch looks at the nodes' stores.
 pub const WATCH_EVERY: Duration = Duration::from_millis(2);
+/// Nodes asked for their status at once.
+const STATUS_AT_ONCE: usize = 64;
 /// How often the bootstrap and convergence waits look.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -214,7 +256,8 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 ///
 /// # Errors
 /// Parameters out of range (which one and why), a node that cannot start,
-/// or the swarm not bootstrapping by its deadline.
+/// the swarm not bootstrapping by its deadline, or [`Interrupted`] (a
+/// SIGINT or SIGTERM while it ran; the stores are removed all the same).
 pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Result<SwarmOutcome> {
     check(params)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -222,8 +265,15 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
         .thread_name("swarm")
         .build()
         .context("starting the swarm's runtime")?;
-    let dir = temp_root()?;
-    let outcome = runtime.block_on(run_async(params, dir.path(), progress));
+    let dir = temp_root(progress)?;
+    // A signal drops the run (and so cancels every node) instead of
+    // killing the process with the stores still in memory.
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run_async(params, dir.path(), progress) => outcome,
+            signal = interrupted() => Err(anyhow::Error::new(signal)),
+        }
+    });
     // Blocking-pool threads parked in sled or tantivy are not waited for.
     runtime.shutdown_timeout(Duration::from_secs(5));
     // Only now that the nodes' tasks are gone can their directories go.
@@ -240,6 +290,9 @@ fn check(p: &SwarmParams) -> Result<()> {
     }
     if p.search_timeout.is_zero() || p.search_timeout > Duration::from_secs(60) {
         bail!("search_timeout: must be above zero and at most 60 s (the node's bound)");
+    }
+    if p.max_connections == Some(0) {
+        bail!("max_connections: 0 would leave every node alone");
     }
     if p.revoke_probes > p.agents.len() {
         bail!(
@@ -298,19 +351,125 @@ impl Drop for Swarm {
     }
 }
 
-/// The temporary directory the node stores live under (see the module
-/// documentation).
-fn temp_root() -> Result<tempfile::TempDir> {
+/// How a run's temporary directory is named: this prefix, the process
+/// id, `-`, and tempfile's random suffix (`agentmesh-swarm-4242-Xa9cQ1`).
+pub const TEMP_PREFIX: &str = "agentmesh-swarm-";
+
+/// Where the node stores go: `/dev/shm` (memory-backed) when it exists,
+/// else the system's temporary directory.
+pub fn temp_base() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
-    let base = if shm.is_dir() {
+    if shm.is_dir() {
         shm
     } else {
         std::env::temp_dir()
-    };
+    }
+}
+
+/// The temporary directory the node stores live under (see the module
+/// documentation), after removing those of dead runs.
+fn temp_root(progress: &mut dyn FnMut(&str)) -> Result<tempfile::TempDir> {
+    let base = temp_base();
+    for dir in remove_stale_dirs(&base) {
+        progress(&format!(
+            "removed {}, left by a run that is gone",
+            dir.display()
+        ));
+    }
     tempfile::Builder::new()
-        .prefix("agentmesh-swarm-")
+        .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
         .tempdir_in(&base)
         .with_context(|| format!("a temporary directory under {}", base.display()))
+}
+
+/// Removes the run directories under `base` whose process is gone: named
+/// [`TEMP_PREFIX`]`<pid>-…` with no `/proc/<pid>`. Only where `/proc`
+/// exists (Linux), and never a directory named otherwise (one of a run
+/// before the pid was in the name) or of a live process, whatever it runs
+/// now. A run in another pid namespace sharing `base` would look dead:
+/// this assumes one machine's runs. Answers the directories removed.
+pub fn remove_stale_dirs(base: &std::path::Path) -> Vec<PathBuf> {
+    let proc_ = std::path::Path::new("/proc");
+    if !proc_.join("self").exists() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        if pid == std::process::id() || proc_.join(pid.to_string()).exists() || !path.is_dir() {
+            continue;
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// A run stopped by SIGINT (Ctrl-C) or SIGTERM: its node stores were
+/// removed; the CLI exits with [`Interrupted::exit_code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The signal's number (2 or 15).
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// 128 + the signal's number, as a shell reports a process it killed
+    /// (130 for Ctrl-C, 143 for SIGTERM).
+    pub fn exit_code(self) -> i32 {
+        128 + self.signal
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted by signal {}; the node stores are removed",
+            self.signal
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Resolves at the first SIGINT or SIGTERM, with its number; never if
+/// neither can be listened for.
+async fn interrupted() -> Interrupted {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => tokio::select! {
+                _ = int.recv() => Interrupted { signal: 2 },
+                _ = term.recv() => Interrupted { signal: 15 },
+            },
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => Interrupted { signal: 2 },
+            Err(_) => std::future::pending().await,
+        }
+    }
 }
 
 /// The node key of node `i`, derived from the run's seed.
@@ -322,8 +481,9 @@ fn node_key(seed: u64, i: usize) -> SigningKey {
 }
 
 /// The mesh configuration of a simulated node: the node's own defaults
-/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory.
-fn mesh_config(bootstrap: Vec<Multiaddr>) -> Result<MeshConfig> {
+/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory, with
+/// the run's connection limit if it sets one.
+fn mesh_config(bootstrap: Vec<Multiaddr>, max_connections: Option<u32>) -> Result<MeshConfig> {
     let p2p = P2pConfig {
         listen: vec!["/memory/0".into()],
         allow_private_addresses: true,
@@ -332,6 +492,9 @@ fn mesh_config(bootstrap: Vec<Multiaddr>) -> Result<MeshConfig> {
     let mut config = MeshConfig::from_p2p(&p2p)?;
     config.transport = MeshTransport::Memory;
     config.bootstrap = bootstrap;
+    if let Some(n) = max_connections {
+        config.limits.max_connections = n;
+    }
     Ok(config)
 }
 
@@ -367,7 +530,7 @@ async fn start_node(
     );
     let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
     let (mesh, _task) = Mesh::spawn(
-        mesh_config(bootstrap)?,
+        mesh_config(bootstrap, params.max_connections)?,
         agentmesh::identity::libp2p_keypair(&key),
         Arc::new(SharedHandler(Arc::new(handler))),
         cancel.clone(),
@@ -473,9 +636,29 @@ async fn start(
     Ok(swarm)
 }
 
+/// Each listed node's mesh status, asked of [`STATUS_AT_ONCE`] nodes at
+/// a time: one node's event loop, busy on a loaded machine, does not hold
+/// up the others' answers.
+async fn statuses(nodes: &[SimNode], which: &[usize]) -> Result<Vec<(usize, MeshStatus)>> {
+    let mut out = Vec::with_capacity(which.len());
+    for chunk in which.chunks(STATUS_AT_ONCE) {
+        let mut set = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let mesh = nodes[i].mesh.clone();
+            set.spawn(async move { (i, mesh.status().await) });
+        }
+        while let Some(r) = set.join_next().await {
+            let (i, status) = r.context("a status task")?;
+            out.push((i, status.with_context(|| format!("node {i}: its status"))?));
+        }
+    }
+    Ok(out)
+}
+
 /// Waits until every node has [`READY_ROUTING_PEERS`] routing-table peers
 /// and [`READY_GOSSIP_PEERS`] gossip mesh peers (fewer in a small swarm:
-/// all the others), within `deadline`.
+/// all the others), within `deadline`. A node found ready is not asked
+/// again (without churn its tables only grow).
 async fn ready(
     nodes: &[SimNode],
     deadline: Duration,
@@ -486,21 +669,34 @@ async fn ready(
         READY_ROUTING_PEERS.min(others),
         READY_GOSSIP_PEERS.min(others),
     );
-    let until = Instant::now() + deadline;
+    let started = Instant::now();
+    let until = started + deadline;
+    let mut waiting: Vec<usize> = (0..nodes.len()).collect();
     let mut last = usize::MAX;
     loop {
-        let mut ok = 0;
-        for n in nodes {
-            let s = n.mesh.status().await?;
-            if s.routing_table_peers >= routing && s.gossip_mesh_peers >= gossip {
-                ok += 1;
-            }
-        }
-        if ok == nodes.len() {
+        let pass = Instant::now();
+        let answers = statuses(nodes, &waiting).await?;
+        let not_yet: HashSet<usize> = answers
+            .iter()
+            .filter(|(_, s)| s.routing_table_peers < routing || s.gossip_mesh_peers < gossip)
+            .map(|(i, _)| *i)
+            .collect();
+        waiting.retain(|i| not_yet.contains(i));
+        if waiting.is_empty() {
+            progress(&format!(
+                "bootstrap: every node ready after {:.1} s of waiting",
+                started.elapsed().as_secs_f64()
+            ));
             return Ok(());
         }
+        let ok = nodes.len() - waiting.len();
         if ok != last {
-            progress(&format!("bootstrap: {ok}/{} nodes ready", nodes.len()));
+            progress(&format!(
+                "bootstrap: {ok}/{} nodes ready (this pass asked {} nodes in {:.2} s)",
+                nodes.len(),
+                answers.len(),
+                pass.elapsed().as_secs_f64()
+            ));
             last = ok;
         }
         if Instant::now() >= until {
@@ -623,12 +819,36 @@ fn gossip_line(swarm: &Swarm) -> String {
     )
 }
 
+/// A line of the search requests over all nodes: sent, failed and timed
+/// out at the askers, served and refused (by reason) at the peers asked,
+/// and the dials that failed: what explains a search whose peers did not
+/// answer.
+fn serving_line(swarm: &Swarm) -> String {
+    let (mut sent, mut failed, mut timed_out, mut served, mut dial_failures) = (0, 0, 0, 0, 0);
+    let mut refused: std::collections::BTreeMap<String, u64> = Default::default();
+    for n in &swarm.nodes {
+        let s = n.mesh.stats();
+        sent += s.requests_sent;
+        failed += s.requests_failed;
+        timed_out += s.requests_timed_out;
+        served += s.searches_served;
+        dial_failures += s.dial_failures;
+        for (k, v) in s.searches_refused {
+            *refused.entry(k).or_default() += v;
+        }
+    }
+    format!(
+        "search requests over all nodes: {sent} sent, {failed} failed, {timed_out} timed out; \
+         {served} served, refused {refused:?}; {dial_failures} dials failed"
+    )
+}
+
 /// A line of the swarm's mean connections, routing-table peers, gossip
 /// mesh peers and DHT records per node: what a node's memory goes with.
 async fn peers_line(swarm: &Swarm) -> Result<String> {
     let (mut connected, mut routing, mut mesh, mut dht, mut max_connected) = (0, 0, 0, 0, 0);
-    for n in &swarm.nodes {
-        let s = n.mesh.status().await?;
+    let all: Vec<usize> = (0..swarm.nodes.len()).collect();
+    for (_, s) in statuses(&swarm.nodes, &all).await? {
         connected += s.connected_peers;
         max_connected = max_connected.max(s.connected_peers);
         routing += s.routing_table_peers;
@@ -707,14 +927,15 @@ fn provider_requests(s: &StatsSnapshot) -> u64 {
 }
 
 /// Runs one search from its node; `truth` holds the live agents of its
-/// capability.
+/// capability; `at_s` is when it starts (s since the run started).
 async fn search_once(
     node: &SimNode,
     capability: &str,
     limit: usize,
     shards: u32,
     truth: &HashSet<String>,
-) -> Result<SearchSample> {
+    at_s: f64,
+) -> Result<SearchRecord> {
     let query = SearchQuery {
         filter: Filter {
             capabilities: normalised(&[capability.to_owned()]),
@@ -754,7 +975,7 @@ async fn search_once(
     let (asked, answered) = report.as_ref().map_or((0, 0), |r| (r.asked, r.answered));
     let bytes = (after.transport.inbound + after.transport.outbound)
         .saturating_sub(before.transport.inbound + before.transport.outbound);
-    Ok(SearchSample {
+    let sample = SearchSample {
         found: found.len(),
         expected: truth.len().min(limit),
         latency_ms: latency.as_secs_f64() * 1000.0,
@@ -762,6 +983,15 @@ async fn search_once(
         lookup_hops: None,
         messages: u32::try_from(lookup_requests + (asked + answered) as u64).unwrap_or(u32::MAX),
         bytes,
+    };
+    Ok(SearchRecord {
+        at_s,
+        kind: SearchKind::Normal,
+        sample,
+        stale: 0,
+        asked: u32::try_from(asked).unwrap_or(u32::MAX),
+        answered: u32::try_from(answered).unwrap_or(u32::MAX),
+        asked_providers: report.as_ref().is_some_and(|r| r.whom == Asked::Providers),
     })
 }
 
@@ -811,13 +1041,17 @@ fn probe_deadline(nodes: usize) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(20) * nodes as u32
 }
 
+/// Adds the nodes' arrival times to `out` and the nodes not reached to
+/// `unreached`.
 fn push_arrivals(
     out: &mut Vec<f64>,
+    unreached: &mut usize,
     arrivals: &[Option<Duration>],
     what: &str,
     progress: &mut dyn FnMut(&str),
 ) {
     let missing = arrivals.iter().filter(|a| a.is_none()).count();
+    *unreached += missing;
     out.extend(arrivals.iter().flatten().map(|d| d.as_secs_f64() * 1000.0));
     if missing > 0 {
         progress(&format!(
@@ -861,7 +1095,7 @@ async fn run_async(
             truth.entry(c).or_default().insert(agent_id(i));
         }
     }
-    let shards = mesh_config(Vec::new())?.shards;
+    let shards = mesh_config(Vec::new(), None)?.shards;
     let empty = HashSet::new();
     let searches_started = Instant::now();
     for (k, s) in params.searches.iter().enumerate() {
@@ -869,16 +1103,25 @@ async fn run_async(
             .pop()
             .unwrap_or_default();
         let t = truth.get(&cap).unwrap_or(&empty);
-        let sample = search_once(&swarm.nodes[s.from], &s.capability, params.limit, shards, t)
-            .await
-            .with_context(|| format!("search {k} from node {}", s.from))?;
-        out.searches.push(sample);
+        let at_s = started.elapsed().as_secs_f64();
+        let record = search_once(
+            &swarm.nodes[s.from],
+            &s.capability,
+            params.limit,
+            shards,
+            t,
+            at_s,
+        )
+        .await
+        .with_context(|| format!("search {k} from node {}", s.from))?;
+        out.searches.push(record);
         if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
             progress(&format!(
-                "searched {}/{} ({:.1} s)",
+                "searched {}/{} ({:.1} s); {}",
                 k + 1,
                 params.searches.len(),
-                searches_started.elapsed().as_secs_f64()
+                searches_started.elapsed().as_secs_f64(),
+                serving_line(&swarm)
             ));
         }
     }
@@ -895,7 +1138,13 @@ async fn run_async(
             .await
             .with_context(|| format!("publishing probe {id}"))?;
         let arrivals = watch(stores.clone(), id.clone(), t0, deadline, is_descriptor).await?;
-        push_arrivals(&mut out.propagation_ms, &arrivals, &id, progress);
+        push_arrivals(
+            &mut out.propagation_ms,
+            &mut out.propagation_unreached,
+            &arrivals,
+            &id,
+            progress,
+        );
     }
     if !params.publish_probes.is_empty() {
         progress(&format!("published {} probes", params.publish_probes.len()));
@@ -937,10 +1186,11 @@ async fn run_async(
                         break 'rounds;
                     }
                     let t = HashSet::from([id.clone()]);
-                    if let Ok(s) =
-                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t).await
-                    {
-                        stale += s.found;
+                    let at_s = started.elapsed().as_secs_f64();
+                    let searched =
+                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t, at_s);
+                    if let Ok(r) = searched.await {
+                        stale += r.sample.found;
                     }
                 }
                 if searchers.is_empty() {
@@ -951,7 +1201,13 @@ async fn run_async(
         };
         let (arrivals, stale) = tokio::join!(watching, stale);
         out.stale_results += stale;
-        push_arrivals(&mut out.revocation_ms, &arrivals?, &id, progress);
+        push_arrivals(
+            &mut out.revocation_ms,
+            &mut out.revocation_unreached,
+            &arrivals?,
+            &id,
+            progress,
+        );
     }
     if params.revoke_probes > 0 {
         progress(&format!(
@@ -986,6 +1242,35 @@ mod tests {
     }
 
     #[test]
+    fn only_the_directories_of_dead_runs_are_removed() {
+        let base = tempfile::tempdir().unwrap();
+        // A process that has exited: its pid is free (until reused, and
+        // then the directory is kept, which errs on the safe side).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let live = std::process::id();
+        let make = |name: &str| {
+            let p = base.path().join(name);
+            std::fs::create_dir_all(p.join("node-00000")).unwrap();
+            std::fs::write(p.join("node-00000/db"), b"x").unwrap();
+            p
+        };
+        let stale = make(&format!("{TEMP_PREFIX}{dead}-abc123"));
+        let ours = make(&format!("{TEMP_PREFIX}{live}-def456"));
+        let unnamed = make(&format!("{TEMP_PREFIX}Xa9cQ1"));
+        let other = make(&format!("other-{dead}-abc"));
+        if !std::path::Path::new("/proc/self").exists() {
+            // No way to tell a dead run from a live one: nothing goes.
+            assert!(remove_stale_dirs(base.path()).is_empty());
+            return;
+        }
+        assert_eq!(remove_stale_dirs(base.path()), vec![stale.clone()]);
+        assert!(!stale.exists());
+        assert!(ours.exists() && unnamed.exists() && other.exists());
+    }
+
+    #[test]
     fn node_keys_follow_the_seed() {
         assert_eq!(node_key(7, 3).to_bytes(), node_key(7, 3).to_bytes());
         assert_ne!(node_key(7, 3).to_bytes(), node_key(7, 4).to_bytes());
@@ -1008,6 +1293,7 @@ mod tests {
             revoke_probes: 1,
             limit: 10,
             search_timeout: Duration::from_secs(2),
+            max_connections: None,
             seed: 1,
         };
         check(&ok).unwrap();
@@ -1022,6 +1308,7 @@ mod tests {
         bad(|p| p.searches[0].from = 5, "searches[0].from");
         bad(|p| p.revoke_probes = 2, "revoke_probes");
         bad(|p| p.limit = 0, "limit");
+        bad(|p| p.max_connections = Some(0), "max_connections");
         bad(
             |p| p.agents[0].capabilities.clear(),
             "agents[0].capabilities",

@@ -165,3 +165,32 @@ fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
     // The discrete-event engine takes them.
     Scenario::parse(&format!("{GOOD}\nloss = 0.01\n"), Path::new("good.toml")).unwrap();
 }
+
+#[test]
+fn a_connection_limit_is_a_swarm_setting_within_its_range() {
+    let swarm = GOOD.replace("engine = \"des\"", "engine = \"swarm\"");
+    let sc = Scenario::parse(
+        &format!("{swarm}\n[swarm]\nmax_connections = 64\n"),
+        Path::new("good.toml"),
+    )
+    .expect("a swarm scenario with a connection limit loads");
+    assert_eq!(sc.swarm.max_connections, Some(64));
+    assert_eq!(sc.node().max_connections, Some(64));
+    // Without the key the node's own limit applies (and is reported).
+    let plain = Scenario::parse(&swarm, Path::new("good.toml")).unwrap();
+    assert_eq!(
+        plain.node().max_connections,
+        Some(agentmesh::mesh::MeshLimits::default().max_connections)
+    );
+    for n in [0, 8, 100_000] {
+        let (key, reason) = refused(&format!("{swarm}\n[swarm]\nmax_connections = {n}\n"));
+        assert_eq!(key, "swarm.max_connections", "{n}: {reason}");
+    }
+    // The DES does not model connections: the key is refused there, and
+    // its summaries name no limit.
+    let (key, reason) = refused(&format!("{GOOD}\n[swarm]\nmax_connections = 64\n"));
+    assert_eq!(key, "swarm.max_connections");
+    assert!(reason.contains("engine = \"swarm\""), "{reason}");
+    let des = Scenario::parse(GOOD, Path::new("good.toml")).unwrap();
+    assert_eq!(des.node().max_connections, None);
+}

@@ -50,6 +50,7 @@ fn params(
         revoke_probes: 2,
         limit: 50,
         search_timeout: Duration::from_secs(2),
+        max_connections: None,
         seed,
     }
 }
@@ -74,7 +75,8 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
     let out = run(&p);
 
     assert_eq!(out.searches.len(), p.searches.len());
-    for (s, sample) in p.searches.iter().zip(&out.searches) {
+    for (s, record) in p.searches.iter().zip(&out.searches) {
+        let sample = &record.sample;
         assert_eq!(
             sample.found, sample.expected,
             "a search for {} from node {} found {} of {}",
@@ -87,7 +89,7 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
         assert!(sample.bytes > 0, "{sample:?}");
     }
     assert!(
-        out.searches.iter().any(|s| s.expected > 0),
+        out.searches.iter().any(|r| r.sample.expected > 0),
         "the searches must ask for capabilities someone has"
     );
 
@@ -108,7 +110,7 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
         percentile(
             &out.searches
                 .iter()
-                .map(|s| s.latency_ms)
+                .map(|r| r.sample.latency_ms)
                 .collect::<Vec<_>>(),
             0.5
         ),
@@ -151,18 +153,18 @@ fn measure() {
         let recall: f64 = out
             .searches
             .iter()
-            .map(|s| {
-                if s.expected == 0 {
+            .map(|r| {
+                if r.sample.expected == 0 {
                     1.0
                 } else {
-                    s.found as f64 / s.expected as f64
+                    r.sample.found as f64 / r.sample.expected as f64
                 }
             })
             .sum::<f64>()
             / out.searches.len() as f64;
-        let lat: Vec<f64> = out.searches.iter().map(|s| s.latency_ms).collect();
+        let lat: Vec<f64> = out.searches.iter().map(|r| r.sample.latency_ms).collect();
         let mean = |f: &dyn Fn(&swarm::SearchSample) -> f64| {
-            out.searches.iter().map(f).sum::<f64>() / out.searches.len() as f64
+            out.searches.iter().map(|r| f(&r.sample)).sum::<f64>() / out.searches.len() as f64
         };
         println!(
             "N = {n}, {} agents: recall {recall:.4}; search latency p50 {:.1} p95 {:.1} p99 {:.1} ms; \
@@ -188,4 +190,89 @@ fn measure() {
             swarm::memory().1 as f64 / (1024.0 * 1024.0),
         );
     }
+}
+
+#[test]
+fn a_swarm_run_writes_the_same_series_and_plots_as_the_model() {
+    let scenario = agentmesh_sim::scenario::Scenario::parse(
+        r#"
+name = "swarm-series"
+engine = "swarm"
+seed = 5
+nodes = 6
+agents = 18
+searches = 8
+
+[capabilities]
+vocabulary = 6
+
+[publish]
+probes = 1
+
+[revoke]
+probes = 1
+"#,
+        std::path::Path::new("swarm-series.toml"),
+    )
+    .expect("a valid scenario");
+    let out = tempfile::tempdir().unwrap();
+    let opts = agentmesh_sim::RunOptions {
+        seed: None,
+        out: Some(out.path().to_owned()),
+        write: true,
+    };
+    let summary = agentmesh_sim::run(&scenario, &opts, &mut |_| {}).expect("the swarm runs");
+    let read = |name: &str| {
+        std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+
+    // One line per search, every field where the model's are.
+    let searches = read("searches.csv");
+    let mut lines = searches.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header[0], "at_s");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), summary.searches);
+    let mut last_at = 0.0;
+    for row in &rows {
+        assert_eq!(row.len(), header.len(), "{row:?}");
+        let at: f64 = row[0].parse().unwrap();
+        assert!(at >= last_at, "searches in the order they ran: {row:?}");
+        last_at = at;
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        let recall: f64 = col("recall").parse().unwrap();
+        assert!((0.0..=1.0).contains(&recall), "{row:?}");
+        col("latency_ms").parse::<f64>().unwrap();
+        col("messages").parse::<u32>().unwrap();
+        assert!(col("asked").parse::<u32>().unwrap() >= col("answered").parse::<u32>().unwrap());
+    }
+
+    // Convergence quantiles of the probe and the tombstone, rising.
+    let convergence = read("convergence.csv");
+    for kind in ["publish", "revoke"] {
+        let ms: Vec<f64> = convergence
+            .lines()
+            .skip(1)
+            .filter(|l| l.starts_with(&format!("{kind},")))
+            .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(!ms.is_empty(), "{kind} quantiles");
+        assert!(ms.windows(2).all(|w| w[0] <= w[1]), "{kind}: {ms:?}");
+    }
+
+    // The plots; no plain lookups ran, so no lookups.csv.
+    for plot in [
+        "recall_over_time.svg",
+        "latency_cdf.svg",
+        "messages_per_search.svg",
+        "convergence.svg",
+    ] {
+        assert!(read(plot).starts_with("<svg"), "{plot} is an SVG");
+    }
+    assert!(!out.path().join("lookups.csv").exists());
+    let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
+    assert_eq!(json["engine"], "swarm");
+    // Every probe and tombstone reached every node of a converged swarm.
+    assert_eq!(summary.propagation_coverage, Some(1.0));
+    assert_eq!(summary.revocation_coverage, Some(1.0));
 }
