@@ -31,9 +31,9 @@ use mcp::{Query, Server};
 
 /// Floors measured over the 3,129 servers and 256 queries (printed by
 /// `cargo test --test relevance_mcp -- --nocapture`; BENCHMARKS.md,
-/// section 7): precision@1 0.688, nDCG@10 0.684, the same in three runs
-/// (the text index settles ties at a page's last place by id, so the
-/// segment layout no longer moves them), 2 queries answered with nothing
+/// section 7): precision@1 0.680, nDCG@10 0.682, the same run after run
+/// (the text index settles ties at a page's last place in a fixed order,
+/// so the segment layout no longer moves them), 2 queries answered with nothing
 /// though relevant servers exist, none of them among the 48 written in
 /// Chinese, Japanese, Korean or Spanish. Before the translations table and
 /// the correction of misspelt words: 0.520 to 0.523, 0.556 to 0.558, 35

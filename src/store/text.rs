@@ -58,7 +58,7 @@ pub use opening::TextIndexOpen;
 const INDEX_DIR: &str = "text-index";
 /// The version of the schema and analysis; an index of another version is
 /// rebuilt at open.
-pub(super) const TEXT_VERSION: u32 = 2;
+pub(super) const TEXT_VERSION: u32 = 3;
 const VERSION_FILE: &str = "agentmesh-text-version";
 const TOKENIZER: &str = "agentmesh";
 /// The writer's indexing memory (tantivy's floor is 15 MB per thread).
@@ -94,8 +94,8 @@ const CORRECTION_BOOST: f32 = 0.8;
 /// Most hits one text search looks at while expired records crowd its
 /// page.
 const MAX_FETCH: usize = 10_000;
-/// Most hits one text search reads to settle a tie at its page's last
-/// place by id (a larger tie is cut where the index's order leaves it).
+/// Most hits one text search looks at to settle a tie at its page's last
+/// place (a larger tie is cut where the index's order leaves it).
 const MAX_TIE_FETCH: usize = 512;
 
 /// The fields of an indexed agent.
@@ -113,6 +113,9 @@ struct Fields {
     tag: Field,
     lang: Field,
     trust: Field,
+    /// Where the agent stands among hits of equal score: a hash of its
+    /// id, the same in every index and segment layout.
+    order: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -131,6 +134,7 @@ fn schema() -> (Schema, Fields) {
         tag: b.add_text_field("tag", STRING),
         lang: b.add_text_field("lang", STRING),
         trust: b.add_u64_field("trust", NumericOptions::default() | INDEXED | FAST),
+        order: b.add_u64_field("order", NumericOptions::default() | FAST),
     };
     (b.build(), fields)
 }
@@ -472,7 +476,8 @@ impl TextIndex {
 
     /// Live agents matching `q.filter`, ranked by `q.text`, best first,
     /// with scores in 0..1 (1 when every query term matches in its best
-    /// field at that field's usual length), ties by id. `None` when the
+    /// field at that field's usual length), ties in a fixed order (a hash of
+    /// the id, whatever the segments). `None` when the
     /// text has no term to rank with (empty, only stop words or symbols).
     pub(super) fn search(
         &self,
@@ -587,24 +592,28 @@ impl TextIndex {
         // Expired records are left out after the fact (they are few: the
         // index drops a record when the store replaces it); ask for more
         // while they crowd the page.
-        // Each segment's expiry column, opened once per search.
-        let expiry = searcher
-            .segment_readers()
-            .iter()
-            .map(|r| r.fast_fields().u64("expires"))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(text_err)?;
+        // Each segment's expiry and order columns, opened once per search.
+        let column = |name: &str| {
+            searcher
+                .segment_readers()
+                .iter()
+                .map(|r| r.fast_fields().u64(name))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(text_err)
+        };
+        let (expiry, order) = (column("expires")?, column("order")?);
         // Hits of equal score come from tantivy in the order of the
         // segments holding them, which merges change: the page's last
-        // score is fetched to its end (up to MAX_TIE_FETCH hits), so which
-        // of a tie make the page, and in what order, is decided by id.
+        // score is fetched to its end (up to MAX_TIE_FETCH hits, read from
+        // the columns alone), so which of a tie make the page, and in what
+        // order, is decided by each agent's `order`.
         let mut fetch = q.limit.saturating_add(8);
         loop {
             let top = searcher
                 .search(&query, &TopDocs::with_limit(fetch).order_by_score())
                 .map_err(text_err)?;
             let complete = top.len() < fetch;
-            let mut out = Vec::with_capacity(q.limit);
+            let mut live = Vec::with_capacity(q.limit);
             // The score of the page's last place, once the page is full.
             let mut last: Option<f32> = None;
             let mut past_last = false;
@@ -613,30 +622,31 @@ impl TextIndex {
                     past_last = true;
                     break;
                 }
-                let expires = expiry[address.segment_ord as usize]
-                    .first(address.doc_id)
-                    .unwrap_or(0);
+                let segment = address.segment_ord as usize;
+                let expires = expiry[segment].first(address.doc_id).unwrap_or(0);
                 if expires <= q.now {
                     continue;
                 }
-                let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
-                if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
-                    out.push((id.to_owned(), score));
-                }
-                if out.len() == q.limit {
+                let place = order[segment].first(address.doc_id).unwrap_or(0);
+                live.push((score, place, address));
+                if live.len() == q.limit {
                     last = Some(score);
                 }
             }
             let tie_too_long = last.is_some() && fetch >= MAX_TIE_FETCH;
             if past_last || complete || tie_too_long || fetch >= MAX_FETCH {
-                out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                out.truncate(q.limit);
+                live.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                live.truncate(q.limit);
                 let ceiling = ceiling.max(f64::MIN_POSITIVE);
-                return Ok(Some(
-                    out.into_iter()
-                        .map(|(id, score)| (id, (f64::from(score) / ceiling).clamp(0.0, 1.0)))
-                        .collect(),
-                ));
+                let mut out = Vec::with_capacity(live.len());
+                for (score, _, address) in live {
+                    let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
+                    if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
+                        let s = (f64::from(score) / ceiling).clamp(0.0, 1.0);
+                        out.push((id.to_owned(), s));
+                    }
+                }
+                return Ok(Some(out));
             }
             fetch = fetch.saturating_mul(4).min(MAX_FETCH);
         }
@@ -705,6 +715,14 @@ fn corrections(searcher: &Searcher, field: Field, word: &str) -> Result<Vec<Stri
         .take(MAX_CORRECTIONS)
         .filter_map(|(k, _)| String::from_utf8(k).ok())
         .collect())
+}
+
+/// An agent's place among hits of equal score: the first 8 bytes of the
+/// SHA-256 of its id.
+fn tie_order(id: &str) -> u64 {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 is 32 bytes"))
 }
 
 /// A trust level as indexed: its rank, lowest 0.
@@ -778,6 +796,7 @@ fn document(f: &Fields, r: &DescriptorRecord) -> TantivyDocument {
     doc.add_text(f.id, &r.agent_id);
     doc.add_u64(f.expires, r.expires_at);
     doc.add_u64(f.trust, trust_rank(r.evidence.level()));
+    doc.add_u64(f.order, tie_order(&r.agent_id));
     doc.add_text(f.all, &d.name);
     doc.add_text(f.all, &d.description);
     for c in &d.capabilities {
