@@ -1185,9 +1185,17 @@ fn outcomes(results: &[Value]) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// `POST /admin/import` with an NDJSON body. The client's usual 10 s
+/// bound covers a whole response, and an import streams its results
+/// while it runs (at background priority, which a loaded machine starves):
+/// the long deadline, which only catches a hang.
 async fn post_import(api: &Api, body: Vec<u8>) -> common::Reply {
-    api.post_raw("/admin/import", Some("application/x-ndjson"), body)
-        .await
+    let request = api
+        .request(reqwest::Method::POST, "/admin/import")
+        .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+        .timeout(common::LONG_DEADLINE)
+        .body(body);
+    api.send("POST /admin/import".into(), request).await
 }
 
 #[tokio::test]
