@@ -94,9 +94,12 @@ const CORRECTION_BOOST: f32 = 0.8;
 /// Most hits one text search looks at while expired records crowd its
 /// page.
 const MAX_FETCH: usize = 10_000;
-/// Most hits one text search looks at to settle a tie at its page's last
-/// place (a larger tie is cut where the index's order leaves it).
-const MAX_TIE_FETCH: usize = 512;
+/// How many times the first fetch one text search looks at to settle a
+/// tie at its page's last place: one fetch more, of this many times the
+/// first (a larger tie is cut where the index's order leaves it). Each
+/// fetch is a search of its own, and a larger one lets block-max WAND skip
+/// less.
+const TIE_FETCH_FACTOR: usize = 4;
 
 /// The fields of an indexed agent.
 #[derive(Clone, Copy)]
@@ -604,10 +607,11 @@ impl TextIndex {
         let (expiry, order) = (column("expires")?, column("order")?);
         // Hits of equal score come from tantivy in the order of the
         // segments holding them, which merges change: the page's last
-        // score is fetched to its end (up to MAX_TIE_FETCH hits, read from
-        // the columns alone), so which of a tie make the page, and in what
+        // score is fetched to its end (up to TIE_FETCH_FACTOR times the
+        // first fetch, read from the columns alone), so which of a tie make the page, and in what
         // order, is decided by each agent's `order`.
-        let mut fetch = q.limit.saturating_add(8);
+        let first_fetch = q.limit.saturating_add(8);
+        let mut fetch = first_fetch;
         loop {
             let top = searcher
                 .search(&query, &TopDocs::with_limit(fetch).order_by_score())
@@ -633,7 +637,8 @@ impl TextIndex {
                     last = Some(score);
                 }
             }
-            let tie_too_long = last.is_some() && fetch >= MAX_TIE_FETCH;
+            let tie_too_long =
+                last.is_some() && fetch >= first_fetch.saturating_mul(TIE_FETCH_FACTOR);
             if past_last || complete || tie_too_long || fetch >= MAX_FETCH {
                 live.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 live.truncate(q.limit);
