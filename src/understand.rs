@@ -305,6 +305,24 @@ impl Phrases {
     }
 }
 
+impl Phrases {
+    /// The words (subject or English words) of the phrases of this table
+    /// found in `words`, exact, longest first, each word used once, into
+    /// `found`.
+    fn scan(&self, words: &[&str], found: &mut BTreeSet<String>) {
+        let mut j = 0;
+        while j < words.len() {
+            match self.longest(words, j, false) {
+                Some((len, Target::Subject(w) | Target::Translation(w))) => {
+                    found.insert(w.clone());
+                    j += len;
+                }
+                _ => j += 1,
+            }
+        }
+    }
+}
+
 fn target_name(t: &Target) -> String {
     match t {
         Target::Capability(c) => format!("capability {c}"),
@@ -868,29 +886,11 @@ impl Lexicon {
         capabilities.extend(hints);
 
         // Subjects: the objects a query names imply its subject ("patient
-        // files": medical), over the content words.
-        let mut j = 0;
-        while j < content.len() {
-            match self.subjects.longest(&content_words, j, false) {
-                Some((len, Target::Subject(w))) => {
-                    subjects.insert(w.clone());
-                    j += len;
-                }
-                _ => j += 1,
-            }
-        }
-        // Translations: words of another language the index's English
-        // records would not match ("correos", "páginas web").
-        let mut j = 0;
-        while j < content.len() {
-            match self.translations.longest(&content_words, j, false) {
-                Some((len, Target::Translation(w))) => {
-                    translations.insert(w.clone());
-                    j += len;
-                }
-                _ => j += 1,
-            }
-        }
+        // files": medical); translations: words of another language the
+        // index's English records would not match ("correos", "páginas
+        // web"). Both over the content words, exact, longest first.
+        self.subjects.scan(&content_words, &mut subjects);
+        self.translations.scan(&content_words, &mut translations);
 
         // Languages: over all words, with the context rule.
         let mut i = 0;
