@@ -28,14 +28,18 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A DHT client: Kademlia in server mode on agentmesh's protocol, inbound
 /// records and provider announcements handed to the test (`FilterBoth`),
-/// and identify unless `identify` is false.
+/// and identify unless `identify` is false. It is returned once its
+/// listener is up: identify sends the listen addresses known when it runs
+/// and does not push later ones, so a client that dialled before its
+/// listener reported would be identified without an address and never
+/// enter the node's routing table (a loaded machine made that race real).
 #[derive(NetworkBehaviour)]
 struct Client {
     kad: kad::Behaviour<MemoryStore>,
     identify: libp2p::swarm::behaviour::toggle::Toggle<identify::Behaviour>,
 }
 
-fn client(identify: bool) -> Swarm<Client> {
+async fn client(identify: bool) -> Swarm<Client> {
     let mut swarm = libp2p::SwarmBuilder::with_new_identity()
         .with_tokio()
         .with_tcp(
@@ -66,6 +70,10 @@ fn client(identify: bool) -> Swarm<Client> {
     swarm
         .listen_on("/ip4/127.0.0.1/tcp/0".parse().unwrap())
         .expect("listening");
+    drive("the client's listen address", &mut swarm, |e| {
+        matches!(e, SwarmEvent::NewListenAddr { .. }).then_some(())
+    })
+    .await;
     swarm
 }
 
@@ -144,7 +152,7 @@ async fn a_plain_dht_client_gets_provider_records_it_can_dial() {
     let (node, _dir) = node().await;
     let node_peer: PeerId = node.peer_id().parse().unwrap();
     let at = node_addr(&node);
-    let mut dht = client(true);
+    let mut dht = client(true).await;
     dht.dial(at.clone()).unwrap();
 
     // The node learns the client from identify and puts it in its routing
@@ -160,7 +168,16 @@ async fn a_plain_dht_client_gets_provider_records_it_can_dial() {
                 if status.routing_table_peers >= 1 {
                     break;
                 }
-                assert!(Instant::now() < until, "the node never added the client to its routing table");
+                if Instant::now() >= until {
+                    // What the node knows of the client says which step
+                    // failed: no identify, no kad protocol, no address.
+                    let peers = node.mesh().peers().await.unwrap();
+                    let seen: Vec<_> = peers
+                        .iter()
+                        .map(|p| (p.agent_version.clone(), p.protocols.clone(), p.addrs.clone()))
+                        .collect();
+                    panic!("the node never added the client to its routing table; its peers: {seen:?}");
+                }
             }
         }
     }
@@ -188,7 +205,7 @@ async fn a_plain_dht_client_gets_provider_records_it_can_dial() {
     assert_eq!(status.external_addresses, vec![without_peer(&at)]);
 
     // A client that knows only the provider record reaches the provider.
-    let mut fresh = client(false);
+    let mut fresh = client(false).await;
     let opts = DialOpts::peer_id(record.provider)
         .addresses(record.addresses.clone())
         .build();
@@ -210,8 +227,8 @@ async fn a_search_never_asks_a_peer_that_does_not_speak_the_search_protocol() {
 
     // Two plain DHT clients, one identified and one that never identifies,
     // connected to the asker; and one agentmesh node.
-    let mut identified = client(true);
-    let mut silent = client(false);
+    let mut identified = client(true).await;
+    let mut silent = client(false).await;
     identified.dial(node_addr(&asker)).unwrap();
     silent.dial(node_addr(&asker)).unwrap();
     let clients = tokio::spawn(async move {
