@@ -708,6 +708,46 @@ fn a_tie_at_the_last_place_is_settled_the_same_whatever_the_segments() {
     assert_eq!(forward.len(), 10);
     assert!(forward.windows(2).all(|w| w[0].1 == w[1].1), "{forward:?}");
     assert_eq!(forward, backward);
+    // The page is the tie's first ten by order, in that order.
+    let mut by_order = ids.clone();
+    by_order.sort_by_key(|id| text::tie_order(id));
+    let page_ids: Vec<&String> = forward.iter().map(|(id, _)| id).collect();
+    assert_eq!(page_ids, by_order.iter().take(10).collect::<Vec<_>>());
+}
+
+#[test]
+fn expired_records_that_outrank_the_live_ones_do_not_shorten_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    // 40 expired records matching better (the word twice, short text)
+    // than 12 live ones, in one segment and in a second.
+    for i in 0..40 {
+        let mut d = descriptor(&format!("agent:old{i:02}.test"), &[], &[], &["en"]);
+        d.name = "Meetings".into();
+        d.description = "meetings".into();
+        put(&store, d, 1, Origin::Remote, Expect::Any).unwrap();
+        if i == 19 {
+            store.blocking().flush().unwrap();
+        }
+    }
+    for i in 0..12 {
+        let id = format!("agent:live{i:02}.test");
+        put_text(
+            &store,
+            &id,
+            1,
+            "Notes",
+            "Takes notes in long meetings and calls",
+            &[],
+        );
+    }
+    store.blocking().flush().unwrap();
+    let page = ranked_ids(&store, "meetings");
+    assert_eq!(page.len(), 10, "{page:?}");
+    assert!(
+        page.iter().all(|id| id.starts_with("agent:live")),
+        "{page:?}"
+    );
 }
 
 #[test]

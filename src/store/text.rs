@@ -32,7 +32,6 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tantivy::collector::TopDocs;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, FuzzyTermQuery, Occur, Query, RangeQuery, TermQuery,
 };
@@ -51,6 +50,7 @@ use crate::record::{DescriptorRecord, RecordBody};
 use crate::verify::TrustLevel;
 
 mod opening;
+mod page;
 pub(super) use opening::Text;
 pub use opening::TextIndexOpen;
 
@@ -91,15 +91,6 @@ const MAX_CORRECTIONS: usize = 3;
 const MAX_CORRECTION_SCAN: usize = 256;
 /// The weight of a corrected word beside a word matched as typed.
 const CORRECTION_BOOST: f32 = 0.8;
-/// Most hits one text search looks at while expired records crowd its
-/// page.
-const MAX_FETCH: usize = 10_000;
-/// How many times the first fetch one text search looks at to settle a
-/// tie at its page's last place: one fetch more, of this many times the
-/// first (a larger tie is cut where the index's order leaves it). Each
-/// fetch is a search of its own, and a larger one lets block-max WAND skip
-/// less.
-const TIE_FETCH_FACTOR: usize = 4;
 
 /// The fields of an indexed agent.
 #[derive(Clone, Copy)]
@@ -592,10 +583,9 @@ impl TextIndex {
             must.push((Occur::Must, union));
             Box::new(BooleanQuery::new(must))
         };
-        // Expired records are left out after the fact (they are few: the
-        // index drops a record when the store replaces it); ask for more
-        // while they crowd the page.
-        // Each segment's expiry and order columns, opened once per search.
+        // Each segment's expiry and order columns, opened once per search:
+        // expired records are left out as the page fills, and a tie at its
+        // last place is settled by `order` (page.rs).
         let column = |name: &str| {
             searcher
                 .segment_readers()
@@ -605,56 +595,18 @@ impl TextIndex {
                 .map_err(text_err)
         };
         let (expiry, order) = (column("expires")?, column("order")?);
-        // Hits of equal score come from tantivy in the order of the
-        // segments holding them, which merges change: the page's last
-        // score is fetched to its end (up to TIE_FETCH_FACTOR times the
-        // first fetch, read from the columns alone), so which of a tie make the page, and in what
-        // order, is decided by each agent's `order`.
-        let first_fetch = q.limit.saturating_add(8);
-        let mut fetch = first_fetch;
-        loop {
-            let top = searcher
-                .search(&query, &TopDocs::with_limit(fetch).order_by_score())
-                .map_err(text_err)?;
-            let complete = top.len() < fetch;
-            let mut live = Vec::with_capacity(q.limit);
-            // The score of the page's last place, once the page is full.
-            let mut last: Option<f32> = None;
-            let mut past_last = false;
-            for (score, address) in top {
-                if last.is_some_and(|l| score < l) {
-                    past_last = true;
-                    break;
-                }
-                let segment = address.segment_ord as usize;
-                let expires = expiry[segment].first(address.doc_id).unwrap_or(0);
-                if expires <= q.now {
-                    continue;
-                }
-                let place = order[segment].first(address.doc_id).unwrap_or(0);
-                live.push((score, place, address));
-                if live.len() == q.limit {
-                    last = Some(score);
-                }
+        let hits = page::top(&searcher, query.as_ref(), q.limit, q.now, &expiry, &order)?;
+        // Only the page's records are read from the doc store.
+        let ceiling = ceiling.max(f64::MIN_POSITIVE);
+        let mut out = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let doc: TantivyDocument = searcher.doc(hit.address).map_err(text_err)?;
+            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
+                let s = (f64::from(hit.score) / ceiling).clamp(0.0, 1.0);
+                out.push((id.to_owned(), s));
             }
-            let tie_too_long =
-                last.is_some() && fetch >= first_fetch.saturating_mul(TIE_FETCH_FACTOR);
-            if past_last || complete || tie_too_long || fetch >= MAX_FETCH {
-                live.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                live.truncate(q.limit);
-                let ceiling = ceiling.max(f64::MIN_POSITIVE);
-                let mut out = Vec::with_capacity(live.len());
-                for (score, _, address) in live {
-                    let doc: TantivyDocument = searcher.doc(address).map_err(text_err)?;
-                    if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
-                        let s = (f64::from(score) / ceiling).clamp(0.0, 1.0);
-                        out.push((id.to_owned(), s));
-                    }
-                }
-                return Ok(Some(out));
-            }
-            fetch = fetch.saturating_mul(4).min(MAX_FETCH);
         }
+        Ok(Some(out))
     }
 
     #[cfg(test)]
@@ -724,7 +676,7 @@ fn corrections(searcher: &Searcher, field: Field, word: &str) -> Result<Vec<Stri
 
 /// An agent's place among hits of equal score: the first 8 bytes of the
 /// SHA-256 of its id.
-fn tie_order(id: &str) -> u64 {
+pub(super) fn tie_order(id: &str) -> u64 {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(id.as_bytes());
     u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 is 32 bytes"))
