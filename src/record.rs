@@ -275,6 +275,52 @@ impl SignedRecord {
         Self::decode_unchecked(bytes)
     }
 
+    /// The document of a descriptor record this node verified before
+    /// writing it (its own store), read without the rest: no signer key
+    /// decompressed, no descriptor decoded, no digest checked (what a
+    /// `GET /agents/{id}` answers). `None` for a tombstone.
+    ///
+    /// # Errors
+    /// [`RecordError::TooLarge`], [`RecordError::Malformed`],
+    /// [`RecordError::TrailingBytes`], [`RecordError::UnknownType`],
+    /// [`RecordError::BadPayload`] (an attestation, or no document).
+    pub fn trusted_document(bytes: &[u8]) -> Result<Option<String>, RecordError> {
+        /// The envelope less its signer and signature (skipped unread).
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(with = "serde_bytes")]
+            payload: Vec<u8>,
+        }
+        /// A descriptor payload less everything but its document.
+        #[derive(Deserialize)]
+        struct DocumentOnly {
+            document: String,
+        }
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(RecordError::TooLarge {
+                size: bytes.len(),
+                max: MAX_RECORD_BYTES,
+            });
+        }
+        let head: Head = from_cbor_exact(bytes)?;
+        match RecordType::parse(&head.kind) {
+            Some(RecordType::Descriptor) => from_cbor_exact::<DocumentOnly>(&head.payload)
+                .map(|d| Some(d.document))
+                .map_err(|e| RecordError::BadPayload {
+                    kind: "descriptor",
+                    reason: e.to_string(),
+                }),
+            Some(RecordType::Tombstone) => Ok(None),
+            Some(RecordType::Attestation) => Err(RecordError::BadPayload {
+                kind: "attestation",
+                reason: "attestations are not agent records".into(),
+            }),
+            None => Err(RecordError::UnknownType { kind: head.kind }),
+        }
+    }
+
     fn decode_unchecked(bytes: &[u8]) -> Result<Self, RecordError> {
         if bytes.len() > MAX_RECORD_BYTES {
             return Err(RecordError::TooLarge {

@@ -367,10 +367,10 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::NotFound`] for unknown or deleted ids.
     pub async fn document(&self, id: &str) -> Result<String, RegistryError> {
-        match self.store.get(id).await?.map(|a| a.body) {
-            Some(RecordBody::Descriptor(body)) => Ok(body.document),
-            _ => Err(RegistryError::NotFound { id: id.to_owned() }),
-        }
+        self.store
+            .document(id)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound { id: id.to_owned() })
     }
 
     /// The summary of a live agent (what searches answer for it).

@@ -678,6 +678,18 @@ impl Store {
         unblock("get", move || sync.get(&id)).await?
     }
 
+    /// The document of the live descriptor held for `id`, as the JSON text
+    /// it was stored as; `None` when none is held or it is a tombstone.
+    /// Reads only the document out of the record (`GET /agents/{id}`).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`],
+    /// [`StoreError::TaskFailed`].
+    pub async fn document(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let (sync, id) = (self.sync.clone(), id.to_owned());
+        unblock("document", move || sync.document(&id)).await?
+    }
+
     /// Keeps the latest crawl report of an agent (JSON, shown by
     /// `GET /crawl/{domain}`) and its reason codes (shown in the agent's
     /// `trust.reasons`).

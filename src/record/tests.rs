@@ -949,3 +949,37 @@ fn golden_vectors_match_the_generator() {
          run `cargo test --lib regenerate_golden_vectors -- --ignored`"
     );
 }
+
+#[test]
+fn a_trusted_document_is_the_descriptors_document_and_a_tombstone_has_none() {
+    let body = sample_body();
+    let rec = SignedRecord::sign_descriptor(&body, &node_key()).unwrap();
+    let bytes = rec.encode();
+    assert_eq!(
+        SignedRecord::trusted_document(&bytes).unwrap().as_deref(),
+        Some(body.document.as_str())
+    );
+    let gone = SignedRecord::sign_tombstone(&sample_tombstone(), &node_key()).unwrap();
+    assert_eq!(
+        SignedRecord::trusted_document(&gone.encode()).unwrap(),
+        None
+    );
+    // Bad bytes are refused, never a document: every truncation, trailing
+    // bytes, an oversized input before it is parsed.
+    for len in 0..bytes.len() {
+        assert!(
+            SignedRecord::trusted_document(&bytes[..len]).is_err(),
+            "prefix of {len} bytes"
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(matches!(
+        SignedRecord::trusted_document(&longer),
+        Err(RecordError::TrailingBytes { extra: 1 })
+    ));
+    assert!(matches!(
+        SignedRecord::trusted_document(&vec![0xff; 1 << 20]),
+        Err(RecordError::TooLarge { .. })
+    ));
+}

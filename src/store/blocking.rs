@@ -119,6 +119,24 @@ impl BlockingStore {
         }
     }
 
+    /// As [`Store::document`], on this thread.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn document(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let Some(bytes) = self.inner.records.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| StoreError::Corrupt {
+            key: id.to_owned(),
+            reason,
+        };
+        let (_, rest) = bytes
+            .split_first()
+            .ok_or_else(|| corrupt("empty value".into()))?;
+        SignedRecord::trusted_document(rest).map_err(|e| corrupt(e.to_string()))
+    }
+
     /// As [`Store::put_report`], on this thread.
     ///
     /// # Errors
