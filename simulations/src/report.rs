@@ -147,8 +147,10 @@ pub struct Summary {
     /// Mean Kademlia requests of a search's provider lookup (all shards),
     /// over searches that ran one.
     pub requests_per_lookup: f64,
-    /// Hops of the provider lookup to its first providers.
-    pub lookup_hops: Percentiles,
+    /// Hops of the provider lookup to its first providers; `None` (JSON
+    /// `null`) when no search recorded them (the swarm engine cannot see
+    /// a libp2p lookup's hops).
+    pub lookup_hops: Option<Percentiles>,
     /// Mean messages per search (lookup requests + search requests + answers).
     pub messages_per_search: f64,
     /// Mean bytes per search.
@@ -288,7 +290,7 @@ fn base(
                 .filter(|(s, _)| s.lookup_requests > 0)
                 .map(|(s, _)| f64::from(s.lookup_requests)),
         ),
-        lookup_hops: Percentiles::of(&hops),
+        lookup_hops: (!hops.is_empty()).then(|| Percentiles::of(&hops)),
         messages_per_search: mean(samples.iter().map(|(s, _)| f64::from(s.messages))),
         bytes_per_search: mean(samples.iter().map(|(s, _)| s.bytes as f64)),
         propagation_ms: Percentiles::of(c.propagation),
@@ -404,7 +406,7 @@ impl Summary {
             "  provider lookup      {:.1} requests (all {} shards), hops to first providers {}\n",
             self.requests_per_lookup,
             self.node.shards,
-            p(&self.lookup_hops)
+            self.lookup_hops.as_ref().map_or("not measured".into(), p)
         );
         t += &format!(
             "  per search           {:.1} messages, {:.0} bytes\n",

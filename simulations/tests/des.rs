@@ -80,6 +80,9 @@ fn lookups_take_the_hops_kademlia_promises() {
     assert!(l.reached_closest >= 0.99, "{}", s.text());
     // log2(300 / 20) ~ 4 bits to resolve: a handful of hops at most.
     assert!(l.hops.p50 >= 1.0 && l.hops.p95 <= 4.0, "{}", s.text());
+    // The searches' own provider lookups record their hops too.
+    let h = s.lookup_hops.expect("the model counts a search's hops");
+    assert!(h.p50 >= 1.0, "{}", s.text());
     // alpha = 3 in flight until the 20 closest answered: at least k requests.
     assert!(
         l.requests_mean >= 20.0 && l.requests_mean <= 80.0,

@@ -272,6 +272,11 @@ probes = 1
     assert!(!out.path().join("lookups.csv").exists());
     let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
     assert_eq!(json["engine"], "swarm");
+    // The swarm cannot see a libp2p lookup's hops: unknown, not zero.
+    assert!(json["lookup_hops"].is_null(), "{}", json["lookup_hops"]);
+    assert!(summary
+        .text()
+        .contains("hops to first providers not measured"));
     // Every probe and tombstone reached every node of a converged swarm.
     assert_eq!(summary.propagation_coverage, Some(1.0));
     assert_eq!(summary.revocation_coverage, Some(1.0));
