@@ -127,14 +127,8 @@ impl BlockingStore {
         let Some(bytes) = self.inner.records.get(id.as_bytes())? else {
             return Ok(None);
         };
-        let corrupt = |reason: String| StoreError::Corrupt {
-            key: id.to_owned(),
-            reason,
-        };
-        let (_, rest) = bytes
-            .split_first()
-            .ok_or_else(|| corrupt("empty value".into()))?;
-        SignedRecord::trusted_document(rest).map_err(|e| corrupt(e.to_string()))
+        SignedRecord::trusted_document(stored_envelope(id, &bytes)?)
+            .map_err(|e| corrupt(id, e.to_string()))
     }
 
     /// As [`Store::put_report`], on this thread.
@@ -720,14 +714,23 @@ fn decode_value(id: &str, bytes: &[u8]) -> Result<RecordBody, StoreError> {
 }
 
 pub(super) fn decode_stored(id: &str, bytes: &[u8]) -> Result<StoredAgent, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let record = SignedRecord::decode_trusted(stored_envelope(id, bytes)?)
+        .map_err(|e| corrupt(id, e.to_string()))?;
+    let body = record.body().map_err(|e| corrupt(id, e.to_string()))?;
+    Ok(StoredAgent { record, body })
+}
+
+/// The signed envelope of a stored record value (past its leading byte).
+fn stored_envelope<'a>(id: &str, bytes: &'a [u8]) -> Result<&'a [u8], StoreError> {
+    bytes
+        .split_first()
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| corrupt(id, "empty value".into()))
+}
+
+fn corrupt(id: &str, reason: String) -> StoreError {
+    StoreError::Corrupt {
         key: id.to_owned(),
         reason,
-    };
-    let (_, rest) = bytes
-        .split_first()
-        .ok_or_else(|| corrupt("empty value".into()))?;
-    let record = SignedRecord::decode_trusted(rest).map_err(|e| corrupt(e.to_string()))?;
-    let body = record.body().map_err(|e| corrupt(e.to_string()))?;
-    Ok(StoredAgent { record, body })
+    }
 }
