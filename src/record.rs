@@ -177,6 +177,26 @@ fn to_cbor<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
+/// [`RecordError::TooLarge`] for an envelope of `size` bytes over
+/// [`MAX_RECORD_BYTES`].
+fn within_limit(size: usize) -> Result<(), RecordError> {
+    if size > MAX_RECORD_BYTES {
+        return Err(RecordError::TooLarge {
+            size,
+            max: MAX_RECORD_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// An attestation where an agent record (descriptor or tombstone) is read.
+fn not_an_agent_record() -> RecordError {
+    RecordError::BadPayload {
+        kind: "attestation",
+        reason: "attestations are not agent records".into(),
+    }
+}
+
 fn from_cbor_exact<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
     let mut rest = bytes;
     let value = ciborium::from_reader(&mut rest).map_err(|e| RecordError::Malformed {
@@ -201,13 +221,7 @@ impl SignedRecord {
             signer: key.verifying_key(),
             signature,
         };
-        let size = record.encode().len();
-        if size > MAX_RECORD_BYTES {
-            return Err(RecordError::TooLarge {
-                size,
-                max: MAX_RECORD_BYTES,
-            });
-        }
+        within_limit(record.encode().len())?;
         Ok(record)
     }
 
@@ -298,12 +312,7 @@ impl SignedRecord {
         struct DocumentOnly {
             document: String,
         }
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(RecordError::TooLarge {
-                size: bytes.len(),
-                max: MAX_RECORD_BYTES,
-            });
-        }
+        within_limit(bytes.len())?;
         let head: Head = from_cbor_exact(bytes)?;
         match RecordType::parse(&head.kind) {
             Some(RecordType::Descriptor) => from_cbor_exact::<DocumentOnly>(&head.payload)
@@ -313,21 +322,13 @@ impl SignedRecord {
                     reason: e.to_string(),
                 }),
             Some(RecordType::Tombstone) => Ok(None),
-            Some(RecordType::Attestation) => Err(RecordError::BadPayload {
-                kind: "attestation",
-                reason: "attestations are not agent records".into(),
-            }),
+            Some(RecordType::Attestation) => Err(not_an_agent_record()),
             None => Err(RecordError::UnknownType { kind: head.kind }),
         }
     }
 
     fn decode_unchecked(bytes: &[u8]) -> Result<Self, RecordError> {
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(RecordError::TooLarge {
-                size: bytes.len(),
-                max: MAX_RECORD_BYTES,
-            });
-        }
+        within_limit(bytes.len())?;
         let env: Envelope = from_cbor_exact(bytes)?;
         let kind =
             RecordType::parse(&env.kind).ok_or(RecordError::UnknownType { kind: env.kind })?;
@@ -426,10 +427,7 @@ impl SignedRecord {
                 .descriptor()
                 .map(|d| RecordBody::Descriptor(Box::new(d))),
             RecordType::Tombstone => self.tombstone().map(RecordBody::Tombstone),
-            RecordType::Attestation => Err(RecordError::BadPayload {
-                kind: "attestation",
-                reason: "attestations are not agent records".into(),
-            }),
+            RecordType::Attestation => Err(not_an_agent_record()),
         }
     }
 }

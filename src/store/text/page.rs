@@ -77,6 +77,14 @@ struct Page {
 }
 
 impl Page {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            heap: BinaryHeap::with_capacity(limit.saturating_add(1)),
+            tie_offers: 0,
+        }
+    }
+
     /// Offers a hit; returns the threshold a hit must exceed to be offered
     /// next.
     fn offer(&mut self, hit: Hit) -> Score {
@@ -123,11 +131,7 @@ pub(super) fn top(
     let weight = query
         .weight(EnableScoring::enabled_from_searcher(searcher))
         .map_err(text_err)?;
-    let mut page = Page {
-        limit,
-        heap: BinaryHeap::with_capacity(limit.saturating_add(1)),
-        tie_offers: 0,
-    };
+    let mut page = Page::new(limit);
     let mut expired = 0usize;
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
         if expired >= MAX_EXPIRED {
@@ -175,17 +179,9 @@ mod tests {
         }
     }
 
-    fn page(limit: usize) -> Page {
-        Page {
-            limit,
-            heap: BinaryHeap::new(),
-            tie_offers: 0,
-        }
-    }
-
     #[test]
     fn a_tie_at_the_last_place_is_settled_by_order_whatever_comes_first() {
-        let mut p = page(2);
+        let mut p = Page::new(2);
         assert_eq!(p.offer(hit(3.0, 9, 0)), Score::MIN, "not full yet");
         // Full: a hit tying the last score is still offered.
         let t = p.offer(hit(1.0, 7, 1));
@@ -200,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_long_tie_stops_being_offered() {
-        let mut p = page(1);
+        let mut p = Page::new(1);
         p.offer(hit(1.0, u64::MAX, 0));
         let mut last = 0.0;
         for i in 0..=MAX_TIE_OFFERS {
@@ -215,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_better_score_replaces_the_worst_and_raises_the_threshold() {
-        let mut p = page(1);
+        let mut p = Page::new(1);
         p.offer(hit(1.0, 0, 0));
         let t = p.offer(hit(2.0, 9, 1));
         assert!(t > 1.9 && t < 2.0, "{t}");
