@@ -85,8 +85,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use agentmesh::config::{Config, P2pConfig};
@@ -266,6 +266,7 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
         .build()
         .context("starting the swarm's runtime")?;
     let dir = temp_root(progress)?;
+    let running = Running::start();
     // A signal drops the run (and so cancels every node) instead of
     // killing the process with the stores still in memory.
     let outcome = runtime.block_on(async {
@@ -278,7 +279,94 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
     runtime.shutdown_timeout(Duration::from_secs(5));
     // Only now that the nodes' tasks are gone can their directories go.
     drop(dir);
-    outcome
+    match (outcome, running.end()) {
+        (Ok(_), Some(signal)) => Err(anyhow::Error::new(signal)),
+        (outcome, _) => outcome,
+    }
+}
+
+/// The signals' fate outside a swarm run. Tokio's handler, once a run has
+/// installed it, stays installed for the life of the process: without
+/// this, a Ctrl-C while the report is written (or while a second engine
+/// runs) would reach no one and be lost. So SIGINT and SIGTERM also exit
+/// the process at once (130, 143) whenever no run is in progress, and a
+/// signal that came after a run's searches ended but before its stores
+/// were removed turns its outcome into [`Interrupted`].
+struct Running;
+
+/// What [`Running`] shares with the signal handlers.
+struct SignalState {
+    /// Runs in progress (the calibration runs several at once).
+    runs: std::sync::Mutex<usize>,
+    /// True while no run is in progress: the handlers then exit.
+    exit_now: Arc<AtomicBool>,
+    /// The last signal's number since the first of the runs in progress
+    /// began, 0 if none.
+    seen: Arc<AtomicUsize>,
+}
+
+impl Running {
+    fn state() -> &'static SignalState {
+        static STATE: OnceLock<SignalState> = OnceLock::new();
+        STATE.get_or_init(|| {
+            let state = SignalState {
+                runs: std::sync::Mutex::new(0),
+                exit_now: Arc::new(AtomicBool::new(false)),
+                seen: Arc::new(AtomicUsize::new(0)),
+            };
+            #[cfg(unix)]
+            for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                let code = Interrupted { signal }.exit_code();
+                // Without a handler the signal keeps tokio's fate alone:
+                // a run still stops on it, as before.
+                let _ = signal_hook::flag::register_conditional_shutdown(
+                    signal,
+                    code,
+                    Arc::clone(&state.exit_now),
+                );
+                let _ = signal_hook::flag::register_usize(
+                    signal,
+                    Arc::clone(&state.seen),
+                    usize::try_from(signal).unwrap_or(0),
+                );
+            }
+            state
+        })
+    }
+
+    fn start() -> Running {
+        let state = Running::state();
+        let mut runs = state.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if *runs == 0 {
+            state.seen.store(0, Ordering::SeqCst);
+        }
+        *runs += 1;
+        state.exit_now.store(false, Ordering::SeqCst);
+        Running
+    }
+
+    /// Ends this run; the signal that came during it, if any.
+    fn end(self) -> Option<Interrupted> {
+        // From the drop on a signal exits (if no other run is in
+        // progress); one that came just before is read here, so none
+        // falls between the two.
+        drop(self);
+        match i32::try_from(Running::state().seen.load(Ordering::SeqCst)) {
+            Ok(0) | Err(_) => None,
+            Ok(signal) => Some(Interrupted { signal }),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let state = Running::state();
+        let mut runs = state.runs.lock().unwrap_or_else(|e| e.into_inner());
+        *runs = runs.saturating_sub(1);
+        if *runs == 0 {
+            state.exit_now.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 fn check(p: &SwarmParams) -> Result<()> {
