@@ -1183,3 +1183,66 @@ fn writes_while_the_first_search_opens_the_text_index_all_reach_it() {
 
 mod batch;
 mod walk;
+
+/// Linux: the nice value of each of this process's threads whose name
+/// starts with one of `prefixes` (`/proc/self/task/*/stat`, field 19).
+#[cfg(target_os = "linux")]
+fn nice_of_threads(prefixes: &[&str]) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        let comm = comm.trim().to_owned();
+        if !prefixes.iter().any(|p| comm.starts_with(p)) {
+            continue;
+        }
+        // After the name in parentheses: state is field 3, nice field 19.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice = after.split(' ').nth(16).unwrap().parse().unwrap();
+        out.push((comm, nice));
+    }
+    out
+}
+
+/// The text index's bulk work (tantivy's indexing worker, its segment
+/// updater and merge threads) runs at background priority, so that on a
+/// busy machine a search is run before a merge: those threads keep the
+/// priority of the thread that made the writer.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_text_index_threads_run_at_background_priority() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for i in 0..20 {
+        put(
+            &store,
+            descriptor(&format!("nice-{i}"), &["translation"], &[], &[]),
+            1,
+            Origin::Local,
+            Expect::Any,
+        )
+        .unwrap();
+    }
+    store.blocking().flush().unwrap();
+    // Every store open in this process made such threads (tests run side
+    // by side): all of them must be lowered.
+    let threads = nice_of_threads(&["thrd-tantivy", "segment_update", "merge_thread"]);
+    assert!(
+        threads
+            .iter()
+            .any(|(name, _)| name.starts_with("thrd-tantivy")),
+        "no tantivy indexing thread found: {threads:?}"
+    );
+    for (name, nice) in &threads {
+        assert_eq!(
+            *nice,
+            crate::priority::BACKGROUND_NICE,
+            "thread {name} runs at nice {nice}"
+        );
+    }
+    drop(store);
+}

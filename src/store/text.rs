@@ -357,53 +357,33 @@ impl TextIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(text_err)?;
-        let mut writer: IndexWriter = index
-            .writer_with_num_threads(1, WRITER_HEAP)
-            .map_err(text_err)?;
-        let mut apply = Applier {
-            writer: &mut writer,
-            fields,
-            records,
-        };
-        let held = reader.searcher().num_docs();
-        if fresh || held != live {
-            if !fresh {
-                tracing::warn!(
-                    held,
-                    live,
-                    "the text index disagrees with the store; rebuilding it"
-                );
-            }
-            let started = Instant::now();
-            apply.rebuild()?;
-            pending.clear()?;
-            tracing::info!(
-                agents = live,
-                secs = started.elapsed().as_secs_f64(),
-                "text index built from the store"
-            );
-        } else if !pending.is_empty() {
-            let mut done = Vec::new();
-            for id in pending.iter().keys() {
-                let id = String::from_utf8_lossy(&id?).into_owned();
-                done.push((id.clone(), apply.changed(&id)?));
-            }
-            writer.commit().map_err(text_err)?;
-            clear_pending(pending, &done);
-            tracing::info!(
-                agents = done.len(),
-                "text index caught up with the store's last writes"
-            );
-        }
-        reader.reload().map_err(text_err)?;
+        // The writer is made on its own thread, at background priority:
+        // tantivy's indexing worker, segment updater and merge threads are
+        // started with it and keep the priority of the thread that made
+        // them (Linux keeps a nice value per thread), and a merge at 1M
+        // agents is seconds of CPU. The repair below runs there too, and
+        // the open waits for it.
         let (tx, rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), StoreError>>();
         let thread = {
-            let (reader, records, pending) = (reader.clone(), records.clone(), pending.clone());
+            let (index, reader) = (index.clone(), reader.clone());
+            let (records, pending) = (records.clone(), pending.clone());
             std::thread::Builder::new()
                 .name("text-index".into())
                 .spawn(move || {
                     // Indexing is bulk work: searches go first.
                     crate::priority::lower_current_thread();
+                    let writer =
+                        match repaired(&index, &reader, fields, &records, &pending, fresh, live) {
+                            Ok(writer) => {
+                                let _ = ready_tx.send(Ok(()));
+                                writer
+                            }
+                            Err(e) => {
+                                let _ = ready_tx.send(Err(e));
+                                return;
+                            }
+                        };
                     WriterLoop {
                         writer,
                         reader,
@@ -415,6 +395,13 @@ impl TextIndex {
                 })
                 .map_err(text_err)?
         };
+        let ready = ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(text_err("the text index writer ended while opening")));
+        if let Err(e) = ready {
+            let _ = thread.join();
+            return Err(e);
+        }
         Ok(Self {
             index,
             reader,
@@ -614,6 +601,61 @@ impl TextIndex {
     pub(super) fn len(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+}
+
+/// The index's writer, once the index holds what the store holds: rebuilt
+/// from `records` when `fresh` or its count disagrees with the store's
+/// `live` descriptors, else the `pending` marks of writes it may have
+/// missed applied and committed. Runs on the writer's thread.
+fn repaired(
+    index: &Index,
+    reader: &IndexReader,
+    fields: Fields,
+    records: &sled::Tree,
+    pending: &sled::Tree,
+    fresh: bool,
+    live: u64,
+) -> Result<IndexWriter, StoreError> {
+    let mut writer: IndexWriter = index
+        .writer_with_num_threads(1, WRITER_HEAP)
+        .map_err(text_err)?;
+    let mut apply = Applier {
+        writer: &mut writer,
+        fields,
+        records,
+    };
+    let held = reader.searcher().num_docs();
+    if fresh || held != live {
+        if !fresh {
+            tracing::warn!(
+                held,
+                live,
+                "the text index disagrees with the store; rebuilding it"
+            );
+        }
+        let started = Instant::now();
+        apply.rebuild()?;
+        pending.clear()?;
+        tracing::info!(
+            agents = live,
+            secs = started.elapsed().as_secs_f64(),
+            "text index built from the store"
+        );
+    } else if !pending.is_empty() {
+        let mut done = Vec::new();
+        for id in pending.iter().keys() {
+            let id = String::from_utf8_lossy(&id?).into_owned();
+            done.push((id.clone(), apply.changed(&id)?));
+        }
+        writer.commit().map_err(text_err)?;
+        clear_pending(pending, &done);
+        tracing::info!(
+            agents = done.len(),
+            "text index caught up with the store's last writes"
+        );
+    }
+    reader.reload().map_err(text_err)?;
+    Ok(writer)
 }
 
 impl Drop for TextIndex {
