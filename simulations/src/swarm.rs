@@ -287,8 +287,8 @@ pub fn run(params: &SwarmParams, progress: &mut dyn FnMut(&str)) -> anyhow::Resu
 
 /// The signals' fate outside a swarm run. Tokio's handler, once a run has
 /// installed it, stays installed for the life of the process: without
-/// this, a Ctrl-C while the report is written (or while a second engine
-/// runs) would reach no one and be lost. So SIGINT and SIGTERM also exit
+/// this, a Ctrl-C while the report is written would reach no one and be
+/// lost. So SIGINT and SIGTERM also exit
 /// the process at once (130, 143) whenever no run is in progress, and a
 /// signal that came after a run's searches ended but before its stores
 /// were removed turns its outcome into [`Interrupted`].
@@ -296,7 +296,8 @@ struct Running;
 
 /// What [`Running`] shares with the signal handlers.
 struct SignalState {
-    /// Runs in progress (the calibration runs several at once).
+    /// Runs in progress (tests run several at once, on threads of one
+    /// process).
     runs: std::sync::Mutex<usize>,
     /// True while no run is in progress: the handlers then exit.
     exit_now: Arc<AtomicBool>,
