@@ -748,6 +748,60 @@ async fn three_nodes_gossip_and_search_over_quic() {
 /// swarms on): the same gossip, provider lookup and search as over TCP,
 /// and a memory address is a local one, dialled only under
 /// `allow_private_addresses`.
+/// A node stopped in-process (its loop cancelled and ended) and started
+/// again with the same key on the same address, as the simulator's
+/// churn does: the address is free again, and a peer that knew it
+/// reconnects to the new incarnation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_listens_on_its_memory_address_again() {
+    init_tracing();
+    let memory = |listen: &str, bootstrap| MeshConfig {
+        transport: MeshTransport::Memory,
+        listen: vec![listen.parse().unwrap()],
+        ..config(bootstrap)
+    };
+    let key = Keypair::generate_ed25519();
+    let mut first = TestNode::start_config(
+        key.clone(),
+        memory("/memory/0", Vec::new()),
+        TestHandler::default(),
+    )
+    .await;
+    let addr = first.addr().await;
+    let port: Multiaddr = addr
+        .iter()
+        .filter(|p| !matches!(p, Protocol::P2p(_)))
+        .collect();
+    let peer = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        memory("/memory/0", vec![addr.clone()]),
+        TestHandler::default(),
+    )
+    .await;
+    wait_for("the peer to connect to the first incarnation", || async {
+        peer.connected_to(&first).await
+    })
+    .await;
+
+    first.cancel.cancel();
+    tokio::time::timeout(DEADLINE, first.task.take().unwrap())
+        .await
+        .expect("the loop stops on cancel")
+        .unwrap();
+    let again = TestNode::start_config(
+        key,
+        memory(&port.to_string(), Vec::new()),
+        TestHandler::default(),
+    )
+    .await;
+    assert_eq!(again.addr().await, addr, "the same address as before");
+    peer.client.dial(addr).await.unwrap();
+    wait_for("the peer to connect to the second incarnation", || async {
+        peer.connected_to(&again).await
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_gossip_and_search_over_the_memory_transport() {
     init_tracing();

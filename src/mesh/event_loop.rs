@@ -111,6 +111,8 @@ pub(super) struct EventLoop {
     pub(super) failed_listeners: Vec<(Multiaddr, String)>,
     /// Listeners configured on an unspecified address.
     pub(super) wildcard_listeners: HashSet<ListenerId>,
+    /// Every listener opened and not closed: removed when the loop stops.
+    pub(super) listeners: HashSet<ListenerId>,
     pub(super) external: ExternalAddrs,
 }
 
@@ -151,6 +153,7 @@ pub(super) async fn spawn(
         starting_listeners: HashMap::new(),
         failed_listeners: Vec::new(),
         wildcard_listeners: HashSet::new(),
+        listeners: HashSet::new(),
         external: ExternalAddrs::new(policy),
     };
     el.start_listening().await?;
@@ -173,8 +176,19 @@ impl EventLoop {
                         self.wildcard_listeners.insert(id);
                     }
                     self.starting_listeners.insert(id, addr);
+                    self.listeners.insert(id);
                 }
-                Err(e) => self.failed_listeners.push((addr, e.to_string())),
+                Err(e) => {
+                    // Some transports' errors print nothing (the memory
+                    // transport's port in use): their debug form then.
+                    let shown = e.to_string();
+                    let reason = if shown.trim().is_empty() {
+                        format!("{e:?}")
+                    } else {
+                        shown
+                    };
+                    self.failed_listeners.push((addr, reason));
+                }
             }
         }
         let deadline = Instant::now() + self.config.timeouts.listen;
@@ -241,6 +255,12 @@ impl EventLoop {
                 },
                 _ = tick.tick() => self.on_tick(),
             }
+        }
+        // Closed, not only dropped: libp2p's memory transport frees a port
+        // in `remove_listener` alone (its listener has no `Drop`), so a node
+        // stopped in-process could not listen on its address again.
+        for id in std::mem::take(&mut self.listeners) {
+            self.swarm.remove_listener(id);
         }
         info!("mesh stopped");
     }

@@ -182,6 +182,7 @@ impl EventLoop {
                 reason,
             } => {
                 warn!(?addresses, ?reason, "listener closed");
+                self.listeners.remove(&listener_id);
                 if let Some(addr) = self.starting_listeners.remove(&listener_id) {
                     let reason = match reason {
                         Ok(()) => "closed".to_owned(),
