@@ -30,13 +30,12 @@ use libp2p::kad::{KBucketKey, RecordKey};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, LogNormal, Weibull};
 
 use kad::{Id, Iter, Sorted};
 use queue::Queue;
 
 use crate::population::{capability_name, rng_for, Packed, Population};
-use crate::scenario::{Behaviour, Lengths, NodeParams, Scenario};
+use crate::scenario::{Behaviour, NodeParams, Scenario};
 pub use crate::swarm::SearchRecord;
 
 /// Bytes of a Kademlia request (key, type, framing).
@@ -253,17 +252,6 @@ pub fn shard_target(capability: u32, shard: u32) -> Id {
     Id::from_bytes(&b)
 }
 
-fn sample_len(l: &Lengths, rng: &mut ChaCha8Rng) -> f64 {
-    match *l {
-        Lengths::Weibull { shape, scale_s } => Weibull::new(scale_s, shape)
-            .expect("validated weibull")
-            .sample(rng),
-        Lengths::Lognormal { median_s, sigma } => LogNormal::new(median_s.ln(), sigma)
-            .expect("validated lognormal")
-            .sample(rng),
-    }
-}
-
 /// Runs `scenario` over `pop` with `seed`; `progress` is called now and then.
 pub fn run(
     scenario: &Scenario,
@@ -338,13 +326,7 @@ impl<'a> Sim<'a> {
         let mut online = vec![true; total];
         let mut crng = rng_for(seed, 11);
         if let Some(churn) = &sc.churn {
-            // Stationary share online: mean session / (mean session + mean downtime).
-            let mean = |l: &Lengths, r: &mut ChaCha8Rng| {
-                (0..4000).map(|_| sample_len(l, r)).sum::<f64>() / 4000.0
-            };
-            let on = mean(&churn.session, &mut crng);
-            let off = mean(&churn.downtime, &mut crng);
-            let p_on = on / (on + off);
+            let p_on = churn.online_share(&mut crng);
             for o in online.iter_mut().take(honest) {
                 *o = crng.gen::<f64>() < p_on;
             }
@@ -476,7 +458,7 @@ impl<'a> Sim<'a> {
                 } else {
                     &churn.downtime
                 };
-                let at = (sample_len(l, &mut r) * 1e6) as u64;
+                let at = (l.sample(&mut r) * 1e6) as u64;
                 let ev = if self.online[n as usize] {
                     Ev::NodeDown(n)
                 } else {

@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
 
 use crate::scenario::{NodeParams, Scenario};
-use crate::swarm::{SwarmAgent, SwarmParams, SwarmSearch};
+use crate::swarm::{Outage, SwarmAgent, SwarmParams, SwarmSearch};
 
 /// The capability name of popularity rank `rank` (`cap-0` most popular).
 pub fn capability_name(rank: u32) -> String {
@@ -263,6 +263,7 @@ impl Population {
                 .map(|s| SwarmSearch {
                     from: s.from as usize,
                     capability: capability_name(s.capability),
+                    at: Duration::from_micros(s.at_us),
                 })
                 .collect(),
             publish_probes: self
@@ -274,9 +275,45 @@ impl Population {
             limit: scenario.limit,
             search_timeout: Duration::from_millis(node.search_timeout_ms),
             max_connections: scenario.swarm.max_connections,
+            replication: node.replication,
+            outages: plan_outages(scenario, seed),
             seed,
         }
     }
+}
+
+/// The outages of a real-swarm run under churn: each node starts online
+/// with the steady state's share, as in the DES, and then alternates
+/// sessions and downtimes drawn from the scenario's distributions until
+/// `duration_s` (the swarm plays them during its search phase).
+pub fn plan_outages(scenario: &Scenario, seed: u64) -> Vec<Outage> {
+    let Some(churn) = &scenario.churn else {
+        return Vec::new();
+    };
+    let mut rng = rng_for(seed, 17);
+    let p_on = churn.online_share(&mut rng);
+    let end = scenario.duration_s;
+    let mut out = Vec::new();
+    for node in 0..scenario.nodes {
+        let mut t = 0.0;
+        let mut online = rng.gen::<f64>() < p_on;
+        while t < end {
+            if online {
+                t += churn.session.sample(&mut rng);
+            } else {
+                // At least a millisecond away: an outage ends after it starts.
+                let up = t + churn.downtime.sample(&mut rng).max(1e-3);
+                out.push(Outage {
+                    node,
+                    down_at: Duration::from_secs_f64(t),
+                    up_at: Duration::from_secs_f64(up),
+                });
+                t = up;
+            }
+            online = !online;
+        }
+    }
+    out
 }
 
 /// Distinct capabilities for one agent, popular ones more often.

@@ -192,6 +192,11 @@ pub struct Summary {
     /// Resident memory per node once the population is held, MiB (swarm
     /// only).
     pub rss_per_node_mb: Option<f64>,
+    /// Nodes stopped and started again by churn (swarm only).
+    pub restarts: Option<usize>,
+    /// Searches planned at a node that was down, asked of the next live
+    /// node (swarm only).
+    pub searches_moved: Option<usize>,
     /// Wall-clock seconds of the whole run.
     pub wall_s: f64,
     /// Peak resident memory of the process, MiB (VmHWM).
@@ -310,6 +315,8 @@ fn base(
         bootstrap_s: None,
         populate_s: None,
         rss_per_node_mb: None,
+        restarts: None,
+        searches_moved: None,
         wall_s,
         peak_rss_mb: peak_rss_mb(),
     }
@@ -383,6 +390,8 @@ impl Summary {
         s.bootstrap_s = Some(o.bootstrap_s);
         s.populate_s = Some(o.populate_s);
         s.rss_per_node_mb = Some(o.rss_per_node_mb);
+        s.restarts = Some(o.restarts);
+        s.searches_moved = Some(o.searches_moved);
         s.reference = references(&s);
         s
     }
@@ -461,6 +470,13 @@ impl Summary {
             t += &format!(
                 "  swarm                bootstrap {b:.1} s, population held after {p:.1} s more, {m:.2} MiB per node\n"
             );
+        }
+        if let (Some(r), Some(m)) = (self.restarts, self.searches_moved) {
+            if r > 0 {
+                t += &format!(
+                    "  churn                {r} restarts, {m} searches asked of the next live node\n"
+                );
+            }
         }
         t += "  published figures:\n";
         for r in &self.reference {

@@ -198,6 +198,21 @@ pub enum Lengths {
     },
 }
 
+impl Lengths {
+    /// One length, in seconds.
+    pub fn sample(&self, rng: &mut impl rand::Rng) -> f64 {
+        use rand_distr::{Distribution, LogNormal, Weibull};
+        match *self {
+            Lengths::Weibull { shape, scale_s } => Weibull::new(scale_s, shape)
+                .expect("validated weibull")
+                .sample(rng),
+            Lengths::Lognormal { median_s, sigma } => LogNormal::new(median_s.ln(), sigma)
+                .expect("validated lognormal")
+                .sample(rng),
+        }
+    }
+}
+
 /// Churn: every node alternates sessions (online) and downtimes.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -206,6 +221,18 @@ pub struct Churn {
     pub session: Lengths,
     /// How long it stays away.
     pub downtime: Lengths,
+}
+
+impl Churn {
+    /// The share of nodes online in the steady state: mean session over
+    /// mean session plus mean downtime, the means estimated from 4,000
+    /// draws each (both engines start from it).
+    pub fn online_share(&self, rng: &mut impl rand::Rng) -> f64 {
+        let mut mean = |l: &Lengths| (0..4000).map(|_| l.sample(rng)).sum::<f64>() / 4000.0;
+        let on = mean(&self.session);
+        let off = mean(&self.downtime);
+        on / (on + off)
+    }
 }
 
 /// A partition: from `start_s` to `heal_s`, a `fraction` of the nodes cannot
@@ -642,9 +669,7 @@ impl Scenario {
             // What the swarm engine does not model is refused, not
             // silently run without: a researcher would read churn (or
             // loss, or adversaries) into figures that have none.
-            let unmodelled: [(&'static str, bool); 7] = [
-                ("replication", self.replication.is_some()),
-                ("churn", self.churn.is_some()),
+            let unmodelled: [(&'static str, bool); 5] = [
                 ("partitions", !self.partitions.is_empty()),
                 ("loss", self.loss > 0.0),
                 ("adversarial", self.adversarial.is_some()),
@@ -659,6 +684,24 @@ impl Scenario {
                      engine = \"des\""
                         .into(),
                 ));
+            }
+        }
+        if self.engine == Engine::Swarm && self.replication == Some(Replication::Lookups) {
+            // Only the home node stores a record: the swarm times a
+            // probe's arrival in the other nodes' stores.
+            for (key, set) in [
+                ("publish", self.publish.is_some()),
+                ("revoke", self.revoke.is_some()),
+            ] {
+                if set {
+                    return Err((
+                        key,
+                        "under replication = \"lookups\" only an agent's home node stores \
+                         its record, so the swarm engine has no arrival elsewhere to time: \
+                         remove it, or use replication = \"all\" or engine = \"des\""
+                            .into(),
+                    ));
+                }
             }
         }
         if let Some(c) = self.swarm.max_connections {

@@ -5,9 +5,10 @@
 //! [`Judge`] behind the node's [`NodeHandler`], the mesh event loop
 //! ([`Mesh::spawn`]) and the federated search ([`FederatedSearch`] with
 //! the node's fan-out). What a node runs that is left out: the HTTP API,
-//! the crawler and its schedulers (no agent here is crawled), the
-//! republisher and the renewer (no node restarts, no record ages past
-//! half its lifetime during a run).
+//! the crawler and its schedulers (no agent here is crawled) and the
+//! renewer (no record ages past half its lifetime during a run). The
+//! republisher runs when a node starts again after an outage, as
+//! `agentmesh node` runs it at every start.
 //!
 //! The swarms talk over libp2p's in-memory transport
 //! ([`MeshTransport::Memory`]: `/memory/N` addresses, noise and yamux as
@@ -51,16 +52,31 @@
 //! before any agent; and flood publishing reaches every node in one hop
 //! while the swarm is below the limit.
 //!
-//! Replication is the node's default (`p2p.replication = "all"`): every
-//! node stores every record gossip brings it, so a search's page is
-//! ranked from what the asker holds plus what its providers answered,
-//! exactly as `agentmesh node` answers `POST /agents/search`.
+//! Replication is the node's default (`p2p.replication = "all"`: every
+//! node stores every record gossip brings it) unless the run says
+//! `"lookups"` (a node stores its own registrations and what its searches
+//! brought it); either way a search's page is ranked from what the asker
+//! holds plus what its providers answered, exactly as `agentmesh node`
+//! answers `POST /agents/search`.
+//!
+//! Churn ([`SwarmParams::outages`], each an [`Outage`]) is played during
+//! the search phase, which then keeps to the searches' planned times: a
+//! stop cancels the node's tasks and waits for its event loop to end (its
+//! connections close, its peers' requests to it fail); a start builds the
+//! node again on the same store, key and memory address, bootstrapping
+//! from its two usual peers and [`RESTART_BOOTSTRAP_LIVE`] live ones, and
+//! runs the republisher. A search planned at a node that is down is asked
+//! of the next live node (as in the DES). When the last search has run,
+//! the nodes still down start again and the run waits until every node
+//! has its peers before the probes.
 //!
 //! The run, in order: start and bootstrap the nodes; register the
 //! starting population at their home nodes (through the node's bulk
 //! import, so through the issuer: signed with the home node's key,
 //! stored, flushed and published); wait until every node
-//! holds all of it; run the searches one at a time (so each one's
+//! holds all of it (under `"lookups"`: until the home nodes' capability
+//! announcements have ended); run the searches one at a time, with the
+//! churn if any, (so each one's
 //! counters at its asking node are its own); publish the probes one at a
 //! time and time their arrival at every node; tombstone the revoke
 //! probes one at a time and time their disappearance at every node,
@@ -89,10 +105,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use agentmesh::config::{Config, P2pConfig};
+use agentmesh::config::{Config, P2pConfig, Replication};
 use agentmesh::federation::handler::{NodeHandler, SharedHandler};
 use agentmesh::federation::Judge;
-use agentmesh::issuer::{outbox, Issuer, Outbox};
+use agentmesh::issuer::{outbox, republish, Issuer, Outbox};
 use agentmesh::mesh::{
     Mesh, MeshClient, MeshConfig, MeshStatus, MeshTransport, Multiaddr, StatsSnapshot,
 };
@@ -122,10 +138,32 @@ pub struct SwarmAgent {
 /// One capability search to run after the population has converged.
 #[derive(Debug, Clone)]
 pub struct SwarmSearch {
-    /// Index of the node that is asked (over its own search path).
+    /// Index of the node that is asked (over its own search path); if it
+    /// is down (churn), the next live node is asked.
     pub from: usize,
     /// The capability searched for (one filter term).
     pub capability: String,
+    /// When it runs, from the start of the search phase. Only a run with
+    /// [`SwarmParams::outages`] keeps to it; without churn the searches
+    /// run back to back.
+    pub at: Duration,
+}
+
+/// One node's time away (churn): at `down_at` its mesh, publisher and
+/// flusher stop, as when `agentmesh node` is stopped (its connections
+/// close, its peers' dials fail); at `up_at` it starts again as the node
+/// does after a restart: the same key, store and address, a new swarm
+/// (empty routing table and Kademlia store), bootstrapping from its usual
+/// peers and a few live ones, and the republisher putting its own records
+/// back in the DHT. Both times count from the start of the search phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// The node.
+    pub node: usize,
+    /// When it stops.
+    pub down_at: Duration,
+    /// When it starts again.
+    pub up_at: Duration,
 }
 
 /// What the real-swarm engine runs.
@@ -150,6 +188,12 @@ pub struct SwarmParams {
     /// Established connections per node (`MeshLimits::max_connections`);
     /// `None`: the node's default.
     pub max_connections: Option<u32>,
+    /// What nodes keep of gossiped records (`p2p.replication`).
+    pub replication: Replication,
+    /// Churn during the search phase, in no particular order (empty: no
+    /// churn). Nodes still down after the last search come back before
+    /// the probes.
+    pub outages: Vec<Outage>,
     /// Seeds the node keys and the sampling of the stale-result searches.
     pub seed: u64,
 }
@@ -223,6 +267,10 @@ pub struct SwarmOutcome {
     /// population, less what it held before the first node started, per
     /// node, in MiB.
     pub rss_per_node_mb: f64,
+    /// Outages carried out (a node stopped and started again).
+    pub restarts: usize,
+    /// Searches whose node was down, asked of the next live node instead.
+    pub searches_moved: usize,
     /// The whole run, in seconds.
     pub wall_s: f64,
 }
@@ -404,6 +452,15 @@ fn check(p: &SwarmParams) -> Result<()> {
             }
         }
     }
+    check_outages(p)?;
+    if p.replication == Replication::Lookups
+        && (!p.publish_probes.is_empty() || p.revoke_probes > 0)
+    {
+        bail!(
+            "publish_probes, revoke_probes: under replication \"lookups\" only an agent's home \
+             node stores its record, so there is no arrival at the other nodes to time"
+        );
+    }
     for (i, s) in p.searches.iter().enumerate() {
         if s.from >= p.nodes {
             bail!(
@@ -419,6 +476,37 @@ fn check(p: &SwarmParams) -> Result<()> {
     Ok(())
 }
 
+/// Each outage names a node, ends after it starts, and does not overlap
+/// the node's other outages.
+fn check_outages(p: &SwarmParams) -> Result<()> {
+    let mut by_node: Vec<&Outage> = p.outages.iter().collect();
+    by_node.sort_by_key(|o| (o.node, o.down_at));
+    for (i, o) in by_node.iter().enumerate() {
+        if o.node >= p.nodes {
+            bail!("outages: node {} is not a node (0..{})", o.node, p.nodes);
+        }
+        if o.up_at <= o.down_at {
+            bail!(
+                "outages: node {} comes back at {:?}, not after it stops ({:?})",
+                o.node,
+                o.up_at,
+                o.down_at
+            );
+        }
+        if let Some(next) = by_node.get(i + 1).filter(|n| n.node == o.node) {
+            if next.down_at < o.up_at {
+                bail!(
+                    "outages: node {} stops at {:?}, before its outage from {:?} ends",
+                    o.node,
+                    next.down_at,
+                    o.down_at
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One node: the parts `Node::spawn` wires, without the API and crawler.
 struct SimNode {
     mesh: MeshClient,
@@ -426,11 +514,17 @@ struct SimNode {
     registry: Registry,
     store: Store,
     search: FederatedSearch,
+    /// Stops this node's tasks (a child of the swarm's token).
+    cancel: CancellationToken,
+    /// The mesh event loop: a stopped node's address is free once it ends.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The swarm; cancelled (every node's tasks) on drop.
 struct Swarm {
     nodes: Vec<SimNode>,
+    /// Nodes stopped by churn and not started again.
+    down: Vec<bool>,
     cancel: CancellationToken,
 }
 
@@ -570,11 +664,16 @@ fn node_key(seed: u64, i: usize) -> SigningKey {
 }
 
 /// The mesh configuration of a simulated node: the node's own defaults
-/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory, with
-/// the run's connection limit if it sets one.
-fn mesh_config(bootstrap: Vec<Multiaddr>, max_connections: Option<u32>) -> Result<MeshConfig> {
+/// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory, on
+/// `listen` (a new port when `None`), with the run's connection limit if
+/// it sets one.
+fn mesh_config(
+    listen: Option<&Multiaddr>,
+    bootstrap: Vec<Multiaddr>,
+    max_connections: Option<u32>,
+) -> Result<MeshConfig> {
     let p2p = P2pConfig {
-        listen: vec!["/memory/0".into()],
+        listen: vec![listen.map_or_else(|| "/memory/0".to_owned(), ToString::to_string)],
         allow_private_addresses: true,
         ..P2pConfig::default()
     };
@@ -587,7 +686,7 @@ fn mesh_config(bootstrap: Vec<Multiaddr>, max_connections: Option<u32>) -> Resul
     Ok(config)
 }
 
-/// Starts node `i` with its store under `root`.
+/// Opens node `i`'s store under `root` and starts the node.
 async fn start_node(
     i: usize,
     root: &std::path::Path,
@@ -606,6 +705,23 @@ async fn start_node(
         .await
         .context("the store-open task")?
         .with_context(|| format!("node {i}: opening its store"))?;
+    run_node(i, store, None, bootstrap, params, cancel, false).await
+}
+
+/// Starts node `i`'s parts over `store`, listening on `listen` (a new
+/// address when `None`); a `restart` also runs the republisher, as
+/// `agentmesh node` does at every start (at the first start a node has
+/// signed nothing yet).
+async fn run_node(
+    i: usize,
+    store: Store,
+    listen: Option<&Multiaddr>,
+    bootstrap: Vec<Multiaddr>,
+    params: &SwarmParams,
+    swarm_cancel: &CancellationToken,
+    restart: bool,
+) -> Result<SimNode> {
+    let cancel = swarm_cancel.child_token();
     let key = Arc::new(node_key(params.seed, i));
     store.spawn_flusher(Duration::from_secs(1), cancel.clone());
     let node_defaults = Config::default();
@@ -615,11 +731,11 @@ async fn start_node(
     let registry = Registry::new(issuer);
     let judge = Arc::new(
         Judge::new(store.clone(), key.verifying_key(), Vec::new())
-            .with_replication(node_defaults.p2p.replication),
+            .with_replication(params.replication),
     );
     let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
-    let (mesh, _task) = Mesh::spawn(
-        mesh_config(bootstrap, params.max_connections)?,
+    let (mesh, task) = Mesh::spawn(
+        mesh_config(listen, bootstrap, params.max_connections)?,
         agentmesh::identity::libp2p_keypair(&key),
         Arc::new(SharedHandler(Arc::new(handler))),
         cancel.clone(),
@@ -627,6 +743,14 @@ async fn start_node(
     .await
     .with_context(|| format!("node {i}: starting its mesh"))?;
     outbox::spawn_publisher(mesh.clone(), outbox_rx, cancel.clone());
+    if restart {
+        republish::spawn_republisher(
+            store.clone(),
+            mesh.clone(),
+            key.verifying_key(),
+            cancel.clone(),
+        );
+    }
     let search = FederatedSearch::new(
         registry.clone(),
         Some(MeshAsk {
@@ -648,7 +772,70 @@ async fn start_node(
         registry,
         store,
         search,
+        cancel,
+        task: Some(task),
     })
+}
+
+/// How long a stopped node's event loop may take to end.
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// Live nodes, besides its usual two, a restarted node bootstraps from.
+const RESTART_BOOTSTRAP_LIVE: usize = 3;
+
+impl Swarm {
+    /// Stops node `i` (churn): its tasks are cancelled and its event loop
+    /// awaited, so its connections are closed and its address is free.
+    async fn stop(&mut self, i: usize) -> Result<()> {
+        let node = &mut self.nodes[i];
+        node.cancel.cancel();
+        if let Some(task) = node.task.take() {
+            tokio::time::timeout(STOP_DEADLINE, task)
+                .await
+                .with_context(|| {
+                    format!("node {i}: its event loop did not end in {STOP_DEADLINE:?}")
+                })?
+                .with_context(|| format!("node {i}: its event loop"))?;
+        }
+        self.down[i] = true;
+        Ok(())
+    }
+
+    /// Starts node `i` again on its address and store, bootstrapping from
+    /// its usual peers and [`RESTART_BOOTSTRAP_LIVE`] live ones.
+    async fn restart(&mut self, i: usize, params: &SwarmParams, rng: &mut StdRng) -> Result<()> {
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&j| j != i && !self.down[j])
+            .collect();
+        let mut from = bootstrap_of(i);
+        from.extend(live.choose_multiple(rng, RESTART_BOOTSTRAP_LIVE).copied());
+        from.sort_unstable();
+        from.dedup();
+        let bootstrap = from.iter().map(|&j| self.nodes[j].addr.clone()).collect();
+        let old = &self.nodes[i];
+        // Its listen address: what it listened on, without the peer id.
+        let addr: Multiaddr = old
+            .addr
+            .iter()
+            .filter(|p| !matches!(p, libp2p::multiaddr::Protocol::P2p(_)))
+            .collect();
+        let store = old.store.clone();
+        let node = run_node(i, store, Some(&addr), bootstrap, params, &self.cancel, true)
+            .await
+            .with_context(|| format!("node {i}: starting again"))?;
+        self.nodes[i] = node;
+        self.down[i] = false;
+        Ok(())
+    }
+
+    /// The node a search planned at `from` is asked of: `from`, or the
+    /// next live node after it.
+    fn live_from(&self, from: usize) -> usize {
+        let n = self.nodes.len();
+        (0..n)
+            .map(|k| (from + k) % n)
+            .find(|&j| !self.down[j])
+            .unwrap_or(from)
+    }
 }
 
 /// The nodes node `i` bootstraps from: its parent in a binary tree and
@@ -709,7 +896,11 @@ async fn start(
             ));
         }
     }
-    let swarm = Swarm { nodes, cancel };
+    let swarm = Swarm {
+        down: vec![false; nodes.len()],
+        nodes,
+        cancel,
+    };
     let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
     ready(&swarm.nodes, deadline, progress).await?;
     let (rss, _) = memory();
@@ -1001,6 +1192,49 @@ async fn converge(
     }
 }
 
+/// Under replication "lookups" an agent is findable once its home node
+/// has announced its capabilities: waits until the nodes' finished
+/// `start_providing` queries (whatever their outcome) number the distinct
+/// capabilities of each node's agents, within `deadline`.
+async fn provided(
+    swarm: &Swarm,
+    agents: &[SwarmAgent],
+    deadline: Duration,
+    progress: &mut dyn FnMut(&str),
+) {
+    let mut by_home: HashMap<usize, HashSet<String>> = HashMap::new();
+    for a in agents {
+        by_home
+            .entry(a.home)
+            .or_default()
+            .extend(normalised(&a.capabilities));
+    }
+    let want: u64 = by_home.values().map(|c| c.len() as u64).sum();
+    let started = Instant::now();
+    loop {
+        let ended: u64 = swarm
+            .nodes
+            .iter()
+            .map(|n| {
+                n.mesh
+                    .stats()
+                    .kad_queries
+                    .get("start_providing")
+                    .map_or(0, |m| m.values().sum())
+            })
+            .sum();
+        if ended >= want || started.elapsed() >= deadline {
+            progress(&format!(
+                "{ended} of {want} capability announcements ended after {:.1} s; {}",
+                started.elapsed().as_secs_f64(),
+                gossip_line(swarm)
+            ));
+            return;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
 /// Finished `get_providers` queries in a snapshot.
 fn provider_queries(s: &StatsSnapshot) -> u64 {
     s.kad_queries
@@ -1149,6 +1383,109 @@ fn push_arrivals(
     }
 }
 
+/// The churn of a run: its outages as a timeline of stops and starts,
+/// played as the search phase reaches them.
+struct Churning {
+    /// (when, node, stops): sorted by time, a node's start before
+    /// another's stop at the same instant.
+    events: Vec<(Duration, usize, bool)>,
+    next: usize,
+    /// When the search phase began.
+    t0: Instant,
+    rng: StdRng,
+    restarts: usize,
+}
+
+impl Churning {
+    fn new(params: &SwarmParams) -> Self {
+        let mut events: Vec<(Duration, usize, bool)> = params
+            .outages
+            .iter()
+            .flat_map(|o| [(o.down_at, o.node, true), (o.up_at, o.node, false)])
+            .collect();
+        events.sort_by_key(|&(at, node, stops)| (at, stops, node));
+        Self {
+            events,
+            next: 0,
+            t0: Instant::now(),
+            rng: StdRng::seed_from_u64(params.seed ^ 0xC4_0257),
+            restarts: 0,
+        }
+    }
+
+    fn on(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Plays the stops and starts due before `at` (from the start of the
+    /// search phase), each at its time, then waits until `at`.
+    async fn until(
+        &mut self,
+        swarm: &mut Swarm,
+        at: Duration,
+        params: &SwarmParams,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<()> {
+        while let Some(&(when, node, stops)) = self.events.get(self.next) {
+            if when > at {
+                break;
+            }
+            tokio::time::sleep_until((self.t0 + when).into()).await;
+            self.play(swarm, node, stops, params).await?;
+        }
+        tokio::time::sleep_until((self.t0 + at).into()).await;
+        let down = swarm.down.iter().filter(|d| **d).count();
+        if self.next > 0 && self.next.is_multiple_of(50) {
+            progress(&format!(
+                "churn: {} of {} stops and starts played, {down} nodes down",
+                self.next,
+                self.events.len()
+            ));
+        }
+        Ok(())
+    }
+
+    async fn play(
+        &mut self,
+        swarm: &mut Swarm,
+        node: usize,
+        stops: bool,
+        params: &SwarmParams,
+    ) -> Result<()> {
+        self.next += 1;
+        if stops {
+            swarm.stop(node).await
+        } else {
+            swarm.restart(node, params, &mut self.rng).await?;
+            self.restarts += 1;
+            Ok(())
+        }
+    }
+
+    /// The search phase is over: the nodes still down start again (their
+    /// later stops are not played), and the run waits until every node
+    /// has its peers again. Answers the restarts played in all.
+    async fn end(
+        mut self,
+        swarm: &mut Swarm,
+        params: &SwarmParams,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<usize> {
+        let down: Vec<usize> = (0..swarm.nodes.len()).filter(|&i| swarm.down[i]).collect();
+        for &i in &down {
+            self.play(swarm, i, false, params).await?;
+        }
+        progress(&format!(
+            "churn over: {} restarts, the {} nodes still down started again",
+            self.restarts,
+            down.len()
+        ));
+        let deadline = Duration::from_secs(60) + Duration::from_millis(300) * down.len() as u32;
+        ready(&swarm.nodes, deadline, progress).await?;
+        Ok(self.restarts)
+    }
+}
+
 async fn run_async(
     params: &SwarmParams,
     dir: &std::path::Path,
@@ -1156,7 +1493,7 @@ async fn run_async(
 ) -> Result<SwarmOutcome> {
     let started = Instant::now();
     let (rss0, _) = memory();
-    let swarm = start(params, dir, progress).await?;
+    let mut swarm = start(params, dir, progress).await?;
     let mut out = SwarmOutcome {
         bootstrap_s: started.elapsed().as_secs_f64(),
         ..SwarmOutcome::default()
@@ -1166,7 +1503,12 @@ async fn run_async(
     populate(&swarm, &params.agents, progress).await?;
     let deadline = Duration::from_secs(60)
         + Duration::from_micros(200) * (params.nodes * params.agents.len()).min(1 << 30) as u32;
-    converge(&swarm, params.agents.len() as u64, deadline, progress).await;
+    match params.replication {
+        Replication::All => {
+            converge(&swarm, params.agents.len() as u64, deadline, progress).await;
+        }
+        Replication::Lookups => provided(&swarm, &params.agents, deadline, progress).await,
+    }
     out.populate_s = populating.elapsed().as_secs_f64();
     let (rss, _) = memory();
     out.rss_per_node_mb = mib(rss.saturating_sub(rss0)) / params.nodes as f64;
@@ -1184,17 +1526,23 @@ async fn run_async(
             truth.entry(c).or_default().insert(agent_id(i));
         }
     }
-    let shards = mesh_config(Vec::new(), None)?.shards;
+    let shards = mesh_config(None, Vec::new(), None)?.shards;
     let empty = HashSet::new();
     let searches_started = Instant::now();
+    let mut churn = Churning::new(params);
     for (k, s) in params.searches.iter().enumerate() {
+        if churn.on() {
+            churn.until(&mut swarm, s.at, params, progress).await?;
+        }
+        let from = swarm.live_from(s.from);
+        out.searches_moved += usize::from(from != s.from);
         let cap = normalised(std::slice::from_ref(&s.capability))
             .pop()
             .unwrap_or_default();
         let t = truth.get(&cap).unwrap_or(&empty);
         let at_s = started.elapsed().as_secs_f64();
         let record = search_once(
-            &swarm.nodes[s.from],
+            &swarm.nodes[from],
             &s.capability,
             params.limit,
             shards,
@@ -1202,7 +1550,7 @@ async fn run_async(
             at_s,
         )
         .await
-        .with_context(|| format!("search {k} from node {}", s.from))?;
+        .with_context(|| format!("search {k} from node {from}"))?;
         out.searches.push(record);
         if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
             progress(&format!(
@@ -1213,6 +1561,9 @@ async fn run_async(
                 serving_line(&swarm)
             ));
         }
+    }
+    if churn.on() {
+        out.restarts = churn.end(&mut swarm, params, progress).await?;
     }
 
     let stores: Vec<Store> = swarm.nodes.iter().map(|n| n.store.clone()).collect();
@@ -1377,12 +1728,19 @@ mod tests {
             searches: vec![SwarmSearch {
                 from: 0,
                 capability: "cap-1".into(),
+                at: Duration::ZERO,
             }],
             publish_probes: Vec::new(),
             revoke_probes: 1,
             limit: 10,
             search_timeout: Duration::from_secs(2),
             max_connections: None,
+            replication: Replication::All,
+            outages: vec![Outage {
+                node: 1,
+                down_at: Duration::from_secs(1),
+                up_at: Duration::from_secs(2),
+            }],
             seed: 1,
         };
         check(&ok).unwrap();
@@ -1401,6 +1759,25 @@ mod tests {
         bad(
             |p| p.agents[0].capabilities.clear(),
             "agents[0].capabilities",
+        );
+        bad(|p| p.outages[0].node = 2, "outages: node 2 is not a node");
+        bad(
+            |p| p.outages[0].up_at = Duration::from_secs(1),
+            "outages: node 1 comes back",
+        );
+        bad(
+            |p| {
+                p.outages.push(Outage {
+                    node: 1,
+                    down_at: Duration::from_millis(1500),
+                    up_at: Duration::from_secs(3),
+                });
+            },
+            "outages: node 1 stops at 1.5s, before",
+        );
+        bad(
+            |p| p.replication = Replication::Lookups,
+            "publish_probes, revoke_probes",
         );
     }
 

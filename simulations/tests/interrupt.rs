@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use agentmesh::config::Replication;
 use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
 
 /// Enough searches that the run is still searching when the signal comes
@@ -161,6 +162,7 @@ fn after_a_run() -> ! {
             .map(|from| SwarmSearch {
                 from,
                 capability: "cap-0".to_owned(),
+                at: Duration::ZERO,
             })
             .collect(),
         publish_probes: vec![agent(1, "cap-1")],
@@ -168,6 +170,8 @@ fn after_a_run() -> ! {
         limit: 10,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
+        replication: Replication::All,
+        outages: Vec::new(),
         seed: 5,
     };
     let outcome = swarm::run(&params, &mut |line| eprintln!("[child] {line}"));

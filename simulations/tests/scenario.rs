@@ -148,13 +148,7 @@ fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
     );
     Scenario::parse(&swarm, Path::new("good.toml")).expect("a plain swarm scenario loads");
     for (extra, key) in [
-        ("replication = \"lookups\"\n", "replication"),
         ("loss = 0.01\n", "loss"),
-        (
-            "[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 3600\n\
-             [churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 1800\nsigma = 1.0\n",
-            "churn",
-        ),
         ("[node]\nshards = 4\n", "node.shards"),
         ("[node]\nsearch_fanout = 4\n", "node.search_fanout"),
     ] {
@@ -164,6 +158,33 @@ fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
     }
     // The discrete-event engine takes them.
     Scenario::parse(&format!("{GOOD}\nloss = 0.01\n"), Path::new("good.toml")).unwrap();
+}
+
+#[test]
+fn a_swarm_scenario_takes_churn_and_lookups_but_not_probes_under_lookups() {
+    let swarm = GOOD.replace("engine = \"des\"", "engine = \"swarm\"");
+    let churn = "[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 60\n\
+                 [churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 30\nsigma = 1.0\n";
+    let lookups = format!("replication = \"lookups\"\n{swarm}\n{churn}");
+    let sc = Scenario::parse(&lookups, Path::new("good.toml")).expect("churn and lookups load");
+    assert!(sc.churn.is_some());
+    for (extra, key) in [
+        (
+            "[publish]\nprobes = 2\nat_s = 1\ninterval_s = 1\n",
+            "publish",
+        ),
+        ("[revoke]\nprobes = 2\nat_s = 1\n", "revoke"),
+    ] {
+        let (got, reason) = refused(&format!("{lookups}\n{extra}"));
+        assert_eq!(got, key, "{extra}: {reason}");
+        assert!(reason.contains("lookups"), "{reason}");
+    }
+    // Under replication "all" every node stores the probes: timed.
+    Scenario::parse(
+        &format!("{swarm}\n{churn}\n[publish]\nprobes = 2\nat_s = 1\ninterval_s = 1\n"),
+        Path::new("good.toml"),
+    )
+    .expect("probes under replication all load");
 }
 
 #[test]

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
+use agentmesh::config::Replication;
+use agentmesh_sim::swarm::{self, Outage, SwarmAgent, SwarmParams, SwarmSearch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -40,6 +41,7 @@ fn params(
         .map(|_| SwarmSearch {
             from: rng.gen_range(0..nodes),
             capability: format!("cap-{}", rng.gen_range(0..vocabulary)),
+            at: Duration::ZERO,
         })
         .collect();
     SwarmParams {
@@ -51,6 +53,8 @@ fn params(
         limit: 50,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
+        replication: Replication::All,
+        outages: Vec::new(),
         seed,
     }
 }
@@ -66,7 +70,7 @@ fn percentile(values: &[f64], q: f64) -> f64 {
 
 fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
     let mut log = |line: &str| eprintln!("[swarm {}] {line}", p.nodes);
-    swarm::run(p, &mut log).expect("the swarm runs")
+    swarm::run(p, &mut log).unwrap_or_else(|e| panic!("the swarm runs: {e:#}"))
 }
 
 #[test]
@@ -120,6 +124,91 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
         out.stale_results,
         out.wall_s
     );
+}
+
+/// Churn under replication "lookups", where an agent's record is held at
+/// its home node (and at the nodes whose searches found it) only: while
+/// its home is down an agent is not found by a node that never found it
+/// before; once the home has started again (same key, store and address,
+/// a new swarm that bootstraps and republishes) it is found again; a
+/// search planned at a node that is down is asked of the next live one;
+/// and every node is back with its peers when the search phase ends.
+/// Each search asks a node no earlier search asked.
+#[test]
+fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
+    const NODES: usize = 8;
+    const AWAY: usize = 5;
+    let at = Duration::from_millis;
+    // Every node has an agent for each phase: what one phase's search
+    // brings its asker (and so its answers to later askers) is not what
+    // the next phase looks for.
+    let mut agents: Vec<SwarmAgent> = (0..NODES)
+        .flat_map(|home| {
+            ["before", "during", "after"].map(|c| SwarmAgent {
+                home,
+                capabilities: vec![c.into()],
+            })
+        })
+        .collect();
+    agents.extend((0..3).map(|_| SwarmAgent {
+        home: AWAY,
+        capabilities: vec!["only-five".into()],
+    }));
+    let search = |from: usize, capability: &str, ms: u64| SwarmSearch {
+        from,
+        capability: capability.into(),
+        at: at(ms),
+    };
+    let p = SwarmParams {
+        nodes: NODES,
+        agents,
+        searches: vec![
+            search(0, "only-five", 500),
+            search(1, "before", 600),
+            // AWAY is down from 1 s to 6 s.
+            search(2, "only-five", 3000),
+            search(3, "during", 3100),
+            // Planned at AWAY: asked of node 6.
+            search(AWAY, "during", 3200),
+            // Back since 6 s: found again.
+            search(4, "only-five", 9000),
+            search(7, "after", 9100),
+        ],
+        publish_probes: Vec::new(),
+        revoke_probes: 0,
+        limit: 50,
+        search_timeout: Duration::from_secs(2),
+        max_connections: None,
+        replication: Replication::Lookups,
+        outages: vec![Outage {
+            node: AWAY,
+            down_at: at(1000),
+            up_at: at(6000),
+        }],
+        seed: 5,
+    };
+    let out = run(&p);
+    let found: Vec<(usize, usize)> = out
+        .searches
+        .iter()
+        .map(|r| (r.sample.found, r.sample.expected))
+        .collect();
+    eprintln!("found, expected: {found:?}");
+    assert_eq!(found[0], (3, 3), "only-five before the outage");
+    assert_eq!(found[1], (8, 8), "before the outage");
+    // During it: nothing of AWAY's, everything else.
+    assert_eq!(found[2], (0, 3), "only-five while its home is down");
+    assert_eq!(found[3], (7, 8), "during the outage");
+    assert_eq!(
+        found[4],
+        (7, 8),
+        "during the outage, asked of AWAY's neighbour"
+    );
+    assert_eq!(out.searches_moved, 1, "the search planned at AWAY moved");
+    // After the restart: AWAY's agents again.
+    assert_eq!(found[5], (3, 3), "only-five after its home started again");
+    assert_eq!(found[6], (8, 8), "after the restart");
+    assert_eq!(out.restarts, 1);
 }
 
 #[test]

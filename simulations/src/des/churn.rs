@@ -3,7 +3,7 @@
 //! bootstraps with a lookup of its own key; every `reprovide` interval the
 //! k closest live nodes take over each shard key's provider records.
 
-use super::{sample_len, Ev, Owner, Role, Sim};
+use super::{Ev, Owner, Role, Sim};
 use crate::population::rng_for;
 
 impl Sim<'_> {
@@ -11,7 +11,7 @@ impl Sim<'_> {
         self.online[n as usize] = false;
         if let Some(churn) = &self.sc.churn {
             let mut r = rng_for(self.seed ^ u64::from(n), 15 + now);
-            let d = sample_len(&churn.downtime, &mut r);
+            let d = churn.downtime.sample(&mut r);
             self.queue.push(now + (d * 1e6) as u64, Ev::NodeUp(n));
         }
     }
@@ -21,7 +21,7 @@ impl Sim<'_> {
         self.up_since[n as usize] = now;
         if let Some(churn) = &self.sc.churn {
             let mut r = rng_for(self.seed ^ u64::from(n), 16 + now);
-            let d = sample_len(&churn.session, &mut r);
+            let d = churn.session.sample(&mut r);
             self.queue.push(now + (d * 1e6) as u64, Ev::NodeDown(n));
         }
         // A restarted node bootstraps: a lookup of its own key, through
