@@ -1384,7 +1384,10 @@ fn push_arrivals(
 }
 
 /// The churn of a run: its outages as a timeline of stops and starts,
-/// played as the search phase reaches them.
+/// played as the search phase reaches them. The loop that runs the
+/// searches plays them between two searches, so a stop or start can come
+/// up to one search (at most its budget) late, and a start that takes
+/// long delays the next search by as much.
 struct Churning {
     /// (when, node, stops): sorted by time, a node's start before
     /// another's stop at the same instant.
