@@ -768,10 +768,7 @@ async fn a_stopped_node_listens_on_its_memory_address_again() {
     )
     .await;
     let addr = first.addr().await;
-    let port: Multiaddr = addr
-        .iter()
-        .filter(|p| !matches!(p, Protocol::P2p(_)))
-        .collect();
+    let (port, _) = agentmesh::mesh::behaviour::split_peer(&addr);
     let peer = TestNode::start_config(
         Keypair::generate_ed25519(),
         memory("/memory/0", vec![addr.clone()]),

@@ -516,15 +516,14 @@ struct SimNode {
     search: FederatedSearch,
     /// Stops this node's tasks (a child of the swarm's token).
     cancel: CancellationToken,
-    /// The mesh event loop: a stopped node's address is free once it ends.
+    /// The mesh event loop: a stopped node's address is free once it
+    /// ends. `None` once churn stopped the node (until it starts again).
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The swarm; cancelled (every node's tasks) on drop.
 struct Swarm {
     nodes: Vec<SimNode>,
-    /// Nodes stopped by churn and not started again.
-    down: Vec<bool>,
     cancel: CancellationToken,
 }
 
@@ -796,7 +795,6 @@ impl Swarm {
                 })?
                 .with_context(|| format!("node {i}: its event loop"))?;
         }
-        self.down[i] = true;
         Ok(())
     }
 
@@ -804,7 +802,7 @@ impl Swarm {
     /// its usual peers and [`RESTART_BOOTSTRAP_LIVE`] live ones.
     async fn restart(&mut self, i: usize, params: &SwarmParams, rng: &mut StdRng) -> Result<()> {
         let live: Vec<usize> = (0..self.nodes.len())
-            .filter(|&j| j != i && !self.down[j])
+            .filter(|&j| j != i && !self.is_down(j))
             .collect();
         let mut from = bootstrap_of(i);
         from.extend(live.choose_multiple(rng, RESTART_BOOTSTRAP_LIVE).copied());
@@ -813,18 +811,18 @@ impl Swarm {
         let bootstrap = from.iter().map(|&j| self.nodes[j].addr.clone()).collect();
         let old = &self.nodes[i];
         // Its listen address: what it listened on, without the peer id.
-        let addr: Multiaddr = old
-            .addr
-            .iter()
-            .filter(|p| !matches!(p, libp2p::multiaddr::Protocol::P2p(_)))
-            .collect();
+        let (addr, _) = agentmesh::mesh::behaviour::split_peer(&old.addr);
         let store = old.store.clone();
         let node = run_node(i, store, Some(&addr), bootstrap, params, &self.cancel, true)
             .await
             .with_context(|| format!("node {i}: starting again"))?;
         self.nodes[i] = node;
-        self.down[i] = false;
         Ok(())
+    }
+
+    /// Node `i` was stopped by churn and has not started again.
+    fn is_down(&self, i: usize) -> bool {
+        self.nodes[i].task.is_none()
     }
 
     /// The node a search planned at `from` is asked of: `from`, or the
@@ -833,7 +831,7 @@ impl Swarm {
         let n = self.nodes.len();
         (0..n)
             .map(|k| (from + k) % n)
-            .find(|&j| !self.down[j])
+            .find(|&j| !self.is_down(j))
             .unwrap_or(from)
     }
 }
@@ -896,11 +894,7 @@ async fn start(
             ));
         }
     }
-    let swarm = Swarm {
-        down: vec![false; nodes.len()],
-        nodes,
-        cancel,
-    };
+    let swarm = Swarm { nodes, cancel };
     let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
     ready(&swarm.nodes, deadline, progress).await?;
     let (rss, _) = memory();
@@ -1215,13 +1209,7 @@ async fn provided(
         let ended: u64 = swarm
             .nodes
             .iter()
-            .map(|n| {
-                n.mesh
-                    .stats()
-                    .kad_queries
-                    .get("start_providing")
-                    .map_or(0, |m| m.values().sum())
-            })
+            .map(|n| queries_ended(&n.mesh.stats(), "start_providing"))
             .sum();
         if ended >= want || started.elapsed() >= deadline {
             progress(&format!(
@@ -1235,11 +1223,9 @@ async fn provided(
     }
 }
 
-/// Finished `get_providers` queries in a snapshot.
-fn provider_queries(s: &StatsSnapshot) -> u64 {
-    s.kad_queries
-        .get("get_providers")
-        .map_or(0, |m| m.values().sum())
+/// Finished Kademlia queries of `kind` in a snapshot, whatever their outcome.
+fn queries_ended(s: &StatsSnapshot, kind: &str) -> u64 {
+    s.kad_queries.get(kind).map_or(0, |m| m.values().sum())
 }
 
 fn provider_requests(s: &StatsSnapshot) -> u64 {
@@ -1280,9 +1266,9 @@ async fn search_once(
     // stops them, just after the lookup answered.
     let mut after = node.mesh.stats();
     if looked_up {
-        let want = provider_queries(&before) + u64::from(shards);
+        let want = queries_ended(&before, "get_providers") + u64::from(shards);
         let until = Instant::now() + Duration::from_secs(10);
-        while provider_queries(&after) < want && Instant::now() < until {
+        while queries_ended(&after, "get_providers") < want && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(5)).await;
             after = node.mesh.stats();
         }
@@ -1429,6 +1415,7 @@ impl Churning {
         params: &SwarmParams,
         progress: &mut dyn FnMut(&str),
     ) -> Result<()> {
+        let before = self.next;
         while let Some(&(when, node, stops)) = self.events.get(self.next) {
             if when > at {
                 break;
@@ -1437,8 +1424,9 @@ impl Churning {
             self.play(swarm, node, stops, params).await?;
         }
         tokio::time::sleep_until((self.t0 + at).into()).await;
-        let down = swarm.down.iter().filter(|d| **d).count();
-        if self.next > 0 && self.next.is_multiple_of(50) {
+        // A line each time another 50 have been played.
+        if self.next / 50 > before / 50 {
+            let down = (0..swarm.nodes.len()).filter(|&i| swarm.is_down(i)).count();
             progress(&format!(
                 "churn: {} of {} stops and starts played, {down} nodes down",
                 self.next,
@@ -1474,7 +1462,9 @@ impl Churning {
         params: &SwarmParams,
         progress: &mut dyn FnMut(&str),
     ) -> Result<usize> {
-        let down: Vec<usize> = (0..swarm.nodes.len()).filter(|&i| swarm.down[i]).collect();
+        let down: Vec<usize> = (0..swarm.nodes.len())
+            .filter(|&i| swarm.is_down(i))
+            .collect();
         for &i in &down {
             self.play(swarm, i, false, params).await?;
         }

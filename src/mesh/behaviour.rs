@@ -304,7 +304,7 @@ pub fn build_swarm(
 
 /// The bootstrap and kad address of a peer are the multiaddr without its
 /// trailing `/p2p/..`.
-pub(crate) fn split_peer(addr: &libp2p::Multiaddr) -> (libp2p::Multiaddr, Option<libp2p::PeerId>) {
+pub fn split_peer(addr: &libp2p::Multiaddr) -> (libp2p::Multiaddr, Option<libp2p::PeerId>) {
     let mut base = addr.clone();
     match base.pop() {
         Some(libp2p::multiaddr::Protocol::P2p(peer)) => (base, Some(peer)),
