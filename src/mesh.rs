@@ -26,7 +26,8 @@
 //! Files: `mesh/behaviour.rs` (the swarm and its limits), `mesh/config.rs`
 //! ([`MeshConfig`]), `mesh/client.rs` ([`MeshClient`]), `mesh/event_loop.rs`
 //! `mesh/commands.rs` and `mesh/events.rs` (the loop), `mesh/pending.rs` (in-flight queries),
-//! `mesh/stats.rs` ([`MeshStats`]), `mesh/wire.rs` (search wire types).
+//! `mesh/stats.rs` ([`MeshStats`]), `mesh/trim.rs` (which connections to
+//! close over the high-water mark), `mesh/wire.rs` (search wire types).
 
 use std::sync::Arc;
 
@@ -47,6 +48,7 @@ mod external;
 mod pending;
 mod stats;
 pub mod transport;
+mod trim;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};

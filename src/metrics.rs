@@ -491,6 +491,15 @@ impl Collector for MeshCollector {
             )?;
             ConstCounter::new(snap.searches_served).encode(counter)?;
         }
+        {
+            let counter = encoder.encode_descriptor(
+                "mesh_connections_trimmed",
+                "Peers disconnected because more than the high-water mark were connected.",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(snap.connections_trimmed).encode(counter)?;
+        }
         Ok(())
     }
 }

@@ -921,3 +921,109 @@ async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
     })
     .await;
 }
+
+/// A hub at its connection limit, and a newcomer that dials it: with the
+/// trimming marks below the limit, the hub disconnects its least used
+/// peers (never its configured bootstrap peer) and the newcomer gets in;
+/// with the marks at the limit (no trimming, the node before `trim.rs`),
+/// the hub stays full and refuses it, as it refuses Kademlia's dials.
+/// The leaves dial the hub once (no bootstrap config, so no re-dials):
+/// the only dials the hub sees at the end are the newcomer's.
+async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
+    const LIMIT: u32 = 8;
+    const LEAVES: usize = 10;
+    let anchor = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let mut hub_config = config(vec![anchor.addr().await]);
+    hub_config.limits.set_max_connections(LIMIT);
+    if !trim {
+        let l = &mut hub_config.limits;
+        (l.connections_low_water, l.connections_high_water) = (LIMIT, LIMIT);
+    }
+    hub_config.timeouts.connection_grace = Duration::from_millis(500);
+    let hub = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        hub_config,
+        TestHandler::default(),
+    )
+    .await;
+    wait_for("the hub to reach its bootstrap peer", || async {
+        hub.connected_to(&anchor).await
+    })
+    .await;
+    let hub_addr = hub.addr().await;
+    let mut leaves = Vec::new();
+    for _ in 0..LEAVES {
+        let leaf = TestNode::start(Vec::new(), TestHandler::default()).await;
+        leaf.client.dial(hub_addr.clone()).await.unwrap();
+        leaves.push(leaf);
+    }
+    if trim {
+        wait_for("the hub to trim over its high-water mark", || async {
+            hub.client.stats().connections_trimmed > 0
+        })
+        .await;
+    } else {
+        wait_for("the hub to refuse a leaf at its limit", || async {
+            hub.client.stats().incoming_failures > 0
+        })
+        .await;
+    }
+    let newcomer = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let end = Instant::now() + DEADLINE;
+    let reached = loop {
+        let refused = hub.client.stats().incoming_failures;
+        newcomer.client.dial(hub_addr.clone()).await.unwrap();
+        // Until the hub has taken this dial in or refused it.
+        let tried = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < tried {
+            if hub.connected_to(&newcomer).await {
+                break;
+            }
+            if hub.client.stats().incoming_failures > refused {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if hub.connected_to(&newcomer).await {
+            break true;
+        }
+        if !trim && hub.client.stats().incoming_failures > refused {
+            break false;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {DEADLINE:?}: the hub neither took the newcomer in nor refused it"
+        );
+    };
+    let connected = hub.client.status().await.unwrap().connected_peers;
+    assert!(
+        connected <= LIMIT as usize,
+        "{connected} peers over a limit of {LIMIT}"
+    );
+    assert!(
+        hub.connected_to(&anchor).await,
+        "the hub must keep its configured bootstrap peer"
+    );
+    if !trim {
+        assert_eq!(hub.client.stats().connections_trimmed, 0);
+    }
+    reached
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_over_its_high_water_mark_trims_and_still_lets_a_newcomer_in() {
+    init_tracing();
+    assert!(
+        newcomer_reaches_a_hub_of_leaves(true).await,
+        "a trimming hub must make room for a newcomer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_hub_that_does_not_trim_refuses_a_newcomer() {
+    init_tracing();
+    assert!(
+        !newcomer_reaches_a_hub_of_leaves(false).await,
+        "a hub at its limit without trimming refuses new connections"
+    );
+}

@@ -275,6 +275,7 @@ impl Population {
             limit: scenario.limit,
             search_timeout: Duration::from_millis(node.search_timeout_ms),
             max_connections: scenario.swarm.max_connections,
+            trim_connections: scenario.swarm.trim_connections.unwrap_or(true),
             replication: node.replication,
             outages: plan_outages(scenario, seed),
             seed,

@@ -387,6 +387,10 @@ pub struct SwarmOverrides {
     /// default 256). A node at its limit refuses further connections,
     /// Kademlia's dials among them.
     pub max_connections: Option<u32>,
+    /// Whether nodes trim connections over the high-water mark, as
+    /// `agentmesh node` does (default true; false: a node keeps every
+    /// connection up to its limit, the node's behaviour before trimming).
+    pub trim_connections: Option<bool>,
 }
 
 /// Fewest connections a swarm scenario may allow a node: the bootstrap
@@ -435,6 +439,10 @@ pub struct NodeParams {
     /// Established connections per node (`MeshLimits::max_connections`),
     /// swarm engine only: the DES does not model connections.
     pub max_connections: Option<u32>,
+    /// Connected peers over which a node trims its connections
+    /// (`MeshLimits::connections_high_water`, following the limit), swarm
+    /// engine only; `None` there when `[swarm] trim_connections = false`.
+    pub connections_high_water: Option<u32>,
 }
 
 /// A refused scenario: which file, which key, why.
@@ -715,6 +723,12 @@ impl Scenario {
             }
             range("swarm.max_connections", c, MIN_SWARM_CONNECTIONS, 4096)?;
         }
+        if self.swarm.trim_connections.is_some() && self.engine == Engine::Des {
+            return Err((
+                "swarm.trim_connections",
+                "the DES does not model connections: remove it, or use engine = \"swarm\"".into(),
+            ));
+        }
         if self.engine == Engine::Swarm && self.nodes > 2000 {
             return Err((
                 "nodes",
@@ -761,6 +775,15 @@ impl Scenario {
             replication: self.replication.unwrap_or(p2p.replication),
             max_connections: (self.engine == Engine::Swarm)
                 .then(|| self.swarm.max_connections.unwrap_or(limits.max_connections)),
+            connections_high_water: (self.engine == Engine::Swarm
+                && self.swarm.trim_connections.unwrap_or(true))
+            .then(|| {
+                let mut l = MeshLimits::default();
+                if let Some(n) = self.swarm.max_connections {
+                    l.set_max_connections(n);
+                }
+                l.connections_high_water
+            }),
         }
     }
 }

@@ -186,8 +186,12 @@ pub struct SwarmParams {
     /// Deadline of one search.
     pub search_timeout: std::time::Duration,
     /// Established connections per node (`MeshLimits::max_connections`);
-    /// `None`: the node's default.
+    /// `None`: the node's default. The trimming marks follow it
+    /// (`MeshLimits::set_max_connections`).
     pub max_connections: Option<u32>,
+    /// Whether nodes trim connections over the high-water mark (the
+    /// node's behaviour); false keeps every connection up to the limit.
+    pub trim_connections: bool,
     /// What nodes keep of gossiped records (`p2p.replication`).
     pub replication: Replication,
     /// Churn during the search phase, in no particular order (empty: no
@@ -665,11 +669,11 @@ fn node_key(seed: u64, i: usize) -> SigningKey {
 /// The mesh configuration of a simulated node: the node's own defaults
 /// (`MeshConfig::from_p2p` of the default `[p2p]`), over memory, on
 /// `listen` (a new port when `None`), with the run's connection limit if
-/// it sets one.
+/// it sets one, and no trimming if it says so.
 fn mesh_config(
     listen: Option<&Multiaddr>,
     bootstrap: Vec<Multiaddr>,
-    max_connections: Option<u32>,
+    params: &SwarmParams,
 ) -> Result<MeshConfig> {
     let p2p = P2pConfig {
         listen: vec![listen.map_or_else(|| "/memory/0".to_owned(), ToString::to_string)],
@@ -679,8 +683,13 @@ fn mesh_config(
     let mut config = MeshConfig::from_p2p(&p2p)?;
     config.transport = MeshTransport::Memory;
     config.bootstrap = bootstrap;
-    if let Some(n) = max_connections {
-        config.limits.max_connections = n;
+    if let Some(n) = params.max_connections {
+        config.limits.set_max_connections(n);
+    }
+    if !params.trim_connections {
+        let l = &mut config.limits;
+        (l.connections_low_water, l.connections_high_water) =
+            (l.max_connections, l.max_connections);
     }
     Ok(config)
 }
@@ -734,7 +743,7 @@ async fn run_node(
     );
     let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
     let (mesh, task) = Mesh::spawn(
-        mesh_config(listen, bootstrap, params.max_connections)?,
+        mesh_config(listen, bootstrap, params)?,
         agentmesh::identity::libp2p_keypair(&key),
         Arc::new(SharedHandler(Arc::new(handler))),
         cancel.clone(),
@@ -1095,10 +1104,12 @@ fn gossip_line(swarm: &Swarm) -> String {
 
 /// A line of the search requests over all nodes: sent, failed and timed
 /// out at the askers, served and refused (by reason) at the peers asked,
-/// and the dials that failed: what explains a search whose peers did not
+/// the dials that failed, the incoming connections refused or failed, and
+/// the connections trimmed: what explains a search whose peers did not
 /// answer.
 fn serving_line(swarm: &Swarm) -> String {
     let (mut sent, mut failed, mut timed_out, mut served, mut dial_failures) = (0, 0, 0, 0, 0);
+    let (mut incoming_failures, mut trimmed) = (0, 0);
     let mut refused: std::collections::BTreeMap<String, u64> = Default::default();
     for n in &swarm.nodes {
         let s = n.mesh.stats();
@@ -1107,13 +1118,16 @@ fn serving_line(swarm: &Swarm) -> String {
         timed_out += s.requests_timed_out;
         served += s.searches_served;
         dial_failures += s.dial_failures;
+        incoming_failures += s.incoming_failures;
+        trimmed += s.connections_trimmed;
         for (k, v) in s.searches_refused {
             *refused.entry(k).or_default() += v;
         }
     }
     format!(
         "search requests over all nodes: {sent} sent, {failed} failed, {timed_out} timed out; \
-         {served} served, refused {refused:?}; {dial_failures} dials failed"
+         {served} served, refused {refused:?}; {dial_failures} dials failed, \
+         {incoming_failures} incoming connections failed or refused, {trimmed} trimmed"
     )
 }
 
@@ -1519,7 +1533,7 @@ async fn run_async(
             truth.entry(c).or_default().insert(agent_id(i));
         }
     }
-    let shards = mesh_config(None, Vec::new(), None)?.shards;
+    let shards = mesh_config(None, Vec::new(), params)?.shards;
     let empty = HashSet::new();
     let searches_started = Instant::now();
     let mut churn = Churning::new(params);
@@ -1728,6 +1742,7 @@ mod tests {
             limit: 10,
             search_timeout: Duration::from_secs(2),
             max_connections: None,
+            trim_connections: true,
             replication: Replication::All,
             outages: vec![Outage {
                 node: 1,

@@ -170,6 +170,7 @@ fn after_a_run() -> ! {
         limit: 10,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
+        trim_connections: true,
         replication: Replication::All,
         outages: Vec::new(),
         seed: 5,

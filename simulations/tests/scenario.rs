@@ -215,3 +215,38 @@ fn a_connection_limit_is_a_swarm_setting_within_its_range() {
     let des = Scenario::parse(GOOD, Path::new("good.toml")).unwrap();
     assert_eq!(des.node().max_connections, None);
 }
+
+#[test]
+fn connection_trimming_follows_the_limit_and_can_be_turned_off_in_a_swarm() {
+    let swarm = GOOD.replace("engine = \"des\"", "engine = \"swarm\"");
+    // On by default, its mark following the limit as the node's does.
+    let limited = Scenario::parse(
+        &format!("{swarm}\n[swarm]\nmax_connections = 64\n"),
+        Path::new("good.toml"),
+    )
+    .unwrap();
+    assert_eq!(limited.node().connections_high_water, Some(48));
+    let plain = Scenario::parse(&swarm, Path::new("good.toml")).unwrap();
+    assert_eq!(
+        plain.node().connections_high_water,
+        Some(agentmesh::mesh::MeshLimits::default().connections_high_water)
+    );
+    let off = Scenario::parse(
+        &format!("{swarm}\n[swarm]\ntrim_connections = false\n"),
+        Path::new("good.toml"),
+    )
+    .unwrap();
+    assert_eq!(off.swarm.trim_connections, Some(false));
+    assert_eq!(off.node().connections_high_water, None);
+    // The DES has no connections to trim.
+    let (key, reason) = refused(&format!("{GOOD}\n[swarm]\ntrim_connections = false\n"));
+    assert_eq!(key, "swarm.trim_connections");
+    assert!(reason.contains("engine = \"swarm\""), "{reason}");
+    assert_eq!(
+        Scenario::parse(GOOD, Path::new("good.toml"))
+            .unwrap()
+            .node()
+            .connections_high_water,
+        None
+    );
+}

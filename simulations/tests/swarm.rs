@@ -53,6 +53,7 @@ fn params(
         limit: 50,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
+        trim_connections: true,
         replication: Replication::All,
         outages: Vec::new(),
         seed,
@@ -179,6 +180,7 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
         limit: 50,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
+        trim_connections: true,
         replication: Replication::Lookups,
         outages: vec![Outage {
             node: AWAY,

@@ -64,6 +64,12 @@ pub struct MeshLimits {
     pub max_connections: u32,
     /// Established connections per peer (TCP and QUIC, simultaneous dials).
     pub max_connections_per_peer: u32,
+    /// Connected peers over which the loop trims connections
+    /// ([`trim`](super::trim)), so that new peers (Kademlia's dials among
+    /// them) still find room below `max_connections`.
+    pub connections_high_water: u32,
+    /// Connected peers trimming leaves (fewer, when too many are shielded).
+    pub connections_low_water: u32,
     /// Incoming connections still in their handshake.
     pub max_pending_incoming: u32,
     /// Agent records held in the DHT store.
@@ -86,11 +92,25 @@ pub struct MeshLimits {
     pub command_buffer: usize,
 }
 
+impl MeshLimits {
+    /// Sets the connection limit and the trimming marks with it: the high
+    /// mark at 3/4 of the limit, the low one at 5/8 (192 and 160 of the
+    /// default 256).
+    pub fn set_max_connections(&mut self, max: u32) {
+        self.max_connections = max;
+        let share = |num: u64, den: u64| u32::try_from(u64::from(max) * num / den).unwrap_or(max);
+        self.connections_high_water = share(3, 4).clamp(1, max.max(1));
+        self.connections_low_water = share(5, 8).min(self.connections_high_water);
+    }
+}
+
 impl Default for MeshLimits {
     fn default() -> Self {
         Self {
             max_connections: 256,
             max_connections_per_peer: 3,
+            connections_high_water: 192,
+            connections_low_water: 160,
             max_pending_incoming: 64,
             max_dht_records: 4096,
             max_provider_keys: 8192,
@@ -122,6 +142,9 @@ pub struct MeshTimeouts {
     pub listen: Duration,
     /// A connection with no stream open for this long is closed.
     pub idle_connection: Duration,
+    /// A peer connected or used (a search either way) within this long
+    /// is not trimmed ([`trim`](super::trim)).
+    pub connection_grace: Duration,
     /// Lifetime of a DHT record at the peers that store it.
     pub record_ttl: Duration,
     /// How often our own DHT records are re-published (< `record_ttl`).
@@ -153,6 +176,7 @@ impl Default for MeshTimeouts {
             lookup: Duration::from_secs(10),
             listen: Duration::from_secs(5),
             idle_connection: Duration::from_secs(120),
+            connection_grace: Duration::from_secs(30),
             record_ttl: Duration::from_secs(36 * 3600),
             record_publication: Duration::from_secs(12 * 3600),
             record_replication: Duration::from_secs(3600),
@@ -232,6 +256,14 @@ impl MeshConfig {
         }
         if l.max_connections == 0 || l.max_connections_per_peer == 0 {
             return fail("connection limits must be positive");
+        }
+        if l.connections_high_water == 0
+            || l.connections_high_water > l.max_connections
+            || l.connections_low_water > l.connections_high_water
+        {
+            return fail(
+                "need connections_low_water <= connections_high_water <= max_connections, high water positive",
+            );
         }
         if l.max_dht_records == 0 || l.max_provider_keys == 0 || l.max_providers_per_key == 0 {
             return fail("DHT store limits must be positive");
@@ -334,5 +366,33 @@ mod tests {
         c.shards = 8;
         c.timeouts.record_publication = c.timeouts.record_ttl;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn the_trimming_marks_follow_the_connection_limit_and_are_checked() {
+        let mut l = MeshLimits::default();
+        l.set_max_connections(256);
+        let d = MeshLimits::default();
+        assert_eq!(
+            (l.connections_low_water, l.connections_high_water),
+            (d.connections_low_water, d.connections_high_water)
+        );
+        l.set_max_connections(64);
+        assert_eq!(
+            (l.connections_low_water, l.connections_high_water),
+            (40, 48)
+        );
+        l.set_max_connections(1);
+        assert_eq!((l.connections_low_water, l.connections_high_water), (0, 1));
+        let mut c = MeshConfig::default();
+        c.limits.set_max_connections(1);
+        c.validate().unwrap();
+        c.limits.connections_high_water = 2;
+        assert!(c.validate().is_err(), "high mark above the limit");
+        c.limits.connections_high_water = 0;
+        assert!(c.validate().is_err(), "no high mark");
+        c.limits.set_max_connections(64);
+        c.limits.connections_low_water = 49;
+        assert!(c.validate().is_err(), "low mark above the high one");
     }
 }

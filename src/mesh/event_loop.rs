@@ -37,11 +37,18 @@ use super::client::{Command, MeshClient};
 use super::external::ExternalAddrs;
 use super::pending::{Deadline, Pending, ProvidersAnswered};
 use super::stats::MeshStats;
+use super::trim::Trimmer;
 use super::wire::SearchResponse;
 use super::{
     shard_of, MeshConfig, MeshError, MeshHandler, Verdict, MAX_PROVIDES_PEERS,
     MAX_PROVIDES_PER_PEER,
 };
+
+/// The loop re-dials a bootstrap peer it lost only while it has fewer
+/// connected peers than this (go-libp2p's bootstrap threshold, 4): a node
+/// that knows enough peers through them does not keep reconnecting to a
+/// bootstrap node that trimmed it.
+pub(super) const REDIAL_BOOTSTRAP_BELOW: usize = 4;
 
 /// Messages from handler tasks and timers back to the loop.
 pub(super) enum Internal {
@@ -114,6 +121,8 @@ pub(super) struct EventLoop {
     /// Every listener opened and not closed: removed when the loop stops.
     pub(super) listeners: HashSet<ListenerId>,
     pub(super) external: ExternalAddrs,
+    /// Whom to disconnect over the high-water mark.
+    pub(super) trim: Trimmer,
 }
 
 /// Builds the swarm, starts listening and spawns the loop.
@@ -130,6 +139,11 @@ pub(super) async fn spawn(
     let (internal_tx, internal_rx) = mpsc::channel(config.limits.command_buffer);
     let now = Instant::now();
     let policy = config.address_policy();
+    let trim = Trimmer::new(
+        config.limits.connections_low_water as usize,
+        config.limits.connections_high_water as usize,
+        config.timeouts.connection_grace,
+    );
     let mut el = EventLoop {
         swarm,
         local,
@@ -155,6 +169,7 @@ pub(super) async fn spawn(
         wildcard_listeners: HashSet::new(),
         listeners: HashSet::new(),
         external: ExternalAddrs::new(policy),
+        trim,
     };
     el.start_listening().await?;
     for addr in el.config.external_addresses.clone() {
@@ -267,6 +282,7 @@ impl EventLoop {
 
     fn on_tick(&mut self) {
         self.redial_bootstrap();
+        self.trim_connections();
         let now = Instant::now();
         if now >= self.next_reprovide {
             self.next_reprovide = now + self.config.timeouts.reprovide;
@@ -280,7 +296,43 @@ impl EventLoop {
         }
     }
 
+    /// Disconnects the peers [`Trimmer::choose`] names, when over the
+    /// high-water mark.
+    fn trim_connections(&mut self) {
+        let now = Instant::now();
+        let bootstrap: HashSet<PeerId> = self.bootstrap.iter().filter_map(|b| b.peer).collect();
+        let mesh: HashSet<PeerId> = self
+            .swarm
+            .behaviour()
+            .gossipsub
+            .mesh_peers(&self.topic)
+            .copied()
+            .collect();
+        let chosen = self
+            .trim
+            .choose(now, |p| bootstrap.contains(p), |p| mesh.contains(p));
+        if chosen.is_empty() {
+            return;
+        }
+        debug!(
+            trimmed = chosen.len(),
+            connected = self.swarm.connected_peers().count(),
+            "trimming connections"
+        );
+        for peer in chosen {
+            // Forgotten now, not at `ConnectionClosed`: the next tick must
+            // not choose it again while its connections close.
+            self.trim.disconnected(&peer);
+            if self.swarm.disconnect_peer_id(peer).is_ok() {
+                self.stats.connection_trimmed();
+            }
+        }
+    }
+
     fn redial_bootstrap(&mut self) {
+        if self.swarm.connected_peers().count() >= REDIAL_BOOTSTRAP_BELOW {
+            return;
+        }
         let now = Instant::now();
         let max = self.config.timeouts.bootstrap_backoff_max;
         for b in &mut self.bootstrap {

@@ -113,6 +113,7 @@ impl EventLoop {
                     ConnectedPoint::Listener { send_back_addr, .. } => send_back_addr.clone(),
                 };
                 debug!(peer = %peer_id, %addr, "connected");
+                self.trim.connected(peer_id, tokio::time::Instant::now());
                 let state = self.peers.entry(peer_id).or_default();
                 if !state.conn_addrs.contains(&addr) {
                     state.conn_addrs.push(addr);
@@ -136,6 +137,7 @@ impl EventLoop {
                 debug!(peer = %peer_id, ?cause, remaining = num_established, "connection closed");
                 if num_established == 0 {
                     self.peers.remove(&peer_id);
+                    self.trim.disconnected(&peer_id);
                     let now = tokio::time::Instant::now();
                     for b in &mut self.bootstrap {
                         if b.peer == Some(peer_id) {
@@ -190,6 +192,14 @@ impl EventLoop {
                     };
                     self.failed_listeners.push((addr, reason));
                 }
+            }
+            SwarmEvent::IncomingConnectionError {
+                send_back_addr,
+                error,
+                ..
+            } => {
+                self.stats.incoming_failure();
+                debug!(addr = %send_back_addr, %error, "incoming connection failed");
             }
             SwarmEvent::ListenerError { listener_id, error } => {
                 warn!(?listener_id, %error, "listener error");
@@ -492,6 +502,7 @@ impl EventLoop {
                     },
                 ..
             } => {
+                self.trim.used(&peer, tokio::time::Instant::now());
                 if let Err(e) = request.check() {
                     debug!(%peer, error = %e, "search request refused");
                     self.stats.search_refused(e.reason());
@@ -529,6 +540,7 @@ impl EventLoop {
                     },
                 ..
             } => {
+                self.trim.used(&peer, tokio::time::Instant::now());
                 if !self.pending.search_response(request_id, response) {
                     debug!(%peer, "late search response dropped");
                 }

@@ -81,6 +81,8 @@ struct Inner {
     providers_refused: AtomicU64,
     bootstrap_dials: AtomicU64,
     dial_failures: AtomicU64,
+    incoming_failures: AtomicU64,
+    connections_trimmed: AtomicU64,
     search_wire: WireCounts,
     kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
     kad_requests_received: Mutex<BTreeMap<&'static str, u64>>,
@@ -154,6 +156,11 @@ pub struct StatsSnapshot {
     pub bootstrap_dials: u64,
     /// Outgoing connections that failed.
     pub dial_failures: u64,
+    /// Incoming connections that failed: a handshake that did not
+    /// complete, or one refused at a connection limit.
+    pub incoming_failures: u64,
+    /// Peers disconnected over the high-water mark (`mesh/trim.rs`).
+    pub connections_trimmed: u64,
     /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
     /// CBOR payload bytes as the codec wrote and read them).
     pub search_wire: WireSnapshot,
@@ -239,6 +246,16 @@ impl MeshStats {
 
     pub(crate) fn dial_failure(&self) {
         self.inner.dial_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn incoming_failure(&self) {
+        self.inner.incoming_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_trimmed(&self) {
+        self.inner
+            .connections_trimmed
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// One search message written (`sent`) or read, of `bytes` bytes.
@@ -328,6 +345,8 @@ impl MeshStats {
             providers_refused: i.providers_refused.load(Ordering::Relaxed),
             bootstrap_dials: i.bootstrap_dials.load(Ordering::Relaxed),
             dial_failures: i.dial_failures.load(Ordering::Relaxed),
+            incoming_failures: i.incoming_failures.load(Ordering::Relaxed),
+            connections_trimmed: i.connections_trimmed.load(Ordering::Relaxed),
             search_wire: WireSnapshot {
                 messages_sent: w.messages_sent.load(Ordering::Relaxed),
                 bytes_sent: w.bytes_sent.load(Ordering::Relaxed),
