@@ -263,7 +263,7 @@ impl EventLoop {
                     .behaviour_mut()
                     .search
                     .send_request(&peer, request.clone());
-                self.trim.used(&peer, tokio::time::Instant::now());
+                self.peer_used(&peer);
                 waiting.insert(id, peer);
             }
         }

@@ -37,7 +37,7 @@ use super::client::{Command, MeshClient};
 use super::external::ExternalAddrs;
 use super::pending::{Deadline, Pending, ProvidersAnswered};
 use super::stats::MeshStats;
-use super::trim::Trimmer;
+use super::trim::{Trimmer, Use};
 use super::wire::SearchResponse;
 use super::{
     shard_of, MeshConfig, MeshError, MeshHandler, Verdict, MAX_PROVIDES_PEERS,
@@ -85,12 +85,26 @@ pub(super) struct BootstrapPeer {
 }
 
 /// What we know of a connected peer.
-#[derive(Default)]
 pub(super) struct PeerState {
     pub(super) conn_addrs: Vec<Multiaddr>,
     pub(super) listen_addrs: Vec<Multiaddr>,
     pub(super) protocols: Vec<String>,
     pub(super) agent_version: Option<String>,
+    /// Since when, and how lately, we use it: what trimming goes by.
+    pub(super) usage: Use,
+}
+
+impl PeerState {
+    /// A peer whose first connection was established at `now`.
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            conn_addrs: Vec::new(),
+            listen_addrs: Vec::new(),
+            protocols: Vec::new(),
+            agent_version: None,
+            usage: Use::new(now),
+        }
+    }
 }
 
 pub(super) struct EventLoop {
@@ -296,6 +310,13 @@ impl EventLoop {
         }
     }
 
+    /// A search request or answer went to or came from `peer`.
+    pub(super) fn peer_used(&mut self, peer: &PeerId) {
+        if let Some(state) = self.peers.get_mut(peer) {
+            state.usage.used(Instant::now());
+        }
+    }
+
     /// Disconnects the peers [`Trimmer::choose`] names, when over the
     /// high-water mark.
     fn trim_connections(&mut self) {
@@ -308,9 +329,12 @@ impl EventLoop {
             .mesh_peers(&self.topic)
             .copied()
             .collect();
-        let chosen = self
-            .trim
-            .choose(now, |p| bootstrap.contains(p), |p| mesh.contains(p));
+        let chosen = self.trim.choose(
+            now,
+            self.peers.iter().map(|(p, s)| (p, &s.usage)),
+            |p| bootstrap.contains(p),
+            |p| mesh.contains(p),
+        );
         if chosen.is_empty() {
             return;
         }
@@ -320,9 +344,9 @@ impl EventLoop {
             "trimming connections"
         );
         for peer in chosen {
-            // Forgotten now, not at `ConnectionClosed`: the next tick must
-            // not choose it again while its connections close.
-            self.trim.disconnected(&peer);
+            if let Some(state) = self.peers.get_mut(&peer) {
+                state.usage.trimmed();
+            }
             if self.swarm.disconnect_peer_id(peer).is_ok() {
                 self.stats.connection_trimmed();
             }

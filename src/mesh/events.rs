@@ -17,7 +17,7 @@ use tracing::{debug, info, trace, warn};
 
 use super::behaviour::{MeshBehaviourEvent, DHT_MAX_VALUE_BYTES};
 use super::client::DhtOutcome;
-use super::event_loop::{EventLoop, Internal};
+use super::event_loop::{EventLoop, Internal, PeerState};
 use super::stats::Path;
 use super::transport::dialable;
 use super::wire::SearchResponse;
@@ -113,8 +113,10 @@ impl EventLoop {
                     ConnectedPoint::Listener { send_back_addr, .. } => send_back_addr.clone(),
                 };
                 debug!(peer = %peer_id, %addr, "connected");
-                self.trim.connected(peer_id, tokio::time::Instant::now());
-                let state = self.peers.entry(peer_id).or_default();
+                let state = self
+                    .peers
+                    .entry(peer_id)
+                    .or_insert_with(|| PeerState::new(tokio::time::Instant::now()));
                 if !state.conn_addrs.contains(&addr) {
                     state.conn_addrs.push(addr);
                 }
@@ -137,7 +139,6 @@ impl EventLoop {
                 debug!(peer = %peer_id, ?cause, remaining = num_established, "connection closed");
                 if num_established == 0 {
                     self.peers.remove(&peer_id);
-                    self.trim.disconnected(&peer_id);
                     let now = tokio::time::Instant::now();
                     for b in &mut self.bootstrap {
                         if b.peer == Some(peer_id) {
@@ -502,7 +503,7 @@ impl EventLoop {
                     },
                 ..
             } => {
-                self.trim.used(&peer, tokio::time::Instant::now());
+                self.peer_used(&peer);
                 if let Err(e) = request.check() {
                     debug!(%peer, error = %e, "search request refused");
                     self.stats.search_refused(e.reason());
@@ -540,7 +541,7 @@ impl EventLoop {
                     },
                 ..
             } => {
-                self.trim.used(&peer, tokio::time::Instant::now());
+                self.peer_used(&peer);
                 if !self.pending.search_response(request_id, response) {
                     debug!(%peer, "late search response dropped");
                 }
