@@ -45,9 +45,9 @@ use super::{
 };
 
 /// The loop re-dials a bootstrap peer it lost only while it has fewer
-/// connected peers than this (go-libp2p's bootstrap threshold, 4): a node
-/// that knows enough peers through them does not keep reconnecting to a
-/// bootstrap node that trimmed it.
+/// connected peers than this (IPFS's bootstrap threshold, boxo's
+/// `MinPeerThreshold`, 4): a node that knows enough peers through them
+/// does not keep reconnecting to a bootstrap node that trimmed it.
 pub(super) const REDIAL_BOOTSTRAP_BELOW: usize = 4;
 
 /// Messages from handler tasks and timers back to the loop.
