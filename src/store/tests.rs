@@ -684,6 +684,105 @@ fn text_search_ranks_with_bm25_and_filters_narrow() {
 }
 
 #[test]
+fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
+    // 240 agents over four commits (four segments), some replaced (their
+    // old documents deleted in earlier segments). Each way the filtered
+    // ranking takes: "rare" on 3 agents (visited one by one), "sixth" on
+    // a sixth (the postings walked, the kept ones scored), "common" on
+    // half (block-max WAND, each hit checked).
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let words = ["invoice", "contract", "weather", "travel"];
+    let caps_of = |i: usize| -> Vec<&'static str> {
+        let mut caps = vec![if i % 2 == 0 { "common" } else { "other" }];
+        if i % 80 == 5 {
+            caps.push("rare");
+        }
+        if i % 6 == 1 {
+            caps.push("sixth");
+        }
+        caps
+    };
+    for chunk in 0..4 {
+        for i in chunk * 60..(chunk + 1) * 60 {
+            let text = format!(
+                "Reads {} {} and {} files",
+                words[i % 4],
+                words[(i / 4) % 4],
+                words[(i / 16) % 4]
+            );
+            put_text(
+                &store,
+                &format!("agent:{i:03}.test"),
+                1,
+                "Agent",
+                &text,
+                &caps_of(i),
+            );
+        }
+        // Agents of the chunk before, replaced with other words.
+        if chunk > 0 {
+            for i in ((chunk - 1) * 60..chunk * 60).step_by(7) {
+                let text = format!("Plans {} trips", words[(i + 1) % 4]);
+                put_text(
+                    &store,
+                    &format!("agent:{i:03}.test"),
+                    2,
+                    "Agent",
+                    &text,
+                    &caps_of(i),
+                );
+            }
+        }
+        store.blocking().flush().unwrap();
+    }
+    let search = |text: &str, f: &Filter, limit: usize| {
+        store
+            .blocking()
+            .text_search(&TextQuery {
+                text,
+                filter: f,
+                limit,
+                now: crate::record::unix_now(),
+                min_trust: None,
+                capabilities: &[],
+                subjects: &[],
+            })
+            .unwrap()
+            .expect("the query has words")
+    };
+    for cap in ["rare", "sixth", "common"] {
+        for text in ["invoice", "contract travel", "weather trips invoice"] {
+            let kept = search(text, &filter(&[cap], &[], &[]), 10);
+            let mut expected: Vec<(String, f64)> = search(text, &Filter::default(), 1000)
+                .into_iter()
+                .filter(|(id, _)| {
+                    let i: usize = id["agent:".len()..][..3].parse().unwrap();
+                    caps_of(i).contains(&cap)
+                })
+                .collect();
+            expected.truncate(10);
+            assert!(!expected.is_empty(), "{cap} {text}");
+            assert_eq!(kept.len(), expected.len(), "{cap} {text}: {kept:?}");
+            for ((id, score), (want_id, want)) in kept.iter().zip(&expected) {
+                assert!(
+                    (score - want).abs() < 1e-6,
+                    "{cap} {text}: {kept:?} {expected:?}"
+                );
+                // Equal scores may come in either order only at a tie.
+                if id != want_id {
+                    assert!(expected
+                        .iter()
+                        .any(|(e, s)| e == id && (s - score).abs() < 1e-6));
+                }
+            }
+        }
+    }
+    // A filter that no ranked document meets answers nothing.
+    assert!(search("invoice", &filter(&["absent"], &[], &[]), 10).is_empty());
+}
+
+#[test]
 fn a_tie_at_the_last_place_is_settled_the_same_whatever_the_segments() {
     // 40 agents alike in every ranked word, written into two stores in
     // opposite orders over four commits each (four segments), so the

@@ -486,9 +486,12 @@ impl TextIndex {
         // the top (block-max WAND) when no filter narrows.
         let mut ranked: Vec<Box<dyn Query>> = Vec::new();
         let mut ceiling = 0.0f64;
+        // The postings the ranked terms hold, all told.
+        let mut postings = 0u64;
         let mut clause = |field: Field, text: &str, boost: f32| -> Result<f64, StoreError> {
             let term = Term::from_field_text(field, text);
             let df = searcher.doc_freq(&term).map_err(text_err)?;
+            postings += df;
             if df > 0 {
                 ranked.push(Box::new(BoostQuery::new(
                     Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)),
@@ -533,7 +536,6 @@ impl TextIndex {
         if ranked.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let union: Box<dyn Query> = Box::new(BooleanQuery::union(ranked));
         let exact = |field: Field, value: &str| -> (Occur, Box<dyn Query>) {
             let q = TermQuery::new(
                 Term::from_field_text(field, value),
@@ -544,6 +546,11 @@ impl TextIndex {
                 Box::new(ConstScoreQuery::new(Box::new(q), 0.0)),
             )
         };
+        // The filter's terms as one conjunction, read into a set of
+        // documents per segment, and the ranked terms scored inside it
+        // (page::top_kept). Inside one query, the conjunction would make
+        // tantivy seek the union's buffered windows for every document of
+        // the filter, which cost milliseconds at a million agents.
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for c in &q.filter.capabilities {
             must.push(exact(f.cap, c));
@@ -564,12 +571,6 @@ impl TextIndex {
                 Box::new(ConstScoreQuery::new(Box::new(trusted), 0.0)),
             ));
         }
-        let query: Box<dyn Query> = if must.is_empty() {
-            union
-        } else {
-            must.push((Occur::Must, union));
-            Box::new(BooleanQuery::new(must))
-        };
         // Each segment's expiry and order columns, opened once per search:
         // expired records are left out as the page fills, and a tie at its
         // last place is settled by `order` (page.rs).
@@ -582,7 +583,18 @@ impl TextIndex {
                 .map_err(text_err)
         };
         let (expiry, order) = (column("expires")?, column("order")?);
-        let hits = page::top(&searcher, query.as_ref(), q.limit, q.now, &expiry, &order)?;
+        let columns = page::Columns {
+            now: q.now,
+            expiry: &expiry,
+            order: &order,
+        };
+        let hits = if must.is_empty() {
+            let union = BooleanQuery::union(ranked);
+            page::top(&searcher, &union, None, q.limit, &columns)?
+        } else {
+            let keep = page::Keep::of(&searcher, &BooleanQuery::new(must))?;
+            page::top_kept(&searcher, &ranked, keep, postings, q.limit, &columns)?
+        };
         // Only the page's records are read from the doc store.
         let ceiling = ceiling.max(f64::MIN_POSITIVE);
         let mut out = Vec::with_capacity(hits.len());

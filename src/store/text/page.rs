@@ -9,12 +9,16 @@
 //! hit tying the last place is offered and judged by its `order`. A tie
 //! longer than [`MAX_TIE_OFFERS`] is cut where the index's order leaves
 //! it, as tantivy would.
+//!
+//! A filtered search ([`top_kept`]) reads the filter into a set of
+//! documents per segment first, then ranks inside it in the way the
+//! filter's density suits.
 
 use std::collections::BinaryHeap;
 
 use tantivy::columnar::Column;
-use tantivy::query::{EnableScoring, Query};
-use tantivy::{DocAddress, DocId, Score, Searcher};
+use tantivy::query::{BitSetDocSet, BooleanQuery, EnableScoring, Query};
+use tantivy::{BitSet, DocAddress, DocId, DocSet, Score, Searcher, TERMINATED};
 
 use super::text_err;
 use crate::store::StoreError;
@@ -115,56 +119,281 @@ impl Page {
     }
 }
 
-/// The best `limit` hits of `query` whose `expires` column is past `now`,
-/// deleted documents left out, best first.
+/// Each segment's expiry and order columns, and the time expiry is
+/// judged against (Unix seconds).
+pub(super) struct Columns<'a> {
+    pub(super) now: u64,
+    pub(super) expiry: &'a [Column<u64>],
+    pub(super) order: &'a [Column<u64>],
+}
+
+/// The page being filled across the segments, with the expired hits
+/// passed over so far.
+struct Filling<'a> {
+    page: Page,
+    columns: &'a Columns<'a>,
+    expired: usize,
+}
+
+impl Filling<'_> {
+    fn done(&self) -> bool {
+        self.expired >= MAX_EXPIRED
+    }
+
+    /// Offers a live hit of segment `ord`; returns the threshold a hit
+    /// must exceed to be offered next.
+    fn offer(&mut self, ord: usize, doc: DocId, score: Score) -> Score {
+        if self.columns.expiry[ord].first(doc).unwrap_or(0) <= self.columns.now {
+            self.expired += 1;
+            // Nothing more is offered once too many have expired.
+            return if self.done() {
+                Score::MAX
+            } else {
+                self.page.threshold()
+            };
+        }
+        let segment = u32::try_from(ord).expect("fewer than 2^32 segments");
+        self.page.offer(Hit {
+            score,
+            order: self.columns.order[ord].first(doc).unwrap_or(0),
+            address: DocAddress::new(segment, doc),
+        })
+    }
+
+    fn hits(self) -> Vec<Hit> {
+        let mut hits = self.page.heap.into_vec();
+        hits.sort_by(Hit::rank);
+        hits
+    }
+}
+
+/// The best `limit` hits of `query` whose `expires` column is past
+/// `columns.now`, held by `keep` when given, deleted documents left out,
+/// best first.
 ///
 /// # Errors
 /// [`StoreError::Text`] when tantivy cannot score the query.
 pub(super) fn top(
     searcher: &Searcher,
     query: &dyn Query,
+    keep: Option<&Keep>,
     limit: usize,
-    now: u64,
-    expiry: &[Column<u64>],
-    order: &[Column<u64>],
+    columns: &Columns<'_>,
 ) -> Result<Vec<Hit>, StoreError> {
     let weight = query
         .weight(EnableScoring::enabled_from_searcher(searcher))
         .map_err(text_err)?;
-    let mut page = Page::new(limit);
-    let mut expired = 0usize;
+    let mut filling = Filling {
+        page: Page::new(limit),
+        columns,
+        expired: 0,
+    };
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
-        if expired >= MAX_EXPIRED {
+        if filling.done() {
             break;
         }
         let alive = reader.alive_bitset();
-        let threshold = page.threshold();
-        let segment = u32::try_from(ord).expect("fewer than 2^32 segments");
+        let threshold = filling.page.threshold();
         weight
             .for_each_pruning(threshold, reader, &mut |doc: DocId, score: Score| {
-                if alive.is_some_and(|a| a.is_deleted(doc)) {
-                    return page.threshold();
+                if alive.is_some_and(|a| a.is_deleted(doc))
+                    || keep.is_some_and(|k| !k.sets[ord].contains(doc))
+                {
+                    return filling.page.threshold();
                 }
-                if expiry[ord].first(doc).unwrap_or(0) <= now {
-                    expired += 1;
-                    // Nothing more is offered once too many have expired.
-                    return if expired >= MAX_EXPIRED {
-                        Score::MAX
-                    } else {
-                        page.threshold()
-                    };
-                }
-                page.offer(Hit {
-                    score,
-                    order: order[ord].first(doc).unwrap_or(0),
-                    address: DocAddress::new(segment, doc),
-                })
+                filling.offer(ord, doc, score)
             })
             .map_err(text_err)?;
     }
-    let mut hits = page.heap.into_vec();
-    hits.sort_by(Hit::rank);
-    Ok(hits)
+    Ok(filling.hits())
+}
+
+/// The documents a filter keeps, one set per segment of the searcher.
+pub(super) struct Keep {
+    sets: Vec<BitSet>,
+    len: u64,
+}
+
+impl Keep {
+    /// The documents matching `filter` (its scores unused), segment by
+    /// segment: one pass over the filter's postings.
+    ///
+    /// # Errors
+    /// [`StoreError::Text`] when tantivy cannot read the filter.
+    pub(super) fn of(searcher: &Searcher, filter: &dyn Query) -> Result<Self, StoreError> {
+        let weight = filter
+            .weight(EnableScoring::disabled_from_searcher(searcher))
+            .map_err(text_err)?;
+        let mut sets = Vec::with_capacity(searcher.segment_readers().len());
+        let mut len = 0u64;
+        for reader in searcher.segment_readers() {
+            let mut set = BitSet::with_max_value(reader.max_doc());
+            weight
+                .for_each_no_score(reader, &mut |docs: &[DocId]| {
+                    for &d in docs {
+                        set.insert(d);
+                    }
+                })
+                .map_err(text_err)?;
+            len += set.len() as u64;
+            sets.push(set);
+        }
+        Ok(Self { sets, len })
+    }
+}
+
+/// How much dearer a seek into a term's postings is than a step along
+/// them: the kept documents are visited one by one (each term seeked to
+/// each) when there are fewer than the ranked terms' postings divided by
+/// this.
+const SEEK_COST: u64 = 16;
+/// A filter keeping at least one document in this many leaves the
+/// ranking to block-max WAND over the union, each hit checked against the
+/// filter: the page fills from kept documents about as fast as without a
+/// filter, and the threshold rises as usual. A sparser filter would leave
+/// the threshold low while WAND steps through hits it then drops.
+const DENSE_SHARE: u64 = 4;
+
+/// The best `limit` hits among the documents `keep` holds that match at
+/// least one of `clauses` (each scored on its own, the scores summed, as
+/// their union would), live and unexpired, best first. How, by the kept
+/// share of `docs` and `postings` (the clauses' document frequencies
+/// summed): a dense filter through block-max WAND over the union; a few
+/// kept documents one by one, each term seeked to each; else term by term
+/// along the postings, the kept documents scored. Measured at a million
+/// agents (BENCHMARKS.md), the conjunction inside one tantivy query was
+/// slower than all three.
+///
+/// # Errors
+/// [`StoreError::Text`] when tantivy cannot score a clause.
+pub(super) fn top_kept(
+    searcher: &Searcher,
+    clauses: &[Box<dyn Query>],
+    keep: Keep,
+    postings: u64,
+    limit: usize,
+    columns: &Columns<'_>,
+) -> Result<Vec<Hit>, StoreError> {
+    if keep.len.saturating_mul(DENSE_SHARE) >= searcher.num_docs() {
+        let union = BooleanQuery::union(clauses.iter().map(|c| c.box_clone()).collect());
+        return top(searcher, &union, Some(&keep), limit, columns);
+    }
+    let scoring = EnableScoring::enabled_from_searcher(searcher);
+    let weights = clauses
+        .iter()
+        .map(|c| c.weight(scoring))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(text_err)?;
+    let by_document = keep.len.saturating_mul(weights.len() as u64) <= postings / SEEK_COST;
+    let mut filling = Filling {
+        page: Page::new(limit),
+        columns,
+        expired: 0,
+    };
+    SCORES.with_borrow_mut(|scores| {
+        fill_kept(searcher, &weights, keep, by_document, &mut filling, scores)
+    })?;
+    Ok(filling.hits())
+}
+
+thread_local! {
+    /// Each thread's score array, kept between searches: a fresh one per
+    /// search would cost the kernel's zeroing of a page per 1,024 documents.
+    static SCORES: std::cell::RefCell<Scores> = std::cell::RefCell::default();
+}
+
+/// [`top_kept`]'s walk, segment by segment, into `filling`.
+fn fill_kept(
+    searcher: &Searcher,
+    weights: &[Box<dyn tantivy::query::Weight>],
+    keep: Keep,
+    by_document: bool,
+    filling: &mut Filling<'_>,
+    scores: &mut Scores,
+) -> Result<(), StoreError> {
+    let segments = searcher.segment_readers().iter().zip(keep.sets);
+    for (ord, (reader, set)) in segments.enumerate() {
+        if filling.done() {
+            break;
+        }
+        if set.len() == 0 {
+            continue;
+        }
+        let mut scorers = weights
+            .iter()
+            .map(|w| w.scorer(reader, 1.0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(text_err)?;
+        scores.clear(reader.max_doc());
+        if by_document {
+            let mut kept = BitSetDocSet::from(set);
+            let mut d = kept.doc();
+            while d != TERMINATED {
+                for s in &mut scorers {
+                    if s.doc() < d {
+                        s.seek(d);
+                    }
+                    if s.doc() == d {
+                        scores.add(d, s.score());
+                    }
+                }
+                d = kept.advance();
+            }
+        } else {
+            for s in &mut scorers {
+                let mut d = s.doc();
+                while d != TERMINATED {
+                    if set.contains(d) {
+                        scores.add(d, s.score());
+                    }
+                    d = s.advance();
+                }
+            }
+        }
+        let alive = reader.alive_bitset();
+        scores.touched.sort_unstable();
+        // A clause scoring 0 leaves its documents untouched-looking.
+        scores.touched.dedup();
+        for &d in &scores.touched {
+            if filling.done() {
+                break;
+            }
+            if alive.is_some_and(|a| a.is_deleted(d)) {
+                continue;
+            }
+            let score = scores.sum[d as usize];
+            if score > filling.page.threshold() {
+                filling.offer(ord, d, score);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Scores summed per document of one segment: a dense array, and the
+/// documents written, so that clearing costs what was written.
+#[derive(Default)]
+struct Scores {
+    sum: Vec<Score>,
+    touched: Vec<DocId>,
+}
+
+impl Scores {
+    fn clear(&mut self, max_doc: DocId) {
+        for &d in &self.touched {
+            self.sum[d as usize] = 0.0;
+        }
+        self.touched.clear();
+        self.sum.resize(max_doc as usize, 0.0);
+    }
+
+    fn add(&mut self, doc: DocId, score: Score) {
+        let slot = &mut self.sum[doc as usize];
+        if *slot == 0.0 {
+            self.touched.push(doc);
+        }
+        *slot += score;
+    }
 }
 
 #[cfg(test)]
