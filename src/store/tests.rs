@@ -694,7 +694,11 @@ fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
     let store = open(dir.path());
     let words = ["invoice", "contract", "weather", "travel"];
     let caps_of = |i: usize| -> Vec<&'static str> {
-        let mut caps = vec![if i % 2 == 0 { "common" } else { "other" }];
+        let mut caps = vec![if i.is_multiple_of(2) {
+            "common"
+        } else {
+            "other"
+        }];
         if i % 80 == 5 {
             caps.push("rare");
         }
