@@ -256,13 +256,13 @@ const DENSE_SHARE: u64 = 4;
 
 /// The best `limit` hits among the documents `keep` holds that match at
 /// least one of `clauses` (each scored on its own, the scores summed, as
-/// their union would), live and unexpired, best first. How, by the kept
-/// share of `docs` and `postings` (the clauses' document frequencies
-/// summed): a dense filter through block-max WAND over the union; a few
-/// kept documents one by one, each term seeked to each; else term by term
-/// along the postings, the kept documents scored. Measured at a million
-/// agents (BENCHMARKS.md), the conjunction inside one tantivy query was
-/// slower than all three.
+/// their union would), live and unexpired, best first. How, by the share
+/// of the index the filter keeps and `postings` (the clauses' document
+/// frequencies summed): a dense filter through block-max WAND over the
+/// union; a few kept documents one by one, each term seeked to each; else
+/// term by term along the postings, the kept documents scored. Measured
+/// at a million agents (BENCHMARKS.md, section 8), one tantivy query with
+/// the filter as a conjunction was slower for the bench's filter.
 ///
 /// # Errors
 /// [`StoreError::Text`] when tantivy cannot score a clause.
@@ -297,8 +297,9 @@ pub(super) fn top_kept(
 }
 
 thread_local! {
-    /// Each thread's score array, kept between searches: a fresh one per
-    /// search would cost the kernel's zeroing of a page per 1,024 documents.
+    /// Each thread's score array (4 bytes per document of the largest
+    /// segment it ranked in), kept between searches: a fresh one per search
+    /// would cost the kernel's zeroing of a page per 1,024 documents.
     static SCORES: std::cell::RefCell<Scores> = std::cell::RefCell::default();
 }
 
