@@ -588,12 +588,17 @@ fn put_text(store: &Store, id: &str, seq: u64, name: &str, description: &str, ca
 }
 
 fn ranked(store: &Store, text: &str, f: &Filter) -> Vec<(String, f64)> {
+    ranked_top(store, text, f, 10)
+}
+
+/// The best `limit` of `text` inside `f`, with their scores.
+fn ranked_top(store: &Store, text: &str, f: &Filter, limit: usize) -> Vec<(String, f64)> {
     store
         .blocking()
         .text_search(&TextQuery {
             text,
             filter: f,
-            limit: 10,
+            limit,
             now: crate::record::unix_now(),
             min_trust: None,
             capabilities: &[],
@@ -707,6 +712,16 @@ fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
         }
         caps
     };
+    let put = |i: usize, seq: u64, text: &str| {
+        put_text(
+            &store,
+            &format!("agent:{i:03}.test"),
+            seq,
+            "Agent",
+            text,
+            &caps_of(i),
+        );
+    };
     for chunk in 0..4 {
         for i in chunk * 60..(chunk + 1) * 60 {
             let text = format!(
@@ -715,56 +730,28 @@ fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
                 words[(i / 4) % 4],
                 words[(i / 16) % 4]
             );
-            put_text(
-                &store,
-                &format!("agent:{i:03}.test"),
-                1,
-                "Agent",
-                &text,
-                &caps_of(i),
-            );
+            put(i, 1, &text);
         }
         // Agents of the chunk before, replaced with other words.
         if chunk > 0 {
             for i in ((chunk - 1) * 60..chunk * 60).step_by(7) {
                 let text = format!("Plans {} trips", words[(i + 1) % 4]);
-                put_text(
-                    &store,
-                    &format!("agent:{i:03}.test"),
-                    2,
-                    "Agent",
-                    &text,
-                    &caps_of(i),
-                );
+                put(i, 2, &text);
             }
         }
         store.blocking().flush().unwrap();
     }
-    let search = |text: &str, f: &Filter, limit: usize| {
-        store
-            .blocking()
-            .text_search(&TextQuery {
-                text,
-                filter: f,
-                limit,
-                now: crate::record::unix_now(),
-                min_trust: None,
-                capabilities: &[],
-                subjects: &[],
-            })
-            .unwrap()
-            .expect("the query has words")
-    };
     for cap in ["rare", "sixth", "common"] {
         for text in ["invoice", "contract travel", "weather trips invoice"] {
-            let kept = search(text, &filter(&[cap], &[], &[]), 10);
-            let mut expected: Vec<(String, f64)> = search(text, &Filter::default(), 1000)
-                .into_iter()
-                .filter(|(id, _)| {
-                    let i: usize = id["agent:".len()..][..3].parse().unwrap();
-                    caps_of(i).contains(&cap)
-                })
-                .collect();
+            let kept = ranked(&store, text, &filter(&[cap], &[], &[]));
+            let mut expected: Vec<(String, f64)> =
+                ranked_top(&store, text, &Filter::default(), 1000)
+                    .into_iter()
+                    .filter(|(id, _)| {
+                        let i: usize = id["agent:".len()..][..3].parse().unwrap();
+                        caps_of(i).contains(&cap)
+                    })
+                    .collect();
             expected.truncate(10);
             assert!(!expected.is_empty(), "{cap} {text}");
             assert_eq!(kept.len(), expected.len(), "{cap} {text}: {kept:?}");
@@ -783,7 +770,7 @@ fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
         }
     }
     // A filter that no ranked document meets answers nothing.
-    assert!(search("invoice", &filter(&["absent"], &[], &[]), 10).is_empty());
+    assert!(ranked(&store, "invoice", &filter(&["absent"], &[], &[])).is_empty());
 }
 
 #[test]

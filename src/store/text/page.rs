@@ -211,7 +211,6 @@ pub(super) fn top(
 /// The documents a filter keeps, one set per segment of the searcher.
 pub(super) struct Keep {
     sets: Vec<BitSet>,
-    len: u64,
 }
 
 impl Keep {
@@ -225,7 +224,6 @@ impl Keep {
             .weight(EnableScoring::disabled_from_searcher(searcher))
             .map_err(text_err)?;
         let mut sets = Vec::with_capacity(searcher.segment_readers().len());
-        let mut len = 0u64;
         for reader in searcher.segment_readers() {
             let mut set = BitSet::with_max_value(reader.max_doc());
             weight
@@ -235,10 +233,14 @@ impl Keep {
                     }
                 })
                 .map_err(text_err)?;
-            len += set.len() as u64;
             sets.push(set);
         }
-        Ok(Self { sets, len })
+        Ok(Self { sets })
+    }
+
+    /// The documents kept, over every segment.
+    fn len(&self) -> u64 {
+        self.sets.iter().map(|s| s.len() as u64).sum()
     }
 }
 
@@ -274,7 +276,8 @@ pub(super) fn top_kept(
     limit: usize,
     columns: &Columns<'_>,
 ) -> Result<Vec<Hit>, StoreError> {
-    if keep.len.saturating_mul(DENSE_SHARE) >= searcher.num_docs() {
+    let kept = keep.len();
+    if kept.saturating_mul(DENSE_SHARE) >= searcher.num_docs() {
         let union = BooleanQuery::union(clauses.iter().map(|c| c.box_clone()).collect());
         return top(searcher, &union, Some(&keep), limit, columns);
     }
@@ -284,7 +287,7 @@ pub(super) fn top_kept(
         .map(|c| c.weight(scoring))
         .collect::<Result<Vec<_>, _>>()
         .map_err(text_err)?;
-    let by_document = keep.len.saturating_mul(weights.len() as u64) <= postings / SEEK_COST;
+    let by_document = kept.saturating_mul(weights.len() as u64) <= postings / SEEK_COST;
     let mut filling = Filling {
         page: Page::new(limit),
         columns,
