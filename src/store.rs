@@ -8,12 +8,9 @@
 //! - `ordinals`: agent id -> its ordinal (`u32`, big-endian), given at
 //!   the agent's first write and never reused (`store/postings.rs`);
 //! - `compact`: ordinal -> the agent's [`CompactAgent`] (what a search
-//!   result shows), or its id alone once it is a tombstone
-//!   (`store/compact.rs`);
-//! - `index`: field byte + term + `0x00` + ordinal -> empty, for every
-//!   capability (`c`), tag (`t`), language (`l`, the full tag and its
-//!   primary subtag), trust level (`v`) and liveness (`*`) of each live
-//!   descriptor;
+//!   result shows, and what its filter terms come from: capabilities,
+//!   tags, languages, trust level), or its id alone once it is a
+//!   tombstone (`store/compact.rs`);
 //! - `local`: ids registered through this node's API;
 //! - `reports`: the latest crawl report (JSON) of agents crawled here;
 //! - `reasons`: the reason codes of that report (comma-separated), which
@@ -22,10 +19,10 @@
 //! - `pending`: agents whose text-index entry may not be committed yet;
 //! - `meta`: the schema version.
 //!
-//! Every write is one sled transaction across the trees, so an index
-//! entry or a compact record never disagrees with the record it comes
-//! from, and the seq check happens inside it. The `index` tree is read
-//! once, at open, into roaring bitmaps kept in memory
+//! Every write is one sled transaction across the trees, so a compact
+//! record never disagrees with the record it comes from, and the seq
+//! check happens inside it. The `compact` tree is read once, at open,
+//! into one roaring bitmap per filter term, kept in memory
 //! (`store/postings.rs`), which every commit then updates: a filter
 //! search intersects bitmaps and reads one compact record per result,
 //! whether the node is warm or just restarted.
@@ -68,10 +65,11 @@ use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, F
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::{TextIndexOpen, TextQuery};
 
-/// The on-disk layout version this code reads and writes. Version 1
-/// (index keys by agent id, no ordinals or compact records) is migrated
-/// at open.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The on-disk layout version this code reads and writes. Versions 1
+/// (index keys by agent id, no ordinals or compact records) and 2 (an
+/// `index` tree of one key per term and ordinal; compact records without
+/// tags and languages) are migrated at open (`store/migrate.rs`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Write stripes: writes of agents in different stripes run at once.
 const WRITE_STRIPES: usize = 64;
@@ -311,7 +309,6 @@ pub struct BlockingStore {
 struct Inner {
     db: sled::Db,
     records: sled::Tree,
-    index: sled::Tree,
     local: sled::Tree,
     reports: sled::Tree,
     reasons: sled::Tree,
@@ -321,7 +318,7 @@ struct Inner {
     ordinals: sled::Tree,
     compact: sled::Tree,
     text: text::Text,
-    /// The `index` tree's posting lists, in memory.
+    /// The filter posting lists, in memory (loaded from `compact`).
     postings: std::sync::RwLock<Postings>,
     /// Operator suspensions (`store/suspended.rs`): the tree, and in memory.
     suspended_tree: sled::Tree,
@@ -484,29 +481,37 @@ impl Store {
                 .map(u32::from_be_bytes)
                 .unwrap_or(0)
         });
-        if let Some(found) = found.filter(|f| *f != SCHEMA_VERSION && *f != 1) {
+        if let Some(found) = found.filter(|f| !(1..=SCHEMA_VERSION).contains(f)) {
             return Err(StoreError::SchemaVersion {
                 found,
                 expected: SCHEMA_VERSION,
             });
         }
         let records = db.open_tree("records")?;
-        let index = db.open_tree("index")?;
         let local = db.open_tree("local")?;
         let reports = db.open_tree("reports")?;
         let reasons = db.open_tree("reasons")?;
         let ordinals = db.open_tree("ordinals")?;
         let compact = db.open_tree("compact")?;
-        if found == Some(1) {
-            migrate::from_v1(&db, &records, &index, &local, &ordinals, &compact)?;
+        if let Some(from) = found.filter(|f| *f < SCHEMA_VERSION) {
+            let ordinals_from = if from == 1 {
+                migrate::Ordinals::Assign
+            } else {
+                migrate::Ordinals::Keep
+            };
+            migrate::rebuild(&db, &records, &local, &ordinals, &compact, ordinals_from)?;
         }
         if found != Some(SCHEMA_VERSION) {
             meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+            db.flush()?;
         }
+        // The `index` tree of versions 1 and 2, once the version says it
+        // is no longer read.
+        db.drop_tree("index")?;
         if reasons.is_empty() && !reports.is_empty() {
             fill_reasons(&reports, &reasons)?;
         }
-        let postings = Postings::load(&index)?;
+        let postings = Postings::load(&compact)?;
         let live = postings.live();
         let next_ord = match compact.last()? {
             Some((key, _)) => u64::from(postings::decode_ord("compact", &key)?) + 1,
@@ -530,7 +535,6 @@ impl Store {
                 inner: Arc::new(Inner {
                     db,
                     records,
-                    index,
                     local,
                     reports,
                     reasons,

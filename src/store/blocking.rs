@@ -10,7 +10,6 @@ use sled::Transactional;
 
 use super::*;
 use crate::verify::TrustLevel;
-use postings::index_key;
 
 impl BlockingStore {
     /// As [`Store::put`], on this thread: may wait for a whole flush.
@@ -74,16 +73,15 @@ impl BlockingStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let trees = (
             &inner.records,
-            &inner.index,
             &inner.local,
             &inner.pending,
             &inner.ordinals,
             &inner.compact,
         );
-        let result = trees.transaction(|(r, i, l, p, o, c)| {
+        let result = trees.transaction(|(r, l, p, o, c)| {
             let mut outcomes = Vec::with_capacity(writes.len());
             for w in &writes {
-                outcomes.push(inner.apply(w, (r, i, l, p, o, c))?);
+                outcomes.push(inner.apply(w, (r, l, p, o, c))?);
             }
             Ok(outcomes)
         });
@@ -494,16 +492,16 @@ impl Inner {
     }
 
     /// One write inside a batch's transaction: the checks (`expect`, the
-    /// seq), then the record, its ordinal, compact record, index entries,
-    /// local mark and pending mark. A refusal (the inner error) writes
+    /// seq), then the record, its ordinal, compact record (which the
+    /// posting lists load from at open), local mark and pending mark; the
+    /// terms it adds and removes, for the posting lists in memory. A refusal (the inner error) writes
     /// nothing; the outer error is sled's (the transaction retries or
     /// fails).
     #[allow(clippy::type_complexity)]
     fn apply(
         &self,
         w: &Write,
-        (r, i, l, p, o, c): (
-            &TransactionalTree,
+        (r, l, p, o, c): (
             &TransactionalTree,
             &TransactionalTree,
             &TransactionalTree,
@@ -567,12 +565,6 @@ impl Inner {
         let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
         let removed: Vec<Vec<u8>> = old_terms.difference(&w.new_terms).cloned().collect();
         let added: Vec<Vec<u8>> = w.new_terms.difference(&old_terms).cloned().collect();
-        for term in &removed {
-            i.remove(index_key(term, ord))?;
-        }
-        for term in &added {
-            i.insert(index_key(term, ord), &[][..])?;
-        }
         r.insert(id.as_bytes(), w.value.as_slice())?;
         p.insert(id.as_bytes(), &w.seq.to_be_bytes()[..])?;
         let now_local = match (w.origin, w.kind) {

@@ -66,6 +66,15 @@ pub struct CompactAgent {
     /// it was kept).
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// Tags, as declared: with the capabilities and languages, the terms
+    /// the store's filter posting lists are loaded from at open (absent in
+    /// compact records written before layout version 3, which the
+    /// migration rewrites).
+    #[serde(rename = "g", default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Languages, as declared.
+    #[serde(rename = "u", default, skip_serializing_if = "Vec::is_empty")]
+    pub languages: Vec<String>,
 }
 
 impl CompactAgent {
@@ -87,6 +96,8 @@ impl CompactAgent {
             local,
             format: Some(d.format),
             status: d.status.clone(),
+            tags: d.tags.clone(),
+            languages: d.languages.clone(),
         }
     }
 
@@ -138,6 +149,29 @@ pub(super) fn seq_of(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
 /// # Errors
 /// [`StoreError::Corrupt`] naming `key` when the value does not decode.
 pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Option<CompactAgent>, StoreError> {
+    decode_as(key, bytes)
+}
+
+/// What the filter posting lists are loaded from: a live compact record's
+/// capabilities, tags, languages and trust level, read without the rest
+/// (its other strings are skipped, not copied).
+#[derive(Debug, Deserialize)]
+pub(super) struct Filed {
+    #[serde(rename = "c")]
+    pub capabilities: Vec<String>,
+    #[serde(rename = "g", default)]
+    pub tags: Vec<String>,
+    #[serde(rename = "u", default)]
+    pub languages: Vec<String>,
+    #[serde(rename = "l")]
+    pub level: TrustLevel,
+}
+
+/// As [`decode`], into `T`: the whole [`CompactAgent`] or a part of it.
+pub(super) fn decode_as<T: serde::de::DeserializeOwned>(
+    key: &str,
+    bytes: &[u8],
+) -> Result<Option<T>, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         key: key.to_owned(),
         reason,
@@ -155,31 +189,36 @@ pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Option<CompactAgent>, St
     }
 }
 
+/// A compact record for tests: key-verified, local, with a tag and two
+/// languages.
+#[cfg(test)]
+pub(super) fn sample() -> CompactAgent {
+    CompactAgent {
+        id: "agent:a.test".into(),
+        seq: 7,
+        expires_at: 1_900_000_000,
+        name: "A".into(),
+        description: "Translates legal text".into(),
+        endpoint: Some("https://a.test/chat".into()),
+        capabilities: vec!["translation".into()],
+        level: TrustLevel::KeyVerified,
+        evidence: EvidenceFlags {
+            fingerprint: true,
+            challenge: true,
+            ..EvidenceFlags::default()
+        },
+        signer: vec![9; 32],
+        local: true,
+        format: Some(DocumentFormat::Adp),
+        status: Some("online".into()),
+        tags: vec!["legal".into()],
+        languages: vec!["en-GB".into(), "fr".into()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> CompactAgent {
-        CompactAgent {
-            id: "agent:a.test".into(),
-            seq: 7,
-            expires_at: 1_900_000_000,
-            name: "A".into(),
-            description: "Translates legal text".into(),
-            endpoint: Some("https://a.test/chat".into()),
-            capabilities: vec!["translation".into()],
-            level: TrustLevel::KeyVerified,
-            evidence: EvidenceFlags {
-                fingerprint: true,
-                challenge: true,
-                ..EvidenceFlags::default()
-            },
-            signer: vec![9; 32],
-            local: true,
-            format: Some(DocumentFormat::Adp),
-            status: Some("online".into()),
-        }
-    }
 
     #[test]
     fn a_compact_record_written_before_formats_reads_its_format_from_its_id() {

@@ -1,56 +1,88 @@
-//! Schema migration at open: a data directory of layout version 1 (index
-//! keys by agent id; no ordinals, no compact records) is brought to the
-//! current layout from its `records` tree, which both versions share.
+//! Schema migration at open: a data directory of an earlier layout is
+//! brought to the current one from its `records` tree, which every
+//! version shares.
 //!
-//! The derived trees are cleared and written again from the records, in
-//! batches; the schema version is raised only after the migration is
-//! flushed, so a migration cut short (a crash, a kill) runs again in full
-//! at the next open. Nothing in `records`, `local`, `reports` or
-//! `reasons` is touched.
+//! - Version 1 kept index keys by agent id and had neither ordinals nor
+//!   compact records: ordinals are given in id order (the order version 1
+//!   listed agents in), compact records written.
+//! - Version 2 kept one `index` key per term and ordinal, and compact
+//!   records without tags and languages: the ordinals stay, the compact
+//!   records are written again with what the filter terms come from.
+//!
+//! The derived trees are written again from the records, in batches; the
+//! schema version is raised only after the migration is flushed, so a
+//! migration cut short (a crash, a kill) runs again in full at the next
+//! open. Nothing in `records`, `local`, `reports` or `reasons` is touched;
+//! the old `index` tree is dropped once the version is raised.
 
 use super::blocking::decode_stored;
 use super::compact::{encode_live, encode_tombstone};
-use super::postings::{body_terms, index_key};
+use super::postings::decode_ord;
 use super::{CompactAgent, RecordBody, StoreError};
 
 /// Records migrated per batch of tree writes.
 const BATCH: usize = 10_000;
 
-/// Rebuilds `index`, `ordinals` and `compact` from `records`: ordinals in
-/// id order (the order version 1 listed agents in), compact records with
-/// the `local` tree's marks, index keys by ordinal.
+/// Records between two progress lines in the log.
+const PROGRESS_EVERY: u64 = 100_000;
+
+/// Where a migration's ordinals come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ordinals {
+    /// Given afresh, in id order (version 1 had none).
+    Assign,
+    /// Kept as the `ordinals` tree holds them (version 2).
+    Keep,
+}
+
+/// Writes the `compact` tree (and with [`Ordinals::Assign`] the
+/// `ordinals` tree) again from `records`, with the `local` tree's marks.
 ///
 /// # Errors
 /// [`StoreError::Sled`], or [`StoreError::Corrupt`] for a record that does
-/// not decode (the migration stops; the data directory stays at version
-/// 1, as it was).
-pub(super) fn from_v1(
+/// not decode or (keeping ordinals) has none (the migration stops; the
+/// data directory stays at its version, as it was).
+pub(super) fn rebuild(
     db: &sled::Db,
     records: &sled::Tree,
-    index: &sled::Tree,
     local: &sled::Tree,
     ordinals: &sled::Tree,
     compact: &sled::Tree,
+    from: Ordinals,
 ) -> Result<(), StoreError> {
     tracing::info!(
         records = records.len(),
-        "migrating the store from layout version 1"
+        ordinals = ?from,
+        "migrating the store to layout version {}",
+        super::SCHEMA_VERSION
     );
-    index.clear()?;
-    ordinals.clear()?;
+    if from == Ordinals::Assign {
+        ordinals.clear()?;
+    }
     compact.clear()?;
-    let (mut ib, mut ob, mut cb) = (
-        sled::Batch::default(),
-        sled::Batch::default(),
-        sled::Batch::default(),
-    );
+    let (mut ob, mut cb) = (sled::Batch::default(), sled::Batch::default());
     let mut in_batch = 0;
-    for (ord, entry) in (0u32..).zip(records.iter()) {
+    let mut done = 0u64;
+    for (next, entry) in (0u32..).zip(records.iter()) {
         let (key, value) = entry?;
         let id = String::from_utf8_lossy(&key).into_owned();
         let agent = decode_stored(&id, &value)?;
+        let ord = match from {
+            Ordinals::Assign => {
+                ob.insert(key.as_ref(), &next.to_be_bytes()[..]);
+                next
+            }
+            Ordinals::Keep => match ordinals.get(&key)? {
+                Some(v) => decode_ord(&id, &v)?,
+                None => {
+                    return Err(StoreError::Corrupt {
+                        key: id,
+                        reason: "a record without an ordinal".into(),
+                    })
+                }
+            },
+        };
         let ord_key = ord.to_be_bytes();
-        ob.insert(key.as_ref(), &ord_key[..]);
         match &agent.body {
             RecordBody::Descriptor(d) => {
                 let is_local = local.contains_key(&key)?;
@@ -61,18 +93,17 @@ pub(super) fn from_v1(
             }
             RecordBody::Tombstone(t) => cb.insert(&ord_key[..], encode_tombstone(&id, t.seq)),
         }
-        for p in body_terms(&agent.body) {
-            ib.insert(index_key(&p, ord), &[][..]);
-        }
         in_batch += 1;
+        done += 1;
         if in_batch == BATCH {
-            index.apply_batch(std::mem::take(&mut ib))?;
             ordinals.apply_batch(std::mem::take(&mut ob))?;
             compact.apply_batch(std::mem::take(&mut cb))?;
             in_batch = 0;
         }
+        if done.is_multiple_of(PROGRESS_EVERY) {
+            tracing::info!(done, "migrating the store");
+        }
     }
-    index.apply_batch(ib)?;
     ordinals.apply_batch(ob)?;
     compact.apply_batch(cb)?;
     db.flush()?;

@@ -2,10 +2,13 @@
 //!
 //! Every agent the store has seen gets an ordinal (a `u32`, in order of
 //! first arrival, never reused: the `ordinals` tree maps id -> ordinal,
-//! the `compact` tree ordinal -> compact record). The `index` tree keeps
-//! one key per (term, ordinal) of each live descriptor, written in the
-//! record's transaction; at open those keys become one roaring bitmap per
-//! term, kept in memory and updated after each commit. A filter is then
+//! the `compact` tree ordinal -> compact record). A live descriptor's
+//! compact record carries what its terms come from (capabilities, tags,
+//! languages, trust level); at open the `compact` tree is read once, in
+//! ordinal order, into one roaring bitmap per term, kept in memory and
+//! updated after each commit. (Up to layout version 2 an `index` tree
+//! kept one key per term and ordinal: eight or so sled inserts per write
+//! that only the open read back.) A filter is then
 //! an AND of bitmaps (microseconds, whatever the lists' sizes, the empty
 //! intersection of two common terms included), and a page is the first
 //! ordinals after the cursor's: results come in order of first arrival,
@@ -20,6 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use roaring::RoaringBitmap;
 
+use super::compact::{decode_as, Filed};
 use super::{descriptor, Descriptor, RecordBody, StoreError};
 use crate::verify::TrustLevel;
 
@@ -48,15 +52,6 @@ pub(super) fn trust_prefix(level: TrustLevel) -> Vec<u8> {
     prefix(FIELD_TRUST, level.as_str())
 }
 
-/// The `index` key of a term of one agent: its prefix and the agent's
-/// ordinal, big-endian (so a term's keys sort in ordinal order).
-pub(super) fn index_key(prefix: &[u8], ord: u32) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + 4);
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(&ord.to_be_bytes());
-    k
-}
-
 /// A stored ordinal (the `ordinals` tree's values, the `compact` tree's
 /// keys).
 pub(super) fn decode_ord(key: &str, bytes: &[u8]) -> Result<u32, StoreError> {
@@ -71,10 +66,21 @@ pub(super) fn decode_ord(key: &str, bytes: &[u8]) -> Result<u32, StoreError> {
 /// The filter terms a descriptor is indexed under (without trust and
 /// liveness).
 pub(super) fn terms_of(d: &Descriptor) -> BTreeSet<Vec<u8>> {
+    filter_terms(&d.capabilities, &d.tags, &d.languages)
+}
+
+/// The filter terms of declared capabilities, tags and languages: each
+/// capability and tag, each language's full tag and primary subtag
+/// (lowercased).
+fn filter_terms(
+    capabilities: &[String],
+    tags: &[String],
+    languages: &[String],
+) -> BTreeSet<Vec<u8>> {
     let mut out = BTreeSet::new();
-    out.extend(d.capabilities.iter().map(|t| prefix(FIELD_CAPABILITY, t)));
-    out.extend(d.tags.iter().map(|t| prefix(FIELD_TAG, t)));
-    for lang in &d.languages {
+    out.extend(capabilities.iter().map(|t| prefix(FIELD_CAPABILITY, t)));
+    out.extend(tags.iter().map(|t| prefix(FIELD_TAG, t)));
+    for lang in languages {
         out.insert(prefix(FIELD_LANGUAGE, &lang.to_ascii_lowercase()));
         out.insert(prefix(
             FIELD_LANGUAGE,
@@ -84,66 +90,60 @@ pub(super) fn terms_of(d: &Descriptor) -> BTreeSet<Vec<u8>> {
     out
 }
 
+/// Every term a live descriptor is indexed under: its filter terms, its
+/// trust level and liveness.
+fn live_terms(filter: BTreeSet<Vec<u8>>, level: TrustLevel) -> BTreeSet<Vec<u8>> {
+    let mut out = filter;
+    out.insert(trust_prefix(level));
+    out.insert(live_prefix());
+    out
+}
+
 /// Every term a stored record is indexed under: a live descriptor's
 /// filter terms, its trust level and liveness; nothing for a tombstone.
 pub(super) fn body_terms(body: &RecordBody) -> BTreeSet<Vec<u8>> {
     match body {
-        RecordBody::Descriptor(d) => {
-            let mut out = terms_of(&d.descriptor);
-            out.insert(trust_prefix(d.evidence.level()));
-            out.insert(live_prefix());
-            out
-        }
+        RecordBody::Descriptor(d) => live_terms(terms_of(&d.descriptor), d.evidence.level()),
         RecordBody::Tombstone(_) => BTreeSet::new(),
     }
 }
 
+/// Every term the compact record of a live descriptor is indexed under:
+/// the same as [`body_terms`] of the record it was made from.
+fn filed_terms(f: &Filed) -> BTreeSet<Vec<u8>> {
+    live_terms(
+        filter_terms(&f.capabilities, &f.tags, &f.languages),
+        f.level,
+    )
+}
+
 /// The posting lists: one bitmap of ordinals per term.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 pub(super) struct Postings {
     lists: HashMap<Vec<u8>, RoaringBitmap>,
 }
 
 impl Postings {
-    /// The lists of an `index` tree, read key by key.
-    pub(super) fn load(index: &sled::Tree) -> Result<Self, StoreError> {
+    /// The lists of a `compact` tree, read record by record. Keys come
+    /// in ordinal order, so each list grows at its end.
+    pub(super) fn load(compact: &sled::Tree) -> Result<Self, StoreError> {
         let mut out = Self::default();
-        let mut last: Option<(Vec<u8>, Vec<u32>)> = None;
-        for key in index.iter().keys() {
-            let key = key?;
-            let Some(split) = key.len().checked_sub(4).filter(|s| *s >= 2) else {
-                return Err(StoreError::Corrupt {
-                    key: String::from_utf8_lossy(&key).into_owned(),
-                    reason: "an index key too short to hold a term and an ordinal".into(),
-                });
+        for entry in compact.iter() {
+            let (key, value) = entry?;
+            let ord = decode_ord("compact", &key)?;
+            let Some(filed) = decode_as::<Filed>(&format!("ordinal {ord}"), &value)? else {
+                continue;
             };
-            let (p, ord) = key.split_at(split);
-            let ord = u32::from_be_bytes(ord.try_into().expect("split 4 bytes from the end"));
-            // Keys arrive sorted: a term's ordinals come together, in
-            // order, and are added in one sorted run.
-            match &mut last {
-                Some((held, ords)) if held.as_slice() == p => ords.push(ord),
-                _ => {
-                    if let Some((held, ords)) = last.take() {
-                        out.add_run(held, &ords);
-                    }
-                    last = Some((p.to_vec(), vec![ord]));
+            for term in filed_terms(&filed) {
+                let list = out.lists.entry(term).or_default();
+                // In order, so a push; should it ever not be, an insert.
+                if list.try_push(ord).is_err() {
+                    list.insert(ord);
                 }
             }
         }
-        if let Some((held, ords)) = last {
-            out.add_run(held, &ords);
-        }
         Ok(out)
-    }
-
-    fn add_run(&mut self, prefix: Vec<u8>, sorted: &[u32]) {
-        let list = self.lists.entry(prefix).or_default();
-        // Sorted and distinct (sled keys are), so this cannot fail; fall
-        // back to one by one if it ever did.
-        if list.append(sorted.iter().copied()).is_err() {
-            list.extend(sorted.iter().copied());
-        }
     }
 
     pub(super) fn insert(&mut self, prefix: Vec<u8>, ord: u32) {
@@ -270,27 +270,36 @@ mod tests {
     }
 
     #[test]
-    fn lists_load_from_index_keys_and_a_short_key_is_corrupt() {
+    fn lists_load_from_compact_records_and_a_damaged_one_is_corrupt() {
+        use super::super::compact::{encode_live, encode_tombstone, sample};
         let db = sled::Config::new().temporary(true).open().unwrap();
-        let index = db.open_tree("index").unwrap();
-        let cap = prefix(FIELD_CAPABILITY, "ocr");
+        let compact = db.open_tree("compact").unwrap();
         for ord in [5u32, 70_000, 1] {
-            index.insert(index_key(&cap, ord), &[][..]).unwrap();
-            index
-                .insert(index_key(&live_prefix(), ord), &[][..])
+            compact
+                .insert(ord.to_be_bytes(), encode_live(&sample()))
                 .unwrap();
         }
-        let p = Postings::load(&index).unwrap();
-        assert_eq!(
-            p.select(std::slice::from_ref(&cap), None)
-                .iter()
-                .collect::<Vec<_>>(),
-            [1, 5, 70_000]
-        );
-        assert_eq!(p.live(), 3);
-        index.insert(b"c\x00", &[][..]).unwrap();
+        compact
+            .insert(3u32.to_be_bytes(), encode_tombstone("gone", 2))
+            .unwrap();
+        let p = Postings::load(&compact).unwrap();
+        let got = |term: Vec<u8>| p.select(&[term], None).iter().collect::<Vec<_>>();
+        assert_eq!(got(prefix(FIELD_CAPABILITY, "translation")), [1, 5, 70_000]);
+        assert_eq!(got(prefix(FIELD_TAG, "legal")), [1, 5, 70_000]);
+        // The declared `en-GB`, lowercased, and its primary subtag.
+        assert_eq!(got(prefix(FIELD_LANGUAGE, "en-gb")), [1, 5, 70_000]);
+        assert_eq!(got(prefix(FIELD_LANGUAGE, "en")), [1, 5, 70_000]);
+        assert_eq!(got(trust_prefix(TrustLevel::KeyVerified)), [1, 5, 70_000]);
+        assert_eq!(p.live(), 3, "the tombstone is not live");
+        compact.insert(9u32.to_be_bytes(), &[b'd'; 3][..]).unwrap();
         assert!(matches!(
-            Postings::load(&index),
+            Postings::load(&compact),
+            Err(StoreError::Corrupt { .. })
+        ));
+        compact.remove(9u32.to_be_bytes()).unwrap();
+        compact.insert(b"ab", encode_live(&sample())).unwrap();
+        assert!(matches!(
+            Postings::load(&compact),
             Err(StoreError::Corrupt { .. })
         ));
     }

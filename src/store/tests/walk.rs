@@ -1,6 +1,6 @@
 //! Tests of the filter walk over the in-memory posting lists: order of
 //! first arrival and cursors, trust floors, compact records, concurrent
-//! writers, and the migration of a version 1 data directory.
+//! writers, and the migration of version 1 and 2 data directories.
 
 use super::*;
 use crate::verify::TrustLevel;
@@ -302,11 +302,99 @@ fn a_version_1_data_directory_is_migrated_at_open_and_loses_nothing() {
     );
     s.blocking().flush().unwrap();
     drop(s);
-    // Migrated once: the next open reads version 2 as it is.
+    // Migrated once: the next open reads the current version as it is.
     let s = open(dir.path());
     assert_eq!(
         walk_ids(&s, &filter(&["ocr"], &[], &[]), None, 10).0,
         ["a", "b", "d"]
+    );
+}
+
+/// Turns a data directory of this version back into version 2: compact
+/// records without tags and languages, an `index` tree, schema version 2.
+fn downgrade_to_v2(dir: &Path) {
+    // The store just dropped may hold its file lock a moment longer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let db = loop {
+        match sled::Config::new().path(dir).flush_every_ms(None).open() {
+            Ok(db) => break db,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(e.to_string().contains("lock"), "{e}");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("opening the data directory: {e}"),
+        }
+    };
+    let compact = db.open_tree("compact").unwrap();
+    for entry in compact.iter() {
+        let (key, value) = entry.unwrap();
+        if let Some(mut agent) = super::super::compact::decode("test", &value).unwrap() {
+            agent.tags.clear();
+            agent.languages.clear();
+            compact
+                .insert(key, super::super::compact::encode_live(&agent))
+                .unwrap();
+        }
+    }
+    db.open_tree("index")
+        .unwrap()
+        .insert(b"c\x00ocr\x00\x00\x00\x00\x01", &[][..])
+        .unwrap();
+    db.open_tree("meta")
+        .unwrap()
+        .insert("schema_version", &2u32.to_be_bytes())
+        .unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn a_version_2_data_directory_is_migrated_at_open_and_its_filters_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, order) = {
+        let s = open(dir.path());
+        write_changing_terms(&s);
+        s.blocking().flush().unwrap();
+        (
+            postings_of(&s),
+            walk_ids(&s, &Filter::default(), None, 100).0,
+        )
+    };
+    downgrade_to_v2(dir.path());
+    let s = open(dir.path());
+    // Tags and languages came back from the records: every list is as the
+    // commits built it, ordinals (and so the listing order) unchanged.
+    assert_eq!(postings_of(&s), before);
+    assert_eq!(walk_ids(&s, &Filter::default(), None, 100).0, order);
+    assert_eq!(
+        s.blocking().compact("a3").unwrap().unwrap().languages,
+        ["EN-us", "zh-Hans"]
+    );
+    assert!(s.blocking().compact("a3").unwrap().unwrap().local);
+    let names: Vec<Vec<u8>> = s
+        .sync
+        .inner
+        .db
+        .tree_names()
+        .into_iter()
+        .map(|n| n.to_vec())
+        .collect();
+    assert!(
+        !names.contains(&b"index".to_vec()),
+        "the index tree is dropped"
+    );
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(postings_of(&s), before);
+    assert_eq!(
+        s.sync
+            .inner
+            .db
+            .open_tree("meta")
+            .unwrap()
+            .get("schema_version")
+            .unwrap()
+            .as_deref(),
+        Some(&SCHEMA_VERSION.to_be_bytes()[..])
     );
 }
 
