@@ -845,6 +845,66 @@ fn a_filtered_text_search_ranks_as_the_whole_ranking_narrowed_by_the_filter() {
 }
 
 #[test]
+fn a_filtered_search_after_writes_sees_them_though_its_filter_sets_were_read_before() {
+    // The sets a filter keeps are kept per segment between searches
+    // (page::KeepCache). Writes after a filtered search must still show in
+    // the next one: an agent that left the filter (its old document
+    // deleted in a segment whose set was kept), one that joined it (in a
+    // new segment), one deleted outright.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for i in 0..30 {
+        let cap = if i % 3 == 0 { "kept" } else { "other" };
+        put_text(
+            &store,
+            &format!("agent:{i:02}.test"),
+            1,
+            "Agent",
+            "ledger files",
+            &[cap],
+        );
+    }
+    store.blocking().flush().unwrap();
+    let kept = filter(&["kept"], &[], &[]);
+    let ids = |store: &Store| -> Vec<String> {
+        let mut ids: Vec<String> = ranked_top(store, "ledger", &kept, 100)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let before = ids(&store);
+    assert_eq!(before.len(), 10, "{before:?}");
+    assert!(before.contains(&"agent:03.test".to_owned()));
+
+    put_text(
+        &store,
+        "agent:03.test",
+        2,
+        "Agent",
+        "ledger files",
+        &["other"],
+    );
+    put_text(
+        &store,
+        "agent:04.test",
+        2,
+        "Agent",
+        "ledger files",
+        &["kept"],
+    );
+    tombstone(&store, "agent:06.test", 2, Expect::Any).unwrap();
+    store.blocking().flush().unwrap();
+
+    let after = ids(&store);
+    assert_eq!(after.len(), 9, "{after:?}");
+    assert!(!after.contains(&"agent:03.test".to_owned()), "{after:?}");
+    assert!(!after.contains(&"agent:06.test".to_owned()), "{after:?}");
+    assert!(after.contains(&"agent:04.test".to_owned()), "{after:?}");
+}
+
+#[test]
 fn a_tie_at_the_last_place_is_settled_the_same_whatever_the_segments() {
     // 40 agents alike in every ranked word, written into two stores in
     // opposite orders over four commits each (four segments), so the

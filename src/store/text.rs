@@ -302,6 +302,8 @@ pub(super) struct TextIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// The filter sets of the latest filtered searches, by segment.
+    keep_cache: page::KeepCache,
     tx: Mutex<Option<mpsc::Sender<Op>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Tests only: drop changes, as a process killed between a store
@@ -406,6 +408,7 @@ impl TextIndex {
             index,
             reader,
             fields,
+            keep_cache: page::KeepCache::default(),
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             #[cfg(test)]
@@ -547,7 +550,8 @@ impl TextIndex {
             )
         };
         // The filter's terms as one conjunction, read into a set of
-        // documents per segment, and the ranked terms scored inside it
+        // documents per segment (or taken from the sets read by earlier
+        // searches, page::KeepCache), and the ranked terms scored inside it
         // (page::top_kept). Inside one query, the conjunction would make
         // tantivy seek the union's buffered windows for every document of
         // the filter, which cost milliseconds at a million agents.
@@ -561,7 +565,8 @@ impl TextIndex {
         for l in &q.filter.languages {
             must.push(exact(f.lang, &l.to_ascii_lowercase()));
         }
-        if let Some(min) = q.min_trust.max(q.filter.min_trust) {
+        let min_trust = q.min_trust.max(q.filter.min_trust);
+        if let Some(min) = min_trust {
             let trusted = RangeQuery::new(
                 std::ops::Bound::Included(Term::from_field_u64(f.trust, trust_rank(min))),
                 std::ops::Bound::Unbounded,
@@ -592,7 +597,16 @@ impl TextIndex {
             let union = BooleanQuery::union(ranked);
             page::top(&searcher, &union, None, q.limit, &columns)?
         } else {
-            let keep = page::Keep::of(&searcher, &BooleanQuery::new(must))?;
+            // The filter's name among the sets read before: its terms.
+            let key = format!(
+                "{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+                q.filter.capabilities,
+                q.filter.tags,
+                q.filter.languages,
+                min_trust.map(trust_rank)
+            );
+            let filter = BooleanQuery::new(must);
+            let keep = page::Keep::of(&searcher, &filter, &key, &self.keep_cache)?;
             page::top_kept(&searcher, &ranked, keep, postings, q.limit, &columns)?
         };
         // Only the page's records are read from the doc store.

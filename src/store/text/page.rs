@@ -14,9 +14,11 @@
 //! documents per segment first, then ranks inside it in the way the
 //! filter's density suits.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 
 use tantivy::columnar::Column;
+use tantivy::index::SegmentId;
 use tantivy::query::{BitSetDocSet, BooleanQuery, EnableScoring, Query};
 use tantivy::{BitSet, DocAddress, DocId, DocSet, Score, Searcher, TERMINATED};
 
@@ -208,23 +210,82 @@ pub(super) fn top(
     Ok(filling.hits())
 }
 
-/// The documents a filter keeps, one set per segment of the searcher.
+/// The documents a filter keeps, one set per segment of the searcher
+/// (deleted documents included: the ranking leaves them out).
 pub(super) struct Keep {
-    sets: Vec<BitSet>,
+    sets: Vec<Arc<BitSet>>,
+}
+
+/// Most bytes the sets [`KeepCache`] holds take, all told: a set is a
+/// bit per document of its segment (125 KiB for a segment of a million),
+/// so at a million agents this holds a hundred filters' worth or more.
+const KEEP_CACHE_BYTES: usize = 16 << 20;
+
+/// The filter sets read lately, by segment and filter, as Lucene's query
+/// cache keeps them: a segment's postings never change (a delete only
+/// marks it in the segment's alive set, which the ranking reads apart), so
+/// a set stays right for as long as its segment exists, across commits;
+/// a set of a segment merged away just ages out. The least recently used
+/// set goes first.
+#[derive(Default)]
+pub(super) struct KeepCache {
+    sets: std::sync::Mutex<VecDeque<(SegmentId, String, Arc<BitSet>)>>,
+}
+
+/// About what a set takes in memory.
+fn set_bytes(set: &BitSet) -> usize {
+    set.max_value() as usize / 8 + std::mem::size_of::<BitSet>()
+}
+
+impl KeepCache {
+    fn get(&self, segment: SegmentId, filter: &str) -> Option<Arc<BitSet>> {
+        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        let at = sets
+            .iter()
+            .position(|(id, f, _)| *id == segment && f == filter)?;
+        let entry = sets.remove(at)?;
+        let set = Arc::clone(&entry.2);
+        sets.push_front(entry);
+        Some(set)
+    }
+
+    fn put(&self, segment: SegmentId, filter: &str, set: Arc<BitSet>) {
+        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        sets.retain(|(id, f, _)| !(*id == segment && f == filter));
+        sets.push_front((segment, filter.to_owned(), set));
+        let mut bytes: usize = sets.iter().map(|(_, _, s)| set_bytes(s)).sum();
+        while bytes > KEEP_CACHE_BYTES && sets.len() > 1 {
+            if let Some((_, _, oldest)) = sets.pop_back() {
+                bytes -= set_bytes(&oldest);
+            }
+        }
+    }
 }
 
 impl Keep {
     /// The documents matching `filter` (its scores unused), segment by
-    /// segment: one pass over the filter's postings.
+    /// segment: one pass over the filter's postings, for the segments
+    /// `cache` holds no set of under `key` (which names the filter, and
+    /// only it).
     ///
     /// # Errors
     /// [`StoreError::Text`] when tantivy cannot read the filter.
-    pub(super) fn of(searcher: &Searcher, filter: &dyn Query) -> Result<Self, StoreError> {
+    pub(super) fn of(
+        searcher: &Searcher,
+        filter: &dyn Query,
+        key: &str,
+        cache: &KeepCache,
+    ) -> Result<Self, StoreError> {
         let weight = filter
             .weight(EnableScoring::disabled_from_searcher(searcher))
             .map_err(text_err)?;
         let mut sets = Vec::with_capacity(searcher.segment_readers().len());
         for reader in searcher.segment_readers() {
+            let segment = reader.segment_id();
+            if let Some(set) = cache.get(segment, key) {
+                sets.push(set);
+                continue;
+            }
             let mut set = BitSet::with_max_value(reader.max_doc());
             weight
                 .for_each_no_score(reader, &mut |docs: &[DocId]| {
@@ -233,6 +294,8 @@ impl Keep {
                     }
                 })
                 .map_err(text_err)?;
+            let set = Arc::new(set);
+            cache.put(segment, key, Arc::clone(&set));
             sets.push(set);
         }
         Ok(Self { sets })
@@ -330,7 +393,7 @@ fn fill_kept(
             .map_err(text_err)?;
         scores.clear(reader.max_doc());
         if by_document {
-            let mut kept = BitSetDocSet::from(set);
+            let mut kept = BitSetDocSet::from(BitSet::clone(&set));
             let mut d = kept.doc();
             while d != TERMINATED {
                 for s in &mut scorers {
@@ -410,6 +473,46 @@ mod tests {
             order,
             address: DocAddress::new(0, doc),
         }
+    }
+
+    #[test]
+    fn the_filter_set_cache_keeps_the_latest_sets_by_segment_and_filter() {
+        let cache = KeepCache::default();
+        let segments: Vec<SegmentId> = (0..6).map(|_| SegmentId::generate_random()).collect();
+        // Sets of a quarter of the cache's bytes each, less a little: four fit.
+        let quarter = u32::try_from(KEEP_CACHE_BYTES * 8 / 4).unwrap() - 8 * 1024;
+        let set = |n: u32| {
+            let mut s = BitSet::with_max_value(quarter);
+            s.insert(n);
+            Arc::new(s)
+        };
+        let held = |cache: &KeepCache| cache.sets.lock().unwrap().len();
+        cache.put(segments[0], "a", set(1));
+        cache.put(segments[0], "b", set(2));
+        // By segment and filter both.
+        assert!(cache.get(segments[0], "a").unwrap().contains(1));
+        assert!(cache.get(segments[0], "b").unwrap().contains(2));
+        assert!(cache.get(segments[1], "a").is_none());
+        // Read last: (0, "a") after (0, "b").
+        assert!(cache.get(segments[0], "a").is_some());
+        cache.put(segments[1], "a", set(3));
+        cache.put(segments[2], "a", set(3));
+        assert_eq!(held(&cache), 4);
+        // Over the bytes: the least recently used goes first.
+        cache.put(segments[3], "a", set(3));
+        assert_eq!(held(&cache), 4);
+        assert!(cache.get(segments[0], "b").is_none(), "the oldest went");
+        assert!(cache.get(segments[0], "a").is_some());
+        cache.put(segments[4], "a", set(3));
+        assert!(
+            cache.get(segments[1], "a").is_none(),
+            "then the next oldest"
+        );
+        assert!(cache.get(segments[0], "a").is_some());
+        // A set put again replaces the one held.
+        cache.put(segments[0], "a", set(5));
+        assert!(cache.get(segments[0], "a").unwrap().contains(5));
+        assert_eq!(held(&cache), 4);
     }
 
     #[test]
