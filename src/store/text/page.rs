@@ -418,10 +418,9 @@ fn fill_kept(
             }
         }
         let alive = reader.alive_bitset();
-        scores.touched.sort_unstable();
-        // A clause scoring 0 leaves its documents untouched-looking.
-        scores.touched.dedup();
-        for &d in &scores.touched {
+        // In document order, as the unfiltered walk offers them: a long tie
+        // keeps the same first hits either way.
+        for d in scores.touched() {
             if filling.done() {
                 break;
             }
@@ -437,29 +436,47 @@ fn fill_kept(
     Ok(())
 }
 
-/// Scores summed per document of one segment: a dense array, and the
-/// documents written, so that clearing costs what was written.
+/// Scores summed per document of one segment: a dense array, and a bit
+/// per document written, so that the written documents come back in
+/// document order, each once, without sorting the tens of thousands a
+/// common word touches (the sort showed in profiles of filtered searches
+/// at a million agents; BENCHMARKS.md section 8).
 #[derive(Default)]
 struct Scores {
     sum: Vec<Score>,
-    touched: Vec<DocId>,
+    touched: Vec<u64>,
 }
 
 impl Scores {
+    /// Zeroes what the last segment wrote and sizes for one of `max_doc`.
     fn clear(&mut self, max_doc: DocId) {
-        for &d in &self.touched {
-            self.sum[d as usize] = 0.0;
+        for (i, word) in self.touched.iter_mut().enumerate() {
+            let mut w = std::mem::take(word);
+            while w != 0 {
+                self.sum[i * 64 + w.trailing_zeros() as usize] = 0.0;
+                w &= w - 1;
+            }
         }
-        self.touched.clear();
         self.sum.resize(max_doc as usize, 0.0);
+        self.touched.resize((max_doc as usize).div_ceil(64), 0);
     }
 
     fn add(&mut self, doc: DocId, score: Score) {
-        let slot = &mut self.sum[doc as usize];
-        if *slot == 0.0 {
-            self.touched.push(doc);
-        }
-        *slot += score;
+        self.sum[doc as usize] += score;
+        self.touched[doc as usize / 64] |= 1 << (doc % 64);
+    }
+
+    /// The documents written since the last clear, in document order, each
+    /// once (a clause scoring 0 included).
+    fn touched(&self) -> impl Iterator<Item = DocId> + '_ {
+        self.touched.iter().enumerate().flat_map(|(i, &word)| {
+            let base = u32::try_from(i * 64).expect("a segment holds fewer than 2^32 documents");
+            std::iter::successors((word != 0).then_some(word), |w| {
+                let rest = w & (w - 1);
+                (rest != 0).then_some(rest)
+            })
+            .map(move |w| base + w.trailing_zeros())
+        })
     }
 }
 
@@ -552,5 +569,34 @@ mod tests {
         let t = p.offer(hit(2.0, 9, 1));
         assert!(t > 1.9 && t < 2.0, "{t}");
         assert_eq!(p.heap.peek().unwrap().order, 9);
+    }
+
+    #[test]
+    fn written_documents_come_back_in_order_once_each_and_a_clear_leaves_nothing() {
+        let mut scores = Scores::default();
+        scores.clear(200);
+        // Two clauses, the second out of document order and scoring one
+        // document 0, as a walk posting list after posting list writes them.
+        for d in [3, 64, 130, 199] {
+            scores.add(d, 1.0);
+        }
+        for d in [150, 0, 64, 3] {
+            scores.add(d, if d == 150 { 0.0 } else { 0.5 });
+        }
+        assert_eq!(
+            scores.touched().collect::<Vec<_>>(),
+            [0, 3, 64, 130, 150, 199]
+        );
+        assert_eq!(scores.sum[64], 1.5);
+        assert_eq!(scores.sum[150], 0.0);
+        // A smaller segment next, then a larger one: nothing carries over.
+        scores.clear(100);
+        assert_eq!(scores.touched().count(), 0);
+        scores.add(99, 2.0);
+        assert_eq!(scores.touched().collect::<Vec<_>>(), [99]);
+        scores.clear(300);
+        assert_eq!(scores.touched().count(), 0);
+        assert!(scores.sum.iter().all(|&s| s == 0.0));
+        assert_eq!(scores.sum.len(), 300);
     }
 }
