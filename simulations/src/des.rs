@@ -71,6 +71,10 @@ pub struct Counters {
     pub kad_requests: u64,
     /// Kademlia requests that timed out.
     pub kad_timeouts: u64,
+    /// Kademlia requests a down node refused (`churn.refused_rtts`).
+    pub kad_refused: u64,
+    /// Search requests a down node refused (`churn.refused_rtts`).
+    pub search_refused: u64,
     /// Search requests sent.
     pub search_requests: u64,
     /// Search answers received.
@@ -175,9 +179,11 @@ enum Ev {
     ProbeLookup(u32),
     KadResponse { lookup: u32, from: u32 },
     KadTimeout { lookup: u32, node: u32 },
+    KadRefused { lookup: u32, node: u32 },
     LookupDeadline(u32),
     SearchArrive { search: u32, to: u32 },
     SearchAnswer { search: u32, from: u32 },
+    SearchRefused(u32),
     FanoutDeadline(u32),
     Gossip { item: u32, to: u32 },
     Forward { item: u32, node: u32 },
@@ -485,9 +491,11 @@ impl<'a> Sim<'a> {
             Ev::ProbeLookup(i) => self.probe_lookup(now, i),
             Ev::KadResponse { lookup, from } => self.kad_response(now, lookup, from),
             Ev::KadTimeout { lookup, node } => self.kad_timeout(now, lookup, node),
+            Ev::KadRefused { lookup, node } => self.kad_refused(now, lookup, node),
             Ev::LookupDeadline(s) => self.lookup_deadline(now, s),
             Ev::SearchArrive { search, to } => self.search_arrive(now, search, to),
             Ev::SearchAnswer { search, from } => self.search_answer(now, search, from),
+            Ev::SearchRefused(search) => self.search_refused(now, search),
             Ev::FanoutDeadline(s) => self.fanout_deadline(now, s),
             Ev::Gossip { item, to } => self.gossip_deliver(now, item, to),
             Ev::Forward { item, node } => self.gossip_forward(now, item, node),

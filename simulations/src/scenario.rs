@@ -221,6 +221,14 @@ pub struct Churn {
     pub session: Lengths,
     /// How long it stays away.
     pub downtime: Lengths,
+    /// DES only: a request to a down node (Kademlia or search) fails after
+    /// this many round trips (a refused connection: a stopped process on a
+    /// live host; 0 for the swarm engine's memory transport, where the dial
+    /// fails at once). Absent: a down node is silent, as a host that is
+    /// gone: a Kademlia request times out after libp2p's per-peer timeout
+    /// (10 s), and a search waits for the peer until its fan-out deadline.
+    #[serde(default)]
+    pub refused_rtts: Option<f64>,
 }
 
 impl Churn {
@@ -602,6 +610,18 @@ impl Scenario {
         if let Some(churn) = &self.churn {
             check_lengths("churn.session", &churn.session)?;
             check_lengths("churn.downtime", &churn.downtime)?;
+            if let Some(r) = churn.refused_rtts {
+                finite("churn.refused_rtts", r)?;
+                range("churn.refused_rtts", r, 0.0, 10.0)?;
+                if self.engine == Engine::Swarm {
+                    return Err((
+                        "churn.refused_rtts",
+                        "the swarm engine's memory transport refuses a stopped node's \
+                         connections at once: remove it, or use engine = \"des\""
+                            .into(),
+                    ));
+                }
+            }
         }
         for p in &self.partitions {
             finite("partitions.start_s", p.start_s)?;

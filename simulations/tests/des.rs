@@ -201,3 +201,91 @@ fn a_run_writes_its_summary_series_and_plots() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The `lookup_requests` column of a run's `searches.csv`, one per search.
+fn lookup_requests_per_search(sc: &Scenario) -> Vec<u32> {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        seed: None,
+        out: Some(dir.path().to_path_buf()),
+        write: true,
+    };
+    run(sc, &opts, &mut |_| {}).unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("searches.csv")).unwrap();
+    let mut lines = csv.lines();
+    let column = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|c| c == "lookup_requests")
+        .unwrap();
+    lines
+        .map(|l| l.split(',').nth(column).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_search_its_own_provider_store_answers_sends_no_lookup_request() {
+    // 20 nodes and k = 20: every node is among the closest to every shard
+    // key, so every asker holds every provider record, and two capabilities
+    // over 400 agents give each far more providers than a search asks. The
+    // node answers such a call before libp2p sends anything.
+    let text = r#"
+name = "t"
+engine = "des"
+seed = 3
+nodes = 20
+agents = 400
+searches = 40
+duration_s = 30
+probe_lookups = 0
+replication = "lookups"
+[capabilities]
+vocabulary = 2
+per_agent_min = 1
+per_agent_max = 1
+"#;
+    let sc = Scenario::parse(text, Path::new("test.toml")).unwrap();
+    let requests = lookup_requests_per_search(&sc);
+    assert_eq!(requests.len(), 40);
+    assert!(
+        requests.iter().all(|&r| r == 0),
+        "lookup requests per search: {requests:?}"
+    );
+    let s = summary(&sc, None);
+    assert!(s.recall > 0.99, "recall {}", s.recall);
+
+    // With 200 nodes the providers sit on other nodes, and lookups ask.
+    let wider = Scenario::parse(
+        &text.replace("nodes = 20", "nodes = 200"),
+        Path::new("test.toml"),
+    )
+    .unwrap();
+    assert!(lookup_requests_per_search(&wider).iter().any(|&r| r > 0));
+}
+
+#[test]
+fn a_down_node_that_refuses_is_passed_over_at_once_and_a_silent_one_times_out() {
+    let churn = "[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 600\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 300\nsigma = 1.0\n";
+    let silent = summary(&scenario(churn), None);
+    let refusing = summary(
+        &scenario(&format!("[churn]\nrefused_rtts = 0.0\n{churn}")),
+        None,
+    );
+    let (s, r) = (silent.counters.unwrap(), refusing.counters.unwrap());
+    assert_eq!(s.kad_refused, 0);
+    assert!(s.kad_timeouts > 0, "down nodes are silent by default");
+    // Nothing else is lost in this scenario: every failure is a refusal.
+    assert!(r.kad_refused > 0);
+    assert_eq!(r.kad_timeouts, 0);
+    // A search asking a down provider waits for it to its fan-out deadline
+    // when the node is silent, not when it refuses.
+    assert!(r.search_refused > 0);
+    assert_eq!(s.search_refused, 0);
+    assert!(
+        refusing.latency_ms.p50 < silent.latency_ms.p50,
+        "a refusal does not hold a search: p50 {} against {}",
+        refusing.latency_ms.p50,
+        silent.latency_ms.p50
+    );
+}

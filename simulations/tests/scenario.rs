@@ -100,6 +100,7 @@ fn every_range_is_checked() {
         ("searches = 10", "searches = 10\n[latency]\nrtt_sigma = 9"),
         ("searches = 10", "searches = 10\n[churn.session]\ndistribution = \"weibull\"\nshape = 0\nscale_s = 10\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 10\nsigma = 1"),
         ("searches = 10", "searches = 10\n[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 10\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 0\nsigma = 1"),
+        ("searches = 10", "searches = 10\n[churn]\nrefused_rtts = 11.0\n[churn.session]\ndistribution = \"weibull\"\nshape = 0.5\nscale_s = 10\n[churn.downtime]\ndistribution = \"lognormal\"\nmedian_s = 10\nsigma = 1"),
         ("searches = 10", "searches = 10\n[[partitions]]\nstart_s = 100\nheal_s = 50\nfraction = 0.3"),
         ("searches = 10", "searches = 10\n[[partitions]]\nstart_s = 10\nheal_s = 50\nfraction = 0.9"),
         ("searches = 10", "searches = 10\n[flash_crowd]\nstart_s = 10\nduration_s = 10\nrate_multiplier = 0.5"),
@@ -179,6 +180,15 @@ fn a_swarm_scenario_takes_churn_and_lookups_but_not_probes_under_lookups() {
         assert_eq!(got, key, "{extra}: {reason}");
         assert!(reason.contains("lookups"), "{reason}");
     }
+    // A refusing down node is the memory transport's own behaviour there.
+    let (got, reason) = refused(&format!("{swarm}\n[churn]\nrefused_rtts = 0.0\n{churn}"));
+    assert_eq!(got, "churn.refused_rtts", "{reason}");
+    assert!(reason.contains("engine = \"des\""), "{reason}");
+    Scenario::parse(
+        &format!("{GOOD}\n[churn]\nrefused_rtts = 0.0\n{churn}"),
+        Path::new("good.toml"),
+    )
+    .expect("the DES takes it");
     // Under replication "all" every node stores the probes: timed.
     Scenario::parse(
         &format!("{swarm}\n{churn}\n[publish]\nprobes = 2\nat_s = 1\ninterval_s = 1\n"),

@@ -63,6 +63,14 @@ impl Sim<'_> {
                                 from: to,
                             },
                         );
+                    } else if let Some(after) = self.refused_after(from, to) {
+                        self.queue.push(
+                            now + after,
+                            Ev::KadRefused {
+                                lookup: id,
+                                node: to,
+                            },
+                        );
                     } else {
                         let at = now + self.np.kad_peer_timeout_ms * 1000;
                         self.queue.push(
@@ -153,6 +161,29 @@ impl Sim<'_> {
             .find(|(h, at, _)| *h == node && self.up_since[node as usize] <= *at)
             .map(|(_, _, list)| list.clone())
             .unwrap_or_default()
+    }
+
+    /// When a request to `to` (a Kademlia or a search request) fails
+    /// outright instead of going unanswered: `to` is down and the scenario
+    /// says down nodes refuse connections (`churn.refused_rtts`), after that
+    /// many round trips. Adversaries, partitions and loss stay silent.
+    pub(super) fn refused_after(&self, from: u32, to: u32) -> Option<u64> {
+        let rtts = self.sc.churn.as_ref()?.refused_rtts?;
+        (!self.online[to as usize]).then(|| (self.rtt(from, to) as f64 * rtts) as u64)
+    }
+
+    /// A down node refused the request: as libp2p's dial failure
+    /// (`on_failure`), the peer is failed, its slot freed and the next
+    /// peer asked at once; the request stays counted. The entry stays in
+    /// the asker's table (libp2p keeps a peer whose last address failed).
+    pub(super) fn kad_refused(&mut self, now: u64, id: u32, node: u32) {
+        self.out.counters.kad_refused += 1;
+        let l = &mut self.lookups[id as usize];
+        if l.done {
+            return;
+        }
+        l.iter.on_failure(node);
+        self.drive(now, id);
     }
 
     pub(super) fn kad_timeout(&mut self, now: u64, id: u32, node: u32) {

@@ -104,6 +104,16 @@ impl Sim<'_> {
             st.shard_lookups.push(id);
             st.open_shards += 1;
         }
+        // The node answers the call from its own provider store when that
+        // alone names `fanout` providers: libp2p hands a query's local
+        // providers over before it sends any request, and the mesh answers
+        // (and stops every shard query) as soon as the call has its limit
+        // (`mesh/pending.rs`, `providers_found`). No request is sent.
+        let limit = self.np.fanout.clamp(1, self.np.max_providers_result);
+        if self.searches[idx as usize].providers.len() >= limit {
+            self.providers_answered(now, idx);
+            return;
+        }
         let deadline = (self.budget_at(&self.searches[idx as usize], 30))
             .min(now + self.np.lookup_timeout_ms * 1000);
         self.queue.push(deadline, Ev::LookupDeadline(idx));
@@ -201,6 +211,11 @@ impl Sim<'_> {
                 // The request reaches the peer after half the round trip.
                 self.queue
                     .push(now + rtt / 2, Ev::SearchArrive { search, to: p });
+            } else if let Some(after) = self.refused_after(from, p) {
+                // A refused request ends at once, as an answer would: the
+                // search does not wait for it.
+                pending += 1;
+                self.queue.push(now + after, Ev::SearchRefused(search));
             } else {
                 all = false;
             }
@@ -265,6 +280,19 @@ impl Sim<'_> {
         st.search_messages += 1;
         st.answered += 1;
         st.received.extend(records);
+        st.pending -= 1;
+        if st.pending == 0 && st.all_answer {
+            self.finish_search(now, search);
+        }
+    }
+
+    /// A down node refused a search request (`churn.refused_rtts`).
+    pub(super) fn search_refused(&mut self, now: u64, search: u32) {
+        self.out.counters.search_refused += 1;
+        let st = &mut self.searches[search as usize];
+        if st.phase != Phase::Fanout {
+            return;
+        }
         st.pending -= 1;
         if st.pending == 0 && st.all_answer {
             self.finish_search(now, search);
