@@ -64,6 +64,8 @@ impl Sim<'_> {
                             },
                         );
                     } else if let Some(after) = self.refused_after(from, to) {
+                        // Never later than the timeout a silent node meets.
+                        let after = after.min(self.np.kad_peer_timeout_ms * 1000);
                         self.queue.push(
                             now + after,
                             Ev::KadRefused {
@@ -169,7 +171,9 @@ impl Sim<'_> {
     /// many round trips. Adversaries, partitions and loss stay silent.
     pub(super) fn refused_after(&self, from: u32, to: u32) -> Option<u64> {
         let rtts = self.sc.churn.as_ref()?.refused_rtts?;
-        (!self.online[to as usize]).then(|| (self.rtt(from, to) as f64 * rtts) as u64)
+        // Across a partition nothing comes back, not even a refusal.
+        (!self.online[to as usize] && self.reachable(from, to))
+            .then(|| (self.rtt(from, to) as f64 * rtts) as u64)
     }
 
     /// A down node refused the request: as libp2p's dial failure
