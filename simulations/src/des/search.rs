@@ -109,7 +109,7 @@ impl Sim<'_> {
         // providers over before it sends any request, and the mesh answers
         // (and stops every shard query) as soon as the call has its limit
         // (`mesh/pending.rs`, `providers_found`). No request is sent.
-        let limit = self.np.fanout.clamp(1, self.np.max_providers_result);
+        let limit = self.provider_limit();
         if self.searches[idx as usize].providers.len() >= limit {
             self.providers_answered(now, idx);
             return;
@@ -131,7 +131,7 @@ impl Sim<'_> {
         depth: u32,
         from_network: bool,
     ) {
-        let limit = self.np.fanout.clamp(1, self.np.max_providers_result);
+        let limit = self.provider_limit();
         let st = &mut self.searches[search as usize];
         if st.phase != Phase::Lookup {
             return;
@@ -148,7 +148,7 @@ impl Sim<'_> {
 
     /// One shard query ended.
     pub(super) fn shard_done(&mut self, now: u64, search: u32) {
-        let limit = self.np.fanout.clamp(1, self.np.max_providers_result);
+        let limit = self.provider_limit();
         let st = &mut self.searches[search as usize];
         if st.phase != Phase::Lookup {
             return;
@@ -280,23 +280,30 @@ impl Sim<'_> {
         st.search_messages += 1;
         st.answered += 1;
         st.received.extend(records);
+        self.fanout_settled(now, search);
+    }
+
+    /// A down node refused a search request (`churn.refused_rtts`).
+    pub(super) fn search_refused(&mut self, now: u64, search: u32) {
+        self.out.counters.search_refused += 1;
+        if self.searches[search as usize].phase == Phase::Fanout {
+            self.fanout_settled(now, search);
+        }
+    }
+
+    /// One asked peer answered or refused: the search ends when every asked
+    /// peer has and none stayed silent.
+    fn fanout_settled(&mut self, now: u64, search: u32) {
+        let st = &mut self.searches[search as usize];
         st.pending -= 1;
         if st.pending == 0 && st.all_answer {
             self.finish_search(now, search);
         }
     }
 
-    /// A down node refused a search request (`churn.refused_rtts`).
-    pub(super) fn search_refused(&mut self, now: u64, search: u32) {
-        self.out.counters.search_refused += 1;
-        let st = &mut self.searches[search as usize];
-        if st.phase != Phase::Fanout {
-            return;
-        }
-        st.pending -= 1;
-        if st.pending == 0 && st.all_answer {
-            self.finish_search(now, search);
-        }
+    /// Providers a call asks for: the fan-out, within the node's bounds.
+    fn provider_limit(&self) -> usize {
+        self.np.fanout.clamp(1, self.np.max_providers_result)
     }
 
     pub(super) fn fanout_deadline(&mut self, now: u64, search: u32) {

@@ -450,13 +450,10 @@ struct Scores {
 impl Scores {
     /// Zeroes what the last segment wrote and sizes for one of `max_doc`.
     fn clear(&mut self, max_doc: DocId) {
-        for (i, word) in self.touched.iter_mut().enumerate() {
-            let mut w = std::mem::take(word);
-            while w != 0 {
-                self.sum[i * 64 + w.trailing_zeros() as usize] = 0.0;
-                w &= w - 1;
-            }
+        for d in set_bits(&self.touched) {
+            self.sum[d as usize] = 0.0;
         }
+        self.touched.fill(0);
         self.sum.resize(max_doc as usize, 0.0);
         self.touched.resize((max_doc as usize).div_ceil(64), 0);
     }
@@ -469,15 +466,20 @@ impl Scores {
     /// The documents written since the last clear, in document order, each
     /// once (a clause scoring 0 included).
     fn touched(&self) -> impl Iterator<Item = DocId> + '_ {
-        self.touched.iter().enumerate().flat_map(|(i, &word)| {
-            let base = u32::try_from(i * 64).expect("a segment holds fewer than 2^32 documents");
-            std::iter::successors((word != 0).then_some(word), |w| {
-                let rest = w & (w - 1);
-                (rest != 0).then_some(rest)
-            })
-            .map(move |w| base + w.trailing_zeros())
-        })
+        set_bits(&self.touched)
     }
+}
+
+/// The positions of the bits set in `words` (64 per word), lowest first.
+fn set_bits(words: &[u64]) -> impl Iterator<Item = DocId> + '_ {
+    words.iter().enumerate().flat_map(|(i, &word)| {
+        let base = u32::try_from(i * 64).expect("a segment holds fewer than 2^32 documents");
+        std::iter::successors((word != 0).then_some(word), |w| {
+            let rest = w & (w - 1);
+            (rest != 0).then_some(rest)
+        })
+        .map(move |w| base + w.trailing_zeros())
+    })
 }
 
 #[cfg(test)]
