@@ -101,6 +101,7 @@ struct Inner {
     records_by_trust: Family<Labels1, Gauge>,
     records_by_source: Family<Labels1, Gauge>,
     peers: Gauge,
+    text_segments: Gauge,
     watched: OnceLock<Watched>,
     /// The mesh counters the collector reads (set with `watched`).
     mesh_stats: Arc<OnceLock<MeshStats>>,
@@ -217,6 +218,12 @@ impl Metrics {
             "Peers with at least one established connection",
             peers.clone(),
         );
+        let text_segments = Gauge::default();
+        registry.register(
+            "text_index_segments",
+            "Segments of the text index that every text search walks (merges join them; a bulk import adds them)",
+            text_segments.clone(),
+        );
         let mesh_stats = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(MeshCollector(mesh_stats.clone())));
         Self {
@@ -230,6 +237,7 @@ impl Metrics {
                 records_by_trust,
                 records_by_source,
                 peers,
+                text_segments,
                 watched: OnceLock::new(),
                 mesh_stats,
                 by_source: tokio::sync::Mutex::new(None),
@@ -319,6 +327,11 @@ impl Metrics {
                 .records_by_trust
                 .get_or_create(&[("level", level.as_str())])
                 .set(n);
+        }
+        if let Some(n) = store.text_segments() {
+            self.inner
+                .text_segments
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
         if let Some(counts) = self.source_counts(watched).await {
             for (source, n) in [

@@ -783,6 +783,13 @@ impl Store {
             .len(&postings::trust_prefix(level))
     }
 
+    /// Segments the text index is searched in (each text search walks
+    /// every one; merges join them in the background); `None` while the
+    /// index is not open (see [`TextIndexOpen::AtFirstSearch`]).
+    pub fn text_segments(&self) -> Option<usize> {
+        self.sync.inner.text.segments()
+    }
+
     /// Writes committed since the store opened, counted once the posting
     /// lists have them: when it has not moved, a walk sees what the last
     /// one saw.

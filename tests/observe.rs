@@ -224,6 +224,7 @@ async fn metrics_move_with_what_the_node_does() {
     let before = scrape(&api).await;
     assert_eq!(before.types["agentmesh_records_by_trust"], "gauge");
     assert_eq!(before.types["agentmesh_peers_connected"], "gauge");
+    assert_eq!(before.types["agentmesh_text_index_segments"], "gauge");
 
     // A registration, a 404 on a route and one on no route, searches.
     admin.register(&minimal_agent("metrics-agent")).await;
@@ -355,6 +356,10 @@ async fn metrics_move_with_what_the_node_does() {
         .unwrap();
     assert_eq!(after.sum("agentmesh_records_by_trust", &[]), held);
     assert_eq!(held, 1.0 + stored);
+
+    // The registration was committed to the text index before the text
+    // search answered: it sits in a segment.
+    assert!(after.value("agentmesh_text_index_segments", &[]) >= 1.0);
 
     // No peers; and nothing secret in the text.
     assert_eq!(after.value("agentmesh_peers_connected", &[]), 0.0);

@@ -125,12 +125,22 @@ pub(super) fn round(
     qs: &[String],
     filter: &Filter,
 ) -> anyhow::Result<Dist> {
+    round_each(rt, registry, qs, std::slice::from_ref(filter))
+}
+
+/// As [`round`], query `i` narrowed by `filters[i % filters.len()]`.
+pub(super) fn round_each(
+    rt: &tokio::runtime::Runtime,
+    registry: &Registry,
+    qs: &[String],
+    filters: &[Filter],
+) -> anyhow::Result<Dist> {
     // A filter leaves most queries with nothing to find (a translation
     // filter and a code-review query): only unfiltered rounds must find.
-    let must_find = filter.is_empty();
+    let must_find = filters.iter().all(Filter::is_empty);
     let mut samples = Vec::with_capacity(qs.len());
     let mut empty = 0;
-    for q in qs {
+    for (q, filter) in qs.iter().zip(filters.iter().cycle()) {
         let query = SearchQuery {
             filter: filter.clone(),
             query: Some(q.clone()),

@@ -625,6 +625,13 @@ impl TextIndex {
         Ok(Some(out))
     }
 
+    /// Segments the committed index is read from: every text search
+    /// walks each of them, so many small ones (a bulk import commits one
+    /// every [`COMMIT_EVERY`]) cost every search until merges join them.
+    pub(super) fn segments(&self) -> usize {
+        self.reader.searcher().segment_readers().len()
+    }
+
     #[cfg(test)]
     /// Documents in the committed index (live and expired descriptors).
     pub(super) fn len(&self) -> u64 {

@@ -144,6 +144,11 @@ impl Text {
         self.get_or_open(live)?.search(q)
     }
 
+    /// [`TextIndex::segments`]; `None` while the index is not open.
+    pub(in crate::store) fn segments(&self) -> Option<usize> {
+        self.index.get().map(TextIndex::segments)
+    }
+
     /// The open index, for tests that look inside it.
     #[cfg(test)]
     pub(in crate::store) fn index(&self) -> &TextIndex {
