@@ -824,18 +824,30 @@ impl Store {
     /// [`StoreError::Sled`], [`StoreError::Text`],
     /// [`StoreError::TaskFailed`].
     pub async fn flush(&self) -> Result<(), StoreError> {
-        let inner = &self.sync.inner;
-        let mine = inner.writes.load(Ordering::SeqCst);
-        {
-            let _turn = inner.flush_turn.lock().await;
-            if inner.flushed.load(Ordering::SeqCst) < mine || mine == 0 {
-                let inner = inner.clone();
-                unblock("flush", move || inner.flush_gated()).await??;
-            }
-        }
+        self.flush_durable().await?;
         // Every write so far searchable by text too (one commit for every
         // caller waiting at once).
-        inner.text.sync().await
+        self.sync.inner.text.sync().await
+    }
+
+    /// Makes every write so far durable, as [`Store::flush`] does, without
+    /// waiting for the text index: the index commits on its own cadence
+    /// (and a write it has not committed yet is repaired from `pending`
+    /// after a crash). For bulk work, where a commit forced per flush
+    /// would leave the index in many small segments that every text
+    /// search then walks.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn flush_durable(&self) -> Result<(), StoreError> {
+        let inner = &self.sync.inner;
+        let mine = inner.writes.load(Ordering::SeqCst);
+        let _turn = inner.flush_turn.lock().await;
+        if inner.flushed.load(Ordering::SeqCst) < mine || mine == 0 {
+            let inner = inner.clone();
+            unblock("flush", move || inner.flush_gated()).await??;
+        }
+        Ok(())
     }
 
     /// Waits until every write so far is searchable by text (without
@@ -879,7 +891,8 @@ impl Store {
     }
 
     /// Flushes periodically (sled's own flusher is off, see `gate`) until
-    /// `cancel` fires; what the API acknowledges is flushed at once anyway.
+    /// `cancel` fires, for durability only ([`Store::flush_durable`]); what
+    /// the API acknowledges is flushed, and searchable, at once anyway.
     pub fn spawn_flusher(
         &self,
         every: std::time::Duration,
@@ -894,7 +907,9 @@ impl Store {
                     _ = tick.tick() => {
                         let inner = &store.sync.inner;
                         if inner.flushed.load(Ordering::SeqCst) < inner.writes.load(Ordering::SeqCst) {
-                            if let Err(e) = store.flush().await {
+                            // Durability only: the text index keeps its
+                            // own cadence.
+                            if let Err(e) = store.flush_durable().await {
                                 tracing::error!(error = %e, "periodic store flush failed");
                             }
                         }

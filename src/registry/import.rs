@@ -14,7 +14,9 @@
 //! batches ([`BATCH_LINES`] lines or [`BATCH_BYTES`] bytes); records are
 //! issued with [`Durability::Periodic`] and the store is flushed once at the
 //! end of each batch, so what a batch imported is on disk before its
-//! results are reported.
+//! results are reported. The text index is waited for once, at the end
+//! of the run: in between it commits on its own cadence, as a long import
+//! would otherwise leave it in a small segment per batch.
 //!
 //! Re-running an import is idempotent:
 //! - a document equal to the one held for its id (as JSON values: member
@@ -511,6 +513,10 @@ impl Importer {
                 summary.stopped.get_or_insert(stopped);
             }
         }
+        // What the run imported is searchable by text when it answers.
+        if let Err(e) = self.registry.store.sync_text().await {
+            tracing::error!(error = %e, "import: the text index did not catch up");
+        }
         summary
     }
 
@@ -627,10 +633,12 @@ impl Importer {
             }
         }
         // What was issued is made durable before it is reported, even when
-        // the store failed on a later line.
+        // the store failed on a later line. The text index is not waited
+        // for here: it commits on its own cadence during a long import
+        // (fewer, larger segments), and once at the end of the run.
         self.registry
             .store
-            .flush()
+            .flush_durable()
             .await
             .map_err(|e| Stopped::Store {
                 message: e.to_string(),

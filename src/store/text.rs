@@ -14,7 +14,8 @@
 //!   *current* record (so the order in which concurrent writers' ids
 //!   arrive does not matter: the last one applied reads the last write),
 //!   commits in groups (at once when someone waits on [`TextIndex::sync`],
-//!   else every [`COMMIT_EVERY`] or [`COMMIT_OPS`] changes), and only then
+//!   else every [`COMMIT_EVERY`], [`COMMIT_EVERY_BULK`] while a bulk of
+//!   changes keeps coming, or [`COMMIT_OPS`] changes), and only then
 //!   clears the agents it committed from `pending` (compare-and-swap on
 //!   the seq, so a newer write stays marked);
 //! - at open, an index that is missing, of another [`TEXT_VERSION`], or
@@ -63,8 +64,18 @@ const VERSION_FILE: &str = "agentmesh-text-version";
 const TOKENIZER: &str = "agentmesh";
 /// The writer's indexing memory (tantivy's floor is 15 MB per thread).
 const WRITER_HEAP: usize = 24 << 20;
-/// Longest time a change waits for a commit when nobody asks for one.
+/// Longest time a change waits for a commit when nobody asks for one,
+/// after a quiet spell.
 pub(super) const COMMIT_EVERY: Duration = Duration::from_millis(500);
+/// ... and while changes keep coming: after a commit of at least
+/// [`BULK_COMMIT_OPS`] changes (a bulk import, a burst of gossip), the
+/// next waits this long, so that a long import adds a segment every few
+/// seconds instead of two a second (each segment is walked by every text
+/// search until merges join them). Whoever needs a change searchable at
+/// once asks for it ([`TextIndex::sync`]), which commits at once.
+pub(super) const COMMIT_EVERY_BULK: Duration = Duration::from_secs(5);
+/// Changes in one commit that make the next wait [`COMMIT_EVERY_BULK`].
+const BULK_COMMIT_OPS: usize = 500;
 /// Most changes held before a commit.
 const COMMIT_OPS: usize = 50_000;
 /// Most distinct query terms ranked; the rest of a long query is ignored.
@@ -626,8 +637,9 @@ impl TextIndex {
     }
 
     /// Segments the committed index is read from: every text search
-    /// walks each of them, so many small ones (a bulk import commits one
-    /// every [`COMMIT_EVERY`]) cost every search until merges join them.
+    /// walks each of them, so many small ones (each commit adds one: a
+    /// long import, every [`COMMIT_EVERY_BULK`]) cost every search until
+    /// merges join them.
     pub(super) fn segments(&self) -> usize {
         self.reader.searcher().segment_readers().len()
     }
@@ -883,6 +895,16 @@ fn operations(document: &str) -> Vec<String> {
     out
 }
 
+/// How long the changes after a commit of `committed` changes wait for
+/// the next one.
+fn commit_every(committed: usize) -> Duration {
+    if committed >= BULK_COMMIT_OPS {
+        COMMIT_EVERY_BULK
+    } else {
+        COMMIT_EVERY
+    }
+}
+
 /// Clears the committed agents from `pending`, unless a newer write has
 /// marked them again since.
 fn clear_pending(pending: &sled::Tree, done: &[(String, u64)]) {
@@ -909,9 +931,10 @@ impl WriterLoop {
         let mut done: Vec<(String, u64)> = Vec::new();
         let mut waiting = Vec::new();
         let mut dirty_since: Option<Instant> = None;
+        let mut every = COMMIT_EVERY;
         loop {
             let wait = dirty_since.map_or(Duration::from_secs(3600), |t| {
-                COMMIT_EVERY.saturating_sub(t.elapsed())
+                every.saturating_sub(t.elapsed())
             });
             let first = match rx.recv_timeout(wait) {
                 Ok(op) => Some(op),
@@ -953,12 +976,13 @@ impl WriterLoop {
                     break;
                 }
             }
-            let due = dirty_since.is_some_and(|t| t.elapsed() >= COMMIT_EVERY)
+            let due = dirty_since.is_some_and(|t| t.elapsed() >= every)
                 || done.len() >= COMMIT_OPS
                 || !waiting.is_empty();
             if !due {
                 continue;
             }
+            every = commit_every(done.len());
             let result = if done.is_empty() {
                 Ok(())
             } else {

@@ -158,6 +158,41 @@ async fn good_lines_go_in_and_bad_ones_are_reported_by_line() {
     assert_eq!(reg.store().len(), 2);
 }
 
+/// A long import leaves the text index to commit on its own cadence
+/// (every batch is flushed to disk, not to the index), yet every line is
+/// searchable by text once the run answers: the last batch's too.
+#[tokio::test]
+async fn every_imported_line_is_searchable_by_text_when_the_import_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&dir, Duration::from_secs(3600));
+    let importer = Importer::new(reg.clone(), ImportLimits::default());
+    let n = 2 * BATCH_LINES + 500;
+    let docs: Vec<Value> = (0..n).map(synthetic_agent).collect();
+    let (results, summary) = import(&importer, &lines(&docs)).await;
+    assert_eq!(summary.created, n as u64, "{summary:?}");
+    assert_eq!(results.len(), n);
+    // The first line, one of the middle batch and the last: each found by
+    // the number only its description holds.
+    for i in [0, BATCH_LINES + 7, n - 1] {
+        let page = reg
+            .search(&crate::registry::SearchQuery {
+                filter: crate::store::Filter::default(),
+                query: Some(i.to_string()),
+                after: None,
+                limit: 3,
+            })
+            .await
+            .unwrap();
+        let want = format!("demo-{i:05}");
+        assert_eq!(
+            page.items.first().map(|a| a.id.as_str()),
+            Some(want.as_str()),
+            "a text search for {i}: {:?}",
+            page.items.iter().map(|a| &a.id).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[tokio::test]
 async fn re_importing_changes_only_what_changed() {
     let dir = tempfile::tempdir().unwrap();
