@@ -15,7 +15,8 @@
 //!   arrive does not matter: the last one applied reads the last write),
 //!   commits in groups (at once when someone waits on [`TextIndex::sync`],
 //!   else every [`COMMIT_EVERY`], [`COMMIT_EVERY_BULK`] while a bulk of
-//!   changes keeps coming, or [`COMMIT_OPS`] changes), and only then
+//!   changes keeps coming (see `Cadence`), or [`COMMIT_OPS`] changes),
+//!   and only then
 //!   clears the agents it committed from `pending` (compare-and-swap on
 //!   the seq, so a newer write stays marked);
 //! - at open, an index that is missing, of another [`TEXT_VERSION`], or
@@ -895,13 +896,39 @@ fn operations(document: &str) -> Vec<String> {
     out
 }
 
-/// How long the changes after a commit of `committed` changes wait for
-/// the next one.
-fn commit_every(committed: usize) -> Duration {
-    if committed >= BULK_COMMIT_OPS {
-        COMMIT_EVERY_BULK
-    } else {
-        COMMIT_EVERY
+/// How long the writer lets changes wait for a commit: [`COMMIT_EVERY`],
+/// or [`COMMIT_EVERY_BULK`] after a commit of [`BULK_COMMIT_OPS`] or more
+/// until a quiet spell (no change for as long as the bulk wait).
+#[derive(Debug)]
+struct Cadence {
+    every: Duration,
+    last_commit: Instant,
+}
+
+impl Cadence {
+    fn new(now: Instant) -> Self {
+        Self {
+            every: COMMIT_EVERY,
+            last_commit: now,
+        }
+    }
+
+    /// The first change since the last commit came at `now`: after a
+    /// quiet spell it waits the short time again.
+    fn first_change(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.last_commit) >= COMMIT_EVERY_BULK {
+            self.every = COMMIT_EVERY;
+        }
+    }
+
+    /// A commit of `changes` at `now`.
+    fn committed(&mut self, changes: usize, now: Instant) {
+        self.every = if changes >= BULK_COMMIT_OPS {
+            COMMIT_EVERY_BULK
+        } else {
+            COMMIT_EVERY
+        };
+        self.last_commit = now;
     }
 }
 
@@ -931,10 +958,10 @@ impl WriterLoop {
         let mut done: Vec<(String, u64)> = Vec::new();
         let mut waiting = Vec::new();
         let mut dirty_since: Option<Instant> = None;
-        let mut every = COMMIT_EVERY;
+        let mut cadence = Cadence::new(Instant::now());
         loop {
             let wait = dirty_since.map_or(Duration::from_secs(3600), |t| {
-                every.saturating_sub(t.elapsed())
+                cadence.every.saturating_sub(t.elapsed())
             });
             let first = match rx.recv_timeout(wait) {
                 Ok(op) => Some(op),
@@ -968,7 +995,11 @@ impl WriterLoop {
                                 tracing::error!(%id, error = %e, "text index: could not index")
                             }
                         }
-                        dirty_since.get_or_insert_with(Instant::now);
+                        if dirty_since.is_none() {
+                            let now = Instant::now();
+                            cadence.first_change(now);
+                            dirty_since = Some(now);
+                        }
                     }
                     Op::Sync(reply) => waiting.push(reply),
                 }
@@ -976,13 +1007,13 @@ impl WriterLoop {
                     break;
                 }
             }
-            let due = dirty_since.is_some_and(|t| t.elapsed() >= every)
+            let due = dirty_since.is_some_and(|t| t.elapsed() >= cadence.every)
                 || done.len() >= COMMIT_OPS
                 || !waiting.is_empty();
             if !due {
                 continue;
             }
-            every = commit_every(done.len());
+            cadence.committed(done.len(), Instant::now());
             let result = if done.is_empty() {
                 Ok(())
             } else {
@@ -1017,6 +1048,27 @@ mod tests {
     fn texts(s: &str) -> Vec<String> {
         let mut a = analyzer();
         analyse(&mut a, s, 100)
+    }
+
+    #[test]
+    fn commits_wait_longer_while_a_bulk_of_changes_keeps_coming() {
+        let t0 = Instant::now();
+        let mut c = Cadence::new(t0);
+        assert_eq!(c.every, COMMIT_EVERY);
+        // A few changes: the short wait stays.
+        c.committed(BULK_COMMIT_OPS - 1, t0);
+        assert_eq!(c.every, COMMIT_EVERY);
+        // A bulk: the next changes, coming at once, wait the long time.
+        c.committed(BULK_COMMIT_OPS, t0);
+        c.first_change(t0 + Duration::from_millis(1));
+        assert_eq!(c.every, COMMIT_EVERY_BULK);
+        // A change after a quiet spell does not wait for the bulk's time.
+        c.first_change(t0 + COMMIT_EVERY_BULK);
+        assert_eq!(c.every, COMMIT_EVERY);
+        // A bulk ends with a small commit: short again.
+        c.committed(BULK_COMMIT_OPS, t0);
+        c.committed(1, t0 + COMMIT_EVERY_BULK);
+        assert_eq!(c.every, COMMIT_EVERY);
     }
 
     #[test]
