@@ -20,6 +20,11 @@
 //!   second), then warm, then while an import of new agents runs in the
 //!   same process (`Importer` on a background-priority thread, as
 //!   `POST /admin/import` runs it: validation, signing, store, index);
+//! - during the import, two canary threads at the queries' priority, one
+//!   that only sleeps a millisecond at a time and one that reads a
+//!   compact record every millisecond, with the gaps over 20 ms each saw
+//!   (a gap in both: the process or machine paused; in the reader alone:
+//!   the store made reads wait);
 //! - bytes on disk per agent, the store's and the text index's, and the
 //!   text index's segments (each text search walks every one) before and
 //!   during the import.
@@ -392,6 +397,22 @@ pub(super) fn run(
             (summary.created, t.elapsed())
         })
     };
+    // Two canaries beside the rounds, at the queries' priority: one only
+    // sleeps a millisecond at a time, one reads an agent's compact record
+    // every millisecond. A gap in both is the machine pausing (the VM, the
+    // scheduler); a gap in the reader alone is the store making reads wait.
+    let import_start = Instant::now();
+    let sleeper = Canary::start(import_start, || {});
+    let reader = {
+        let store = store.clone();
+        let id = synthetic_agent(n / 2)["id"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_default();
+        Canary::start(import_start, move || {
+            let _ = store.blocking().compact(&id);
+        })
+    };
     let mut rounds = 0;
     let mut during: [Vec<Duration>; WORKLOADS.len()] = Default::default();
     // The text index's segments, sampled after every round.
@@ -411,6 +432,12 @@ pub(super) fn run(
     let (imported, took) = importer
         .blocking_recv()
         .map_err(|_| anyhow::anyhow!("the import thread failed"))?;
+    for (name, canary) in [
+        ("sleeping 1 ms", sleeper.stop()),
+        ("reading a compact record every 1 ms", reader.stop()),
+    ] {
+        println!("canary {name}: {canary}");
+    }
     println!(
         "\nthe import: {imported} agents in {:.1} s ({:.0}/s), {rounds} rounds of queries beside it",
         took.as_secs_f64(),
@@ -436,6 +463,63 @@ pub(super) fn run(
         load_average()
     );
     Ok(())
+}
+
+/// A thread that does `work` every millisecond and keeps the gaps between
+/// two turns longer than [`Canary::GAP`] (when, in seconds since `t0`, and
+/// how long).
+struct Canary {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(usize, Vec<(f64, f64)>)>,
+}
+
+impl Canary {
+    const GAP: Duration = Duration::from_millis(20);
+    const TICK: Duration = Duration::from_millis(1);
+
+    fn start(t0: Instant, mut work: impl FnMut() + Send + 'static) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut turns, mut gaps) = (0, Vec::new());
+                let mut last = Instant::now();
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Self::TICK);
+                    work();
+                    let now = Instant::now();
+                    let gap = now - last;
+                    if gap > Self::GAP {
+                        gaps.push(((last - t0).as_secs_f64(), gap.as_secs_f64() * 1000.0));
+                    }
+                    last = now;
+                    turns += 1;
+                }
+                (turns, gaps)
+            })
+        };
+        Self { stop, thread }
+    }
+
+    /// Stops the thread and says what it saw.
+    fn stop(self) -> String {
+        self.stop.store(true, Ordering::SeqCst);
+        let Ok((turns, gaps)) = self.thread.join() else {
+            return "the thread panicked".into();
+        };
+        let longest = gaps.iter().map(|g| g.1).fold(0.0, f64::max);
+        let long: Vec<String> = gaps
+            .iter()
+            .filter(|g| g.1 >= 50.0)
+            .map(|(at, ms)| format!("{ms:.0} ms at {at:.2} s"))
+            .collect();
+        format!(
+            "{turns} turns, {} gaps over {} ms, the longest {longest:.0} ms; of 50 ms or more: [{}]",
+            gaps.len(),
+            Self::GAP.as_millis(),
+            long.join(", ")
+        )
+    }
 }
 
 fn segments_now(store: &Store) -> String {
