@@ -659,6 +659,18 @@ impl Scenario {
             range("publish.probes", p.probes, 0, MAX_PROBES)?;
             range("publish.at_s", p.at_s, 0.0, self.duration_s)?;
             range("publish.interval_s", p.interval_s, 0.0, 86400.0)?;
+            // The DES ends a minute after `duration_s`, and a probe past
+            // the run would be left out of the figures without a word.
+            let last = p.at_s + p.interval_s * p.probes.saturating_sub(1) as f64;
+            if last > self.duration_s {
+                return Err((
+                    "publish.interval_s",
+                    format!(
+                        "the last of {} probes would be published at {last} s, after duration_s ({} s)",
+                        p.probes, self.duration_s
+                    ),
+                ));
+            }
         }
         if let Some(r) = &self.revoke {
             range("revoke.probes", r.probes, 0, MAX_PROBES.min(self.agents))?;

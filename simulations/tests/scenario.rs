@@ -106,6 +106,7 @@ fn every_range_is_checked() {
         ("searches = 10", "searches = 10\n[flash_crowd]\nstart_s = 10\nduration_s = 10\nrate_multiplier = 0.5"),
         ("searches = 10", "searches = 10\n[flash_crowd]\nstart_s = 10\nduration_s = 10\ncapability_rank = 5000"),
         ("searches = 10", "searches = 10\n[publish]\nprobes = 1000"),
+        ("searches = 10", "searches = 10\n[publish]\nprobes = 5\nat_s = 500\ninterval_s = 30"),
         ("searches = 10", "searches = 10\n[revoke]\nprobes = 5000"),
         ("searches = 10", "searches = 10\n[adversarial]\nshare = 0.9"),
         ("searches = 10", "searches = 10\n[adversarial.eclipse]\nsybils_per_shard = 0"),
@@ -259,4 +260,14 @@ fn connection_trimming_follows_the_limit_and_can_be_turned_off_in_a_swarm() {
             .connections_high_water,
         None
     );
+}
+
+#[test]
+fn publish_probes_must_all_fall_inside_the_run() {
+    // 600 s by default: five probes 30 s apart from 480 s end at 600 s.
+    let fits = format!("{GOOD}\n[publish]\nprobes = 5\nat_s = 480\ninterval_s = 30\n");
+    Scenario::parse(&fits, Path::new("ok.toml")).unwrap();
+    let (key, reason) = refused(&fits.replace("at_s = 480", "at_s = 481"));
+    assert_eq!(key, "publish.interval_s", "{reason}");
+    assert!(reason.contains("601 s"), "{reason}");
 }
