@@ -322,16 +322,14 @@ impl Metrics {
         };
         let store = watched.registry.store();
         for level in TRUST_LEVELS {
-            let n = i64::try_from(store.trust_count(level)).unwrap_or(i64::MAX);
+            let n = gauge(store.trust_count(level));
             self.inner
                 .records_by_trust
                 .get_or_create(&[("level", level.as_str())])
                 .set(n);
         }
         if let Some(n) = store.text_segments() {
-            self.inner
-                .text_segments
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+            self.inner.text_segments.set(gauge(n));
         }
         if let Some(counts) = self.source_counts(watched).await {
             for (source, n) in [
@@ -342,14 +340,12 @@ impl Metrics {
                 self.inner
                     .records_by_source
                     .get_or_create(&[("source", source)])
-                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+                    .set(gauge(n));
             }
         }
         if let Some(mesh) = &watched.mesh {
             if let Ok(status) = mesh.status().await {
-                self.inner
-                    .peers
-                    .set(i64::try_from(status.connected_peers).unwrap_or(i64::MAX));
+                self.inner.peers.set(gauge(status.connected_peers));
             }
         }
     }
@@ -515,6 +511,12 @@ impl Collector for MeshCollector {
         }
         Ok(())
     }
+}
+
+/// A count as a gauge's value (saturating: a count past `i64::MAX` shows
+/// as that).
+fn gauge(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

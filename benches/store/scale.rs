@@ -12,7 +12,7 @@
 //!   terms and an unknown capability among them), 200 free-text top-10
 //!   searches, the same 200 with one capability filter (`translation`,
 //!   the rows earlier runs measured), the same 200 each with a filter of
-//!   its own from a mix (capability, tag, language and trust terms, 160
+//!   its own from a mix (capability, tag and language terms, 172
 //!   distinct filters: more than the text index's cache of filter sets
 //!   holds at a million agents, so most are read afresh), and 100
 //!   `POST /resolve` plans (`Resolver::resolve`);

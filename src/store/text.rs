@@ -16,9 +16,8 @@
 //!   commits in groups (at once when someone waits on [`TextIndex::sync`],
 //!   else every [`COMMIT_EVERY`], [`COMMIT_EVERY_BULK`] while a bulk of
 //!   changes keeps coming (see `Cadence`), or [`COMMIT_OPS`] changes),
-//!   and only then
-//!   clears the agents it committed from `pending` (compare-and-swap on
-//!   the seq, so a newer write stays marked);
+//!   and only then clears the agents it committed from `pending`
+//!   (compare-and-swap on the seq, so a newer write stays marked);
 //! - at open, an index that is missing, of another [`TEXT_VERSION`], or
 //!   whose document count differs from the store's live count is rebuilt
 //!   from `records`; otherwise the agents still in `pending` (a crash
