@@ -264,6 +264,7 @@ impl Population {
                     from: s.from as usize,
                     capability: capability_name(s.capability),
                     at: Duration::from_micros(s.at_us),
+                    kind: s.kind,
                 })
                 .collect(),
             publish_probes: self
@@ -271,7 +272,13 @@ impl Population {
                 .iter()
                 .map(|p| agent(p.home, &p.capabilities))
                 .collect(),
+            publish_at: self
+                .publish
+                .iter()
+                .map(|p| Duration::from_micros(p.at_us))
+                .collect(),
             revoke_probes: self.revoke.len(),
+            revoke_at: Duration::from_micros(self.revoke_at_us),
             limit: scenario.limit,
             search_timeout: Duration::from_millis(node.search_timeout_ms),
             max_connections: scenario.swarm.max_connections,

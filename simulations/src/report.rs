@@ -197,6 +197,18 @@ pub struct Summary {
     /// Searches planned at a node that was down, asked of the next live
     /// node (swarm only).
     pub searches_moved: Option<usize>,
+    /// (probe, node) pairs, of nodes live at publication, that got the
+    /// record only after churn had stopped and started the node: counted
+    /// as not reached in `propagation_coverage`, which means the share
+    /// reached while up in both engines (swarm only; the DES delivers
+    /// gossip to live nodes only).
+    pub propagation_recovered: Option<usize>,
+    /// The same for the tombstones (swarm only).
+    pub revocation_recovered: Option<usize>,
+    /// Revoked agents whose home was down at the revocation's time,
+    /// tombstoned when it started again (swarm only: the DES tombstones
+    /// at the next live node).
+    pub revocations_deferred: Option<usize>,
     /// Wall-clock seconds of the whole run.
     pub wall_s: f64,
     /// Peak resident memory of the process, MiB (VmHWM).
@@ -317,6 +329,9 @@ fn base(
         rss_per_node_mb: None,
         restarts: None,
         searches_moved: None,
+        propagation_recovered: None,
+        revocation_recovered: None,
+        revocations_deferred: None,
         wall_s,
         peak_rss_mb: peak_rss_mb(),
     }
@@ -385,8 +400,17 @@ impl Summary {
             revocation: &o.revocation_ms,
         };
         let mut s = base("swarm", sc, seed, common, o.stale_results, o.wall_s);
-        s.propagation_coverage = coverage(o.propagation_ms.len(), o.propagation_unreached);
-        s.revocation_coverage = coverage(o.revocation_ms.len(), o.revocation_unreached);
+        s.propagation_coverage = coverage(
+            o.propagation_ms.len(),
+            o.propagation_unreached + o.propagation_recovered,
+        );
+        s.revocation_coverage = coverage(
+            o.revocation_ms.len(),
+            o.revocation_unreached + o.revocation_recovered,
+        );
+        s.propagation_recovered = Some(o.propagation_recovered);
+        s.revocation_recovered = Some(o.revocation_recovered);
+        s.revocations_deferred = Some(o.revocations_deferred);
         s.bootstrap_s = Some(o.bootstrap_s);
         s.populate_s = Some(o.populate_s);
         s.rss_per_node_mb = Some(o.rss_per_node_mb);
@@ -477,6 +501,19 @@ impl Summary {
                     "  churn                {r} restarts, {m} searches asked of the next live node\n"
                 );
             }
+        }
+        let recovered = (self.propagation_recovered, self.revocation_recovered);
+        if let (Some(p), Some(r)) = recovered {
+            if p + r > 0 {
+                t += &format!(
+                    "  after a restart      {p} probe and {r} tombstone arrivals (not in the times or coverage)\n"
+                );
+            }
+        }
+        if let Some(d) = self.revocations_deferred.filter(|&d| d > 0) {
+            t += &format!(
+                "  deferred             {d} revocations waited for their home to start again\n"
+            );
         }
         t += "  published figures:\n";
         for r in &self.reference {
@@ -618,6 +655,8 @@ pub fn side_by_side(a: &Value, b: &Value) -> String {
         ("propagation p99 ms", "/propagation_ms/p99"),
         ("revocation p50 ms", "/revocation_ms/p50"),
         ("revocation p99 ms", "/revocation_ms/p99"),
+        ("propagation coverage", "/propagation_coverage"),
+        ("revocation coverage", "/revocation_coverage"),
         ("stale results", "/stale_results"),
         ("bootstrap s", "/bootstrap_s"),
         ("wall s", "/wall_s"),

@@ -744,6 +744,22 @@ impl Scenario {
                 }
             }
         }
+        if self.engine == Engine::Swarm
+            && self.churn.is_none()
+            && self.revoke.as_ref().is_some_and(|r| r.searches > 0)
+        {
+            // Without churn the swarm runs its searches back to back,
+            // before any probe: these would all run before the
+            // revocation they are meant to watch.
+            return Err((
+                "revoke.searches",
+                "without churn the swarm engine runs the searches back to back before the \
+                 probes, so these would not fall inside the revocation's window (it counts \
+                 stale results with searches of its own while a tombstone spreads): remove \
+                 it, add [churn], or use engine = \"des\""
+                    .into(),
+            ));
+        }
         if let Some(c) = self.swarm.max_connections {
             if self.engine == Engine::Des {
                 return Err((

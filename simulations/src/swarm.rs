@@ -66,9 +66,18 @@
 //! node again on the same store, key and memory address, bootstrapping
 //! from its two usual peers and [`RESTART_BOOTSTRAP_LIVE`] live ones, and
 //! runs the republisher. A search planned at a node that is down is asked
-//! of the next live node (as in the DES). When the last search has run,
-//! the nodes still down start again and the run waits until every node
-//! has its peers before the probes.
+//! of the next live node (as in the DES). Under churn the probes are
+//! played on the same timeline, at their planned times
+//! ([`SwarmParams::publish_at`], [`SwarmParams::revoke_at`]): a probe is
+//! published at its home or, if the home is down, at the next live node
+//! (as in the DES); an agent whose home is down when it is revoked is
+//! tombstoned when its home starts again (only the home holds its
+//! registration), and counted ([`SwarmOutcome::revocations_deferred`]);
+//! the arrivals are watched at the nodes live at that moment, while the
+//! churn goes on, and a search counts the revoked agents on its page as
+//! stale, as the DES does. After the last search the churn goes on until
+//! the last probe's deadline; then the nodes still down start again and
+//! the run waits until every node has its peers.
 //!
 //! The run, in order: start and bootstrap the nodes; register the
 //! starting population at their home nodes (through the node's bulk
@@ -77,11 +86,12 @@
 //! holds all of it (under `"lookups"`: until the home nodes' capability
 //! announcements have ended); run the searches one at a time, with the
 //! churn if any, (so each one's
-//! counters at its asking node are its own); publish the probes one at a
-//! time and time their arrival at every node; tombstone the revoke
-//! probes one at a time and time their disappearance at every node,
-//! while mesh searches from a few other nodes count the stale results
-//! they still return.
+//! counters at its asking node are its own); without churn, publish the
+//! probes one at a time and time their arrival at every node, then
+//! tombstone the revoke probes one at a time and time their
+//! disappearance at every node, while mesh searches from a few other
+//! nodes count the stale results they still return (under churn the
+//! probes ran during the search phase, above).
 //!
 //! What is measured, and how:
 //! - a search's latency is its `FederatedSearch::search` call (the mesh
@@ -97,11 +107,18 @@
 //!   [`WATCH_EVERY`] from the moment the registration (deletion) is
 //!   called at the home node, so the home node's value is the call's own
 //!   time (signed, stored, flushed); a node not reached by the deadline is
-//!   left out of the figures and reported in a progress line.
+//!   left out of the figures and reported in a progress line. Under
+//!   churn, a node live at the call that got the record only after it
+//!   had been stopped and started again (its home's republish, a later
+//!   search, gossip's IHAVE) is counted apart
+//!   ([`SwarmOutcome::propagation_recovered`]), not in the times: the
+//!   DES, which delivers gossip to live nodes only, counts such a node
+//!   as not reached, and the coverage of both engines means the share
+//!   reached while up.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -147,6 +164,8 @@ pub struct SwarmSearch {
     /// [`SwarmParams::outages`] keeps to it; without churn the searches
     /// run back to back.
     pub at: Duration,
+    /// Why it runs (the report splits recall by it).
+    pub kind: SearchKind,
 }
 
 /// One node's time away (churn): at `down_at` its mesh, publisher and
@@ -178,9 +197,20 @@ pub struct SwarmParams {
     /// Agents published after the population converged; the time from publish
     /// until each live node holds the record is measured.
     pub publish_probes: Vec<SwarmAgent>,
+    /// Under churn, when each publish probe is published, from the start
+    /// of the search phase (one per probe, as the searches' `at`): the
+    /// probes then go out while nodes stop and start. Without churn they
+    /// are published one after the other once the searches are done, and
+    /// this is not read.
+    pub publish_at: Vec<Duration>,
     /// The first `revoke_probes` agents of `agents` are tombstoned after
     /// convergence; the time until each live node no longer returns them is measured.
     pub revoke_probes: usize,
+    /// Under churn, when they are tombstoned, from the start of the
+    /// search phase (an agent whose home is down then is tombstoned when
+    /// its home starts again: only the home holds its registration).
+    /// Without churn, not read.
+    pub revoke_at: Duration,
     /// Results asked per search (the `top`/limit).
     pub limit: usize,
     /// Deadline of one search.
@@ -261,6 +291,15 @@ pub struct SwarmOutcome {
     /// (revoked agent, node) pairs the tombstone had not reached by the
     /// deadline.
     pub revocation_unreached: usize,
+    /// (probe, node) pairs, of nodes live at publication, where the
+    /// record arrived only after churn had stopped the node and started
+    /// it again: not in `propagation_ms` (see the module notes).
+    pub propagation_recovered: usize,
+    /// The same for the tombstones.
+    pub revocation_recovered: usize,
+    /// Revoked agents whose home was down at the planned time, tombstoned
+    /// when it started again.
+    pub revocations_deferred: usize,
     /// Starting the nodes and waiting until every one has its routing
     /// table and gossip mesh peers, in seconds.
     pub bootstrap_s: f64,
@@ -457,6 +496,13 @@ fn check(p: &SwarmParams) -> Result<()> {
         }
     }
     check_outages(p)?;
+    if !p.outages.is_empty() && p.publish_at.len() != p.publish_probes.len() {
+        bail!(
+            "publish_at: {} times for {} publish probes (under churn each probe needs its time)",
+            p.publish_at.len(),
+            p.publish_probes.len()
+        );
+    }
     if p.replication == Replication::Lookups
         && (!p.publish_probes.is_empty() || p.revoke_probes > 0)
     {
@@ -528,6 +574,9 @@ struct SimNode {
 /// The swarm; cancelled (every node's tasks) on drop.
 struct Swarm {
     nodes: Vec<SimNode>,
+    /// How many times churn has stopped each node (a watch tells an
+    /// arrival after a restart from one before it).
+    stops: Arc<[AtomicU32]>,
     cancel: CancellationToken,
 }
 
@@ -794,6 +843,7 @@ impl Swarm {
     /// Stops node `i` (churn): its tasks are cancelled and its event loop
     /// awaited, so its connections are closed and its address is free.
     async fn stop(&mut self, i: usize) -> Result<()> {
+        self.stops[i].fetch_add(1, Ordering::SeqCst);
         let node = &mut self.nodes[i];
         node.cancel.cancel();
         if let Some(task) = node.task.take() {
@@ -827,6 +877,33 @@ impl Swarm {
             .with_context(|| format!("node {i}: starting again"))?;
         self.nodes[i] = node;
         Ok(())
+    }
+
+    /// Watches, from `t0`, the stores of the nodes live now (see
+    /// [`watch`]).
+    fn watch(
+        &self,
+        id: &str,
+        t0: Instant,
+        deadline: Duration,
+        holds: fn(&RecordBody) -> bool,
+    ) -> impl std::future::Future<Output = Result<Vec<Option<Arrival>>>> + Send + 'static {
+        let watched = (0..self.nodes.len())
+            .filter(|&i| !self.is_down(i))
+            .map(|i| Watched {
+                node: i,
+                store: self.nodes[i].store.clone(),
+                stops: self.stops[i].load(Ordering::SeqCst),
+            })
+            .collect();
+        watch(
+            watched,
+            self.stops.clone(),
+            id.to_owned(),
+            t0,
+            deadline,
+            holds,
+        )
     }
 
     /// Node `i` was stopped by churn and has not started again.
@@ -903,7 +980,11 @@ async fn start(
             ));
         }
     }
-    let swarm = Swarm { nodes, cancel };
+    let swarm = Swarm {
+        nodes,
+        stops: (0..params.nodes).map(|_| AtomicU32::new(0)).collect(),
+        cancel,
+    };
     let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
     ready(&swarm.nodes, deadline, progress).await?;
     let (rss, _) = memory();
@@ -1250,13 +1331,15 @@ fn provider_requests(s: &StatsSnapshot) -> u64 {
 }
 
 /// Runs one search from its node; `truth` holds the live agents of its
-/// capability; `at_s` is when it starts (s since the run started).
+/// capability, `revoked` the agents tombstoned so far (stale on a page);
+/// `at_s` is when it starts (s since the run started).
 async fn search_once(
     node: &SimNode,
     capability: &str,
     limit: usize,
     shards: u32,
     truth: &HashSet<String>,
+    revoked: &HashSet<String>,
     at_s: f64,
 ) -> Result<SearchRecord> {
     let query = SearchQuery {
@@ -1295,6 +1378,14 @@ async fn search_once(
         .map(|s| s.id.as_str())
         .filter(|id| truth.contains(*id))
         .collect();
+    let stale = outcome
+        .page
+        .items
+        .iter()
+        .map(|s| s.id.as_str())
+        .filter(|id| revoked.contains(*id))
+        .collect::<HashSet<&str>>()
+        .len();
     let (asked, answered) = report.as_ref().map_or((0, 0), |r| (r.asked, r.answered));
     let bytes = (after.transport.inbound + after.transport.outbound)
         .saturating_sub(before.transport.inbound + before.transport.outbound);
@@ -1311,34 +1402,56 @@ async fn search_once(
         at_s,
         kind: SearchKind::Normal,
         sample,
-        stale: 0,
+        stale,
         asked: u32::try_from(asked).unwrap_or(u32::MAX),
         answered: u32::try_from(answered).unwrap_or(u32::MAX),
         asked_providers: report.as_ref().is_some_and(|r| r.whom == Asked::Providers),
     })
 }
 
-/// Watches every node's store from `t0` until `holds` is true of the
-/// agent's record at each, or `deadline`; the time each first held,
-/// `None` for the nodes that never did.
+/// A node a [`watch`] reads.
+struct Watched {
+    node: usize,
+    store: Store,
+    /// Its stop count when the watch began.
+    stops: u32,
+}
+
+/// A record's arrival at one watched node.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    /// From the watch's `t0`.
+    after: Duration,
+    /// Churn had stopped the node (and started it again) between `t0`
+    /// and the arrival.
+    restarted: bool,
+}
+
+/// Watches the `watched` nodes' stores from `t0` until `holds` is true
+/// of the agent's record at each, or `deadline`; each one's arrival,
+/// `None` for the nodes never reached.
 async fn watch(
-    stores: Vec<Store>,
+    watched: Vec<Watched>,
+    stops: Arc<[AtomicU32]>,
     id: String,
     t0: Instant,
     deadline: Duration,
     holds: fn(&RecordBody) -> bool,
-) -> Result<Vec<Option<Duration>>> {
+) -> Result<Vec<Option<Arrival>>> {
     tokio::task::spawn_blocking(move || {
-        let mut at: Vec<Option<Duration>> = vec![None; stores.len()];
-        let mut left = stores.len();
+        let mut at: Vec<Option<Arrival>> = vec![None; watched.len()];
+        let mut left = watched.len();
         while left > 0 && t0.elapsed() < deadline {
-            for (i, s) in stores.iter().enumerate() {
+            for (i, w) in watched.iter().enumerate() {
                 if at[i].is_some() {
                     continue;
                 }
-                if let Ok(Some(a)) = s.blocking().get(&id) {
+                if let Ok(Some(a)) = w.store.blocking().get(&id) {
                     if holds(&a.body) {
-                        at[i] = Some(t0.elapsed());
+                        at[i] = Some(Arrival {
+                            after: t0.elapsed(),
+                            restarted: stops[w.node].load(Ordering::SeqCst) != w.stops,
+                        });
                         left -= 1;
                     }
                 }
@@ -1364,87 +1477,210 @@ fn probe_deadline(nodes: usize) -> Duration {
     Duration::from_secs(30) + Duration::from_millis(20) * nodes as u32
 }
 
-/// Adds the nodes' arrival times to `out` and the nodes not reached to
-/// `unreached`.
+/// Which probe a watch timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Publish,
+    Revoke,
+}
+
+/// Adds the nodes' arrival times to `out`'s figures for `probe`, the
+/// nodes not reached and those reached only after a restart to its
+/// counts.
 fn push_arrivals(
-    out: &mut Vec<f64>,
-    unreached: &mut usize,
-    arrivals: &[Option<Duration>],
+    out: &mut SwarmOutcome,
+    probe: Probe,
+    arrivals: &[Option<Arrival>],
     what: &str,
     progress: &mut dyn FnMut(&str),
 ) {
+    let (ms, unreached, recovered) = match probe {
+        Probe::Publish => (
+            &mut out.propagation_ms,
+            &mut out.propagation_unreached,
+            &mut out.propagation_recovered,
+        ),
+        Probe::Revoke => (
+            &mut out.revocation_ms,
+            &mut out.revocation_unreached,
+            &mut out.revocation_recovered,
+        ),
+    };
     let missing = arrivals.iter().filter(|a| a.is_none()).count();
+    let late = arrivals.iter().flatten().filter(|a| a.restarted).count();
     *unreached += missing;
-    out.extend(arrivals.iter().flatten().map(|d| d.as_secs_f64() * 1000.0));
+    *recovered += late;
+    ms.extend(
+        arrivals
+            .iter()
+            .flatten()
+            .filter(|a| !a.restarted)
+            .map(|a| a.after.as_secs_f64() * 1000.0),
+    );
     if missing > 0 {
         progress(&format!(
             "{what}: {missing} nodes not reached by the deadline (left out of the figures)"
         ));
     }
+    if late > 0 {
+        progress(&format!(
+            "{what}: {late} nodes got it only after churn had stopped and started them \
+             (counted apart)"
+        ));
+    }
 }
 
+/// The ground truth of the searches: the live agents of each capability,
+/// and the agents tombstoned so far. Under churn the probes change it as
+/// they are played, as the DES's ground truth does at their times.
+struct Truth {
+    live: HashMap<String, HashSet<String>>,
+    revoked: HashSet<String>,
+}
+
+impl Truth {
+    fn of(agents: &[SwarmAgent]) -> Self {
+        let mut t = Self {
+            live: HashMap::new(),
+            revoked: HashSet::new(),
+        };
+        for (i, a) in agents.iter().enumerate() {
+            t.add(&agent_id(i), &a.capabilities);
+        }
+        t
+    }
+
+    fn add(&mut self, id: &str, capabilities: &[String]) {
+        for c in normalised(capabilities) {
+            self.live.entry(c).or_default().insert(id.to_owned());
+        }
+    }
+
+    fn revoke(&mut self, id: &str, capabilities: &[String]) {
+        for c in normalised(capabilities) {
+            if let Some(ids) = self.live.get_mut(&c) {
+                ids.remove(id);
+            }
+        }
+        self.revoked.insert(id.to_owned());
+    }
+}
+
+/// A step of a churning run's timeline. The derived order puts, at one
+/// instant, the starts before the stops and both before the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Start(usize),
+    Stop(usize),
+    /// Publish probe `j` ([`SwarmParams::publish_probes`]).
+    Publish(usize),
+    /// Tombstone the revoke probes.
+    Revoke,
+}
+
+/// A probe's [`watch`], spawned.
+type Watching = tokio::task::JoinHandle<Result<Vec<Option<Arrival>>>>;
+
 /// The churn of a run: its outages as a timeline of stops and starts,
-/// played as the search phase reaches them. The loop that runs the
-/// searches plays them between two searches, so a stop or start can come
-/// up to one search (at most its budget) late, and a start that takes
-/// long delays the next search by as much.
+/// with the probes on the same timeline, played as the search phase
+/// reaches them. The loop that runs the searches plays them between two
+/// searches, so a step can come up to one search (at most its budget)
+/// late, and a start that takes long delays the next search by as much.
 struct Churning {
-    /// (when, node, stops): sorted by time, a node's start before
-    /// another's stop at the same instant.
-    events: Vec<(Duration, usize, bool)>,
+    /// Sorted by time, then by [`Step`]'s order, then by node.
+    steps: Vec<(Duration, Step)>,
     next: usize,
     /// When the search phase began.
     t0: Instant,
     rng: StdRng,
     restarts: usize,
+    /// Revoked agents whose home was down at the revocation's time: each
+    /// is tombstoned when its home starts again.
+    deferred: Vec<usize>,
+    deferred_total: usize,
+    /// The probes' watches, running.
+    watches: Vec<(Probe, String, Watching)>,
 }
 
 impl Churning {
+    /// No churn, no steps: without outages the probes run after the
+    /// searches instead.
     fn new(params: &SwarmParams) -> Self {
-        let mut events: Vec<(Duration, usize, bool)> = params
+        let mut steps: Vec<(Duration, Step)> = params
             .outages
             .iter()
-            .flat_map(|o| [(o.down_at, o.node, true), (o.up_at, o.node, false)])
+            .flat_map(|o| {
+                [
+                    (o.down_at, Step::Stop(o.node)),
+                    (o.up_at, Step::Start(o.node)),
+                ]
+            })
             .collect();
-        events.sort_by_key(|&(at, node, stops)| (at, stops, node));
+        if !steps.is_empty() {
+            steps.extend(
+                params
+                    .publish_at
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &at)| (at, Step::Publish(j))),
+            );
+            if params.revoke_probes > 0 {
+                steps.push((params.revoke_at, Step::Revoke));
+            }
+        }
+        steps.sort();
         Self {
-            events,
+            steps,
             next: 0,
             t0: Instant::now(),
             rng: StdRng::seed_from_u64(params.seed ^ 0xC4_0257),
             restarts: 0,
+            deferred: Vec::new(),
+            deferred_total: 0,
+            watches: Vec::new(),
         }
     }
 
     fn on(&self) -> bool {
-        !self.events.is_empty()
+        !self.steps.is_empty()
     }
 
-    /// Plays the stops and starts due before `at` (from the start of the
-    /// search phase), each at its time, then waits until `at`.
+    /// When the last probe is played, from the start of the search phase.
+    fn last_probe(&self) -> Option<Duration> {
+        self.steps
+            .iter()
+            .filter(|(_, s)| matches!(s, Step::Publish(_) | Step::Revoke))
+            .map(|&(at, _)| at)
+            .max()
+    }
+
+    /// Plays the steps due before `at` (from the start of the search
+    /// phase), each at its time, then waits until `at`.
     async fn until(
         &mut self,
         swarm: &mut Swarm,
         at: Duration,
         params: &SwarmParams,
+        truth: &mut Truth,
         progress: &mut dyn FnMut(&str),
     ) -> Result<()> {
         let before = self.next;
-        while let Some(&(when, node, stops)) = self.events.get(self.next) {
+        while let Some(&(when, step)) = self.steps.get(self.next) {
             if when > at {
                 break;
             }
             tokio::time::sleep_until((self.t0 + when).into()).await;
-            self.play(swarm, node, stops, params).await?;
+            self.next += 1;
+            self.play(swarm, step, params, truth, progress).await?;
         }
         tokio::time::sleep_until((self.t0 + at).into()).await;
         // A line each time another 50 have been played.
         if self.next / 50 > before / 50 {
             let down = (0..swarm.nodes.len()).filter(|&i| swarm.is_down(i)).count();
             progress(&format!(
-                "churn: {} of {} stops and starts played, {down} nodes down",
+                "churn: {} of {} stops, starts and probes played, {down} nodes down",
                 self.next,
-                self.events.len()
+                self.steps.len()
             ));
         }
         Ok(())
@@ -1453,34 +1689,123 @@ impl Churning {
     async fn play(
         &mut self,
         swarm: &mut Swarm,
-        node: usize,
-        stops: bool,
+        step: Step,
         params: &SwarmParams,
+        truth: &mut Truth,
+        progress: &mut dyn FnMut(&str),
     ) -> Result<()> {
-        self.next += 1;
-        if stops {
-            swarm.stop(node).await
-        } else {
-            swarm.restart(node, params, &mut self.rng).await?;
-            self.restarts += 1;
-            Ok(())
+        match step {
+            Step::Stop(node) => swarm.stop(node).await?,
+            Step::Start(node) => {
+                self.start(swarm, node, params).await?;
+                let (now, later): (Vec<usize>, Vec<usize>) = self
+                    .deferred
+                    .iter()
+                    .partition(|&&i| params.agents[i].home == node);
+                self.deferred = later;
+                for i in now {
+                    self.revoke(swarm, i, params, truth).await?;
+                }
+            }
+            Step::Publish(j) => {
+                let probe = &params.publish_probes[j];
+                let id = probe_id(j);
+                let doc = document(params.agents.len() + j, &id, &probe.capabilities);
+                let origin = swarm.live_from(probe.home);
+                let t0 = Instant::now();
+                swarm.nodes[origin]
+                    .registry
+                    .register(doc)
+                    .await
+                    .with_context(|| format!("publishing probe {id} at node {origin}"))?;
+                truth.add(&id, &probe.capabilities);
+                let watch = swarm.watch(&id, t0, probe_deadline(params.nodes), is_descriptor);
+                self.watches
+                    .push((Probe::Publish, id.clone(), tokio::spawn(watch)));
+                progress(&format!("published {id} at node {origin}"));
+            }
+            Step::Revoke => {
+                for i in 0..params.revoke_probes {
+                    if swarm.is_down(params.agents[i].home) {
+                        self.deferred.push(i);
+                        self.deferred_total += 1;
+                    } else {
+                        self.revoke(swarm, i, params, truth).await?;
+                    }
+                }
+                progress(&format!(
+                    "revoked {} agents, {} more when their homes start again",
+                    params.revoke_probes - self.deferred.len(),
+                    self.deferred.len()
+                ));
+            }
         }
+        Ok(())
     }
 
-    /// The search phase is over: the nodes still down start again (their
-    /// later stops are not played), and the run waits until every node
-    /// has its peers again. Answers the restarts played in all.
+    async fn start(&mut self, swarm: &mut Swarm, node: usize, params: &SwarmParams) -> Result<()> {
+        swarm.restart(node, params, &mut self.rng).await?;
+        self.restarts += 1;
+        Ok(())
+    }
+
+    /// Tombstones agent `i` at its home (live) and watches the tombstone.
+    async fn revoke(
+        &mut self,
+        swarm: &Swarm,
+        i: usize,
+        params: &SwarmParams,
+        truth: &mut Truth,
+    ) -> Result<()> {
+        let agent = &params.agents[i];
+        let id = agent_id(i);
+        let t0 = Instant::now();
+        swarm.nodes[agent.home]
+            .registry
+            .delete(&id)
+            .await
+            .with_context(|| format!("revoking {id}"))?;
+        truth.revoke(&id, &agent.capabilities);
+        let watch = swarm.watch(&id, t0, probe_deadline(params.nodes), is_tombstone);
+        self.watches.push((Probe::Revoke, id, tokio::spawn(watch)));
+        Ok(())
+    }
+
+    /// The search phase is over: the churn goes on until every probe has
+    /// been played and its watch has ended (or the last one's deadline);
+    /// then the nodes still down start again (their later stops are not
+    /// played), the run waits until every node has its peers, plays the
+    /// revocations still waiting for their homes (not at each home's
+    /// start: a tombstone timed while a third of the swarm starts at once
+    /// would time that mass restart, which real churn does not have), and
+    /// waits until every probe's watch has ended. The
+    /// restarts, the probes' arrivals and the deferred revocations go to
+    /// `out`.
     async fn end(
         mut self,
         swarm: &mut Swarm,
         params: &SwarmParams,
+        truth: &mut Truth,
+        out: &mut SwarmOutcome,
         progress: &mut dyn FnMut(&str),
-    ) -> Result<usize> {
+    ) -> Result<()> {
+        if let Some(last) = self.last_probe() {
+            // Second by second, until the last probe has been played and
+            // every watch has ended, or the deadline.
+            let until = last + probe_deadline(params.nodes);
+            let mut at = self.t0.elapsed();
+            while at < until
+                && (at <= last || self.watches.iter().any(|(_, _, w)| !w.is_finished()))
+            {
+                at = (at + Duration::from_secs(1)).min(until);
+                self.until(swarm, at, params, truth, progress).await?;
+            }
+        }
         let down: Vec<usize> = (0..swarm.nodes.len())
             .filter(|&i| swarm.is_down(i))
             .collect();
         for &i in &down {
-            self.play(swarm, i, false, params).await?;
+            self.start(swarm, i, params).await?;
         }
         progress(&format!(
             "churn over: {} restarts, the {} nodes still down started again",
@@ -1489,8 +1814,117 @@ impl Churning {
         ));
         let deadline = Duration::from_secs(60) + Duration::from_millis(300) * down.len() as u32;
         ready(&swarm.nodes, deadline, progress).await?;
-        Ok(self.restarts)
+        for i in std::mem::take(&mut self.deferred) {
+            self.revoke(swarm, i, params, truth).await?;
+        }
+        for (probe, id, watch) in self.watches {
+            let arrivals = watch.await.context("a probe's watch")??;
+            push_arrivals(out, probe, &arrivals, &id, progress);
+        }
+        out.restarts = self.restarts;
+        out.revocations_deferred = self.deferred_total;
+        Ok(())
     }
+}
+
+/// Without churn: publishes the probes one at a time and times their
+/// arrival at every node, then tombstones the revoke probes one at a time
+/// and times their disappearance, while [`STALE_SEARCHERS`] other nodes
+/// search for the revoked agent's capability and count it where it comes
+/// back.
+async fn probes_after_searches(
+    swarm: &Swarm,
+    params: &SwarmParams,
+    started: Instant,
+    shards: u32,
+    out: &mut SwarmOutcome,
+    progress: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let deadline = probe_deadline(params.nodes);
+    for (j, p) in params.publish_probes.iter().enumerate() {
+        let id = probe_id(j);
+        let doc = document(params.agents.len() + j, &id, &p.capabilities);
+        let t0 = Instant::now();
+        swarm.nodes[p.home]
+            .registry
+            .register(doc)
+            .await
+            .with_context(|| format!("publishing probe {id}"))?;
+        let arrivals = swarm.watch(&id, t0, deadline, is_descriptor).await?;
+        push_arrivals(out, Probe::Publish, &arrivals, &id, progress);
+    }
+    if !params.publish_probes.is_empty() {
+        progress(&format!("published {} probes", params.publish_probes.len()));
+    }
+
+    let mut rng = StdRng::seed_from_u64(params.seed ^ 0x5EED_0F57_A1E5);
+    let none = HashSet::new();
+    for (i, agent) in params.agents.iter().take(params.revoke_probes).enumerate() {
+        let id = agent_id(i);
+        let others: Vec<usize> = (0..params.nodes).filter(|n| *n != agent.home).collect();
+        let searchers: Vec<usize> = others
+            .choose_multiple(&mut rng, STALE_SEARCHERS)
+            .copied()
+            .collect();
+        let capability = normalised(&agent.capabilities)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let t0 = Instant::now();
+        swarm.nodes[agent.home]
+            .registry
+            .delete(&id)
+            .await
+            .with_context(|| format!("revoking {id}"))?;
+        let done = Arc::new(AtomicBool::new(false));
+        let watching = {
+            let done = done.clone();
+            let w = swarm.watch(&id, t0, deadline, is_tombstone);
+            async move {
+                let r = w.await;
+                done.store(true, Ordering::SeqCst);
+                r
+            }
+        };
+        let stale = async {
+            let mut stale = 0usize;
+            'rounds: while !done.load(Ordering::SeqCst) {
+                for &n in &searchers {
+                    if done.load(Ordering::SeqCst) {
+                        break 'rounds;
+                    }
+                    let t = HashSet::from([id.clone()]);
+                    let at_s = started.elapsed().as_secs_f64();
+                    let searched = search_once(
+                        &swarm.nodes[n],
+                        &capability,
+                        params.limit,
+                        shards,
+                        &t,
+                        &none,
+                        at_s,
+                    );
+                    if let Ok(r) = searched.await {
+                        stale += r.sample.found;
+                    }
+                }
+                if searchers.is_empty() {
+                    tokio::time::sleep(WATCH_EVERY).await;
+                }
+            }
+            stale
+        };
+        let (arrivals, stale) = tokio::join!(watching, stale);
+        out.stale_results += stale;
+        push_arrivals(out, Probe::Revoke, &arrivals?, &id, progress);
+    }
+    if params.revoke_probes > 0 {
+        progress(&format!(
+            "revoked {} agents; {} stale results meanwhile",
+            params.revoke_probes, out.stale_results
+        ));
+    }
+    Ok(())
 }
 
 async fn run_async(
@@ -1526,27 +1960,23 @@ async fn run_async(
         peers_line(&swarm).await?
     ));
 
-    // Ground truth: the live agents of each capability.
-    let mut truth: HashMap<String, HashSet<String>> = HashMap::new();
-    for (i, a) in params.agents.iter().enumerate() {
-        for c in normalised(&a.capabilities) {
-            truth.entry(c).or_default().insert(agent_id(i));
-        }
-    }
+    let mut truth = Truth::of(&params.agents);
     let shards = mesh_config(None, Vec::new(), params)?.shards;
     let empty = HashSet::new();
     let searches_started = Instant::now();
     let mut churn = Churning::new(params);
     for (k, s) in params.searches.iter().enumerate() {
         if churn.on() {
-            churn.until(&mut swarm, s.at, params, progress).await?;
+            churn
+                .until(&mut swarm, s.at, params, &mut truth, progress)
+                .await?;
         }
         let from = swarm.live_from(s.from);
         out.searches_moved += usize::from(from != s.from);
         let cap = normalised(std::slice::from_ref(&s.capability))
             .pop()
             .unwrap_or_default();
-        let t = truth.get(&cap).unwrap_or(&empty);
+        let t = truth.live.get(&cap).unwrap_or(&empty);
         let at_s = started.elapsed().as_secs_f64();
         let record = search_once(
             &swarm.nodes[from],
@@ -1554,10 +1984,16 @@ async fn run_async(
             params.limit,
             shards,
             t,
+            &truth.revoked,
             at_s,
         )
         .await
         .with_context(|| format!("search {k} from node {from}"))?;
+        let record = SearchRecord {
+            kind: s.kind,
+            ..record
+        };
+        out.stale_results += record.stale;
         out.searches.push(record);
         if (k + 1) % 100 == 0 || k + 1 == params.searches.len() {
             progress(&format!(
@@ -1570,97 +2006,11 @@ async fn run_async(
         }
     }
     if churn.on() {
-        out.restarts = churn.end(&mut swarm, params, progress).await?;
-    }
-
-    let stores: Vec<Store> = swarm.nodes.iter().map(|n| n.store.clone()).collect();
-    let deadline = probe_deadline(params.nodes);
-    for (j, p) in params.publish_probes.iter().enumerate() {
-        let id = probe_id(j);
-        let doc = document(params.agents.len() + j, &id, &p.capabilities);
-        let t0 = Instant::now();
-        swarm.nodes[p.home]
-            .registry
-            .register(doc)
-            .await
-            .with_context(|| format!("publishing probe {id}"))?;
-        let arrivals = watch(stores.clone(), id.clone(), t0, deadline, is_descriptor).await?;
-        push_arrivals(
-            &mut out.propagation_ms,
-            &mut out.propagation_unreached,
-            &arrivals,
-            &id,
-            progress,
-        );
-    }
-    if !params.publish_probes.is_empty() {
-        progress(&format!("published {} probes", params.publish_probes.len()));
-    }
-
-    let mut rng = StdRng::seed_from_u64(params.seed ^ 0x5EED_0F57_A1E5);
-    for (i, agent) in params.agents.iter().take(params.revoke_probes).enumerate() {
-        let id = agent_id(i);
-        let others: Vec<usize> = (0..params.nodes).filter(|n| *n != agent.home).collect();
-        let searchers: Vec<usize> = others
-            .choose_multiple(&mut rng, STALE_SEARCHERS)
-            .copied()
-            .collect();
-        let capability = normalised(&agent.capabilities)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
-        let t0 = Instant::now();
-        swarm.nodes[agent.home]
-            .registry
-            .delete(&id)
-            .await
-            .with_context(|| format!("revoking {id}"))?;
-        let done = Arc::new(AtomicBool::new(false));
-        let watching = {
-            let done = done.clone();
-            let w = watch(stores.clone(), id.clone(), t0, deadline, is_tombstone);
-            async move {
-                let r = w.await;
-                done.store(true, Ordering::SeqCst);
-                r
-            }
-        };
-        let stale = async {
-            let mut stale = 0usize;
-            'rounds: while !done.load(Ordering::SeqCst) {
-                for &n in &searchers {
-                    if done.load(Ordering::SeqCst) {
-                        break 'rounds;
-                    }
-                    let t = HashSet::from([id.clone()]);
-                    let at_s = started.elapsed().as_secs_f64();
-                    let searched =
-                        search_once(&swarm.nodes[n], &capability, params.limit, shards, &t, at_s);
-                    if let Ok(r) = searched.await {
-                        stale += r.sample.found;
-                    }
-                }
-                if searchers.is_empty() {
-                    tokio::time::sleep(WATCH_EVERY).await;
-                }
-            }
-            stale
-        };
-        let (arrivals, stale) = tokio::join!(watching, stale);
-        out.stale_results += stale;
-        push_arrivals(
-            &mut out.revocation_ms,
-            &mut out.revocation_unreached,
-            &arrivals?,
-            &id,
-            progress,
-        );
-    }
-    if params.revoke_probes > 0 {
-        progress(&format!(
-            "revoked {} agents; {} stale results meanwhile",
-            params.revoke_probes, out.stale_results
-        ));
+        churn
+            .end(&mut swarm, params, &mut truth, &mut out, progress)
+            .await?;
+    } else {
+        probes_after_searches(&swarm, params, started, shards, &mut out, progress).await?;
     }
     let (_, peak) = memory();
     progress(&format!(
@@ -1736,9 +2086,12 @@ mod tests {
                 from: 0,
                 capability: "cap-1".into(),
                 at: Duration::ZERO,
+                kind: SearchKind::Normal,
             }],
             publish_probes: Vec::new(),
+            publish_at: Vec::new(),
             revoke_probes: 1,
+            revoke_at: Duration::ZERO,
             limit: 10,
             search_timeout: Duration::from_secs(2),
             max_connections: None,
@@ -1786,6 +2139,13 @@ mod tests {
         bad(
             |p| p.replication = Replication::Lookups,
             "publish_probes, revoke_probes",
+        );
+        // Under churn each publish probe needs its time.
+        bad(
+            |p| {
+                p.publish_probes = p.agents.clone();
+            },
+            "publish_at: 0 times for 1 publish probes",
         );
     }
 

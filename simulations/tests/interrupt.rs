@@ -12,6 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentmesh::config::Replication;
+use agentmesh_sim::population::SearchKind;
 use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
 
 /// Enough searches that the run is still searching when the signal comes
@@ -163,10 +164,13 @@ fn after_a_run() -> ! {
                 from,
                 capability: "cap-0".to_owned(),
                 at: Duration::ZERO,
+                kind: SearchKind::Normal,
             })
             .collect(),
         publish_probes: vec![agent(1, "cap-1")],
+        publish_at: Vec::new(),
         revoke_probes: 1,
+        revoke_at: Duration::ZERO,
         limit: 10,
         search_timeout: Duration::from_secs(2),
         max_connections: None,

@@ -196,6 +196,17 @@ fn a_swarm_scenario_takes_churn_and_lookups_but_not_probes_under_lookups() {
         Path::new("good.toml"),
     )
     .expect("probes under replication all load");
+    // Searches in a revocation's window: under churn the swarm keeps to
+    // their times; without it they would run before the revocation.
+    let window = "[revoke]\nprobes = 2\nat_s = 1\nsearches = 5\n";
+    let (got, reason) = refused(&format!("{swarm}\n{window}"));
+    assert_eq!(got, "revoke.searches", "{reason}");
+    assert!(reason.contains("[churn]"), "{reason}");
+    Scenario::parse(
+        &format!("{swarm}\n{churn}\n{window}"),
+        Path::new("good.toml"),
+    )
+    .expect("under churn the swarm keeps to the window");
 }
 
 #[test]

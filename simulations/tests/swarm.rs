@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use agentmesh::config::Replication;
+use agentmesh_sim::population::SearchKind;
 use agentmesh_sim::swarm::{self, Outage, SwarmAgent, SwarmParams, SwarmSearch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -42,6 +43,7 @@ fn params(
             from: rng.gen_range(0..nodes),
             capability: format!("cap-{}", rng.gen_range(0..vocabulary)),
             at: Duration::ZERO,
+            kind: SearchKind::Normal,
         })
         .collect();
     SwarmParams {
@@ -49,7 +51,9 @@ fn params(
         agents: population,
         searches,
         publish_probes: probes,
+        publish_at: Vec::new(),
         revoke_probes: 2,
+        revoke_at: Duration::ZERO,
         limit: 50,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
@@ -67,6 +71,16 @@ fn percentile(values: &[f64], q: f64) -> f64 {
         return f64::NAN;
     }
     v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// A capability search from node `from`, `ms` into the search phase.
+fn search(from: usize, capability: &str, ms: u64) -> SwarmSearch {
+    SwarmSearch {
+        from,
+        capability: capability.into(),
+        at: Duration::from_millis(ms),
+        kind: SearchKind::Normal,
+    }
 }
 
 fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
@@ -155,11 +169,6 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
         home: AWAY,
         capabilities: vec!["only-five".into()],
     }));
-    let search = |from: usize, capability: &str, ms: u64| SwarmSearch {
-        from,
-        capability: capability.into(),
-        at: at(ms),
-    };
     let p = SwarmParams {
         nodes: NODES,
         agents,
@@ -176,7 +185,9 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
             search(7, "after", 9100),
         ],
         publish_probes: Vec::new(),
+        publish_at: Vec::new(),
         revoke_probes: 0,
+        revoke_at: Duration::ZERO,
         limit: 50,
         search_timeout: Duration::from_secs(2),
         max_connections: None,
@@ -211,6 +222,100 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
     assert_eq!(found[5], (3, 3), "only-five after its home started again");
     assert_eq!(found[6], (8, 8), "after the restart");
     assert_eq!(out.restarts, 1);
+}
+
+/// Probes under churn, on the churn's timeline: a probe whose home is
+/// down is published at the next live node and reaches every node live
+/// then; an agent whose home is down at the revocation's time is
+/// tombstoned when its home starts again, and its tombstone reaches
+/// every node; the searches' ground truth follows the probes (a revoked
+/// agent is no longer expected, a published one is); and the node that
+/// was away finds, once back, the agent published while it was down.
+#[test]
+fn under_churn_probes_go_out_on_the_timeline_and_wait_for_a_down_home() {
+    const NODES: usize = 8;
+    const AWAY: usize = 3;
+    let at = Duration::from_millis;
+    // Agent 0 lives at AWAY, agent 1 elsewhere; both are revoked.
+    let mut agents = vec![
+        SwarmAgent {
+            home: AWAY,
+            capabilities: vec!["gone-away".into()],
+        },
+        SwarmAgent {
+            home: 6,
+            capabilities: vec!["gone-here".into()],
+        },
+    ];
+    agents.extend((0..NODES).map(|home| SwarmAgent {
+        home,
+        capabilities: vec!["gone-here".into(), "stays".into()],
+    }));
+    let p = SwarmParams {
+        nodes: NODES,
+        agents,
+        searches: vec![
+            search(0, "gone-here", 500),
+            // Revoked at 2 s: agent 1 no longer expected.
+            search(1, "gone-here", 4000),
+            search(2, "fresh", 4100),
+            // AWAY is back at 7 s, and agent 0 revoked then.
+            search(AWAY, "fresh", 10_000),
+            search(5, "gone-away", 10_100),
+        ],
+        // Published at 3 s, while its home AWAY is down.
+        publish_probes: vec![SwarmAgent {
+            home: AWAY,
+            capabilities: vec!["fresh".into()],
+        }],
+        publish_at: vec![at(3000)],
+        revoke_probes: 2,
+        revoke_at: at(2000),
+        limit: 50,
+        search_timeout: Duration::from_secs(2),
+        max_connections: None,
+        trim_connections: true,
+        replication: Replication::All,
+        outages: vec![Outage {
+            node: AWAY,
+            down_at: at(1000),
+            up_at: at(7000),
+        }],
+        seed: 9,
+    };
+    let out = run(&p);
+    let expected: Vec<usize> = out.searches.iter().map(|r| r.sample.expected).collect();
+    let found: Vec<usize> = out.searches.iter().map(|r| r.sample.found).collect();
+    eprintln!(
+        "expected {expected:?}, found {found:?}, stale {}, propagation {:?}, revocation {:?}",
+        out.stale_results, out.propagation_ms, out.revocation_ms
+    );
+    // The ground truth follows the probes.
+    assert_eq!(expected, [NODES + 1, NODES, 1, 1, 0]);
+    // The node back from its outage finds what was published meanwhile.
+    assert_eq!(
+        found[3], 1,
+        "AWAY, back, finds the probe published while it was down"
+    );
+
+    // Agent 0's revocation waited for AWAY.
+    assert_eq!(out.revocations_deferred, 1);
+    assert_eq!(out.restarts, 1);
+    // The probe reached the seven nodes live at 3 s; agent 1's tombstone
+    // the seven live at 2 s; agent 0's, played when AWAY came back, all
+    // eight. No node was stopped after the calls, so none is counted as
+    // reached only after a restart.
+    assert_eq!(out.propagation_ms.len(), NODES - 1, "{out:?}");
+    assert_eq!(out.revocation_ms.len(), 2 * NODES - 1, "{out:?}");
+    assert_eq!(
+        (
+            out.propagation_unreached,
+            out.revocation_unreached,
+            out.propagation_recovered,
+            out.revocation_recovered
+        ),
+        (0, 0, 0, 0)
+    );
 }
 
 #[test]
