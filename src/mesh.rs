@@ -49,6 +49,7 @@ mod pending;
 mod stats;
 pub mod transport;
 mod trim;
+mod unsent;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};

@@ -288,6 +288,37 @@ async fn gossip_crosses_a_five_node_line() {
     }
 }
 
+/// A record issued while no peer subscribes to the records topic (a node
+/// alone, or just started) is gossiped once one does: gossipsub itself
+/// keeps nothing, and a tombstone lost this way would leave the agent at
+/// every node that stores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_issued_while_alone_is_gossiped_when_a_peer_subscribes() {
+    init_tracing();
+    let alone = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let bytes = record("ok", "agent-alone", &["translation"]);
+    let report = alone
+        .client
+        .publish(
+            bytes.clone(),
+            "agent-alone".into(),
+            vec!["translation".into()],
+        )
+        .await
+        .unwrap();
+    assert!(!report.gossiped, "nobody to gossip to yet: {report:?}");
+
+    let newcomer = TestNode::start(vec![alone.addr().await], TestHandler::default()).await;
+    wait_for("the newcomer to accept the record from gossip", || async {
+        newcomer.handler.holds("agent-alone") && newcomer.client.stats().gossip.accepted >= 1
+    })
+    .await;
+    assert_eq!(
+        newcomer.handler.records.lock().unwrap()["agent-alone"],
+        bytes
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_records_are_counted_penalised_and_not_stored() {
     init_tracing();

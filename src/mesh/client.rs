@@ -98,6 +98,8 @@ pub enum DhtOutcome {
 pub struct PublishReport {
     /// The gossip went out to at least one peer (false: no subscribed peers
     /// yet, or the same bytes were gossiped within the duplicate window).
+    /// A fresh record with no subscribed peer yet is kept and gossiped
+    /// when a peer subscribes (for up to ten minutes).
     pub gossiped: bool,
     /// The DHT put of the record under its agent key.
     pub record: DhtOutcome,

@@ -164,7 +164,13 @@ impl EventLoop {
         let gossiped = fresh
             && match gossip.publish(topic, record.clone()) {
                 Ok(_) => true,
-                Err(PublishError::NoPeersSubscribedToTopic) | Err(PublishError::Duplicate) => false,
+                Err(PublishError::NoPeersSubscribedToTopic) => {
+                    // Gossiped when a peer subscribes (`unsent.rs`).
+                    self.unsent
+                        .push(tokio::time::Instant::now(), record.clone());
+                    false
+                }
+                Err(PublishError::Duplicate) => false,
                 Err(e) => {
                     warn!(agent_id, error = %e, "gossip publish failed");
                     false

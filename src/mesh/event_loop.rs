@@ -137,6 +137,9 @@ pub(super) struct EventLoop {
     pub(super) external: ExternalAddrs,
     /// Whom to disconnect over the high-water mark.
     pub(super) trim: Trimmer,
+    /// Records not gossiped for want of a subscribed peer, gossiped when
+    /// one subscribes.
+    pub(super) unsent: super::unsent::Unsent,
 }
 
 /// Builds the swarm, starts listening and spawns the loop.
@@ -184,6 +187,7 @@ pub(super) async fn spawn(
         listeners: HashSet::new(),
         external: ExternalAddrs::new(policy),
         trim,
+        unsent: super::unsent::Unsent::default(),
     };
     el.start_listening().await?;
     for addr in el.config.external_addresses.clone() {

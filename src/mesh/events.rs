@@ -445,6 +445,35 @@ impl EventLoop {
         }
     }
 
+    /// Gossips the records kept for want of a subscribed peer
+    /// (`unsent.rs`), oldest first; keeps those that still cannot go.
+    fn gossip_unsent(&mut self) {
+        if self.unsent.is_empty() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let records = self.unsent.take(now);
+        let (mut sent, mut kept) = (0usize, 0usize);
+        for (at, record) in records {
+            let gossip = &mut self.swarm.behaviour_mut().gossipsub;
+            match gossip.publish(self.topic.clone(), record.clone()) {
+                Ok(_) => sent += 1,
+                Err(gossipsub::PublishError::NoPeersSubscribedToTopic) => {
+                    self.unsent.push(at, record);
+                    kept += 1;
+                }
+                Err(gossipsub::PublishError::Duplicate) => {}
+                Err(e) => warn!(error = %e, "gossip of a kept record failed"),
+            }
+        }
+        info!(
+            sent,
+            kept,
+            dropped = self.unsent.dropped(),
+            "gossiped the records issued while no peer subscribed"
+        );
+    }
+
     fn on_gossip(&mut self, event: gossipsub::Event) {
         let gossipsub::Event::Message {
             propagation_source: source,
@@ -455,6 +484,9 @@ impl EventLoop {
             match event {
                 gossipsub::Event::SlowPeer { peer_id, .. } => {
                     warn!(peer = %peer_id, "slow gossip peer")
+                }
+                gossipsub::Event::Subscribed { topic, .. } if topic == self.topic => {
+                    self.gossip_unsent();
                 }
                 other => debug!(event = ?other, "gossipsub event"),
             }
