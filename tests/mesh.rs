@@ -319,6 +319,40 @@ async fn a_record_issued_while_alone_is_gossiped_when_a_peer_subscribes() {
     );
 }
 
+/// A backlog larger than what a peer judges at once (64 records) reaches
+/// a slow newcomer whole: the kept records go out a few at a time, not in
+/// one burst the peer would ignore in part (and gossipsub never send
+/// again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_issued_while_alone_reaches_a_newcomer_whole() {
+    init_tracing();
+    const BACKLOG: usize = 150;
+    let alone = TestNode::start(Vec::new(), TestHandler::default()).await;
+    for i in 0..BACKLOG {
+        let agent = format!("agent-backlog-{i}");
+        let report = alone
+            .client
+            .publish(record("ok", &agent, &["translation"]), agent, Vec::new())
+            .await
+            .unwrap();
+        assert!(!report.gossiped);
+    }
+    // The newcomer takes 50 ms to judge a record, so a burst would hold
+    // all its 64 judging slots and it would ignore the rest.
+    let slow = TestHandler {
+        record_delay: Some(Duration::from_millis(50)),
+        ..TestHandler::default()
+    };
+    let newcomer = TestNode::start(vec![alone.addr().await], slow).await;
+    wait_for(
+        "the newcomer to accept the whole backlog from gossip",
+        || async { newcomer.client.stats().gossip.accepted >= BACKLOG as u64 },
+    )
+    .await;
+    assert_eq!(newcomer.handler.records.lock().unwrap().len(), BACKLOG);
+    assert_eq!(newcomer.client.stats().gossip.accepted, BACKLOG as u64);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_records_are_counted_penalised_and_not_stored() {
     init_tracing();

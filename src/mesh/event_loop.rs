@@ -301,6 +301,7 @@ impl EventLoop {
     fn on_tick(&mut self) {
         self.redial_bootstrap();
         self.trim_connections();
+        self.gossip_unsent();
         let now = Instant::now();
         if now >= self.next_reprovide {
             self.next_reprovide = now + self.config.timeouts.reprovide;

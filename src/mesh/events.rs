@@ -445,33 +445,50 @@ impl EventLoop {
         }
     }
 
-    /// Gossips the records kept for want of a subscribed peer
-    /// (`unsent.rs`), oldest first; keeps those that still cannot go.
-    fn gossip_unsent(&mut self) {
+    /// Gossips up to [`UNSENT_PER_TURN`](super::unsent::UNSENT_PER_TURN)
+    /// of the records kept for want of a subscribed peer (`unsent.rs`),
+    /// oldest first; at the first that cannot go yet (still no
+    /// subscribed peer) that one and the rest go back, in order, for the
+    /// next turn; after full send queues, the rest.
+    pub(super) fn gossip_unsent(&mut self) {
         if self.unsent.is_empty() {
             return;
         }
         let now = tokio::time::Instant::now();
-        let records = self.unsent.take(now);
-        let (mut sent, mut kept) = (0usize, 0usize);
-        for (at, record) in records {
+        let batch = self.unsent.take(now, super::unsent::UNSENT_PER_TURN);
+        let mut sent = 0usize;
+        let mut stopped_at = None;
+        for (i, (_, record)) in batch.iter().enumerate() {
             let gossip = &mut self.swarm.behaviour_mut().gossipsub;
             match gossip.publish(self.topic.clone(), record.clone()) {
                 Ok(_) => sent += 1,
+                // Not taken: again next turn, with the rest.
                 Err(gossipsub::PublishError::NoPeersSubscribedToTopic) => {
-                    self.unsent.push(at, record);
-                    kept += 1;
+                    stopped_at = Some(i);
+                    break;
+                }
+                // Taken into gossipsub's message cache (IHAVE offers it,
+                // and a publish of it again would be a duplicate), but
+                // the send queues are full: the rest wait a turn.
+                Err(gossipsub::PublishError::AllQueuesFull(_)) => {
+                    stopped_at = Some(i + 1);
+                    break;
                 }
                 Err(gossipsub::PublishError::Duplicate) => {}
                 Err(e) => warn!(error = %e, "gossip of a kept record failed"),
             }
         }
-        info!(
-            sent,
-            kept,
-            dropped = self.unsent.dropped(),
-            "gossiped the records issued while no peer subscribed"
-        );
+        if let Some(i) = stopped_at {
+            self.unsent.put_back(batch.into_iter().skip(i).collect());
+        }
+        if sent > 0 {
+            info!(
+                sent,
+                left = self.unsent.len(),
+                dropped = self.unsent.dropped(),
+                "gossiped records issued while no peer subscribed"
+            );
+        }
     }
 
     fn on_gossip(&mut self, event: gossipsub::Event) {

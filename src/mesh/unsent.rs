@@ -6,7 +6,10 @@
 //! a tombstone issued then would leave every node that stores the agent
 //! (replication `"all"`) serving it until its record expires. So the loop
 //! keeps them here, in issue order, and gossips them when a peer
-//! subscribes to the topic ([`Unsent::take`]). Bounded in count
+//! subscribes to the topic and on each tick after, a few at a time
+//! ([`UNSENT_PER_TURN`]: a peer judges a bounded number of records at
+//! once and ignores the rest, which gossipsub then never sends again).
+//! Bounded in count
 //! ([`MAX_UNSENT`], the oldest dropped first) and in age
 //! ([`UNSENT_FOR`]: past it a record is not news, and the DHT's
 //! republication still carries it).
@@ -24,6 +27,11 @@ pub(super) const MAX_UNSENT: usize = 1024;
 
 /// How long a record is kept for gossip.
 pub(super) const UNSENT_FOR: Duration = Duration::from_secs(600);
+
+/// Most kept records gossiped in one turn (the loop's 500 ms tick): well
+/// under what a peer judges at once (`MeshLimits::max_inflight_handlers`,
+/// 64 by default).
+pub(super) const UNSENT_PER_TURN: usize = 16;
 
 /// The records waiting for a subscribed peer, oldest first.
 #[derive(Debug, Default)]
@@ -43,20 +51,34 @@ impl Unsent {
         self.records.push_back((now, record));
     }
 
-    /// Every kept record younger than [`UNSENT_FOR`] at `now`, oldest
-    /// first; the list is left empty (what still cannot be sent is pushed
-    /// again by the caller, with its first time).
-    pub(super) fn take(&mut self, now: Instant) -> Vec<(Instant, Vec<u8>)> {
-        let all = std::mem::take(&mut self.records);
-        let (fresh, stale): (Vec<_>, Vec<_>) = all
-            .into_iter()
-            .partition(|(at, _)| now.saturating_duration_since(*at) < UNSENT_FOR);
-        self.dropped += stale.len() as u64;
-        fresh
+    /// The oldest `max` kept records younger than [`UNSENT_FOR`] at
+    /// `now`, oldest first, taken out of the list (older ones are
+    /// dropped); what the caller still cannot send goes back with
+    /// [`Unsent::put_back`].
+    pub(super) fn take(&mut self, now: Instant, max: usize) -> Vec<(Instant, Vec<u8>)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some((at, record)) = self.records.pop_front() else {
+                break;
+            };
+            if now.saturating_duration_since(at) < UNSENT_FOR {
+                out.push((at, record));
+            } else {
+                self.dropped += 1;
+            }
+        }
+        out
+    }
+
+    /// Returns records [`Unsent::take`] gave out, in the order it gave
+    /// them, to the front of the list.
+    pub(super) fn put_back(&mut self, records: Vec<(Instant, Vec<u8>)>) {
+        for r in records.into_iter().rev() {
+            self.records.push_front(r);
+        }
     }
 
     /// Records kept now.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.records.len()
     }
@@ -83,9 +105,13 @@ mod tests {
         for i in 0..3u8 {
             u.push(t0, vec![i]);
         }
-        let got: Vec<Vec<u8>> = u.take(t0).into_iter().map(|(_, r)| r).collect();
+        let first = u.take(t0, 2);
+        assert_eq!(u.len(), 1);
+        // What could not go is given back in front of the rest.
+        u.put_back(first);
+        let got: Vec<Vec<u8>> = u.take(t0, 10).into_iter().map(|(_, r)| r).collect();
         assert_eq!(got, [vec![0], vec![1], vec![2]]);
-        assert!(u.take(t0).is_empty());
+        assert!(u.take(t0, 10).is_empty());
         assert_eq!(u.len(), 0);
     }
 
@@ -101,7 +127,7 @@ mod tests {
         let later = t0 + Duration::from_secs(1);
         u.push(later, b"new".to_vec());
         // Past the age, only the record issued later is left.
-        let kept = u.take(t0 + UNSENT_FOR);
+        let kept = u.take(t0 + UNSENT_FOR, MAX_UNSENT);
         assert_eq!(kept, [(later, b"new".to_vec())]);
         assert_eq!(u.dropped(), 1 + MAX_UNSENT as u64);
     }
