@@ -506,7 +506,7 @@ impl Summary {
         if let (Some(p), Some(r)) = recovered {
             if p + r > 0 {
                 t += &format!(
-                    "  after a restart      {p} probe and {r} tombstone arrivals (not in the times or coverage)\n"
+                    "  after a restart      {p} probe and {r} tombstone arrivals (not in the times; not reached in the coverage)\n"
                 );
             }
         }

@@ -574,9 +574,11 @@ struct SimNode {
 /// The swarm; cancelled (every node's tasks) on drop.
 struct Swarm {
     nodes: Vec<SimNode>,
-    /// How many times churn has stopped each node (a watch tells an
-    /// arrival after a restart from one before it).
-    stops: Arc<[AtomicU32]>,
+    /// How many times churn has started each node again (a watch tells
+    /// an arrival after a restart from one before it: a stopped node
+    /// writes nothing, so a record seen while it is down arrived before
+    /// it stopped).
+    starts: Arc<[AtomicU32]>,
     cancel: CancellationToken,
 }
 
@@ -843,7 +845,6 @@ impl Swarm {
     /// Stops node `i` (churn): its tasks are cancelled and its event loop
     /// awaited, so its connections are closed and its address is free.
     async fn stop(&mut self, i: usize) -> Result<()> {
-        self.stops[i].fetch_add(1, Ordering::SeqCst);
         let node = &mut self.nodes[i];
         node.cancel.cancel();
         if let Some(task) = node.task.take() {
@@ -860,6 +861,9 @@ impl Swarm {
     /// Starts node `i` again on its address and store, bootstrapping from
     /// its usual peers and [`RESTART_BOOTSTRAP_LIVE`] live ones.
     async fn restart(&mut self, i: usize, params: &SwarmParams, rng: &mut StdRng) -> Result<()> {
+        // Counted before the node runs: whatever it holds from now on
+        // may have come after the restart.
+        self.starts[i].fetch_add(1, Ordering::SeqCst);
         let live: Vec<usize> = (0..self.nodes.len())
             .filter(|&j| j != i && !self.is_down(j))
             .collect();
@@ -893,12 +897,12 @@ impl Swarm {
             .map(|i| Watched {
                 node: i,
                 store: self.nodes[i].store.clone(),
-                stops: self.stops[i].load(Ordering::SeqCst),
+                starts: self.starts[i].load(Ordering::SeqCst),
             })
             .collect();
         watch(
             watched,
-            self.stops.clone(),
+            self.starts.clone(),
             id.to_owned(),
             t0,
             deadline,
@@ -982,7 +986,7 @@ async fn start(
     }
     let swarm = Swarm {
         nodes,
-        stops: (0..params.nodes).map(|_| AtomicU32::new(0)).collect(),
+        starts: (0..params.nodes).map(|_| AtomicU32::new(0)).collect(),
         cancel,
     };
     let deadline = Duration::from_secs(60) + Duration::from_millis(300) * params.nodes as u32;
@@ -1413,8 +1417,8 @@ async fn search_once(
 struct Watched {
     node: usize,
     store: Store,
-    /// Its stop count when the watch began.
-    stops: u32,
+    /// Its restart count when the watch began.
+    starts: u32,
 }
 
 /// A record's arrival at one watched node.
@@ -1422,8 +1426,8 @@ struct Watched {
 struct Arrival {
     /// From the watch's `t0`.
     after: Duration,
-    /// Churn had stopped the node (and started it again) between `t0`
-    /// and the arrival.
+    /// Churn had started the node again between `t0` and the arrival, so
+    /// the record may have come after the restart.
     restarted: bool,
 }
 
@@ -1432,7 +1436,7 @@ struct Arrival {
 /// `None` for the nodes never reached.
 async fn watch(
     watched: Vec<Watched>,
-    stops: Arc<[AtomicU32]>,
+    starts: Arc<[AtomicU32]>,
     id: String,
     t0: Instant,
     deadline: Duration,
@@ -1450,7 +1454,7 @@ async fn watch(
                     if holds(&a.body) {
                         at[i] = Some(Arrival {
                             after: t0.elapsed(),
-                            restarted: stops[w.node].load(Ordering::SeqCst) != w.stops,
+                            restarted: starts[w.node].load(Ordering::SeqCst) != w.starts,
                         });
                         left -= 1;
                     }
@@ -1790,13 +1794,13 @@ impl Churning {
         progress: &mut dyn FnMut(&str),
     ) -> Result<()> {
         if let Some(last) = self.last_probe() {
-            // Second by second, until the last probe has been played and
-            // every watch has ended, or the deadline.
+            // Every probe step not played yet (the searches may have run
+            // past them), then second by second until every watch has
+            // ended, or the last probe's deadline.
+            self.until(swarm, last, params, truth, progress).await?;
             let until = last + probe_deadline(params.nodes);
             let mut at = self.t0.elapsed();
-            while at < until
-                && (at <= last || self.watches.iter().any(|(_, _, w)| !w.is_finished()))
-            {
+            while at < until && self.watches.iter().any(|(_, _, w)| !w.is_finished()) {
                 at = (at + Duration::from_secs(1)).min(until);
                 self.until(swarm, at, params, truth, progress).await?;
             }

@@ -259,9 +259,10 @@ fn under_churn_probes_go_out_on_the_timeline_and_wait_for_a_down_home() {
             // Revoked at 2 s: agent 1 no longer expected.
             search(1, "gone-here", 4000),
             search(2, "fresh", 4100),
-            // AWAY is back at 7 s, and agent 0 revoked then.
-            search(AWAY, "fresh", 10_000),
-            search(5, "gone-away", 10_100),
+            // AWAY is back at 7 s, and agent 0 revoked then; AWAY has
+            // nine seconds to reconnect before it searches.
+            search(AWAY, "fresh", 16_000),
+            search(5, "gone-away", 16_100),
         ],
         // Published at 3 s, while its home AWAY is down.
         publish_probes: vec![SwarmAgent {
