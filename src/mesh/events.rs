@@ -451,10 +451,18 @@ impl EventLoop {
     /// subscribed peer) that one and the rest go back, in order, for the
     /// next turn; after full send queues, the rest.
     pub(super) fn gossip_unsent(&mut self) {
+        let now = tokio::time::Instant::now();
+        if let Some(dropped) = self.unsent.drops_to_warn(now) {
+            warn!(
+                dropped,
+                total = self.unsent.dropped(),
+                "records kept for gossip while no peer subscribed were dropped (over 1,024 kept, \
+                 or kept ten minutes): peers get them from the DHT or their searches only"
+            );
+        }
         if self.unsent.is_empty() {
             return;
         }
-        let now = tokio::time::Instant::now();
         let batch = self.unsent.take(now, super::unsent::UNSENT_PER_TURN);
         let mut sent = 0usize;
         let mut stopped_at = None;

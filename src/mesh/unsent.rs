@@ -33,11 +33,16 @@ pub(super) const UNSENT_FOR: Duration = Duration::from_secs(600);
 /// 64 by default).
 pub(super) const UNSENT_PER_TURN: usize = 16;
 
+/// Least time between two warnings of dropped records.
+pub(super) const WARN_DROPS_EVERY: Duration = Duration::from_secs(10);
+
 /// The records waiting for a subscribed peer, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct Unsent {
     records: VecDeque<(Instant, Vec<u8>)>,
     dropped: u64,
+    /// `dropped` at the last warning, and when it was given.
+    warned: Option<(Instant, u64)>,
 }
 
 impl Unsent {
@@ -92,6 +97,22 @@ impl Unsent {
     pub(super) fn dropped(&self) -> u64 {
         self.dropped
     }
+
+    /// Records dropped since the last warning, when there are some and
+    /// the last warning is at least [`WARN_DROPS_EVERY`] old: the caller
+    /// warns with that count (a bulk registration on a node alone drops
+    /// many, and one line per interval says so).
+    pub(super) fn drops_to_warn(&mut self, now: Instant) -> Option<u64> {
+        let before = self.warned.map_or(0, |(_, n)| n);
+        let soon = self
+            .warned
+            .is_some_and(|(at, _)| now.saturating_duration_since(at) < WARN_DROPS_EVERY);
+        if self.dropped == before || soon {
+            return None;
+        }
+        self.warned = Some((now, self.dropped));
+        Some(self.dropped - before)
+    }
 }
 
 #[cfg(test)]
@@ -130,5 +151,28 @@ mod tests {
         let kept = u.take(t0 + UNSENT_FOR, MAX_UNSENT);
         assert_eq!(kept, [(later, b"new".to_vec())]);
         assert_eq!(u.dropped(), 1 + MAX_UNSENT as u64);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drops_are_warned_of_at_most_once_an_interval() {
+        let mut u = Unsent::default();
+        let t0 = Instant::now();
+        assert_eq!(u.drops_to_warn(t0), None, "nothing dropped");
+        for i in 0..MAX_UNSENT + 3 {
+            u.push(t0, (i as u32).to_be_bytes().to_vec());
+        }
+        assert_eq!(u.drops_to_warn(t0), Some(3));
+        u.push(t0, b"one more".to_vec());
+        assert_eq!(
+            u.drops_to_warn(t0 + Duration::from_secs(1)),
+            None,
+            "too soon"
+        );
+        assert_eq!(u.drops_to_warn(t0 + WARN_DROPS_EVERY), Some(1));
+        assert_eq!(
+            u.drops_to_warn(t0 + 3 * WARN_DROPS_EVERY),
+            None,
+            "no new drop"
+        );
     }
 }
