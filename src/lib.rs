@@ -40,6 +40,7 @@ pub mod cli;
 pub mod config;
 pub mod crawl;
 pub mod descriptor;
+pub mod drops;
 pub mod federation;
 pub mod formats;
 pub mod identity;

@@ -4,14 +4,14 @@
 //! DHT's republication carries the record later); the publisher task hands
 //! them to the [`MeshClient`] one by one, outside every request path.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::drops::Drops;
 use crate::mesh::MeshClient;
 use crate::record::{RecordBody, SignedRecord};
 
@@ -44,17 +44,7 @@ impl Published {
 #[derive(Debug, Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<Published>,
-    dropped: Arc<Dropped>,
-}
-
-/// Records dropped since the last warning, and when that was: a burst
-/// (a bulk import into a running node) logs one line per interval, not
-/// one per record.
-#[derive(Debug)]
-struct Dropped {
-    since_warning: AtomicU64,
-    total: AtomicU64,
-    last_warning: Mutex<Option<Instant>>,
+    dropped: Arc<Mutex<Drops>>,
 }
 
 /// Least time between two "outbox full" warnings.
@@ -64,11 +54,7 @@ impl Outbox {
     /// A new outbox holding at most `capacity` records in flight.
     pub fn new(capacity: usize) -> (Self, mpsc::Receiver<Published>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        let dropped = Arc::new(Dropped {
-            since_warning: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            last_warning: Mutex::new(None),
-        });
+        let dropped = Arc::new(Mutex::new(Drops::new(WARN_EVERY)));
         (Self { tx, dropped }, rx)
     }
 
@@ -76,20 +62,13 @@ impl Outbox {
     /// warning at most every [`WARN_EVERY`] that counts what was dropped.
     pub fn send(&self, p: Published) {
         if let Err(e) = self.tx.try_send(p) {
-            let d = &self.dropped;
-            d.since_warning.fetch_add(1, Ordering::Relaxed);
-            let total = d.total.fetch_add(1, Ordering::Relaxed) + 1;
-            let mut last = d
-                .last_warning
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-                *last = Some(Instant::now());
-                let dropped = d.since_warning.swap(0, Ordering::Relaxed);
+            let mut d = self.drops();
+            d.add(1);
+            if let Some(dropped) = d.to_warn(tokio::time::Instant::now()) {
                 tracing::warn!(
                     error = %e,
                     dropped,
-                    total,
+                    total = d.total(),
                     "outbox full or closed: records dropped since the last warning wait for republication"
                 );
             }
@@ -98,7 +77,13 @@ impl Outbox {
 
     /// Records dropped because the outbox was full, since it was made.
     pub fn dropped(&self) -> u64 {
-        self.dropped.total.load(Ordering::Relaxed)
+        self.drops().total()
+    }
+
+    fn drops(&self) -> std::sync::MutexGuard<'_, Drops> {
+        self.dropped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

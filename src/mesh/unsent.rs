@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::drops::Drops;
+
 /// Most records kept (one bulk registration on a node alone would
 /// otherwise grow this without bound).
 pub(super) const MAX_UNSENT: usize = 1024;
@@ -37,12 +39,19 @@ pub(super) const UNSENT_PER_TURN: usize = 16;
 pub(super) const WARN_DROPS_EVERY: Duration = Duration::from_secs(10);
 
 /// The records waiting for a subscribed peer, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Unsent {
     records: VecDeque<(Instant, Vec<u8>)>,
-    dropped: u64,
-    /// `dropped` at the last warning, and when it was given.
-    warned: Option<(Instant, u64)>,
+    dropped: Drops,
+}
+
+impl Default for Unsent {
+    fn default() -> Self {
+        Self {
+            records: VecDeque::new(),
+            dropped: Drops::new(WARN_DROPS_EVERY),
+        }
+    }
 }
 
 impl Unsent {
@@ -51,7 +60,7 @@ impl Unsent {
     pub(super) fn push(&mut self, now: Instant, record: Vec<u8>) {
         if self.records.len() >= MAX_UNSENT {
             self.records.pop_front();
-            self.dropped += 1;
+            self.dropped.add(1);
         }
         self.records.push_back((now, record));
     }
@@ -69,7 +78,7 @@ impl Unsent {
             if now.saturating_duration_since(at) < UNSENT_FOR {
                 out.push((at, record));
             } else {
-                self.dropped += 1;
+                self.dropped.add(1);
             }
         }
         out
@@ -95,23 +104,13 @@ impl Unsent {
 
     /// Records dropped, by the bound or by age, since the loop started.
     pub(super) fn dropped(&self) -> u64 {
-        self.dropped
+        self.dropped.total()
     }
 
-    /// Records dropped since the last warning, when there are some and
-    /// the last warning is at least [`WARN_DROPS_EVERY`] old: the caller
-    /// warns with that count (a bulk registration on a node alone drops
-    /// many, and one line per interval says so).
+    /// Records dropped since the last warning, when it is time to warn
+    /// again ([`Drops::to_warn`], at most every [`WARN_DROPS_EVERY`]).
     pub(super) fn drops_to_warn(&mut self, now: Instant) -> Option<u64> {
-        let before = self.warned.map_or(0, |(_, n)| n);
-        let soon = self
-            .warned
-            .is_some_and(|(at, _)| now.saturating_duration_since(at) < WARN_DROPS_EVERY);
-        if self.dropped == before || soon {
-            return None;
-        }
-        self.warned = Some((now, self.dropped));
-        Some(self.dropped - before)
+        self.dropped.to_warn(now)
     }
 }
 
