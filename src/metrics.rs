@@ -102,6 +102,7 @@ struct Inner {
     records_by_source: Family<Labels1, Gauge>,
     peers: Gauge,
     text_segments: Gauge,
+    semantic_agents: Gauge,
     watched: OnceLock<Watched>,
     /// The mesh counters the collector reads (set with `watched`).
     mesh_stats: Arc<OnceLock<MeshStats>>,
@@ -224,6 +225,12 @@ impl Metrics {
             "Segments of the text index that every text search walks (merges join them; a bulk import adds them)",
             text_segments.clone(),
         );
+        let semantic_agents = Gauge::default();
+        registry.register(
+            "semantic_index_agents",
+            "Agents in the vector index that semantic search finds by meaning (0 without a semantic model)",
+            semantic_agents.clone(),
+        );
         let mesh_stats = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(MeshCollector(mesh_stats.clone())));
         Self {
@@ -238,6 +245,7 @@ impl Metrics {
                 records_by_source,
                 peers,
                 text_segments,
+                semantic_agents,
                 watched: OnceLock::new(),
                 mesh_stats,
                 by_source: tokio::sync::Mutex::new(None),
@@ -330,6 +338,9 @@ impl Metrics {
         }
         if let Some(n) = store.text_segments() {
             self.inner.text_segments.set(gauge(n));
+        }
+        if let Some(n) = watched.registry.semantic_agents() {
+            self.inner.semantic_agents.set(gauge(n));
         }
         if let Some(counts) = self.source_counts(watched).await {
             for (source, n) in [

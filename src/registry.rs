@@ -11,8 +11,9 @@ use serde_json::Value;
 
 mod dense;
 pub mod import;
+mod vectors;
 
-pub use dense::{load_semantic, HINT_MIN_COSINE, SEMANTIC_POOL};
+pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor;
@@ -21,7 +22,6 @@ use crate::formats::mcp::McpServer;
 use crate::identity;
 use crate::issuer::{Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
-use crate::semantic::Semantic;
 use crate::store::{
     BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
     StoredAgent, TextQuery,
@@ -220,8 +220,8 @@ pub struct Registry {
     store: Store,
     issuer: Issuer,
     validator: Arc<MetadataValidator>,
-    /// Re-ranks free-text results by meaning, when configured.
-    semantic: Option<(Arc<Semantic>, f64)>,
+    /// Finds and re-ranks free-text results by meaning, when configured.
+    semantic: Option<Arc<dense::SemanticRanking>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -505,14 +505,14 @@ impl Registry {
             attempts.push(q.filter.clone());
         }
         let mut out: Vec<(Option<f64>, CompactAgent)> = Vec::with_capacity(q.limit);
-        for filter in attempts {
+        for filter in &attempts {
             if out.len() >= q.limit {
                 break;
             }
             let ranked = store
                 .text_search(&TextQuery {
                     text: &u.rest,
-                    filter: &filter,
+                    filter,
                     limit: pool,
                     now,
                     min_trust: u.min_trust,
@@ -568,6 +568,28 @@ impl Registry {
                 if let Some(agent) = store.compact(&id)? {
                     out.push((Some(score), agent));
                 }
+            }
+        }
+        // With a semantic model, what the words left of the page goes to
+        // the agents nearest in meaning, which may share no word with
+        // the query (in the same order of filters), after every match
+        // by words.
+        if let Some(d) = &dense {
+            for filter in &attempts {
+                if out.len() >= q.limit {
+                    break;
+                }
+                let allowed = store.matching(filter, u.min_trust);
+                let near = d.nearest(store, &allowed, now, |id| {
+                    out.iter().any(|(_, a)| a.id == id)
+                })?;
+                let room = q.limit - out.len();
+                out.extend(
+                    d.rank(near)
+                        .into_iter()
+                        .take(room)
+                        .map(|(agent, score)| (Some(score), agent)),
+                );
             }
         }
         Ok((out, None))

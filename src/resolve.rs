@@ -334,6 +334,12 @@ impl Resolver {
                     let tail = ranked.split_off(ranked.len().min(SEMANTIC_POOL));
                     let mut head = d.rank_ids(store, ranked)?;
                     head.extend(tail);
+                    // After every match by words, the agents nearest in
+                    // meaning inside the policy's filters.
+                    let allowed = store.matching(filter, plan.trust_floor());
+                    let near =
+                        d.nearest(store, &allowed, now, |id| head.iter().any(|(r, _)| r == id))?;
+                    head.extend(d.rank(near).into_iter().map(|(a, score)| (a.id, score)));
                     Some(head)
                 }
                 (ranked, _) => ranked,

@@ -51,6 +51,7 @@ use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
 use crate::verify::{Reason, TrustLevel};
 
 mod blocking;
+mod changes;
 mod compact;
 mod freshness;
 mod migrate;
@@ -59,6 +60,7 @@ mod suspended;
 pub mod text;
 
 use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
+pub use changes::ChangeFeed;
 pub use compact::CompactAgent;
 pub use freshness::{FreshState, Freshness};
 use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
@@ -330,6 +332,8 @@ struct Inner {
     dropped: std::sync::RwLock<freshness::Dropped>,
     /// The next ordinal to give an agent seen for the first time.
     next_ord: AtomicU64,
+    /// Who follows the writes besides the text index (`store/changes.rs`).
+    feeds: changes::Feeds,
     /// Write stripes by agent id (`BlockingStore::write`).
     stripes: Vec<Mutex<()>>,
     live: AtomicU64,
@@ -549,6 +553,7 @@ impl Store {
                     schedule,
                     dropped: std::sync::RwLock::new(dropped),
                     next_ord: AtomicU64::new(next_ord),
+                    feeds: changes::Feeds::default(),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),
                     live: AtomicU64::new(live),
                     settled: AtomicU64::new(0),

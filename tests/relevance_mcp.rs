@@ -201,6 +201,57 @@ fn unjudged(
         .sum()
 }
 
+/// The queries whose first result a second ranking changed, better and
+/// worse by its grade (an agent nobody judged, marked `?`, counts as 0):
+/// what to read before trusting a change of the averages.
+fn first_places_moved(
+    judged: &[Judged<Query>],
+    before: &[Vec<String>],
+    after: &[Vec<String>],
+    pooled: &[BTreeSet<String>],
+) -> String {
+    let grade = |j: &Judged<Query>, id: Option<&String>| -> String {
+        match id {
+            None => "none".to_owned(),
+            Some(id) => match j.grades.get(id) {
+                Some(g) => format!("{id} ({g})"),
+                None if pooled[j.query.n() - 1].contains(id) => format!("{id} (0)"),
+                None => format!("{id} (?)"),
+            },
+        }
+    };
+    let (mut better, mut worse) = (Vec::new(), Vec::new());
+    for j in judged {
+        let (b, a) = (
+            before[j.query.n() - 1].first(),
+            after[j.query.n() - 1].first(),
+        );
+        if b == a {
+            continue;
+        }
+        let g = |id: Option<&String>| id.and_then(|id| j.grades.get(id)).copied().unwrap_or(0);
+        let line = format!(
+            "    #{:<3} {:?}: {} -> {}",
+            j.query.n(),
+            j.query.text(),
+            grade(j, b),
+            grade(j, a)
+        );
+        match g(a).cmp(&g(b)) {
+            std::cmp::Ordering::Greater => better.push(line),
+            std::cmp::Ordering::Less => worse.push(line),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    format!(
+        "first places the model moved: {} better, {} worse\n  better:\n{}\n  worse:\n{}",
+        better.len(),
+        worse.len(),
+        better.join("\n"),
+        worse.join("\n")
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_search_scores_over_the_mcp_servers() {
     let Set { corpus, judged } = set();
@@ -216,9 +267,9 @@ async fn the_node_search_scores_over_the_mcp_servers() {
 
     let qs: Vec<&Query> = judged.iter().map(|j| &j.query).collect();
     let t = Instant::now();
-    let answers = mcp::node_all(&loaded.registry, &qs, mcp::TOP).await;
+    let node_answers = mcp::node_all(&loaded.registry, &qs, mcp::TOP).await;
     let node_time = t.elapsed();
-    let node = evaluate(&judged, |q| answers[q.n() - 1].clone());
+    let node = evaluate(&judged, |q| node_answers[q.n() - 1].clone());
 
     let bm25 = mcp::Bm25::new(&corpus).unwrap();
     let baseline = evaluate(&judged, |q| bm25.search(q, mcp::TOP));
@@ -234,11 +285,11 @@ async fn the_node_search_scores_over_the_mcp_servers() {
     println!(
         "Registry::search, {:.1} ms/query (results in the top 10 nobody judged: {}):\n{node}",
         node_time.as_secs_f64() * 1000.0 / judged.len() as f64,
-        unjudged(&judged, &answers, &pooled)
+        unjudged(&judged, &node_answers, &pooled)
     );
     println!("plain BM25 over name, title and description:\n{baseline}");
     if let Some((model, dir, weight)) = eval::semantic_from_env() {
-        let registry = loaded.registry.clone().with_semantic(model, weight);
+        let registry = eval::with_semantic(&loaded.registry, model, weight).await;
         let t = Instant::now();
         let answers = mcp::node_all(&registry, &qs, mcp::TOP).await;
         let time = t.elapsed();
@@ -247,6 +298,10 @@ async fn the_node_search_scores_over_the_mcp_servers() {
             "with the semantic model {dir} (text index weight {weight}), {:.1} ms/query (results in the top 10 nobody judged: {}):\n{report}",
             time.as_secs_f64() * 1000.0 / judged.len() as f64,
             unjudged(&judged, &answers, &pooled)
+        );
+        println!(
+            "{}",
+            first_places_moved(&judged, &node_answers, &answers, &pooled)
         );
     }
     let empty_other = empty_in_other_languages(&node);

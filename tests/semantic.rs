@@ -336,6 +336,133 @@ async fn a_node_with_the_model_finds_and_ranks_by_meaning() {
     );
 }
 
+/// Searches `query` on `api` until `ok` holds of the results, for at most
+/// 20 s (the vector index takes each write from the store on its own
+/// thread, moments after the write answers).
+async fn search_until(
+    api: &Api,
+    query: &str,
+    what: &str,
+    ok: impl Fn(&[(String, f64)]) -> bool,
+) -> Vec<(String, f64)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let found = search(api, query).await;
+        if ok(&found) {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {query:?} still answers {found:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vector_index_finds_an_agent_that_shares_no_word_and_follows_its_changes() {
+    let dir = model_dir();
+    let plain = TestNode::start();
+    let mut semantic_node = TestNode::start_with_env(&[(
+        "AGENTMESH_SEARCH__SEMANTIC_MODEL",
+        dir.path().to_str().unwrap(),
+    )]);
+    // Dictaphone shares no word with "spoken memos" and declares no
+    // capability the lexicon knows, so neither the text index nor the
+    // capability the query means (speech_to_text) reaches it.
+    let speech = agent(
+        "dictaphone",
+        "Dictaphone",
+        "Transcription of dictation.",
+        &["audio_pipeline"],
+    );
+    let groceries = agent(
+        "dictaphone",
+        "Dictaphone",
+        "Grocery shopping.",
+        &["audio_pipeline"],
+    );
+    for node in [&plain, &semantic_node] {
+        let api = node.api();
+        api.register(&speech).await;
+        api.register(&agent(
+            "babel",
+            "Babel",
+            "Translate text.",
+            &["translation"],
+        ))
+        .await;
+        api.register(&agent(
+            "counsel",
+            "Counsel",
+            "Reviews legal contracts.",
+            &["legal_review"],
+        ))
+        .await;
+    }
+    let (plain, semantic) = (plain.api(), semantic_node.api());
+    assert!(
+        search(&plain, "spoken memos").await.is_empty(),
+        "the premise: no word in common"
+    );
+
+    let found = search_until(&semantic, "spoken memos", "found by meaning", |f| {
+        !f.is_empty()
+    })
+    .await;
+    assert_eq!(ids(&found), ["dictaphone"], "the others mean nothing close");
+    assert!((0.0..=1.0).contains(&found[0].1), "{found:?}");
+    // Inside the request's filters only.
+    let r = semantic
+        .search(json!({"query": "spoken memos", "top": 10, "scope": "local",
+                       "filters": {"capabilities": ["translation"]}}))
+        .await;
+    assert!(r.ids().is_empty(), "{:?}", r.ids());
+    // /resolve finds it the same way.
+    let r = semantic
+        .post("/resolve", &json!({"intent": "spoken memos", "top": 3}))
+        .await;
+    assert_eq!(common::ids(&r.expect(200)["candidates"]), ["dictaphone"]);
+
+    // Rewritten to mean something else, it is no longer found by meaning;
+    // written back, found again; deleted, gone.
+    semantic.post("/agents", &groceries).await.expect(200);
+    search_until(&semantic, "spoken memos", "the update followed", |f| {
+        f.is_empty()
+    })
+    .await;
+    semantic.post("/agents", &speech).await.expect(200);
+    search_until(&semantic, "spoken memos", "found again", |f| !f.is_empty()).await;
+    semantic.delete("/agents/dictaphone").await.expect(204);
+    search_until(&semantic, "spoken memos", "the deletion followed", |f| {
+        f.is_empty()
+    })
+    .await;
+    // After a restart the index is read from the store again.
+    semantic.post("/agents", &speech).await.expect(201);
+    drop(semantic);
+    semantic_node.restart();
+    let semantic = semantic_node.api();
+    search_until(&semantic, "spoken memos", "read again at start", |f| {
+        ids(f) == ["dictaphone"]
+    })
+    .await;
+    semantic.delete("/agents/dictaphone").await.expect(204);
+    // The operator sees what the index holds: Babel and Counsel.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let metrics = semantic.get("/metrics").await.text;
+        if metrics
+            .lines()
+            .any(|l| l == "agentmesh_semantic_index_agents 2")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn a_node_with_a_broken_model_refuses_to_start_naming_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,19 +1,27 @@
 //! The registry's use of the semantic model ([`crate::semantic`]) when
 //! one is configured: a query's vector, the capability it means but does
-//! not name, and the re-ranking of the text index's candidates.
+//! not name, the agents nearest its meaning, and the re-ranking of the
+//! candidates.
 //!
-//! The text index still decides which agents are candidates (inside the
-//! request's filters, trust floor and languages); the model widens that
-//! set by one capability hint at most and re-orders the best
-//! [`SEMANTIC_POOL`] of it. A search without a model is untouched.
+//! The text index offers the agents that share the query's words (inside
+//! the request's filters, trust floor and languages), widened by one
+//! capability hint at most; the vector index ([`super::vectors`]) offers
+//! the [`SEMANTIC_POOL`] nearest in meaning inside the same filters, which
+//! may share no word with it; the best [`SEMANTIC_POOL`] of the first and
+//! all of the second are then ordered by their text score and cosine,
+//! weighted (an agent the text index did not offer scores no words). A
+//! search without a model is untouched.
 
 use std::path::Path;
 use std::sync::Arc;
+
+use roaring::RoaringBitmap;
 
 use crate::semantic::{Semantic, SemanticError};
 use crate::store::{BlockingStore, CompactAgent, StoreError};
 use crate::understand::{Lexicon, Understood};
 
+use super::vectors::VectorIndex;
 use super::Registry;
 
 /// How many of the text index's best candidates the model re-orders (at
@@ -24,6 +32,12 @@ pub const SEMANTIC_POOL: usize = 50;
 /// hint (not a filter) when its vector is at least this close to the
 /// query's. Measured on the relevance sets: see BENCHMARKS.md.
 pub const HINT_MIN_COSINE: f32 = 0.6;
+
+/// An agent that shares no word with a query is offered by meaning only
+/// when its vector is at least this close to the query's (about, as the
+/// vector index quantises). Measured on the relevance sets: see
+/// BENCHMARKS.md.
+pub const NEAR_MIN_COSINE: f32 = 0.2;
 
 /// Reads the model in `dir` and embeds the query-understanding lexicon's
 /// capabilities with it, ready for [`Registry::with_semantic`]. Reads up
@@ -37,26 +51,52 @@ pub fn load_semantic(dir: &Path) -> Result<Arc<Semantic>, SemanticError> {
     ))
 }
 
+/// A registry's semantic ranking: the model, the text index's weight in
+/// the fusion, and the vector index of the store's agents.
+pub(crate) struct SemanticRanking {
+    model: Arc<Semantic>,
+    lexical_weight: f64,
+    vectors: VectorIndex,
+}
+
 impl Registry {
     /// The same registry, ranking free text with `model` as well, the
     /// text index's order weighing `lexical_weight` (0..1, clamped) in
-    /// the fusion.
+    /// the fusion. Starts the vector index, which reads the store's agents
+    /// on a thread of its own (see [`Registry::semantic_ready`]).
     #[must_use]
     pub fn with_semantic(mut self, model: Arc<Semantic>, lexical_weight: f64) -> Self {
-        self.semantic = Some((model, lexical_weight.clamp(0.0, 1.0)));
+        let vectors = VectorIndex::start(self.store.blocking().clone(), model.clone(), agent_text);
+        self.semantic = Some(Arc::new(SemanticRanking {
+            model,
+            lexical_weight: lexical_weight.clamp(0.0, 1.0),
+            vectors,
+        }));
         self
     }
 
     /// The semantic model, when one is configured.
     pub fn semantic(&self) -> Option<&Arc<Semantic>> {
-        self.semantic.as_ref().map(|(m, _)| m)
+        self.semantic.as_ref().map(|s| &s.model)
+    }
+
+    /// Whether the vector index has read the store whole since the model
+    /// was given (`None` without a model). Until then, searches find by
+    /// meaning among the agents read so far.
+    pub fn semantic_ready(&self) -> Option<bool> {
+        self.semantic.as_ref().map(|s| s.vectors.ready())
+    }
+
+    /// How many agents the vector index holds (`None` without a model).
+    pub fn semantic_agents(&self) -> Option<u64> {
+        self.semantic.as_ref().map(|s| s.vectors.len())
     }
 
     /// What the model makes of `u`, when there is a model and `u` has
     /// words it knows.
     pub(crate) fn dense(&self, u: &Understood) -> Option<Dense<'_>> {
-        let (model, lexical_weight) = self.semantic.as_ref()?;
-        let (model, lexical_weight) = (model.as_ref(), *lexical_weight);
+        let s = self.semantic.as_deref()?;
+        let model = s.model.as_ref();
         let query = model.embed(&u.text);
         if query.iter().all(|x| *x == 0.0) {
             return None;
@@ -72,7 +112,8 @@ impl Registry {
         };
         Some(Dense {
             model,
-            lexical_weight,
+            lexical_weight: s.lexical_weight,
+            vectors: &s.vectors,
             query,
             hints,
         })
@@ -84,6 +125,7 @@ pub(crate) struct Dense<'a> {
     model: &'a Semantic,
     /// The text index's weight in the fusion.
     lexical_weight: f64,
+    vectors: &'a VectorIndex,
     /// The query's unit vector.
     query: Vec<f32>,
     /// Capability ids the query means without naming them.
@@ -95,6 +137,35 @@ impl Dense<'_> {
     /// `limit`.
     pub(crate) fn pool(limit: usize) -> usize {
         limit.max(SEMANTIC_POOL)
+    }
+
+    /// The live, unexpired agents among `allowed` (ordinals: the store's
+    /// [`BlockingStore::matching`] for the request's filters) nearest the
+    /// query's meaning, at most [`SEMANTIC_POOL`], closest first, leaving
+    /// out those `skip` says are already candidates. Each comes with a
+    /// text score of zero, ready to join the text index's candidates.
+    ///
+    /// # Errors
+    /// [`StoreError`] from reading a compact record.
+    pub(crate) fn nearest(
+        &self,
+        store: &BlockingStore,
+        allowed: &RoaringBitmap,
+        now: u64,
+        skip: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(CompactAgent, f64)>, StoreError> {
+        let mut out = Vec::new();
+        for (ord, cosine) in self.vectors.nearest(&self.query, allowed, SEMANTIC_POOL) {
+            if cosine < NEAR_MIN_COSINE {
+                break;
+            }
+            if let Some(agent) = store.compact_by_ordinal(ord)? {
+                if agent.expires_at > now && !skip(&agent.id) {
+                    out.push((agent, 0.0));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// `candidates` (the text index's order) fused with their meaning's.

@@ -8,6 +8,8 @@ use std::sync::atomic::Ordering;
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 use sled::Transactional;
 
+use roaring::RoaringBitmap;
+
 use super::*;
 use crate::verify::TrustLevel;
 
@@ -239,7 +241,6 @@ impl BlockingStore {
         if limit == 0 {
             return Ok((Vec::new(), None));
         }
-        let min_trust = min_trust.max(filter.min_trust);
         let start = match after {
             None => 0,
             Some(id) => match self.inner.ordinals.get(id.as_bytes())? {
@@ -250,16 +251,7 @@ impl BlockingStore {
         let Ok(start) = u32::try_from(start) else {
             return Ok((Vec::new(), None));
         };
-        let mut matching = self
-            .inner
-            .postings
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .select(&filter.prefixes(), min_trust);
-        matching -= self.suspended_read().ordinals();
-        if !filter.include_stale {
-            matching -= self.dropped_read().ordinals();
-        }
+        let matching = self.matching(filter, min_trust);
         let mut out = Vec::with_capacity(limit.min(1024));
         let mut ords = matching.range(start..);
         for ord in ords.by_ref() {
@@ -273,6 +265,46 @@ impl BlockingStore {
         let more = out.len() == limit && ords.next().is_some();
         let next = more.then(|| out[out.len() - 1].id.clone());
         Ok((out, next))
+    }
+
+    /// The ordinals of the live descriptors matching `filter` (and at
+    /// `min_trust` or above), suspended agents left out, and dropped ones
+    /// unless the filter includes stale agents: what [`BlockingStore::walk`]
+    /// pages through. Expiry is not looked at (the compact record has it).
+    pub fn matching(&self, filter: &Filter, min_trust: Option<TrustLevel>) -> RoaringBitmap {
+        let min_trust = min_trust.max(filter.min_trust);
+        let mut matching = self
+            .inner
+            .postings
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .select(&filter.prefixes(), min_trust);
+        matching -= self.suspended_read().ordinals();
+        if !filter.include_stale {
+            matching -= self.dropped_read().ordinals();
+        }
+        matching
+    }
+
+    /// How many ordinals the store has given out: every agent it ever
+    /// held has one below this.
+    pub fn ordinals_seen(&self) -> u32 {
+        u32::try_from(self.inner.next_ord.load(Ordering::SeqCst)).unwrap_or(u32::MAX)
+    }
+
+    /// A feed of the ordinals of the agents written from now on: see
+    /// [`ChangeFeed`].
+    pub fn change_feed(&self) -> ChangeFeed {
+        self.inner.feeds.subscribe()
+    }
+
+    /// The compact record of the agent with ordinal `ord`, when it is a
+    /// live descriptor.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn compact_by_ordinal(&self, ord: u32) -> Result<Option<CompactAgent>, StoreError> {
+        self.compact_at(ord)
     }
 
     /// The compact record of a live agent (what a search result shows);
@@ -597,7 +629,7 @@ impl Inner {
 
     /// After a write committed: the text index is told, the write counted
     /// (for the group flush), the posting lists and the live count
-    /// updated.
+    /// updated, the change feeds marked.
     fn committed(&self, id: &str, change: Change) -> PutOutcome {
         // Before the write is counted: a flush that covers it also waits
         // for the text index to have it.
@@ -616,6 +648,7 @@ impl Inner {
             }
         }
         self.settled.fetch_add(1, Ordering::SeqCst);
+        self.feeds.mark(change.ord);
         match (change.was_live, change.now_live) {
             (false, true) => {
                 self.live.fetch_add(1, Ordering::Relaxed);

@@ -280,6 +280,89 @@ fn tombstones_remove_from_search_and_beat_lower_seqs() {
 }
 
 #[test]
+fn a_change_feed_sees_every_write_by_ordinal_and_matching_is_the_walks_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let b = s.blocking();
+    put(
+        &s,
+        descriptor("early", &["x"], &[], &[]),
+        1,
+        Origin::Local,
+        Expect::Any,
+    )
+    .unwrap();
+    let feed = b.change_feed();
+    assert!(
+        feed.take(std::time::Duration::ZERO).is_empty(),
+        "made after"
+    );
+    put(
+        &s,
+        descriptor("a", &["x"], &[], &["fr"]),
+        1,
+        Origin::Local,
+        Expect::Any,
+    )
+    .unwrap();
+    put(
+        &s,
+        descriptor("b", &["y"], &[], &[]),
+        1,
+        Origin::Local,
+        Expect::Any,
+    )
+    .unwrap();
+    put(
+        &s,
+        descriptor("a", &["x"], &[], &["en"]),
+        2,
+        Origin::Local,
+        Expect::Any,
+    )
+    .unwrap();
+    let ord = |id: &str| {
+        (0..b.ordinals_seen())
+            .find(|o| {
+                b.compact_by_ordinal(*o)
+                    .unwrap()
+                    .is_some_and(|c| c.id == id)
+            })
+            .unwrap()
+    };
+    let (early, a, bee) = (ord("early"), ord("a"), ord("b"));
+    assert_eq!(b.ordinals_seen(), 3);
+    let taken = feed.take(std::time::Duration::ZERO);
+    assert_eq!(
+        taken.iter().collect::<Vec<_>>(),
+        [a, bee],
+        "one mark for a's two writes"
+    );
+    // The walk's selection: filters, languages, suspensions.
+    let sel = |f: &Filter| b.matching(f, None).iter().collect::<Vec<_>>();
+    assert_eq!(sel(&filter(&["x"], &[], &[])), [early, a]);
+    assert_eq!(sel(&filter(&["x"], &[], &["en"])), [a]);
+    assert_eq!(sel(&Filter::default()), [early, a, bee]);
+    b.suspend("early", "spam").unwrap();
+    assert_eq!(sel(&filter(&["x"], &[], &[])), [a]);
+    assert!(
+        feed.take(std::time::Duration::ZERO).is_empty(),
+        "a suspension is no write"
+    );
+    // A tombstone is marked, and its ordinal has no compact record.
+    tombstone(&s, "b", 2, Expect::LocalLive).unwrap();
+    assert_eq!(
+        feed.take(std::time::Duration::ZERO)
+            .iter()
+            .collect::<Vec<_>>(),
+        [bee]
+    );
+    assert!(b.compact_by_ordinal(bee).unwrap().is_none());
+    assert_eq!(sel(&Filter::default()), [a]);
+    assert!(b.compact_by_ordinal(99).unwrap().is_none());
+}
+
+#[test]
 fn local_expectations_protect_other_registries_records() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path());

@@ -42,6 +42,25 @@ pub(crate) fn semantic_from_env() -> Option<(Arc<Semantic>, String, f64)> {
     Some((model, dir, weight))
 }
 
+/// `registry` with the model, once its vector index has read the store
+/// (at most five minutes: a hang, not a measurement, ends it).
+pub(crate) async fn with_semantic(
+    registry: &agentmesh::registry::Registry,
+    model: Arc<Semantic>,
+    weight: f64,
+) -> agentmesh::registry::Registry {
+    let registry = registry.clone().with_semantic(model, weight);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while registry.semantic_ready() != Some(true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the vector index did not read the store in five minutes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    registry
+}
+
 /// What the scores need of a set's query.
 pub(crate) trait Asked {
     /// Its number in the set.

@@ -14,7 +14,7 @@ use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
 use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
 
-use super::eval::{evaluate, search_ids, semantic_from_env, Judged, Report};
+use super::eval::{evaluate, search_ids, semantic_from_env, with_semantic, Judged, Report};
 use super::population::{population, Agent};
 use super::queries::{judge, queries, Query};
 
@@ -154,8 +154,9 @@ pub(crate) struct Run {
     pub(crate) current_time: Duration,
     /// The same search with the semantic model of
     /// `AGENTMESH_SEMANTIC_MODEL` (a build with `--features semantic`),
-    /// when it is set: the report, the time, the model's directory.
-    pub(crate) semantic: Option<(Report, Duration, String)>,
+    /// when it is set: the report, the time, the model's directory, and
+    /// how long its vector index took to read the loaded store.
+    pub(crate) semantic: Option<(Report, Duration, String, Duration)>,
 }
 
 /// The judged set over agents `0..n`.
@@ -177,11 +178,13 @@ pub(crate) async fn run(n: usize) -> anyhow::Result<Run> {
     let current_report = evaluate(&judged, |q| answers[q.n].clone());
     let semantic = match semantic_from_env() {
         Some((model, dir, weight)) => {
-            let registry = &registry.clone().with_semantic(model, weight);
+            let t = Instant::now();
+            let registry = &with_semantic(registry, model, weight).await;
+            let read = t.elapsed();
             let t = Instant::now();
             let answers = rank_all(&judged, |q| current(registry, q)).await;
             let time = t.elapsed();
-            Some((evaluate(&judged, |q| answers[q.n].clone()), time, dir))
+            Some((evaluate(&judged, |q| answers[q.n].clone()), time, dir, read))
         }
         None => None,
     };
@@ -210,10 +213,11 @@ impl std::fmt::Display for Run {
             per_query(self.current_time)
         )?;
         write!(f, "{}", self.current)?;
-        if let Some((report, time, dir)) = &self.semantic {
+        if let Some((report, time, dir, read)) = &self.semantic {
             writeln!(
                 f,
-                "with the semantic model {dir}, {:.1} ms/query:",
+                "with the semantic model {dir} (its vector index read the store in {:.1} s), {:.1} ms/query:",
+                read.as_secs_f64(),
                 per_query(*time)
             )?;
             write!(f, "{report}")?;

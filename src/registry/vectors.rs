@@ -1,0 +1,517 @@
+//! The vector index: every live agent's meaning, kept beside the text
+//! index when a semantic model is configured, so that a query finds the
+//! agents that say what it means in other words ("dictate my voice memos"
+//! and "speech to text for recordings"), which the text index, ranking
+//! shared words, never offers as candidates.
+//!
+//! It lives in memory, one row per store ordinal (`store/postings.rs`), so
+//! a request's filters are the store's own bitmaps
+//! ([`BlockingStore::matching`]) and the index needs no copy of them:
+//! - each row is the agent's unit vector quantised to one signed byte per
+//!   dimension (and its scale), plus a binary code (one bit per dimension:
+//!   above or below the index's centre);
+//! - a query scores every allowed row by the Hamming distance of the codes
+//!   (a few machine words per agent), keeps the [`RESCORE`] closest, and
+//!   orders those by the quantised cosine; when the filter leaves at most
+//!   [`EXACT_MAX`] agents, all of them are scored by the cosine;
+//! - about `dim × 1.125 + 4` bytes per agent (292 for the 256-dimension
+//!   model of `scripts/semantic-model.sh`: 292 MB at a million agents).
+//!
+//! Nothing is written to disk: the index is read from the store's compact
+//! records on its own thread (at background priority) when the registry
+//! gets the model, and follows the store through a [`ChangeFeed`] made
+//! before that read, so a write during the read is read again after it.
+//! Until the first read ends, searches use the rows read so far
+//! ([`VectorIndex::ready`] says when it has). What the index finds is
+//! read back from the store and checked (live, unexpired) before it is
+//! answered, and its final order comes from the model's own embedding of
+//! the record as it is now, so a row a write has not reached yet can cost
+//! a candidate but never answers a stale one.
+
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use roaring::RoaringBitmap;
+
+use crate::semantic::Semantic;
+use crate::store::{BlockingStore, ChangeFeed, CompactAgent, StoreError};
+
+/// Candidates kept by the binary codes, to be ordered by the cosine.
+pub(crate) const RESCORE: usize = 512;
+
+/// A filter leaving at most this many agents is scored by the cosine
+/// alone (no binary pass).
+pub(crate) const EXACT_MAX: usize = 8_192;
+
+/// Ordinals read and embedded between two takes of the table's lock.
+const CHUNK: usize = 512;
+
+/// The centre of the codes is taken again when the agents have doubled
+/// since it was last taken, from this many on (under the table's lock:
+/// about a second at a million agents, once per doubling).
+const RECENTRE_MIN: u64 = 1_024;
+
+/// How long the follower waits for marks before it looks at its stop flag.
+const IDLE: Duration = Duration::from_millis(500);
+
+/// The index. Dropping it stops its thread.
+pub(crate) struct VectorIndex {
+    shared: Arc<Shared>,
+    feed: Arc<ChangeFeed>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    table: RwLock<Table>,
+    ready: AtomicBool,
+    /// Rows written since the start (for tests and the log).
+    embedded: AtomicU64,
+}
+
+/// The rows, by ordinal.
+struct Table {
+    dim: usize,
+    /// `u64` words per binary code.
+    words: usize,
+    /// The point each code's bits are taken around: the mean of the rows
+    /// of the first read (zero until then), so that the bits split the
+    /// agents rather than all lean one way.
+    centre: Vec<f32>,
+    codes: Vec<u64>,
+    quantised: Vec<i8>,
+    scales: Vec<f32>,
+    present: RoaringBitmap,
+}
+
+impl Table {
+    fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            words: dim.div_ceil(64),
+            centre: vec![0.0; dim],
+            codes: Vec::new(),
+            quantised: Vec::new(),
+            scales: Vec::new(),
+            present: RoaringBitmap::new(),
+        }
+    }
+
+    fn code(&self, v: &[f32], out: &mut [u64]) {
+        out.fill(0);
+        for (i, (x, c)) in v.iter().zip(&self.centre).enumerate() {
+            if x > c {
+                out[i / 64] |= 1 << (i % 64);
+            }
+        }
+    }
+
+    fn put(&mut self, ord: u32, v: &[f32]) {
+        let i = ord as usize;
+        if self.scales.len() <= i {
+            let rows = i + 1;
+            self.codes.resize(rows * self.words, 0);
+            self.quantised.resize(rows * self.dim, 0);
+            self.scales.resize(rows, 0.0);
+        }
+        let mut code = vec![0; self.words];
+        self.code(v, &mut code);
+        self.codes[i * self.words..(i + 1) * self.words].copy_from_slice(&code);
+        let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        for (q, x) in self.quantised[i * self.dim..(i + 1) * self.dim]
+            .iter_mut()
+            .zip(v)
+        {
+            // In -127..=127 by the choice of scale.
+            *q = (x / scale).round().clamp(-127.0, 127.0) as i8;
+        }
+        self.scales[i] = scale;
+        self.present.insert(ord);
+    }
+
+    fn remove(&mut self, ord: u32) {
+        self.present.remove(ord);
+    }
+
+    /// The rows' mean, as the new centre, and every code taken again
+    /// around it.
+    fn recentre(&mut self) {
+        if self.present.is_empty() {
+            return;
+        }
+        let mut sum = vec![0.0f64; self.dim];
+        for ord in &self.present {
+            let (row, scale) = self.row(ord);
+            for (s, q) in sum.iter_mut().zip(row) {
+                *s += f64::from(*q) * f64::from(scale);
+            }
+        }
+        let n = self.present.len() as f64;
+        self.centre = sum.iter().map(|s| (s / n) as f32).collect();
+        let mut v = vec![0.0f32; self.dim];
+        let mut code = vec![0; self.words];
+        for ord in self.present.clone() {
+            let (row, scale) = self.row(ord);
+            for (x, q) in v.iter_mut().zip(row) {
+                *x = f32::from(*q) * scale;
+            }
+            self.code(&v, &mut code);
+            let i = ord as usize;
+            self.codes[i * self.words..(i + 1) * self.words].copy_from_slice(&code);
+        }
+    }
+
+    fn row(&self, ord: u32) -> (&[i8], f32) {
+        let i = ord as usize;
+        (
+            &self.quantised[i * self.dim..(i + 1) * self.dim],
+            self.scales[i],
+        )
+    }
+
+    fn cosine(&self, query: &[f32], ord: u32) -> f32 {
+        let (row, scale) = self.row(ord);
+        let dot: f32 = row.iter().zip(query).map(|(q, x)| f32::from(*q) * x).sum();
+        dot * scale
+    }
+
+    fn hamming(&self, code: &[u64], ord: u32) -> u32 {
+        let i = ord as usize;
+        self.codes[i * self.words..(i + 1) * self.words]
+            .iter()
+            .zip(code)
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum()
+    }
+
+    /// Up to `k` of the ordinals in `allowed` closest to `query` (a unit
+    /// vector), closest first, with their quantised cosines.
+    fn nearest(&self, query: &[f32], allowed: &RoaringBitmap, k: usize) -> Vec<(u32, f32)> {
+        if k == 0 || query.len() != self.dim {
+            return Vec::new();
+        }
+        let candidates = allowed & &self.present;
+        let pool: Vec<u32> = if candidates.len() <= EXACT_MAX as u64 {
+            candidates.iter().collect()
+        } else {
+            let mut code = vec![0; self.words];
+            self.code(query, &mut code);
+            let keep = RESCORE.max(k);
+            // The `keep` smallest distances (ties to the lower ordinal).
+            let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(keep + 1);
+            for ord in &candidates {
+                let d = self.hamming(&code, ord);
+                if heap.len() < keep {
+                    heap.push((d, ord));
+                } else if heap.peek().is_some_and(|top| (d, ord) < *top) {
+                    heap.pop();
+                    heap.push((d, ord));
+                }
+            }
+            heap.into_iter().map(|(_, ord)| ord).collect()
+        };
+        let mut scored: Vec<(u32, f32)> = pool
+            .into_iter()
+            .map(|ord| (ord, self.cosine(query, ord)))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(k);
+        scored
+    }
+}
+
+impl VectorIndex {
+    /// Starts the index of `store`'s agents as `model` embeds them, each
+    /// from `text`: its thread reads the store, then follows it.
+    pub(crate) fn start(
+        store: BlockingStore,
+        model: Arc<Semantic>,
+        text: fn(&CompactAgent) -> String,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            table: RwLock::new(Table::new(model.dim())),
+            ready: AtomicBool::new(false),
+            embedded: AtomicU64::new(0),
+        });
+        // Before the read, so that nothing written during it is missed.
+        let feed = Arc::new(store.change_feed());
+        let follower = Follower {
+            shared: shared.clone(),
+            feed: feed.clone(),
+            store,
+            model,
+            text,
+        };
+        let thread = std::thread::Builder::new()
+            .name("vector-index".into())
+            .spawn(move || {
+                crate::priority::lower_current_thread();
+                follower.run();
+            })
+            .expect("spawning the vector index's thread");
+        Self {
+            shared,
+            feed,
+            thread: Mutex::new(Some(thread)),
+        }
+    }
+
+    /// Whether the store has been read whole once.
+    pub(crate) fn ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Acquire)
+    }
+
+    /// How many agents the index holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.read().present.len()
+    }
+
+    /// Up to `k` ordinals of `allowed` closest to `query` (a unit vector
+    /// from the same model), closest first, with their approximate
+    /// cosines.
+    pub(crate) fn nearest(
+        &self,
+        query: &[f32],
+        allowed: &RoaringBitmap,
+        k: usize,
+    ) -> Vec<(u32, f32)> {
+        self.read().nearest(query, allowed, k)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.shared
+            .table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for VectorIndex {
+    fn drop(&mut self) {
+        self.feed.close();
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                tracing::error!("the vector index's thread panicked");
+            }
+        }
+    }
+}
+
+/// The index's thread.
+struct Follower {
+    shared: Arc<Shared>,
+    feed: Arc<ChangeFeed>,
+    store: BlockingStore,
+    model: Arc<Semantic>,
+    text: fn(&CompactAgent) -> String,
+}
+
+impl Follower {
+    fn run(self) {
+        let started = std::time::Instant::now();
+        let seen = self.store.ordinals_seen();
+        let mut first = 0u32;
+        while first < seen {
+            if self.feed.is_closed() {
+                return;
+            }
+            let last = seen.min(first.saturating_add(CHUNK as u32));
+            self.apply(first..last);
+            first = last;
+        }
+        let mut centred_at = {
+            let mut table = self.write();
+            table.recentre();
+            table.present.len()
+        };
+        self.shared.ready.store(true, Ordering::Release);
+        tracing::info!(
+            agents = self.read_len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "vector index read from the store"
+        );
+        while !self.feed.is_closed() {
+            let marked = self.feed.take(IDLE);
+            let marked: Vec<u32> = marked.iter().collect();
+            for chunk in marked.chunks(CHUNK) {
+                self.apply(chunk.iter().copied());
+            }
+            // A centre taken over few agents is taken again as they
+            // grow (a node that started empty), each time they double.
+            let mut table = self.write();
+            let n = table.present.len();
+            if n >= RECENTRE_MIN && n >= 2 * centred_at {
+                table.recentre();
+                centred_at = n;
+            }
+        }
+    }
+
+    /// Reads each ordinal's compact record and puts its vector, or
+    /// removes its row when it is no longer a live descriptor.
+    fn apply(&self, ords: impl IntoIterator<Item = u32>) {
+        let mut rows: Vec<(u32, Option<Vec<f32>>)> = Vec::new();
+        let mut failed: Option<(u32, StoreError)> = None;
+        for ord in ords {
+            match self.store.compact_by_ordinal(ord) {
+                Ok(Some(agent)) => {
+                    let v = self.model.embed(&(self.text)(&agent));
+                    let known = v.iter().any(|x| *x != 0.0);
+                    rows.push((ord, known.then_some(v)));
+                }
+                Ok(None) => rows.push((ord, None)),
+                Err(e) => failed = Some((ord, e)),
+            }
+        }
+        if let Some((ord, error)) = failed {
+            // Left as it was; the agent's next write marks it again.
+            tracing::warn!(ord, %error, "vector index: a compact record could not be read");
+        }
+        let mut table = self.write();
+        for (ord, v) in rows {
+            match v {
+                Some(v) => {
+                    table.put(ord, &v);
+                    self.shared.embedded.fetch_add(1, Ordering::Relaxed);
+                }
+                None => table.remove(ord),
+            }
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
+        self.shared
+            .table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn read_len(&self) -> u64 {
+        self.shared
+            .table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .present
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    /// A seeded table of `n` unit vectors of `dim` dimensions, in
+    /// clusters around 200 topics that all lean one way, as text
+    /// embeddings do (agents about the same thing, one language).
+    fn random_table(n: u32, dim: usize, seed: u64) -> (Table, Vec<Vec<f32>>) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let topics: Vec<Vec<f32>> = (0..200)
+            .map(|_| {
+                (0..dim)
+                    .map(|i| if i == 0 { 1.5 } else { 0.0 } + rng.gen_range(-1.0..1.0))
+                    .collect()
+            })
+            .collect();
+        let mut table = Table::new(dim);
+        let mut rows = Vec::new();
+        for ord in 0..n {
+            let topic = &topics[rng.gen_range(0..topics.len())];
+            let v: Vec<f32> = topic.iter().map(|x| x + rng.gen_range(-0.6..0.6)).collect();
+            let v = unit(&v);
+            table.put(ord, &v);
+            rows.push(v);
+        }
+        table.recentre();
+        (table, rows)
+    }
+
+    fn exact(rows: &[Vec<f32>], query: &[f32], allowed: &RoaringBitmap, k: usize) -> Vec<u32> {
+        let mut scored: Vec<(u32, f32)> = allowed
+            .iter()
+            .map(|ord| (ord, crate::semantic::dot(query, &rows[ord as usize])))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.into_iter().take(k).map(|(o, _)| o).collect()
+    }
+
+    #[test]
+    fn the_binary_pass_keeps_nearly_every_true_neighbour() {
+        let (table, rows) = random_table(30_000, 128, 7);
+        let all: RoaringBitmap = (0..30_000).collect();
+        let mut found = 0;
+        let mut wanted = 0;
+        for q in 0..20u32 {
+            // A query near a stored row.
+            let query = unit(
+                &rows[(q * 997) as usize]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| x + if i == q as usize { 0.2 } else { 0.0 })
+                    .collect::<Vec<_>>(),
+            );
+            let truth = exact(&rows, &query, &all, 10);
+            let got: Vec<u32> = table
+                .nearest(&query, &all, 10)
+                .into_iter()
+                .map(|(o, _)| o)
+                .collect();
+            wanted += truth.len();
+            found += truth.iter().filter(|o| got.contains(o)).count();
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.9, "recall@10 {recall}");
+    }
+
+    #[test]
+    fn only_allowed_present_rows_are_answered_and_small_sets_exactly() {
+        let (mut table, rows) = random_table(2_000, 32, 3);
+        let query = rows[42].clone();
+        let allowed: RoaringBitmap = (0..2_000).filter(|o| o % 2 == 0).collect();
+        let got = table.nearest(&query, &allowed, 5);
+        assert_eq!(got[0].0, 42, "a row is its own nearest");
+        assert!((got[0].1 - 1.0).abs() < 0.02, "{}", got[0].1);
+        assert_eq!(
+            got.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            exact(&rows, &query, &allowed, 5),
+            "under EXACT_MAX, exactly the true order"
+        );
+        assert!(got.iter().all(|(o, _)| o % 2 == 0));
+        table.remove(42);
+        assert!(table
+            .nearest(&query, &allowed, 5)
+            .iter()
+            .all(|(o, _)| *o != 42));
+        assert!(table.nearest(&query, &RoaringBitmap::new(), 5).is_empty());
+        assert!(
+            table.nearest(&[1.0], &allowed, 5).is_empty(),
+            "another width"
+        );
+    }
+
+    #[test]
+    fn a_row_written_again_is_replaced() {
+        let mut table = Table::new(4);
+        table.put(3, &unit(&[1.0, 0.0, 0.0, 0.0]));
+        table.put(3, &unit(&[0.0, 1.0, 0.0, 0.0]));
+        let all: RoaringBitmap = (0..10).collect();
+        let got = table.nearest(&unit(&[0.0, 1.0, 0.0, 0.0]), &all, 3);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 3);
+        assert!((got[0].1 - 1.0).abs() < 0.01);
+        assert!(table.nearest(&unit(&[1.0, 0.0, 0.0, 0.0]), &all, 3)[0].1 < 0.01);
+    }
+}
