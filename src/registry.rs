@@ -580,16 +580,10 @@ impl Registry {
                     break;
                 }
                 let allowed = store.matching(filter, u.min_trust);
-                let near = d.nearest(store, &allowed, now, |id| {
+                let near = d.near(store, &allowed, now, q.limit - out.len(), |id| {
                     out.iter().any(|(_, a)| a.id == id)
                 })?;
-                let room = q.limit - out.len();
-                out.extend(
-                    d.rank(near)
-                        .into_iter()
-                        .take(room)
-                        .map(|(agent, score)| (Some(score), agent)),
-                );
+                out.extend(near.into_iter().map(|(agent, score)| (Some(score), agent)));
             }
         }
         Ok((out, None))

@@ -337,9 +337,11 @@ impl Resolver {
                     // After every match by words, the agents nearest in
                     // meaning inside the policy's filters.
                     let allowed = store.matching(filter, plan.trust_floor());
-                    let near =
-                        d.nearest(store, &allowed, now, |id| head.iter().any(|(r, _)| r == id))?;
-                    head.extend(d.rank(near).into_iter().map(|(a, score)| (a.id, score)));
+                    let room = budget.saturating_sub(head.len());
+                    let near = d.near(store, &allowed, now, room, |id| {
+                        head.iter().any(|(r, _)| r == id)
+                    })?;
+                    head.extend(near.into_iter().map(|(a, score)| (a.id, score)));
                     Some(head)
                 }
                 (ranked, _) => ranked,

@@ -5,12 +5,13 @@
 //!
 //! The text index offers the agents that share the query's words (inside
 //! the request's filters, trust floor and languages), widened by one
-//! capability hint at most; the vector index ([`super::vectors`]) offers
-//! the [`SEMANTIC_POOL`] nearest in meaning inside the same filters, which
-//! may share no word with it; the best [`SEMANTIC_POOL`] of the first and
-//! all of the second are then ordered by their text score and cosine,
-//! weighted (an agent the text index did not offer scores no words). A
-//! search without a model is untouched.
+//! capability hint at most, and the best [`SEMANTIC_POOL`] of them are
+//! re-ordered by their text score and cosine, weighted. What that leaves
+//! of the page goes to the agents nearest in meaning inside the same
+//! filters (the vector index, [`super::vectors`]), which may share no word
+//! with the query, scored by their meaning alone: after every match by
+//! words, so a page's scores fall within each part, not across the two. A
+//! //! search without a model is untouched.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -139,33 +140,67 @@ impl Dense<'_> {
         limit.max(SEMANTIC_POOL)
     }
 
-    /// The live, unexpired agents among `allowed` (ordinals: the store's
-    /// [`BlockingStore::matching`] for the request's filters) nearest the
-    /// query's meaning, at most [`SEMANTIC_POOL`], closest first, leaving
-    /// out those `skip` says are already candidates. Each comes with a
-    /// text score of zero, ready to join the text index's candidates.
+    /// Whether the page's rest goes to the agents nearest in meaning: not
+    /// when the operator gave meaning no weight (`semantic_weight` 1).
+    pub(crate) fn fills(&self) -> bool {
+        self.lexical_weight < 1.0
+    }
+
+    /// Up to `room` live, unexpired agents among `allowed` (ordinals: the
+    /// store's [`BlockingStore::matching`] for the request's filters)
+    /// nearest the query's meaning, leaving out those `skip` says are
+    /// already on the page, closest first, each scored by its meaning
+    /// alone (`(1 - semantic_weight) × cosine`, as [`Dense::rank`] scores
+    /// an agent no word matched). Only agents at [`NEAR_MIN_COSINE`] or
+    /// closer: by the index's row to be looked at, and by the model's
+    /// embedding of the record as it is now to be answered. The index is
+    /// asked again for more while expired or skipped agents leave the
+    /// page short, up to `4 × room + 1024` neighbours.
     ///
     /// # Errors
     /// [`StoreError`] from reading a compact record.
-    pub(crate) fn nearest(
+    pub(crate) fn near(
         &self,
         store: &BlockingStore,
         allowed: &RoaringBitmap,
         now: u64,
+        room: usize,
         skip: impl Fn(&str) -> bool,
     ) -> Result<Vec<(CompactAgent, f64)>, StoreError> {
-        let mut out = Vec::new();
-        for (ord, cosine) in self.vectors.nearest(&self.query, allowed, SEMANTIC_POOL) {
-            if cosine < NEAR_MIN_COSINE {
-                break;
-            }
-            if let Some(agent) = store.compact_by_ordinal(ord)? {
-                if agent.expires_at > now && !skip(&agent.id) {
-                    out.push((agent, 0.0));
+        if room == 0 || !self.fills() {
+            return Ok(Vec::new());
+        }
+        let most = 4 * room + 1024;
+        let mut ask = room + 16;
+        let mut read = std::collections::HashSet::new();
+        let mut found = Vec::new();
+        loop {
+            let nearest = self.vectors.nearest(&self.query, allowed, ask);
+            let mut exhausted = nearest.len() < ask;
+            for (ord, cosine) in nearest {
+                if cosine < NEAR_MIN_COSINE {
+                    exhausted = true;
+                    break;
+                }
+                if !read.insert(ord) {
+                    continue;
+                }
+                if let Some(agent) = store.compact_by_ordinal(ord)? {
+                    if agent.expires_at > now && !skip(&agent.id) {
+                        found.push((agent, 0.0));
+                    }
                 }
             }
+            if found.len() >= room || exhausted || ask >= most {
+                break;
+            }
+            ask = (ask * 4).min(most);
         }
-        Ok(out)
+        let meaning = 1.0 - self.lexical_weight;
+        let mut ranked = self.rank(found);
+        ranked.retain(|(_, score)| score / meaning >= f64::from(NEAR_MIN_COSINE) - 1e-6);
+        ranked.truncate(room);
+        Ok(ranked)
     }
 
     /// `candidates` (the text index's order) fused with their meaning's.

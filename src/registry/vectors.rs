@@ -1,21 +1,26 @@
-//! The vector index: every live agent's meaning, kept beside the text
-//! index when a semantic model is configured, so that a query finds the
-//! agents that say what it means in other words ("dictate my voice memos"
-//! and "speech to text for recordings"), which the text index, ranking
-//! shared words, never offers as candidates.
+//! The vector index: the meaning of every agent the store holds as a
+//! descriptor, kept beside the text index when a semantic model is
+//! configured, so that a query finds the agents that say what it means in
+//! other words ("dictate my voice memos" and "speech to text for
+//! recordings"), which the text index, ranking shared words, never offers
+//! as candidates.
 //!
 //! It lives in memory, one row per store ordinal (`store/postings.rs`), so
 //! a request's filters are the store's own bitmaps
-//! ([`BlockingStore::matching`]) and the index needs no copy of them:
+//! ([`BlockingStore::matching`]: suspended and dropped agents left out)
+//! and the index needs no copy of them:
 //! - each row is the agent's unit vector quantised to one signed byte per
 //!   dimension (and its scale), plus a binary code (one bit per dimension:
-//!   above or below the index's centre);
+//!   above or below the index's centre, the mean of its rows, taken again
+//!   each time they double);
 //! - a query scores every allowed row by the Hamming distance of the codes
 //!   (a few machine words per agent), keeps the [`RESCORE`] closest, and
 //!   orders those by the quantised cosine; when the filter leaves at most
 //!   [`EXACT_MAX`] agents, all of them are scored by the cosine;
-//! - about `dim × 1.125 + 4` bytes per agent (292 for the 256-dimension
-//!   model of `scripts/semantic-model.sh`: 292 MB at a million agents).
+//! - `dim × 1.125 + 4` bytes per *ordinal* up to the highest held (292
+//!   for the 256-dimension model of `scripts/semantic-model.sh`), since
+//!   ordinals are never reused: a deleted agent's row stays allocated.
+//!   An agent whose text has no token the model knows has no row.
 //!
 //! Nothing is written to disk: the index is read from the store's compact
 //! records on its own thread (at background priority) when the registry
@@ -23,10 +28,10 @@
 //! before that read, so a write during the read is read again after it.
 //! Until the first read ends, searches use the rows read so far
 //! ([`VectorIndex::ready`] says when it has). What the index finds is
-//! read back from the store and checked (live, unexpired) before it is
-//! answered, and its final order comes from the model's own embedding of
-//! the record as it is now, so a row a write has not reached yet can cost
-//! a candidate but never answers a stale one.
+//! read back from the store and checked (live, unexpired, still close
+//! enough by the model's embedding of the record as it is now) before it
+//! is answered, so a row a write has not reached yet can cost a candidate
+//! but never answers a record's old meaning.
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,8 +55,8 @@ pub(crate) const EXACT_MAX: usize = 8_192;
 const CHUNK: usize = 512;
 
 /// The centre of the codes is taken again when the agents have doubled
-/// since it was last taken, from this many on (under the table's lock:
-/// about a second at a million agents, once per doubling).
+/// since it was last taken, from this many on (computed under the table's
+/// read lock, searches going on, and put under the write lock).
 const RECENTRE_MIN: u64 = 1_024;
 
 /// How long the follower waits for marks before it looks at its stop flag.
@@ -67,8 +72,9 @@ pub(crate) struct VectorIndex {
 struct Shared {
     table: RwLock<Table>,
     ready: AtomicBool,
-    /// Rows written since the start (for tests and the log).
-    embedded: AtomicU64,
+    /// The agents the table holds, as of the follower's last change (read
+    /// without the table's lock, by the metrics).
+    agents: AtomicU64,
 }
 
 /// The rows, by ordinal.
@@ -100,12 +106,7 @@ impl Table {
     }
 
     fn code(&self, v: &[f32], out: &mut [u64]) {
-        out.fill(0);
-        for (i, (x, c)) in v.iter().zip(&self.centre).enumerate() {
-            if x > c {
-                out[i / 64] |= 1 << (i % 64);
-            }
-        }
+        code_around(&self.centre, v, out);
     }
 
     fn put(&mut self, ord: u32, v: &[f32]) {
@@ -136,11 +137,12 @@ impl Table {
         self.present.remove(ord);
     }
 
-    /// The rows' mean, as the new centre, and every code taken again
-    /// around it.
-    fn recentre(&mut self) {
+    /// The rows' mean, and every present row's code taken around it: the
+    /// new centre and codes, computed without changing the table (under
+    /// a read lock), to be put with [`Table::set_centre`].
+    fn recentred(&self) -> Option<(Vec<f32>, Vec<u64>)> {
         if self.present.is_empty() {
-            return;
+            return None;
         }
         let mut sum = vec![0.0f64; self.dim];
         for ord in &self.present {
@@ -150,17 +152,38 @@ impl Table {
             }
         }
         let n = self.present.len() as f64;
-        self.centre = sum.iter().map(|s| (s / n) as f32).collect();
+        let centre: Vec<f32> = sum.iter().map(|s| (s / n) as f32).collect();
+        let mut codes = self.codes.clone();
         let mut v = vec![0.0f32; self.dim];
-        let mut code = vec![0; self.words];
-        for ord in self.present.clone() {
+        for ord in &self.present {
             let (row, scale) = self.row(ord);
             for (x, q) in v.iter_mut().zip(row) {
                 *x = f32::from(*q) * scale;
             }
-            self.code(&v, &mut code);
             let i = ord as usize;
-            self.codes[i * self.words..(i + 1) * self.words].copy_from_slice(&code);
+            code_around(
+                &centre,
+                &v,
+                &mut codes[i * self.words..(i + 1) * self.words],
+            );
+        }
+        Some((centre, codes))
+    }
+
+    /// Puts a centre and codes from [`Table::recentred`] (rows written
+    /// since would be coded around the old centre: only the table's one
+    /// writer calls the two, one after the other).
+    fn set_centre(&mut self, (centre, codes): (Vec<f32>, Vec<u64>)) {
+        if codes.len() == self.codes.len() {
+            self.centre = centre;
+            self.codes = codes;
+        }
+    }
+
+    #[cfg(test)]
+    fn recentre(&mut self) {
+        if let Some(c) = self.recentred() {
+            self.set_centre(c);
         }
     }
 
@@ -223,6 +246,16 @@ impl Table {
     }
 }
 
+/// The binary code of `v`: bit `i` set when `v[i]` is above `centre[i]`.
+fn code_around(centre: &[f32], v: &[f32], out: &mut [u64]) {
+    out.fill(0);
+    for (i, (x, c)) in v.iter().zip(centre).enumerate() {
+        if x > c {
+            out[i / 64] |= 1 << (i % 64);
+        }
+    }
+}
+
 impl VectorIndex {
     /// Starts the index of `store`'s agents as `model` embeds them, each
     /// from `text`: its thread reads the store, then follows it.
@@ -234,7 +267,7 @@ impl VectorIndex {
         let shared = Arc::new(Shared {
             table: RwLock::new(Table::new(model.dim())),
             ready: AtomicBool::new(false),
-            embedded: AtomicU64::new(0),
+            agents: AtomicU64::new(0),
         });
         // Before the read, so that nothing written during it is missed.
         let feed = Arc::new(store.change_feed());
@@ -249,7 +282,13 @@ impl VectorIndex {
             .name("vector-index".into())
             .spawn(move || {
                 crate::priority::lower_current_thread();
-                follower.run();
+                let run = std::panic::AssertUnwindSafe(|| follower.run());
+                if std::panic::catch_unwind(run).is_err() {
+                    tracing::error!(
+                        "the vector index stopped (a panic, above): searches by meaning \
+                         answer from what it held, and no longer follow the store"
+                    );
+                }
             })
             .expect("spawning the vector index's thread");
         Self {
@@ -264,9 +303,9 @@ impl VectorIndex {
         self.shared.ready.load(Ordering::Acquire)
     }
 
-    /// How many agents the index holds.
+    /// How many agents the index holds (without waiting for its lock).
     pub(crate) fn len(&self) -> u64 {
-        self.read().present.len()
+        self.shared.agents.load(Ordering::Relaxed)
     }
 
     /// Up to `k` ordinals of `allowed` closest to `query` (a unit vector
@@ -327,32 +366,49 @@ impl Follower {
             self.apply(first..last);
             first = last;
         }
-        let mut centred_at = {
-            let mut table = self.write();
-            table.recentre();
-            table.present.len()
-        };
+        let mut centred_at = self.recentre();
         self.shared.ready.store(true, Ordering::Release);
         tracing::info!(
-            agents = self.read_len(),
+            agents = centred_at,
             seconds = started.elapsed().as_secs_f64(),
             "vector index read from the store"
         );
-        while !self.feed.is_closed() {
+        loop {
             let marked = self.feed.take(IDLE);
+            if self.feed.is_closed() {
+                return;
+            }
             let marked: Vec<u32> = marked.iter().collect();
             for chunk in marked.chunks(CHUNK) {
+                if self.feed.is_closed() {
+                    return;
+                }
                 self.apply(chunk.iter().copied());
             }
             // A centre taken over few agents is taken again as they
             // grow (a node that started empty), each time they double.
-            let mut table = self.write();
-            let n = table.present.len();
+            let n = self.shared.agents.load(Ordering::Relaxed);
             if n >= RECENTRE_MIN && n >= 2 * centred_at {
-                table.recentre();
-                centred_at = n;
+                centred_at = self.recentre();
             }
         }
+    }
+
+    /// Takes the centre again (computed under the read lock, put under
+    /// the write lock); answers how many agents it was taken over.
+    fn recentre(&self) -> u64 {
+        let (centred, n) = {
+            let table = self
+                .shared
+                .table
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            (table.recentred(), table.present.len())
+        };
+        if let Some(centred) = centred {
+            self.write().set_centre(centred);
+        }
+        n
     }
 
     /// Reads each ordinal's compact record and puts its vector, or
@@ -378,13 +434,13 @@ impl Follower {
         let mut table = self.write();
         for (ord, v) in rows {
             match v {
-                Some(v) => {
-                    table.put(ord, &v);
-                    self.shared.embedded.fetch_add(1, Ordering::Relaxed);
-                }
+                Some(v) => table.put(ord, &v),
                 None => table.remove(ord),
             }
         }
+        self.shared
+            .agents
+            .store(table.present.len(), Ordering::Relaxed);
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
@@ -392,15 +448,6 @@ impl Follower {
             .table
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn read_len(&self) -> u64 {
-        self.shared
-            .table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .present
-            .len()
     }
 }
 

@@ -39,8 +39,8 @@ struct State {
 
 impl ChangeFeed {
     /// Waits until an agent is marked, the feed is closed or `timeout`
-    /// passes, and takes what is marked (empty on a timeout or once
-    /// closed).
+    /// passes, and takes what is marked (empty on a timeout; once closed,
+    /// what was marked before, at once).
     pub fn take(&self, timeout: Duration) -> RoaringBitmap {
         let state = self
             .shared
