@@ -31,7 +31,9 @@ use mcp::{Query, Server};
 
 /// Floors measured over the 3,129 servers and 256 queries (printed by
 /// `cargo test --test relevance_mcp -- --nocapture`; BENCHMARKS.md,
-/// section 7): precision@1 0.680, nDCG@10 0.682, the same run after run
+/// section 7): precision@1 0.688, nDCG@10 0.678 (0.680 and 0.682 before
+/// the servers the vector index's answers brought were judged too, in
+/// December 2026: more relevant servers known, a higher ideal), the same run after run
 /// (the text index settles ties at a page's last place in a fixed order,
 /// so the segment layout no longer moves them), 2 queries answered with nothing
 /// though relevant servers exist, none of them among the 48 written in
@@ -47,10 +49,10 @@ const NODE_MIN_NDCG: f64 = 0.67;
 const NODE_MAX_EMPTY: usize = 2;
 /// The plain BM25 baseline, measured in the same run (one segment, the
 /// same every run): precision@1 0.520 (133 of 256),
-/// nDCG@10 0.504, 44 empty. Its floors keep the baseline itself honest (a
+/// nDCG@10 0.494 (0.504 before the vector index's pool was judged), 44 empty. Its floors keep the baseline itself honest (a
 /// broken baseline would make the node look good).
 const BM25_MIN_P1: f64 = 0.51;
-const BM25_MIN_NDCG: f64 = 0.50;
+const BM25_MIN_NDCG: f64 = 0.49;
 
 struct Set {
     corpus: Vec<Server>,
@@ -330,7 +332,20 @@ async fn write_the_judging_pool() {
     let corpus = mcp::corpus(&dir.join("corpus.ndjson")).unwrap();
     let loaded = mcp::load(&dir.join("corpus.ndjson")).await.unwrap();
     let bm25 = mcp::Bm25::new(&corpus).unwrap();
-    let pools = mcp::pool(&loaded.registry, &bm25, &corpus, &queries).await;
+    let mut pools = mcp::pool(&loaded.registry, &bm25, &corpus, &queries).await;
+    // With a semantic model, what the node answers with it is pooled too.
+    if let Some((model, _, weight)) = eval::semantic_from_env() {
+        let registry = eval::with_semantic(&loaded.registry, model, weight).await;
+        let all: Vec<&Query> = queries.iter().collect();
+        let answers = mcp::node_all(&registry, &all, mcp::POOL_DEPTH).await;
+        for (pool, answer) in pools.iter_mut().zip(answers) {
+            for id in answer {
+                if !pool.contains(&id) {
+                    pool.push(id);
+                }
+            }
+        }
+    }
     let lines: Vec<String> = queries
         .iter()
         .zip(pools)
