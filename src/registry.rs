@@ -580,9 +580,13 @@ impl Registry {
                     break;
                 }
                 let allowed = store.matching(filter, u.min_trust);
-                let near = d.near(store, &allowed, now, q.limit - out.len(), |id| {
-                    out.iter().any(|(_, a)| a.id == id)
-                })?;
+                let near = d.near(
+                    store,
+                    &allowed,
+                    now,
+                    (q.limit - out.len(), out.len()),
+                    |id| out.iter().any(|(_, a)| a.id == id),
+                )?;
                 out.extend(near.into_iter().map(|(agent, score)| (Some(score), agent)));
             }
         }

@@ -451,6 +451,46 @@ async fn the_vector_index_finds_an_agent_that_shares_no_word_and_follows_its_cha
     index_holds(&semantic, 2, "the deletion after the restart").await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meaning_fills_the_page_past_the_agents_the_words_already_placed() {
+    let dir = model_dir();
+    let node = TestNode::start_with_env(&[(
+        "AGENTMESH_SEARCH__SEMANTIC_MODEL",
+        dir.path().to_str().unwrap(),
+    )]);
+    let api = node.api();
+    // Seventy agents say the query's words, and mean exactly what it
+    // means: they lead by words, and they are also the nearest in
+    // meaning, ahead of Dictaphone, which shares no word with it.
+    for i in 0..70 {
+        api.register(&agent(
+            &format!("memo-{i:02}"),
+            &format!("Memo {i}"),
+            "Spoken memos.",
+            &["memo_keeping"],
+        ))
+        .await;
+    }
+    api.register(&agent(
+        "dictaphone",
+        "Dictaphone",
+        "Transcription of dictation.",
+        &["audio_pipeline"],
+    ))
+    .await;
+    index_holds(&api, 71, "every agent embedded").await;
+    // The words fill 70 places; the one left goes to meaning, past the 70
+    // nearest that are already on the page (more than the 50 the
+    // vector index was asked for when it was first written).
+    let r = api
+        .search(json!({"query": "spoken memos", "top": 71, "scope": "local"}))
+        .await;
+    let found = r.ids();
+    assert_eq!(found.len(), 71, "{found:?}");
+    assert_eq!(found.last().map(String::as_str), Some("dictaphone"));
+    assert!(found[..70].iter().all(|id| id.starts_with("memo-")));
+}
+
 /// Waits (20 s at most) until the node's vector index holds `n` agents, as
 /// its `/metrics` say.
 async fn index_holds(api: &Api, n: u64, what: &str) {

@@ -11,7 +11,7 @@
 //! filters (the vector index, [`super::vectors`]), which may share no word
 //! with the query, scored by their meaning alone: after every match by
 //! words, so a page's scores fall within each part, not across the two. A
-//! //! search without a model is untouched.
+//! search without a model is untouched.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -148,14 +148,15 @@ impl Dense<'_> {
 
     /// Up to `room` live, unexpired agents among `allowed` (ordinals: the
     /// store's [`BlockingStore::matching`] for the request's filters)
-    /// nearest the query's meaning, leaving out those `skip` says are
-    /// already on the page, closest first, each scored by its meaning
-    /// alone (`(1 - semantic_weight) × cosine`, as [`Dense::rank`] scores
-    /// an agent no word matched). Only agents at [`NEAR_MIN_COSINE`] or
-    /// closer: by the index's row to be looked at, and by the model's
-    /// embedding of the record as it is now to be answered. The index is
-    /// asked again for more while expired or skipped agents leave the
-    /// page short, up to `4 × room + 1024` neighbours.
+    /// nearest the query's meaning, leaving out the `placed` agents `skip`
+    /// says are already on the page (or examined), closest first, each
+    /// scored by its meaning alone (`(1 - semantic_weight) × cosine`, as
+    /// [`Dense::rank`] scores an agent no word matched). Only agents at
+    /// [`NEAR_MIN_COSINE`] or closer: by the index's row to be looked at,
+    /// and by the model's embedding of the record as it is now to be
+    /// answered. The index is asked again for more while expired or
+    /// skipped agents leave the page short, up to `4 × room + placed +
+    /// 1024` neighbours.
     ///
     /// # Errors
     /// [`StoreError`] from reading a compact record.
@@ -164,43 +165,55 @@ impl Dense<'_> {
         store: &BlockingStore,
         allowed: &RoaringBitmap,
         now: u64,
-        room: usize,
+        (room, placed): (usize, usize),
         skip: impl Fn(&str) -> bool,
     ) -> Result<Vec<(CompactAgent, f64)>, StoreError> {
         if room == 0 || !self.fills() {
             return Ok(Vec::new());
         }
-        let most = 4 * room + 1024;
-        let mut ask = room + 16;
+        let meaning = 1.0 - self.lexical_weight;
+        let most = 4 * room + placed + 1024;
+        let mut ask = room + placed + 16;
         let mut read = std::collections::HashSet::new();
-        let mut found = Vec::new();
-        loop {
+        // (index of arrival, agent, exact cosine)
+        let mut found: Vec<(usize, CompactAgent, f32)> = Vec::new();
+        'rounds: loop {
             let nearest = self.vectors.nearest(&self.query, allowed, ask);
-            let mut exhausted = nearest.len() < ask;
+            let exhausted = nearest.len() < ask;
             for (ord, cosine) in nearest {
                 if cosine < NEAR_MIN_COSINE {
-                    exhausted = true;
-                    break;
+                    break 'rounds;
                 }
                 if !read.insert(ord) {
                     continue;
                 }
-                if let Some(agent) = store.compact_by_ordinal(ord)? {
-                    if agent.expires_at > now && !skip(&agent.id) {
-                        found.push((agent, 0.0));
+                let Some(agent) = store.compact_by_ordinal(ord)? else {
+                    continue;
+                };
+                if agent.expires_at <= now || skip(&agent.id) {
+                    continue;
+                }
+                // The row may be behind a write: the record as it is now
+                // decides.
+                let exact =
+                    crate::semantic::dot(&self.query, &self.model.embed(&agent_text(&agent)));
+                if exact >= NEAR_MIN_COSINE {
+                    found.push((found.len(), agent, exact));
+                    if found.len() == room {
+                        break 'rounds;
                     }
                 }
             }
-            if found.len() >= room || exhausted || ask >= most {
+            if exhausted || ask >= most {
                 break;
             }
             ask = (ask * 4).min(most);
         }
-        let meaning = 1.0 - self.lexical_weight;
-        let mut ranked = self.rank(found);
-        ranked.retain(|(_, score)| score / meaning >= f64::from(NEAR_MIN_COSINE) - 1e-6);
-        ranked.truncate(room);
-        Ok(ranked)
+        found.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+        Ok(found
+            .into_iter()
+            .map(|(_, agent, cosine)| (agent, meaning * f64::from(cosine)))
+            .collect())
     }
 
     /// `candidates` (the text index's order) fused with their meaning's.

@@ -174,6 +174,7 @@ impl Table {
     /// since would be coded around the old centre: only the table's one
     /// writer calls the two, one after the other).
     fn set_centre(&mut self, (centre, codes): (Vec<f32>, Vec<u64>)) {
+        debug_assert_eq!(codes.len(), self.codes.len(), "no row written between");
         if codes.len() == self.codes.len() {
             self.centre = centre;
             self.codes = codes;
