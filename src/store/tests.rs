@@ -1533,14 +1533,24 @@ fn the_text_index_threads_run_at_background_priority() {
     }
     store.blocking().flush().unwrap();
     // Every store open in this process made such threads (tests run side
-    // by side): all of them must be lowered.
-    let threads = nice_of_threads(&["thrd-tantivy", "segment_update", "merge_thread"]);
-    assert!(
-        threads
+    // by side): all of them must be lowered. tantivy ends its indexing
+    // workers at each commit and starts new ones, so one may be missing
+    // for a moment: look again until one is there (10 s at most).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let threads = loop {
+        let threads = nice_of_threads(&["thrd-tantivy", "segment_update", "merge_thread"]);
+        if threads
             .iter()
-            .any(|(name, _)| name.starts_with("thrd-tantivy")),
-        "no tantivy indexing thread found: {threads:?}"
-    );
+            .any(|(name, _)| name.starts_with("thrd-tantivy"))
+        {
+            break threads;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no tantivy indexing thread found: {threads:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     for (name, nice) in &threads {
         assert_eq!(
             *nice,
