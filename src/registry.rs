@@ -579,10 +579,9 @@ impl Registry {
                 if out.len() >= q.limit {
                     break;
                 }
-                let allowed = store.matching(filter, u.min_trust);
                 let near = d.near(
                     store,
-                    &allowed,
+                    (filter, u.min_trust),
                     now,
                     (q.limit - out.len(), out.len()),
                     |id| out.iter().any(|(_, a)| a.id == id),

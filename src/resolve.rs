@@ -336,13 +336,16 @@ impl Resolver {
                     head.extend(tail);
                     // After every match by words, the agents nearest in
                     // meaning inside the policy's filters.
-                    let allowed = store.matching(filter, plan.trust_floor());
                     let room = budget.saturating_sub(head.len());
                     let listed: HashSet<&str> = head.iter().map(|(id, _)| id.as_str()).collect();
                     let placed = listed.len() + walk.seen.len();
-                    let near = d.near(store, &allowed, now, (room, placed), |id| {
-                        listed.contains(id) || walk.seen.contains(id)
-                    })?;
+                    let near = d.near(
+                        store,
+                        (filter, plan.trust_floor()),
+                        now,
+                        (room, placed),
+                        |id| listed.contains(id) || walk.seen.contains(id),
+                    )?;
                     head.extend(near.into_iter().map(|(a, score)| (a.id, score)));
                     Some(head)
                 }

@@ -16,11 +16,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use roaring::RoaringBitmap;
-
 use crate::semantic::{Semantic, SemanticError};
-use crate::store::{BlockingStore, CompactAgent, StoreError};
+use crate::store::{BlockingStore, CompactAgent, Filter, StoreError};
 use crate::understand::{Lexicon, Understood};
+use crate::verify::TrustLevel;
 
 use super::vectors::VectorIndex;
 use super::Registry;
@@ -146,8 +145,8 @@ impl Dense<'_> {
         self.lexical_weight < 1.0
     }
 
-    /// Up to `room` live, unexpired agents among `allowed` (ordinals: the
-    /// store's [`BlockingStore::matching`] for the request's filters)
+    /// Up to `room` live, unexpired agents matching `filter` at
+    /// `min_trust` or above (the store's [`BlockingStore::matching`])
     /// nearest the query's meaning, leaving out the `placed` agents `skip`
     /// says are already on the page (or examined), closest first, each
     /// scored by its meaning alone (`(1 - semantic_weight) × cosine`, as
@@ -163,7 +162,7 @@ impl Dense<'_> {
     pub(crate) fn near(
         &self,
         store: &BlockingStore,
-        allowed: &RoaringBitmap,
+        (filter, min_trust): (&Filter, Option<TrustLevel>),
         now: u64,
         (room, placed): (usize, usize),
         skip: impl Fn(&str) -> bool,
@@ -171,6 +170,7 @@ impl Dense<'_> {
         if room == 0 || !self.fills() {
             return Ok(Vec::new());
         }
+        let allowed = store.matching(filter, min_trust);
         let meaning = 1.0 - self.lexical_weight;
         let most = 4 * room + placed + 1024;
         let mut ask = room + placed + 16;
@@ -178,7 +178,7 @@ impl Dense<'_> {
         // (index of arrival, agent, exact cosine)
         let mut found: Vec<(usize, CompactAgent, f32)> = Vec::new();
         'rounds: loop {
-            let nearest = self.vectors.nearest(&self.query, allowed, ask);
+            let nearest = self.vectors.nearest(&self.query, &allowed, ask);
             let exhausted = nearest.len() < ask;
             for (ord, cosine) in nearest {
                 if cosine < NEAR_MIN_COSINE {

@@ -35,7 +35,7 @@
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ const IDLE: Duration = Duration::from_millis(500);
 pub(crate) struct VectorIndex {
     shared: Arc<Shared>,
     feed: Arc<ChangeFeed>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 struct Shared {
@@ -83,8 +83,9 @@ struct Table {
     /// `u64` words per binary code.
     words: usize,
     /// The point each code's bits are taken around: the mean of the rows
-    /// of the first read (zero until then), so that the bits split the
-    /// agents rather than all lean one way.
+    /// (zero until the first read ends, then taken again each time they
+    /// double), so that the bits split the agents rather than all lean one
+    /// way.
     centre: Vec<f32>,
     codes: Vec<u64>,
     quantised: Vec<i8>,
@@ -295,7 +296,7 @@ impl VectorIndex {
         Self {
             shared,
             feed,
-            thread: Mutex::new(Some(thread)),
+            thread: Some(thread),
         }
     }
 
@@ -318,29 +319,26 @@ impl VectorIndex {
         allowed: &RoaringBitmap,
         k: usize,
     ) -> Vec<(u32, f32)> {
-        self.read().nearest(query, allowed, k)
+        self.shared.read().nearest(query, allowed, k)
+    }
+}
+
+impl Shared {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
-        self.shared
-            .table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for VectorIndex {
     fn drop(&mut self) {
         self.feed.close();
-        let thread = self
-            .thread
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
-            if thread.join().is_err() {
-                tracing::error!("the vector index's thread panicked");
-            }
+        if let Some(thread) = self.thread.take() {
+            // A panic in it was caught and logged there.
+            let _ = thread.join();
         }
     }
 }
@@ -399,15 +397,11 @@ impl Follower {
     /// the write lock); answers how many agents it was taken over.
     fn recentre(&self) -> u64 {
         let (centred, n) = {
-            let table = self
-                .shared
-                .table
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let table = self.shared.read();
             (table.recentred(), table.present.len())
         };
         if let Some(centred) = centred {
-            self.write().set_centre(centred);
+            self.shared.write().set_centre(centred);
         }
         n
     }
@@ -432,7 +426,7 @@ impl Follower {
             // Left as it was; the agent's next write marks it again.
             tracing::warn!(ord, %error, "vector index: a compact record could not be read");
         }
-        let mut table = self.write();
+        let mut table = self.shared.write();
         for (ord, v) in rows {
             match v {
                 Some(v) => table.put(ord, &v),
@@ -442,13 +436,6 @@ impl Follower {
         self.shared
             .agents
             .store(table.present.len(), Ordering::Relaxed);
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
-        self.shared
-            .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
