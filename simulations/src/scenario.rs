@@ -399,6 +399,22 @@ pub struct SwarmOverrides {
     /// `agentmesh node` does (default true; false: a node keeps every
     /// connection up to its limit, the node's behaviour before trimming).
     pub trim_connections: Option<bool>,
+    /// The connections' security handshake (default noise, as
+    /// `agentmesh node`; plaintext saves noise's buffers and handshakes,
+    /// most of what a simulated node costs, and changes no mesh logic).
+    pub security: Option<Security>,
+}
+
+/// The security handshake of a swarm's memory connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Security {
+    /// Noise XX, what `agentmesh node` runs on TCP.
+    #[default]
+    Noise,
+    /// libp2p's plaintext exchange of public keys: peer ids as with noise,
+    /// nothing encrypted (every byte stays in the one process).
+    Plaintext,
 }
 
 /// Fewest connections a swarm scenario may allow a node: the bootstrap
@@ -451,6 +467,8 @@ pub struct NodeParams {
     /// (`MeshLimits::connections_high_water`, following the limit), swarm
     /// engine only; `None` there when `[swarm] trim_connections = false`.
     pub connections_high_water: Option<u32>,
+    /// The connections' security handshake, swarm engine only.
+    pub security: Option<Security>,
 }
 
 /// A refused scenario: which file, which key, why.
@@ -777,6 +795,12 @@ impl Scenario {
                 "the DES does not model connections: remove it, or use engine = \"swarm\"".into(),
             ));
         }
+        if self.swarm.security.is_some() && self.engine == Engine::Des {
+            return Err((
+                "swarm.security",
+                "the DES does not model connections: remove it, or use engine = \"swarm\"".into(),
+            ));
+        }
         if self.engine == Engine::Swarm && self.nodes > 2000 {
             return Err((
                 "nodes",
@@ -832,6 +856,8 @@ impl Scenario {
                 }
                 l.connections_high_water
             }),
+            security: (self.engine == Engine::Swarm)
+                .then(|| self.swarm.security.unwrap_or_default()),
         }
     }
 }

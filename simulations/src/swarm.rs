@@ -142,6 +142,7 @@ use rand::{RngCore, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
 use crate::population::SearchKind;
+use crate::scenario::Security;
 
 /// One agent of the simulated population.
 #[derive(Debug, Clone)]
@@ -222,6 +223,9 @@ pub struct SwarmParams {
     /// Whether nodes trim connections over the high-water mark (the
     /// node's behaviour); false keeps every connection up to the limit.
     pub trim_connections: bool,
+    /// The connections' security handshake: noise, as the node, or
+    /// plaintext ([`MeshTransport::MemoryPlaintext`]).
+    pub security: Security,
     /// What nodes keep of gossiped records (`p2p.replication`).
     pub replication: Replication,
     /// Churn during the search phase, in no particular order (empty: no
@@ -732,7 +736,10 @@ fn mesh_config(
         ..P2pConfig::default()
     };
     let mut config = MeshConfig::from_p2p(&p2p)?;
-    config.transport = MeshTransport::Memory;
+    config.transport = match params.security {
+        Security::Noise => MeshTransport::Memory,
+        Security::Plaintext => MeshTransport::MemoryPlaintext,
+    };
     config.bootstrap = bootstrap;
     if let Some(n) = params.max_connections {
         config.limits.set_max_connections(n);
@@ -2100,6 +2107,7 @@ mod tests {
             search_timeout: Duration::from_secs(2),
             max_connections: None,
             trim_connections: true,
+            security: Security::Noise,
             replication: Replication::All,
             outages: vec![Outage {
                 node: 1,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh::config::Replication;
 use agentmesh_sim::population::SearchKind;
+use agentmesh_sim::scenario::Security;
 use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
 
 /// Enough searches that the run is still searching when the signal comes
@@ -175,6 +176,7 @@ fn after_a_run() -> ! {
         search_timeout: Duration::from_secs(2),
         max_connections: None,
         trim_connections: true,
+        security: Security::Noise,
         replication: Replication::All,
         outages: Vec::new(),
         seed: 5,

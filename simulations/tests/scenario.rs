@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentmesh_sim::scenario::Scenario;
+use agentmesh_sim::scenario::{Scenario, Security};
 
 const GOOD: &str = r#"
 name = "t"
@@ -281,4 +281,31 @@ fn publish_probes_must_all_fall_inside_the_run() {
     let (key, reason) = refused(&fits.replace("at_s = 480", "at_s = 481"));
     assert_eq!(key, "publish.interval_s", "{reason}");
     assert!(reason.contains("601 s"), "{reason}");
+}
+
+#[test]
+fn a_swarm_names_its_connections_security_noise_unless_told_plaintext() {
+    let swarm = GOOD.replace("engine = \"des\"", "engine = \"swarm\"");
+    let plain = Scenario::parse(&swarm, Path::new("good.toml")).unwrap();
+    assert_eq!(plain.node().security, Some(Security::Noise));
+    let fast = Scenario::parse(
+        &format!("{swarm}\n[swarm]\nsecurity = \"plaintext\"\n"),
+        Path::new("good.toml"),
+    )
+    .unwrap();
+    assert_eq!(fast.node().security, Some(Security::Plaintext));
+    // A handshake the node does not have is refused with its key.
+    let (key, reason) = refused(&format!("{swarm}\n[swarm]\nsecurity = \"tls\"\n"));
+    assert_eq!(key, "swarm.security", "{reason}");
+    // The DES has no connections.
+    let (key, reason) = refused(&format!("{GOOD}\n[swarm]\nsecurity = \"plaintext\"\n"));
+    assert_eq!(key, "swarm.security");
+    assert!(reason.contains("engine = \"swarm\""), "{reason}");
+    assert_eq!(
+        Scenario::parse(GOOD, Path::new("good.toml"))
+            .unwrap()
+            .node()
+            .security,
+        None
+    );
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use agentmesh::config::Replication;
 use agentmesh_sim::population::SearchKind;
+use agentmesh_sim::scenario::Security;
 use agentmesh_sim::swarm::{self, Outage, SwarmAgent, SwarmParams, SwarmSearch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -58,6 +59,7 @@ fn params(
         search_timeout: Duration::from_secs(2),
         max_connections: None,
         trim_connections: true,
+        security: Security::Noise,
         replication: Replication::All,
         outages: Vec::new(),
         seed,
@@ -90,7 +92,19 @@ fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
 
 #[test]
 fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_everywhere() {
-    let p = params(12, 72, 12, 12, 11);
+    converged_swarm(Security::Noise);
+}
+
+/// The same with plaintext connections (what the largest swarm runs use
+/// to save noise's buffers): the mesh must behave the same.
+#[test]
+fn over_plaintext_connections_the_swarm_finds_and_carries_the_same() {
+    converged_swarm(Security::Plaintext);
+}
+
+fn converged_swarm(security: Security) {
+    let mut p = params(12, 72, 12, 12, 11);
+    p.security = security;
     let out = run(&p);
 
     assert_eq!(out.searches.len(), p.searches.len());
@@ -124,7 +138,7 @@ fn a_converged_swarm_finds_every_agent_and_carries_publications_and_revocations_
         "a revocation did not reach every node"
     );
     eprintln!(
-        "12 nodes: search p50 {:.1} ms, propagation p50 {:.1} ms p99 {:.1} ms, \
+        "12 nodes ({security:?}): search p50 {:.1} ms, propagation p50 {:.1} ms p99 {:.1} ms, \
          revocation p50 {:.1} ms, {} stale results, {:.1} s",
         percentile(
             &out.searches
@@ -192,6 +206,7 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
         search_timeout: Duration::from_secs(2),
         max_connections: None,
         trim_connections: true,
+        security: Security::Noise,
         replication: Replication::Lookups,
         outages: vec![Outage {
             node: AWAY,
@@ -276,6 +291,7 @@ fn under_churn_probes_go_out_on_the_timeline_and_wait_for_a_down_home() {
         search_timeout: Duration::from_secs(2),
         max_connections: None,
         trim_connections: true,
+        security: Security::Noise,
         replication: Replication::All,
         outages: vec![Outage {
             node: AWAY,

@@ -4,8 +4,9 @@
 //!
 //! Transports: TCP (nodelay) and QUIC v1, noise + yamux on TCP, DNS
 //! resolution of `/dns*` multiaddrs (system resolver configuration); or,
-//! with [`MeshTransport::Memory`], the in-process memory transport with
-//! noise + yamux and no DNS;
+//! with [`MeshTransport::Memory`](super::MeshTransport::Memory), the
+//! in-process memory transport with noise (or, for the simulator's
+//! largest swarms, plaintext) + yamux and no DNS;
 //! libp2p's bandwidth metrics count the bytes of every connection
 //! ([`MeshStats`]).
 //!
@@ -67,8 +68,7 @@ use super::codec::CountingCodec;
 use super::stats::MeshStats;
 use super::wire::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 use super::{
-    MeshConfig, MeshError, MeshTransport, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC,
-    SEARCH_PROTOCOL,
+    MeshConfig, MeshError, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC, SEARCH_PROTOCOL,
 };
 use crate::record::MAX_RECORD_BYTES;
 
@@ -281,7 +281,7 @@ pub fn build_swarm(
         .with_other_transport(|key| super::transport::build(key, policy, kind))
         .map_err(|e| transport_error(&e))?;
     // The memory transport has no names to resolve: no DNS layer.
-    let swarm = if kind == MeshTransport::Memory {
+    let swarm = if kind.is_memory() {
         builder
             .with_bandwidth_metrics(&mut registry)
             .with_behaviour(behaviour)

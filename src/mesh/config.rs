@@ -25,6 +25,20 @@ pub enum MeshTransport {
     /// dialled only with `allow_private_addresses`). For many swarms in
     /// one process: the simulator, tests.
     Memory,
+    /// The memory transport with libp2p's plaintext handshake in place of
+    /// noise: peers exchange their public keys (so peer ids hold) and
+    /// nothing is encrypted. Only for many swarms in one process, where
+    /// noise's per-connection buffers and handshakes are most of what a
+    /// simulated node costs; every byte stays in the process, as with
+    /// [`MeshTransport::Memory`].
+    MemoryPlaintext,
+}
+
+impl MeshTransport {
+    /// Whether this is one of the in-process memory transports.
+    pub fn is_memory(self) -> bool {
+        matches!(self, Self::Memory | Self::MemoryPlaintext)
+    }
 }
 
 /// What the mesh listens on and joins through.
@@ -33,7 +47,7 @@ pub struct MeshConfig {
     /// The transport (default TCP + QUIC).
     pub transport: MeshTransport,
     /// Multiaddrs to listen on (`/ip4/../tcp/..`, `/ip4/../udp/../quic-v1`;
-    /// `/memory/..` with [`MeshTransport::Memory`]).
+    /// `/memory/..` with the memory transports).
     /// Empty: a client-only node (Kademlia client mode).
     pub listen: Vec<Multiaddr>,
     /// Peers to join through: multiaddrs, normally ending in

@@ -1,8 +1,8 @@
 //! The mesh's transport: TCP (noise, yamux) or QUIC, under an address
 //! policy, under DNS; or, as a config choice ([`MeshTransport::Memory`]),
-//! libp2p's in-process memory transport (`/memory/N`, noise, yamux) under
-//! the same policy, so that many swarms run in one process (the
-//! simulator).
+//! libp2p's in-process memory transport (`/memory/N`, noise or, for the
+//! simulator's largest swarms, plaintext; yamux) under the same policy, so
+//! that many swarms run in one process (the simulator).
 //!
 //! [`AddressFilter`] sits below the DNS layer, so it sees the address a
 //! name resolved to, and refuses to dial what the node's
@@ -25,7 +25,7 @@ use libp2p::core::transport::{
 use libp2p::core::upgrade;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
-use libp2p::{noise, quic, tcp, yamux, Multiaddr, PeerId};
+use libp2p::{noise, plaintext, quic, tcp, yamux, Multiaddr, PeerId};
 
 use super::MeshTransport;
 use crate::net::AddressPolicy;
@@ -113,8 +113,8 @@ impl<T: Transport + Unpin> Transport for AddressFilter<T> {
 
 /// The transport `kind` names, filtered by `policy`: TCP (noise, yamux)
 /// or QUIC, on which the swarm builder puts DNS; or the memory transport
-/// with the same upgrade (noise, yamux), without DNS (no names to
-/// resolve in a process).
+/// with the same upgrade (noise, yamux), or with plaintext in place of
+/// noise, without DNS (no names to resolve in a process).
 ///
 /// # Errors
 /// When the noise configuration cannot be made from `key`.
@@ -123,13 +123,24 @@ pub(crate) fn build(
     policy: AddressPolicy,
     kind: MeshTransport,
 ) -> Result<Boxed<(PeerId, StreamMuxerBox)>, Box<dyn std::error::Error + Send + Sync>> {
-    if kind == MeshTransport::Memory {
-        let memory = MemoryTransport::default()
-            .upgrade(upgrade::Version::V1Lazy)
-            .authenticate(noise::Config::new(key)?)
-            .multiplex(yamux::Config::default())
-            .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
-        return Ok(AddressFilter::new(memory, policy).boxed());
+    match kind {
+        MeshTransport::Memory => {
+            let memory = MemoryTransport::default()
+                .upgrade(upgrade::Version::V1Lazy)
+                .authenticate(noise::Config::new(key)?)
+                .multiplex(yamux::Config::default())
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            return Ok(AddressFilter::new(memory, policy).boxed());
+        }
+        MeshTransport::MemoryPlaintext => {
+            let memory = MemoryTransport::default()
+                .upgrade(upgrade::Version::V1Lazy)
+                .authenticate(plaintext::Config::new(key))
+                .multiplex(yamux::Config::default())
+                .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
+            return Ok(AddressFilter::new(memory, policy).boxed());
+        }
+        MeshTransport::TcpQuic => {}
     }
     let tcp = tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
         .upgrade(upgrade::Version::V1Lazy)
