@@ -2,7 +2,8 @@
 //! nodes and answers searches, without knowing what a record means.
 //!
 //! What it owns: one [`libp2p::Swarm`] (TCP + QUIC, noise, yamux, DNS, or
-//! the in-process memory transport as [`MeshTransport::Memory`];
+//! the in-process memory transport as [`MeshTransport::Memory`], or with
+//! plaintext for the simulator as [`MeshTransport::MemoryPlaintext`];
 //! identify, Kademlia, gossipsub, the `/agentmesh/search/1.0.0`
 //! request-response protocol and connection limits; see [`behaviour`]),
 //! driven by one event-loop task. Everything else talks to it through a

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use agentmesh_sim::population::Population;
 use agentmesh_sim::scenario::{Scenario, Security};
 
 const GOOD: &str = r#"
@@ -294,6 +295,11 @@ fn a_swarm_names_its_connections_security_noise_unless_told_plaintext() {
     )
     .unwrap();
     assert_eq!(fast.node().security, Some(Security::Plaintext));
+    // What the run is given follows what the summary names.
+    for sc in [&plain, &fast] {
+        let params = Population::generate(sc, 1).swarm_params(sc, 1);
+        assert_eq!(Some(params.security), sc.node().security);
+    }
     // A handshake the node does not have is refused with its key.
     let (key, reason) = refused(&format!("{swarm}\n[swarm]\nsecurity = \"tls\"\n"));
     assert_eq!(key, "swarm.security", "{reason}");

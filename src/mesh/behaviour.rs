@@ -254,8 +254,8 @@ impl MeshBehaviour {
     }
 }
 
-/// Builds the swarm (TCP + QUIC + DNS, noise, yamux; or memory, noise,
-/// yamux, as `config.transport` says) with [`MeshBehaviour`].
+/// Builds the swarm (TCP + QUIC + DNS, noise, yamux; or memory, noise or
+/// plaintext, yamux, as `config.transport` says) with [`MeshBehaviour`].
 /// The transport's byte counters (libp2p bandwidth metrics) and the search
 /// codec's counters go to `stats`.
 ///

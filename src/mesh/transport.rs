@@ -207,4 +207,72 @@ mod tests {
         assert!(!dialable(open, &addr("/ip4/0.0.0.0/tcp/4001")));
         assert!(!dialable(open, &addr("/ip4/224.0.0.1/tcp/4001")));
     }
+
+    /// The peer id a node of `dial` ends with when it dials a listener of
+    /// `listen` over memory, or why it failed.
+    async fn dial_to(listen: MeshTransport, dial: MeshTransport) -> Result<PeerId, String> {
+        use libp2p::core::transport::PortUse;
+        use libp2p::core::Endpoint;
+        let open = AddressPolicy {
+            allow_private: true,
+        };
+        let (a, b) = (Keypair::generate_ed25519(), Keypair::generate_ed25519());
+        let mut listener = build(&a, open, listen).unwrap();
+        listener
+            .listen_on(ListenerId::next(), addr("/memory/0"))
+            .unwrap();
+        let at = loop {
+            let event = std::future::poll_fn(|cx| Pin::new(&mut listener).poll(cx)).await;
+            if let TransportEvent::NewAddress { listen_addr, .. } = event {
+                break listen_addr;
+            }
+        };
+        // The listener's side runs on its own; the dialler's outcome is
+        // what is compared.
+        let accepting = tokio::spawn(async move {
+            loop {
+                let event = std::future::poll_fn(|cx| Pin::new(&mut listener).poll(cx)).await;
+                if let TransportEvent::Incoming { upgrade, .. } = event {
+                    let _ = upgrade.await;
+                }
+            }
+        });
+        let mut dialer = build(&b, open, dial).unwrap();
+        let opts = DialOpts {
+            role: Endpoint::Dialer,
+            port_use: PortUse::New,
+        };
+        let dialled = dialer.dial(at, opts).unwrap();
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(20), dialled)
+            .await
+            .expect("the dial ends")
+            .map(|(peer, _)| peer)
+            .map_err(|e| e.to_string());
+        accepting.abort();
+        if let Ok(peer) = &outcome {
+            assert_eq!(*peer, a.public().to_peer_id(), "the listener's own id");
+        }
+        outcome
+    }
+
+    /// The simulator's plaintext memory transport speaks plaintext, not
+    /// noise: its nodes connect to each other, learning each other's ids,
+    /// and a noise node cannot connect to one, nor one to a noise node.
+    #[tokio::test]
+    async fn the_plaintext_memory_transport_speaks_plaintext_and_only_to_its_kind() {
+        use MeshTransport::{Memory, MemoryPlaintext};
+        for same in [Memory, MemoryPlaintext] {
+            let outcome = dial_to(same, same).await;
+            assert!(outcome.is_ok(), "{same:?}: {outcome:?}");
+        }
+        for (listen, dial) in [(MemoryPlaintext, Memory), (Memory, MemoryPlaintext)] {
+            let outcome = dial_to(listen, dial).await;
+            assert!(
+                outcome.is_err(),
+                "{dial:?} dialling {listen:?} must fail: {outcome:?}"
+            );
+        }
+        assert!(MemoryPlaintext.is_memory() && Memory.is_memory());
+        assert!(!MeshTransport::TcpQuic.is_memory());
+    }
 }
