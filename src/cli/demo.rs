@@ -261,7 +261,7 @@ async fn steps(
         anyhow::bail!("node {ORGS} verified no agent: nothing to search for");
     };
     let found = search_until_found(&demo[0].node, &capability, &expected).await?;
-    print_search(&capability, &found, attesters);
+    print_search(&capability, &found, attesters, &expected);
     Ok(Sample {
         capability,
         remote_agent: expected.into_iter().next(),
@@ -445,7 +445,8 @@ fn attester(attesters: &[String], attested_by: &Value) -> String {
         .map_or_else(|| first.to_owned(), |i| format!("node {}", i + 1))
 }
 
-fn print_search(capability: &str, found: &Found, attesters: &[String]) {
+/// `crawled`: the agents node 3's own crawl verified with the capability.
+fn print_search(capability: &str, found: &Found, attesters: &[String], crawled: &[String]) {
     let mut by_attester: BTreeMap<String, usize> = BTreeMap::new();
     for item in &found.items {
         *by_attester
@@ -465,12 +466,16 @@ fn print_search(capability: &str, found: &Found, attesters: &[String]) {
         found.items.len(),
         split.join(", ")
     );
-    let last = format!("node {ORGS}");
+    // By node 3's own crawl, and held by node 1 from the mesh, not by the
+    // first attester: a node also re-signs another org's agent that names
+    // one of its own agents as a mutual peer, so node 3 may be the first
+    // attester of an agent it did not crawl, and node 1 may hold one of
+    // node 3's agents as its own re-signed record.
     println!("agents only node {ORGS} crawled, found from node 1:");
     for item in found
         .items
         .iter()
-        .filter(|i| attester(attesters, &i["trust"]["attested_by"]) == last)
+        .filter(|i| crawled.iter().any(|id| i["id"] == id.as_str()) && i["source"] == "mesh")
         .take(8)
     {
         let evidence: Vec<&str> = item["trust"]["evidence"]
