@@ -283,7 +283,7 @@ impl Population {
             search_timeout: Duration::from_millis(node.search_timeout_ms),
             max_connections: scenario.swarm.max_connections,
             trim_connections: scenario.swarm.trim_connections.unwrap_or(true),
-            security: scenario.swarm.security.unwrap_or_default(),
+            security: node.security.unwrap_or_default(),
             replication: node.replication,
             outages: plan_outages(scenario, seed),
             seed,

@@ -400,8 +400,8 @@ pub struct SwarmOverrides {
     /// connection up to its limit, the node's behaviour before trimming).
     pub trim_connections: Option<bool>,
     /// The connections' security handshake (default noise, as
-    /// `agentmesh node`; plaintext saves noise's buffers and handshakes,
-    /// most of what a simulated node costs, and changes no mesh logic).
+    /// `agentmesh node`; plaintext saves noise's buffers and handshakes
+    /// and changes no mesh logic).
     pub security: Option<Security>,
 }
 
@@ -789,17 +789,20 @@ impl Scenario {
             }
             range("swarm.max_connections", c, MIN_SWARM_CONNECTIONS, 4096)?;
         }
-        if self.swarm.trim_connections.is_some() && self.engine == Engine::Des {
-            return Err((
+        for (key, set) in [
+            (
                 "swarm.trim_connections",
-                "the DES does not model connections: remove it, or use engine = \"swarm\"".into(),
-            ));
-        }
-        if self.swarm.security.is_some() && self.engine == Engine::Des {
-            return Err((
-                "swarm.security",
-                "the DES does not model connections: remove it, or use engine = \"swarm\"".into(),
-            ));
+                self.swarm.trim_connections.is_some(),
+            ),
+            ("swarm.security", self.swarm.security.is_some()),
+        ] {
+            if set && self.engine == Engine::Des {
+                return Err((
+                    key,
+                    "the DES does not model connections: remove it, or use engine = \"swarm\""
+                        .into(),
+                ));
+            }
         }
         if self.engine == Engine::Swarm && self.nodes > 2000 {
             return Err((

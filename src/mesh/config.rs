@@ -27,10 +27,9 @@ pub enum MeshTransport {
     Memory,
     /// The memory transport with libp2p's plaintext handshake in place of
     /// noise: peers exchange their public keys (so peer ids hold) and
-    /// nothing is encrypted. Only for many swarms in one process, where
-    /// noise's per-connection buffers and handshakes are most of what a
-    /// simulated node costs; every byte stays in the process, as with
-    /// [`MeshTransport::Memory`].
+    /// nothing is encrypted. Only for many swarms in one process, to save
+    /// noise's per-connection buffers and handshakes; every byte stays in
+    /// the process, as with [`MeshTransport::Memory`].
     MemoryPlaintext,
 }
 
