@@ -285,6 +285,30 @@ pub(crate) struct Health {
     peers: usize,
     /// The crawl queue, when the node crawls.
     crawl: Option<crate::crawl::queue::QueueStatus>,
+    /// The vector index, when a semantic model is configured.
+    semantic: Option<SemanticHealth>,
+}
+
+/// The vector index that semantic search finds agents by meaning in.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct SemanticHealth {
+    /// Whether it has read the store whole since the node started (until
+    /// then, searches find by meaning among the agents read so far).
+    ready: bool,
+    /// Agents it holds.
+    agents: u64,
+    /// Whether its thread has stopped (a panic, in the node's log):
+    /// searches by meaning then answer from what it held, which no longer
+    /// follows the store, until the node restarts.
+    stopped: bool,
+}
+
+fn semantic_health(registry: &crate::registry::Registry) -> Option<SemanticHealth> {
+    Some(SemanticHealth {
+        ready: registry.semantic_ready()?,
+        agents: registry.semantic_agents()?,
+        stopped: registry.semantic_stopped()?,
+    })
 }
 
 /// `GET /peers`: the connected peers and what was judged of what they sent.
@@ -336,6 +360,7 @@ async fn health(State(state): State<AppState>) -> Json<Health> {
         records_by_trust: records_by_trust(state.registry().store()),
         peers,
         crawl: state.crawl_queue().map(CrawlQueue::status),
+        semantic: semantic_health(state.registry()),
     })
 }
 

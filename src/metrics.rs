@@ -103,6 +103,7 @@ struct Inner {
     peers: Gauge,
     text_segments: Gauge,
     semantic_agents: Gauge,
+    semantic_stopped: Gauge,
     watched: OnceLock<Watched>,
     /// The mesh counters the collector reads (set with `watched`).
     mesh_stats: Arc<OnceLock<MeshStats>>,
@@ -231,6 +232,12 @@ impl Metrics {
             "Agents in the vector index that semantic search finds by meaning (0 without a semantic model)",
             semantic_agents.clone(),
         );
+        let semantic_stopped = Gauge::default();
+        registry.register(
+            "semantic_index_stopped",
+            "1 when the vector index's thread has stopped (a panic, in the log): semantic search answers from what it held, no longer following the store, until a restart",
+            semantic_stopped.clone(),
+        );
         let mesh_stats = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(MeshCollector(mesh_stats.clone())));
         Self {
@@ -246,6 +253,7 @@ impl Metrics {
                 peers,
                 text_segments,
                 semantic_agents,
+                semantic_stopped,
                 watched: OnceLock::new(),
                 mesh_stats,
                 by_source: tokio::sync::Mutex::new(None),
@@ -341,6 +349,9 @@ impl Metrics {
         }
         if let Some(n) = watched.registry.semantic_agents() {
             self.inner.semantic_agents.set(gauge(n));
+        }
+        if let Some(stopped) = watched.registry.semantic_stopped() {
+            self.inner.semantic_stopped.set(i64::from(stopped));
         }
         if let Some(counts) = self.source_counts(watched).await {
             for (source, n) in [

@@ -324,6 +324,25 @@ async fn a_node_with_the_model_finds_and_ranks_by_meaning() {
         ids(&search(&plain, "Counsel").await)
     );
 
+    // /health and /metrics say how the vector index is: read, holding
+    // every agent, running; a node without a model says nothing of one.
+    let n = agents().len() as u64;
+    index_holds(&semantic, n, "the index reads every agent").await;
+    let health = semantic.get("/health").await.expect(200).clone();
+    assert_eq!(
+        health["semantic"],
+        json!({"ready": true, "agents": n, "stopped": false}),
+        "{health}"
+    );
+    assert!(plain.get("/health").await.expect(200)["semantic"].is_null());
+    let metrics = semantic.get("/metrics").await.text;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "agentmesh_semantic_index_stopped 0"),
+        "{metrics}"
+    );
+
     // /resolve ranks through the same model.
     let r = semantic
         .post("/resolve", &json!({"intent": "spoken memos", "top": 3}))

@@ -66,7 +66,12 @@ impl Registry {
     /// on a thread of its own (see [`Registry::semantic_ready`]).
     #[must_use]
     pub fn with_semantic(mut self, model: Arc<Semantic>, lexical_weight: f64) -> Self {
-        let vectors = VectorIndex::start(self.store.blocking().clone(), model.clone(), agent_text);
+        let vectors = {
+            let model = model.clone();
+            VectorIndex::start(self.store.blocking().clone(), model.dim(), move |agent| {
+                model.embed(&agent_text(agent))
+            })
+        };
         self.semantic = Some(Arc::new(SemanticRanking {
             model,
             lexical_weight: lexical_weight.clamp(0.0, 1.0),
@@ -85,6 +90,13 @@ impl Registry {
     /// meaning among the agents read so far.
     pub fn semantic_ready(&self) -> Option<bool> {
         self.semantic.as_ref().map(|s| s.vectors.ready())
+    }
+
+    /// Whether the vector index stopped following the store (its thread
+    /// panicked; `None` without a model): searches by meaning answer from
+    /// what it held until the node restarts.
+    pub fn semantic_stopped(&self) -> Option<bool> {
+        self.semantic.as_ref().map(|s| s.vectors.stopped())
     }
 
     /// How many agents the vector index holds (`None` without a model).

@@ -27,7 +27,9 @@
 //! gets the model, and follows the store through a [`ChangeFeed`] made
 //! before that read, so a write during the read is read again after it.
 //! Until the first read ends, searches use the rows read so far
-//! ([`VectorIndex::ready`] says when it has). What the index finds is
+//! ([`VectorIndex::ready`] says when it has). Should the thread panic,
+//! the index keeps what it held, stops following the store, and says so
+//! ([`VectorIndex::stopped`]: the node's `/health` and metrics). What the index finds is
 //! read back from the store and checked (live, unexpired, still close
 //! enough by the model's embedding of the record as it is now) before it
 //! is answered, so a row a write has not reached yet can cost a candidate
@@ -41,7 +43,6 @@ use std::time::Duration;
 
 use roaring::RoaringBitmap;
 
-use crate::semantic::Semantic;
 use crate::store::{BlockingStore, ChangeFeed, CompactAgent, StoreError};
 
 /// Candidates kept by the binary codes, to be ordered by the cosine.
@@ -72,6 +73,9 @@ pub(crate) struct VectorIndex {
 struct Shared {
     table: RwLock<Table>,
     ready: AtomicBool,
+    /// The follower ended by a panic: the table no longer follows the
+    /// store.
+    stopped: AtomicBool,
     /// The agents the table holds, as of the follower's last change (read
     /// without the table's lock, by the metrics).
     agents: AtomicU64,
@@ -259,16 +263,18 @@ fn code_around(centre: &[f32], v: &[f32], out: &mut [u64]) {
 }
 
 impl VectorIndex {
-    /// Starts the index of `store`'s agents as `model` embeds them, each
-    /// from `text`: its thread reads the store, then follows it.
+    /// Starts the index of `store`'s agents, each as `embed` makes it a
+    /// vector of `dim` numbers (all zero: nothing known of it, no row):
+    /// its thread reads the store, then follows it.
     pub(crate) fn start(
         store: BlockingStore,
-        model: Arc<Semantic>,
-        text: fn(&CompactAgent) -> String,
+        dim: usize,
+        embed: impl Fn(&CompactAgent) -> Vec<f32> + Send + 'static,
     ) -> Self {
         let shared = Arc::new(Shared {
-            table: RwLock::new(Table::new(model.dim())),
+            table: RwLock::new(Table::new(dim)),
             ready: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             agents: AtomicU64::new(0),
         });
         // Before the read, so that nothing written during it is missed.
@@ -277,15 +283,16 @@ impl VectorIndex {
             shared: shared.clone(),
             feed: feed.clone(),
             store,
-            model,
-            text,
+            embed: Box::new(embed),
         };
         let thread = std::thread::Builder::new()
             .name("vector-index".into())
             .spawn(move || {
                 crate::priority::lower_current_thread();
+                let shared = follower.shared.clone();
                 let run = std::panic::AssertUnwindSafe(|| follower.run());
                 if std::panic::catch_unwind(run).is_err() {
+                    shared.stopped.store(true, Ordering::Release);
                     tracing::error!(
                         "the vector index stopped (a panic, above): searches by meaning \
                          answer from what it held, and no longer follow the store"
@@ -303,6 +310,13 @@ impl VectorIndex {
     /// Whether the store has been read whole once.
     pub(crate) fn ready(&self) -> bool {
         self.shared.ready.load(Ordering::Acquire)
+    }
+
+    /// Whether the index's thread ended by a panic: searches by meaning
+    /// then answer from what it held, which no longer follows the store
+    /// (until the node restarts).
+    pub(crate) fn stopped(&self) -> bool {
+        self.shared.stopped.load(Ordering::Acquire)
     }
 
     /// How many agents the index holds (without waiting for its lock).
@@ -348,9 +362,11 @@ struct Follower {
     shared: Arc<Shared>,
     feed: Arc<ChangeFeed>,
     store: BlockingStore,
-    model: Arc<Semantic>,
-    text: fn(&CompactAgent) -> String,
+    embed: Embed,
 }
+
+/// What makes an agent a vector (the model, on the agent's text).
+type Embed = Box<dyn Fn(&CompactAgent) -> Vec<f32> + Send>;
 
 impl Follower {
     fn run(self) {
@@ -414,7 +430,7 @@ impl Follower {
         for ord in ords {
             match self.store.compact_by_ordinal(ord) {
                 Ok(Some(agent)) => {
-                    let v = self.model.embed(&(self.text)(&agent));
+                    let v = (self.embed)(&agent);
                     let known = v.iter().any(|x| *x != 0.0);
                     rows.push((ord, known.then_some(v)));
                 }
@@ -548,5 +564,61 @@ mod tests {
         assert_eq!(got[0].0, 3);
         assert!((got[0].1 - 1.0).abs() < 0.01);
         assert!(table.nearest(&unit(&[1.0, 0.0, 0.0, 0.0]), &all, 3)[0].1 < 0.01);
+    }
+
+    /// An index whose thread panics keeps what it held and says it has
+    /// stopped; one that runs says it has not.
+    #[tokio::test]
+    async fn an_index_whose_thread_panics_says_it_has_stopped_and_keeps_what_it_held() {
+        use crate::issuer::{Durability, Issuer};
+        use crate::store::{Expect, Origin, Store};
+        use crate::verify::Evidence;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 8 << 20).unwrap();
+        let key = Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
+        let issuer = Issuer::new(store.clone(), key, Duration::from_secs(3600));
+        let issue = |id: &str, name: &str| {
+            let descriptor = crate::descriptor::Descriptor {
+                name: name.into(),
+                ..crate::record::tests::sample_descriptor(id)
+            };
+            let issuer = issuer.clone();
+            async move {
+                issuer
+                    .descriptor(
+                        descriptor,
+                        "{}".into(),
+                        Evidence::default(),
+                        Origin::Local,
+                        Expect::Any,
+                        Durability::Periodic,
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        issue("agent:first.test", "First").await;
+        let index = VectorIndex::start(store.blocking().clone(), 2, |agent| {
+            assert_ne!(agent.name, "Poison", "an agent the embedding cannot take");
+            vec![1.0, 0.0]
+        });
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        until("the index reads the store", &|| {
+            index.ready() && index.len() == 1
+        });
+        assert!(!index.stopped());
+
+        issue("agent:poison.test", "Poison").await;
+        until("the index says it stopped", &|| index.stopped());
+        assert_eq!(index.len(), 1, "what it held is kept");
+        let all: RoaringBitmap = (0..16).collect();
+        assert_eq!(index.nearest(&[1.0, 0.0], &all, 5).len(), 1);
     }
 }
