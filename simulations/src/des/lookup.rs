@@ -250,7 +250,10 @@ impl Sim<'_> {
                 rec.requests = l.requests;
                 rec.latency_ms = (now - l.started) as f64 / 1000.0;
             }
-            Owner::Bootstrap => {}
+            Owner::Bootstrap => {
+                let (from, started) = (l.from, l.started);
+                self.bootstrapped(now, from, started);
+            }
         }
     }
 
