@@ -328,13 +328,23 @@ async fn a_node_with_the_model_finds_and_ranks_by_meaning() {
     // every agent, running; a node without a model says nothing of one.
     let n = agents().len() as u64;
     index_holds(&semantic, n, "the index reads every agent").await;
-    let health = semantic.get("/health").await.expect(200).clone();
+    // `ready` is set just after the first read's last rows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let health = loop {
+        let health = semantic.get("/health").await.expect(200).clone();
+        if health["semantic"]["ready"] == json!(true) || std::time::Instant::now() > deadline {
+            break health;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert_eq!(
         health["semantic"],
         json!({"ready": true, "agents": n, "stopped": false}),
         "{health}"
     );
     assert!(plain.get("/health").await.expect(200)["semantic"].is_null());
+    // The family is exported, at 0 while the index runs (the unit test in
+    // `registry/vectors.rs` makes one stop).
     let metrics = semantic.get("/metrics").await.text;
     assert!(
         metrics

@@ -195,6 +195,21 @@ fn text(s: &Value, now: u64) -> String {
             line("recrawl", schedule);
         }
     }
+    // Only a node with a semantic model has a vector index.
+    if let Some(v) = s["semantic"].as_object() {
+        let agents = v["agents"].as_u64().unwrap_or(0);
+        let state = if v["stopped"].as_bool() == Some(true) {
+            format!(
+                "STOPPED with {agents} agents: searches by meaning no longer follow the \
+                 store (see the node's log; a restart reads it again)"
+            )
+        } else if v["ready"].as_bool() == Some(true) {
+            format!("{agents} agents")
+        } else {
+            format!("reading the store, {agents} agents so far")
+        };
+        line("semantic", state);
+    }
     lines
         .iter()
         .map(|(label, value)| format!("{label:<LABEL_WIDTH$}  {value}\n"))
@@ -291,6 +306,25 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("from peers"), "{out}");
+    }
+
+    #[test]
+    fn the_vector_index_shows_when_there_is_one_and_says_when_it_stopped() {
+        let semantic = |v: Value| {
+            let mut h = health();
+            h["semantic"] = v;
+            text(&combine("http://n", h, None), 0)
+        };
+        assert!(!semantic(Value::Null).contains("semantic"));
+        let out = semantic(json!({"ready": true, "agents": 12, "stopped": false}));
+        assert!(out.contains("semantic     12 agents\n"), "{out}");
+        let out = semantic(json!({"ready": false, "agents": 3, "stopped": false}));
+        assert!(
+            out.contains("semantic     reading the store, 3 agents so far"),
+            "{out}"
+        );
+        let out = semantic(json!({"ready": true, "agents": 12, "stopped": true}));
+        assert!(out.contains("semantic     STOPPED with 12 agents"), "{out}");
     }
 
     #[test]

@@ -283,16 +283,19 @@ impl VectorIndex {
             shared: shared.clone(),
             feed: feed.clone(),
             store,
+            dim,
             embed: Box::new(embed),
         };
         let thread = std::thread::Builder::new()
             .name("vector-index".into())
             .spawn(move || {
                 crate::priority::lower_current_thread();
-                let shared = follower.shared.clone();
+                let (shared, feed) = (follower.shared.clone(), follower.feed.clone());
                 let run = std::panic::AssertUnwindSafe(|| follower.run());
                 if std::panic::catch_unwind(run).is_err() {
                     shared.stopped.store(true, Ordering::Release);
+                    // Nobody takes its marks any more.
+                    feed.close();
                     tracing::error!(
                         "the vector index stopped (a panic, above): searches by meaning \
                          answer from what it held, and no longer follow the store"
@@ -362,6 +365,8 @@ struct Follower {
     shared: Arc<Shared>,
     feed: Arc<ChangeFeed>,
     store: BlockingStore,
+    /// The width of every vector `embed` makes.
+    dim: usize,
     embed: Embed,
 }
 
@@ -431,6 +436,15 @@ impl Follower {
             match self.store.compact_by_ordinal(ord) {
                 Ok(Some(agent)) => {
                     let v = (self.embed)(&agent);
+                    if v.len() != self.dim {
+                        // Left as it was, rather than a row of another width.
+                        tracing::warn!(
+                            ord,
+                            width = v.len(),
+                            "vector index: a vector of the wrong width"
+                        );
+                        continue;
+                    }
                     let known = v.iter().any(|x| *x != 0.0);
                     rows.push((ord, known.then_some(v)));
                 }
@@ -566,59 +580,87 @@ mod tests {
         assert!(table.nearest(&unit(&[1.0, 0.0, 0.0, 0.0]), &all, 3)[0].1 < 0.01);
     }
 
+    /// A store in a temporary directory, and the issuer that writes to it.
+    fn store() -> (
+        tempfile::TempDir,
+        crate::store::Store,
+        crate::issuer::Issuer,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path(), 8 << 20).unwrap();
+        let key = Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
+        let issuer = crate::issuer::Issuer::new(store.clone(), key, Duration::from_secs(3600));
+        (dir, store, issuer)
+    }
+
+    async fn issue(issuer: &crate::issuer::Issuer, id: &str, name: &str) {
+        let descriptor = crate::descriptor::Descriptor {
+            name: name.into(),
+            ..crate::record::tests::sample_descriptor(id)
+        };
+        issuer
+            .descriptor(
+                descriptor,
+                "{}".into(),
+                crate::verify::Evidence::default(),
+                crate::store::Origin::Local,
+                crate::store::Expect::Any,
+                crate::issuer::Durability::Periodic,
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Waits (10 s at most) until `done` holds.
+    fn until(what: &str, done: &dyn Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// An index whose thread panics keeps what it held and says it has
     /// stopped; one that runs says it has not.
     #[tokio::test]
     async fn an_index_whose_thread_panics_says_it_has_stopped_and_keeps_what_it_held() {
-        use crate::issuer::{Durability, Issuer};
-        use crate::store::{Expect, Origin, Store};
-        use crate::verify::Evidence;
-
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), 8 << 20).unwrap();
-        let key = Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
-        let issuer = Issuer::new(store.clone(), key, Duration::from_secs(3600));
-        let issue = |id: &str, name: &str| {
-            let descriptor = crate::descriptor::Descriptor {
-                name: name.into(),
-                ..crate::record::tests::sample_descriptor(id)
-            };
-            let issuer = issuer.clone();
-            async move {
-                issuer
-                    .descriptor(
-                        descriptor,
-                        "{}".into(),
-                        Evidence::default(),
-                        Origin::Local,
-                        Expect::Any,
-                        Durability::Periodic,
-                    )
-                    .await
-                    .unwrap();
-            }
-        };
-        issue("agent:first.test", "First").await;
+        let (_dir, store, issuer) = store();
+        issue(&issuer, "agent:first.test", "First").await;
         let index = VectorIndex::start(store.blocking().clone(), 2, |agent| {
             assert_ne!(agent.name, "Poison", "an agent the embedding cannot take");
             vec![1.0, 0.0]
         });
-        let until = |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while !done() {
-                assert!(std::time::Instant::now() < deadline, "{what}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
         until("the index reads the store", &|| {
             index.ready() && index.len() == 1
         });
         assert!(!index.stopped());
 
-        issue("agent:poison.test", "Poison").await;
+        issue(&issuer, "agent:poison.test", "Poison").await;
         until("the index says it stopped", &|| index.stopped());
         assert_eq!(index.len(), 1, "what it held is kept");
         let all: RoaringBitmap = (0..16).collect();
         assert_eq!(index.nearest(&[1.0, 0.0], &all, 5).len(), 1);
+    }
+
+    /// A vector of another width than the index's is left out, and the
+    /// index goes on with the next agents.
+    #[tokio::test]
+    async fn a_vector_of_another_width_is_left_out_and_the_index_goes_on() {
+        let (_dir, store, issuer) = store();
+        let index = VectorIndex::start(store.blocking().clone(), 2, |agent| {
+            if agent.name == "Wide" {
+                vec![1.0, 0.0, 0.0]
+            } else {
+                vec![0.0, 1.0]
+            }
+        });
+        until("the index reads the empty store", &|| index.ready());
+        issue(&issuer, "agent:wide.test", "Wide").await;
+        issue(&issuer, "agent:next.test", "Next").await;
+        until("the next agent is held", &|| index.len() == 1);
+        assert!(!index.stopped());
+        let all: RoaringBitmap = (0..16).collect();
+        let got = index.nearest(&[0.0, 1.0], &all, 5);
+        assert_eq!(got.len(), 1, "{got:?}");
     }
 }
