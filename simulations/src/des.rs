@@ -89,8 +89,8 @@ pub struct Counters {
     pub gossip_duplicates: u64,
     /// IHAVE / IWANT control messages.
     pub gossip_control: u64,
-    /// Provider announcements at the re-provide ticks (estimated, not
-    /// simulated message by message).
+    /// Provider announcements at the re-provide ticks and of restarted
+    /// nodes (estimated, k per key, not simulated message by message).
     pub reprovide_messages_estimated: u64,
     /// Routing-table entries replaced after a timeout.
     pub table_repairs: u64,
