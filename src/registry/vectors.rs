@@ -283,7 +283,6 @@ impl VectorIndex {
             shared: shared.clone(),
             feed: feed.clone(),
             store,
-            dim,
             embed: Box::new(embed),
         };
         let thread = std::thread::Builder::new()
@@ -365,8 +364,6 @@ struct Follower {
     shared: Arc<Shared>,
     feed: Arc<ChangeFeed>,
     store: BlockingStore,
-    /// The width of every vector `embed` makes.
-    dim: usize,
     embed: Embed,
 }
 
@@ -436,15 +433,6 @@ impl Follower {
             match self.store.compact_by_ordinal(ord) {
                 Ok(Some(agent)) => {
                     let v = (self.embed)(&agent);
-                    if v.len() != self.dim {
-                        // Left as it was, rather than a row of another width.
-                        tracing::warn!(
-                            ord,
-                            width = v.len(),
-                            "vector index: a vector of the wrong width"
-                        );
-                        continue;
-                    }
                     let known = v.iter().any(|x| *x != 0.0);
                     rows.push((ord, known.then_some(v)));
                 }
@@ -459,6 +447,14 @@ impl Follower {
         let mut table = self.shared.write();
         for (ord, v) in rows {
             match v {
+                // Left as it was, rather than a row of another width.
+                Some(v) if v.len() != table.dim => {
+                    tracing::warn!(
+                        ord,
+                        width = v.len(),
+                        "vector index: a vector of the wrong width"
+                    );
+                }
                 Some(v) => table.put(ord, &v),
                 None => table.remove(ord),
             }
