@@ -457,6 +457,35 @@ async fn providers_find_the_publisher_of_a_capability() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_request_to_an_unreachable_peer_fails_as_a_dial_failure() {
+    init_tracing();
+    let nodes = topology(1, |_| 0, vec![TestHandler::default()]).await;
+    // A peer nobody knows an address of: the request cannot be sent.
+    let stranger = Keypair::generate_ed25519().public().to_peer_id();
+    let request = SearchRequest {
+        capabilities: vec!["search".into()],
+        limit: 10,
+        ..SearchRequest::default()
+    };
+    let outcome = nodes[0]
+        .client
+        .search(vec![stranger], request, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(outcome.failed.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.failed[0].0, stranger);
+    assert!(outcome.timed_out.is_empty());
+    let stats = nodes[0].client.stats();
+    assert_eq!(stats.requests_failed, 1);
+    assert_eq!(
+        stats.requests_failed_by.get("dial_failure"),
+        Some(&1),
+        "{:?}",
+        stats.requests_failed_by
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_fan_out_returns_at_the_deadline() {
     init_tracing();
     let mut handlers: Vec<TestHandler> = (0..4).map(|_| TestHandler::default()).collect();

@@ -432,6 +432,21 @@ async fn metrics_count_peers_their_records_and_dht_queries() {
         s.sum("agentmesh_dht_queries_total", &[("kind", "put_record")]) >= 1.0
     })
     .await;
+    // Its requests are counted per kind, and none of them failed
+    // (failures are part of what was sent).
+    let sent = s.sum(
+        "agentmesh_dht_requests_sent_total",
+        &[("kind", "put_record")],
+    );
+    assert!(sent >= 1.0, "{}", s.text);
+    assert!(
+        s.sum(
+            "agentmesh_dht_requests_failed_total",
+            &[("kind", "put_record")]
+        ) <= sent,
+        "{}",
+        s.text
+    );
     for (name, labels) in s.samples.keys() {
         if name == "agentmesh_dht_queries_total" {
             assert!(

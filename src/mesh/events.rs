@@ -84,6 +84,18 @@ fn query_outcome(result: &QueryResult) -> &'static str {
     }
 }
 
+/// A bounded reason code for a failed search request.
+fn failure_reason(error: &request_response::OutboundFailure) -> &'static str {
+    use request_response::OutboundFailure as F;
+    match error {
+        F::DialFailure => "dial_failure",
+        F::Timeout => "timeout",
+        F::ConnectionClosed => "connection_closed",
+        F::UnsupportedProtocols => "unsupported_protocols",
+        F::Io(_) => "io",
+    }
+}
+
 /// The counter name of a peer's Kademlia request.
 fn request_kind(request: &kad::InboundRequest) -> &'static str {
     match request {
@@ -258,6 +270,7 @@ impl EventLoop {
                         query_kind(&result),
                         query_outcome(&result),
                         stats.num_requests(),
+                        stats.num_failures(),
                     );
                 }
                 // A query's first step may come from the local store before
@@ -609,7 +622,7 @@ impl EventLoop {
                 error,
                 ..
             } => {
-                self.stats.request_failed();
+                self.stats.request_failed(failure_reason(&error));
                 if !self.pending.search_failure(request_id, error.to_string()) {
                     debug!(%peer, %error, "late search failure");
                 }

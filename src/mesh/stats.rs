@@ -75,7 +75,7 @@ struct Inner {
     searches_served: AtomicU64,
     searches_refused: Mutex<BTreeMap<&'static str, u64>>,
     requests_sent: AtomicU64,
-    requests_failed: AtomicU64,
+    requests_failed: Mutex<BTreeMap<&'static str, u64>>,
     requests_timed_out: AtomicU64,
     providers_stored: AtomicU64,
     providers_refused: AtomicU64,
@@ -85,6 +85,7 @@ struct Inner {
     connections_trimmed: AtomicU64,
     search_wire: WireCounts,
     kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
+    kad_requests_failed: Mutex<BTreeMap<&'static str, u64>>,
     kad_requests_received: Mutex<BTreeMap<&'static str, u64>>,
     kad_queries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     bandwidth: OnceLock<Mutex<Registry>>,
@@ -146,6 +147,12 @@ pub struct StatsSnapshot {
     pub requests_sent: u64,
     /// Outbound search requests that failed (dial, protocol, I/O).
     pub requests_failed: u64,
+    /// The same by cause: `dial_failure` (the peer could not be reached,
+    /// a connection limit's refusal among them), `connection_closed`
+    /// (closed before the answer came, a trimmed connection among them),
+    /// `timeout` (libp2p's own request timeout), `unsupported_protocols`,
+    /// `io`.
+    pub requests_failed_by: BTreeMap<String, u64>,
     /// Outbound search requests still unanswered at their deadline.
     pub requests_timed_out: u64,
     /// Inbound provider records stored.
@@ -167,6 +174,9 @@ pub struct StatsSnapshot {
     /// Kademlia requests our finished queries sent, by query kind
     /// (`get_providers`, `start_providing`, `put_record`, ...).
     pub kad_requests_sent: BTreeMap<String, u64>,
+    /// Of those, the requests that failed (the peer could not be dialled,
+    /// did not answer in time, or closed the connection), by query kind.
+    pub kad_requests_failed: BTreeMap<String, u64>,
     /// Kademlia requests peers sent us, by kind (`find_node`,
     /// `get_providers`, `add_provider`, `get_record`, `put_record`).
     pub kad_requests_received: BTreeMap<String, u64>,
@@ -221,8 +231,10 @@ impl MeshStats {
         self.inner.requests_sent.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub(crate) fn request_failed(&self) {
-        self.inner.requests_failed.fetch_add(1, Ordering::Relaxed);
+    /// An outbound search request failed, for `reason` (see
+    /// [`StatsSnapshot::requests_failed_by`]).
+    pub(crate) fn request_failed(&self, reason: &'static str) {
+        bump(&self.inner.requests_failed, reason);
     }
 
     pub(crate) fn requests_timed_out(&self, n: u64) {
@@ -271,15 +283,21 @@ impl MeshStats {
     }
 
     /// A query of ours of `kind` ended with `outcome` (`ok`, `error`,
-    /// `timeout`) after sending `requests` requests.
-    pub(crate) fn kad_query_done(&self, kind: &'static str, outcome: &'static str, requests: u32) {
-        {
-            let mut m = self
-                .inner
-                .kad_requests_sent
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            *m.entry(kind).or_default() += u64::from(requests);
+    /// `timeout`) after sending `requests` requests, `failed` of which
+    /// failed.
+    pub(crate) fn kad_query_done(
+        &self,
+        kind: &'static str,
+        outcome: &'static str,
+        requests: u32,
+        failed: u32,
+    ) {
+        for (map, n) in [
+            (&self.inner.kad_requests_sent, requests),
+            (&self.inner.kad_requests_failed, failed),
+        ] {
+            let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+            *m.entry(kind).or_default() += u64::from(n);
         }
         let mut q = self
             .inner
@@ -339,7 +357,11 @@ impl MeshStats {
             searches_served: i.searches_served.load(Ordering::Relaxed),
             searches_refused: copy(&i.searches_refused),
             requests_sent: i.requests_sent.load(Ordering::Relaxed),
-            requests_failed: i.requests_failed.load(Ordering::Relaxed),
+            requests_failed: {
+                let m = i.requests_failed.lock().unwrap_or_else(|e| e.into_inner());
+                m.values().sum()
+            },
+            requests_failed_by: copy(&i.requests_failed),
             requests_timed_out: i.requests_timed_out.load(Ordering::Relaxed),
             providers_stored: i.providers_stored.load(Ordering::Relaxed),
             providers_refused: i.providers_refused.load(Ordering::Relaxed),
@@ -354,6 +376,7 @@ impl MeshStats {
                 bytes_received: w.bytes_received.load(Ordering::Relaxed),
             },
             kad_requests_sent: copy(&i.kad_requests_sent),
+            kad_requests_failed: copy(&i.kad_requests_failed),
             kad_requests_received: copy(&i.kad_requests_received),
             kad_queries: {
                 let q = i.kad_queries.lock().unwrap_or_else(|e| e.into_inner());
@@ -423,9 +446,12 @@ mod tests {
         s.search_wire(true, 40);
         s.search_wire(false, 1000);
         s.search_wire(false, 24);
-        s.kad_query_done("get_providers", "ok", 7);
-        s.kad_query_done("get_providers", "timeout", 3);
+        s.kad_query_done("get_providers", "ok", 7, 0);
+        s.kad_query_done("get_providers", "timeout", 3, 2);
         s.kad_request_received("find_node");
+        s.request_failed("dial_failure");
+        s.request_failed("dial_failure");
+        s.request_failed("connection_closed");
         let snap = s.snapshot();
         assert_eq!(
             snap.search_wire,
@@ -437,6 +463,10 @@ mod tests {
             }
         );
         assert_eq!(snap.kad_requests_sent["get_providers"], 10);
+        assert_eq!(snap.kad_requests_failed["get_providers"], 2);
+        assert_eq!(snap.requests_failed, 3);
+        assert_eq!(snap.requests_failed_by["dial_failure"], 2);
+        assert_eq!(snap.requests_failed_by["connection_closed"], 1);
         assert_eq!(snap.kad_requests_received["find_node"], 1);
         assert_eq!(snap.kad_queries["get_providers"]["ok"], 1);
         assert_eq!(snap.kad_queries["get_providers"]["timeout"], 1);
