@@ -169,6 +169,8 @@ struct Lookup {
     from: u32,
     owner: Owner,
     requests: u32,
+    /// Requests that failed while the lookup ran (timed out, refused).
+    failed: u32,
     started: u64,
     done: bool,
 }
@@ -385,7 +387,8 @@ impl<'a> Sim<'a> {
 
     /// Provider records: each home node provides each of its agents'
     /// capabilities under its own shard; the k closest nodes to each shard
-    /// key hold the first `max_providers_per_key` announcements.
+    /// key hold the first `max_providers_per_key` announcements, less the
+    /// scenario's `lost_announcements` share, which reached none.
     fn place_providers(&mut self, rng: &mut ChaCha8Rng) {
         let mut per_key: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
         for (a, &home) in self.pop.home.iter().enumerate() {
@@ -396,10 +399,14 @@ impl<'a> Sim<'a> {
         }
         let mut keys: Vec<((u32, u32), Vec<u32>)> = per_key.into_iter().collect();
         keys.sort_unstable_by_key(|(k, _)| *k);
+        let lost = self.sc.lost_announcements;
         for ((c, s), mut providers) in keys {
             providers.sort_unstable();
             providers.dedup();
             providers.shuffle(rng);
+            if lost > 0.0 {
+                providers.retain(|_| rng.gen::<f64>() >= lost);
+            }
             self.add_key(c, s, providers, 0);
         }
     }

@@ -147,6 +147,9 @@ pub struct Summary {
     /// Mean Kademlia requests of a search's provider lookup (all shards),
     /// over searches that ran one.
     pub requests_per_lookup: f64,
+    /// Of those, the mean that failed (no answer in time, a refused dial,
+    /// a closed connection).
+    pub failed_requests_per_lookup: f64,
     /// Hops of the provider lookup to its first providers; `None` (JSON
     /// `null`) when no search recorded them (the swarm engine cannot see
     /// a libp2p lookup's hops).
@@ -307,6 +310,12 @@ fn base(
                 .filter(|(s, _)| s.lookup_requests > 0)
                 .map(|(s, _)| f64::from(s.lookup_requests)),
         ),
+        failed_requests_per_lookup: mean(
+            samples
+                .iter()
+                .filter(|(s, _)| s.lookup_requests > 0)
+                .map(|(s, _)| f64::from(s.lookup_failed)),
+        ),
         lookup_hops: (!hops.is_empty()).then(|| Percentiles::of(&hops)),
         messages_per_search: mean(samples.iter().map(|(s, _)| f64::from(s.messages))),
         bytes_per_search: mean(samples.iter().map(|(s, _)| s.bytes as f64)),
@@ -436,8 +445,9 @@ impl Summary {
         }
         t += &format!("  search latency ms    {}\n", p(&self.latency_ms));
         t += &format!(
-            "  provider lookup      {:.1} requests (all {} shards), hops to first providers {}\n",
+            "  provider lookup      {:.1} requests ({:.1} failed; all {} shards), hops to first providers {}\n",
             self.requests_per_lookup,
+            self.failed_requests_per_lookup,
             self.node.shards,
             self.lookup_hops.as_ref().map_or("not measured".into(), p)
         );
@@ -576,13 +586,13 @@ pub fn write_csv(dir: &Path, o: &Series<'_>) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("searches.csv"))?);
     writeln!(
         f,
-        "at_s,kind,found,expected,recall,latency_ms,lookup_requests,lookup_hops,messages,bytes,stale,asked,answered,asked_providers"
+        "at_s,kind,found,expected,recall,latency_ms,lookup_requests,lookup_failed,lookup_hops,messages,bytes,stale,asked,answered,asked_providers"
     )?;
     for r in o.searches {
         let s = &r.sample;
         writeln!(
             f,
-            "{:.6},{:?},{},{},{:.4},{:.3},{},{},{},{},{},{},{},{}",
+            "{:.6},{:?},{},{},{:.4},{:.3},{},{},{},{},{},{},{},{},{}",
             r.at_s,
             r.kind,
             s.found,
@@ -590,6 +600,7 @@ pub fn write_csv(dir: &Path, o: &Series<'_>) -> std::io::Result<()> {
             recall_of(s),
             s.latency_ms,
             s.lookup_requests,
+            s.lookup_failed,
             s.lookup_hops.map_or(String::new(), |h| h.to_string()),
             s.messages,
             s.bytes,
@@ -649,6 +660,7 @@ pub fn side_by_side(a: &Value, b: &Value) -> String {
         ("latency p95 ms", "/latency_ms/p95"),
         ("latency p99 ms", "/latency_ms/p99"),
         ("requests per lookup", "/requests_per_lookup"),
+        ("  of which failed", "/failed_requests_per_lookup"),
         ("messages per search", "/messages_per_search"),
         ("propagation p50 ms", "/propagation_ms/p50"),
         ("propagation p95 ms", "/propagation_ms/p95"),

@@ -74,6 +74,14 @@ pub struct Scenario {
     /// Share of messages lost, 0..1.
     #[serde(default)]
     pub loss: f64,
+    /// Share of the starting population's provider announcements that
+    /// reached no holder, 0..1 (the DES only; default 0, the converged
+    /// state). A swarm on a saturated machine loses some: a
+    /// `start_providing` whose closest-peer phase times out sends no
+    /// `ADD_PROVIDER`. Each (provider, shard key) pair is dropped with
+    /// this probability, from the seed.
+    #[serde(default)]
+    pub lost_announcements: f64,
     /// Node churn: none when absent.
     #[serde(default)]
     pub churn: Option<Churn>,
@@ -625,6 +633,8 @@ impl Scenario {
         }
         finite("loss", self.loss)?;
         range("loss", self.loss, 0.0, 0.9)?;
+        finite("lost_announcements", self.lost_announcements)?;
+        range("lost_announcements", self.lost_announcements, 0.0, 1.0)?;
         if let Some(churn) = &self.churn {
             check_lengths("churn.session", &churn.session)?;
             check_lengths("churn.downtime", &churn.downtime)?;
@@ -727,9 +737,10 @@ impl Scenario {
             // What the swarm engine does not model is refused, not
             // silently run without: a researcher would read churn (or
             // loss, or adversaries) into figures that have none.
-            let unmodelled: [(&'static str, bool); 5] = [
+            let unmodelled: [(&'static str, bool); 6] = [
                 ("partitions", !self.partitions.is_empty()),
                 ("loss", self.loss > 0.0),
+                ("lost_announcements", self.lost_announcements > 0.0),
                 ("adversarial", self.adversarial.is_some()),
                 ("node.shards", self.node.shards.is_some()),
                 ("node.search_fanout", self.node.search_fanout.is_some()),

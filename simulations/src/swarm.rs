@@ -99,7 +99,9 @@
 //!   counts the distinct ground-truth agents on its page;
 //! - `lookup_requests` are the Kademlia requests of the provider lookup's
 //!   shard queries, read from the asking node's counters once all its
-//!   shard queries ended; `messages` = those + search requests sent +
+//!   shard queries ended, and of those the failed ones (libp2p's
+//!   `QueryStats::num_failures`: dial failures, peer timeouts, closed
+//!   connections); `messages` = those + search requests sent +
 //!   answers received; `bytes` = the asking node's transport bytes (both
 //!   directions, every protocol) while the search ran; hops are not known
 //!   (rust-libp2p's query statistics do not count them);
@@ -248,6 +250,10 @@ pub struct SearchSample {
     pub latency_ms: f64,
     /// Kademlia requests the provider lookup sent (0 when no lookup ran).
     pub lookup_requests: u32,
+    /// Of those, the requests that failed: no answer within the peer
+    /// timeout, a dial refused (a down node, a connection limit), a
+    /// connection closed before the answer.
+    pub lookup_failed: u32,
     /// Hops of the lookup to its first answer, if known.
     pub lookup_hops: Option<u32>,
     /// Messages the search sent in all (lookup requests + search requests + answers).
@@ -1203,10 +1209,14 @@ fn serving_line(swarm: &Swarm) -> String {
     let (mut sent, mut failed, mut timed_out, mut served, mut dial_failures) = (0, 0, 0, 0, 0);
     let (mut incoming_failures, mut trimmed) = (0, 0);
     let mut refused: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut failed_by: std::collections::BTreeMap<String, u64> = Default::default();
     for n in &swarm.nodes {
         let s = n.mesh.stats();
         sent += s.requests_sent;
         failed += s.requests_failed;
+        for (k, v) in s.requests_failed_by {
+            *failed_by.entry(k).or_default() += v;
+        }
         timed_out += s.requests_timed_out;
         served += s.searches_served;
         dial_failures += s.dial_failures;
@@ -1217,7 +1227,7 @@ fn serving_line(swarm: &Swarm) -> String {
         }
     }
     format!(
-        "search requests over all nodes: {sent} sent, {failed} failed, {timed_out} timed out; \
+        "search requests over all nodes: {sent} sent, {failed} failed {failed_by:?}, {timed_out} timed out; \
          {served} served, refused {refused:?}; {dial_failures} dials failed, \
          {incoming_failures} incoming connections failed or refused, {trimmed} trimmed"
     )
@@ -1334,11 +1344,12 @@ fn queries_ended(s: &StatsSnapshot, kind: &str) -> u64 {
     s.kad_queries.get(kind).map_or(0, |m| m.values().sum())
 }
 
-fn provider_requests(s: &StatsSnapshot) -> u64 {
-    s.kad_requests_sent
-        .get("get_providers")
-        .copied()
-        .unwrap_or(0)
+/// Kademlia requests of the provider lookups in a snapshot: sent, and of
+/// those failed.
+fn provider_requests(s: &StatsSnapshot) -> (u64, u64) {
+    let of =
+        |m: &std::collections::BTreeMap<String, u64>| m.get("get_providers").copied().unwrap_or(0);
+    (of(&s.kad_requests_sent), of(&s.kad_requests_failed))
 }
 
 /// Runs one search from its node; `truth` holds the live agents of its
@@ -1381,7 +1392,10 @@ async fn search_once(
             after = node.mesh.stats();
         }
     }
-    let lookup_requests = provider_requests(&after).saturating_sub(provider_requests(&before));
+    let ((sent_after, failed_after), (sent_before, failed_before)) =
+        (provider_requests(&after), provider_requests(&before));
+    let lookup_requests = sent_after.saturating_sub(sent_before);
+    let lookup_failed = failed_after.saturating_sub(failed_before);
     let found: HashSet<&str> = outcome
         .page
         .items
@@ -1405,6 +1419,7 @@ async fn search_once(
         expected: truth.len().min(limit),
         latency_ms: latency.as_secs_f64() * 1000.0,
         lookup_requests: u32::try_from(lookup_requests).unwrap_or(u32::MAX),
+        lookup_failed: u32::try_from(lookup_failed).unwrap_or(u32::MAX),
         lookup_hops: None,
         messages: u32::try_from(lookup_requests + (asked + answered) as u64).unwrap_or(u32::MAX),
         bytes,

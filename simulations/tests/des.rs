@@ -70,6 +70,25 @@ fn a_converged_network_without_churn_finds_everything() {
     assert_eq!(s.recall, 1.0, "{}", s.text());
     assert!(s.requests_per_lookup > 0.0);
     assert!(s.messages_per_search > s.requests_per_lookup);
+    // No node is down and no message lost: every request is answered.
+    assert_eq!(s.failed_requests_per_lookup, 0.0, "{}", s.text());
+}
+
+#[test]
+fn lost_provider_announcements_make_lookups_ask_further() {
+    let whole = summary(&scenario(""), None);
+    let mut lossy = scenario("");
+    lossy.lost_announcements = 0.5;
+    let lossy = summary(&lossy, None);
+    assert!(
+        lossy.requests_per_lookup > whole.requests_per_lookup,
+        "{} against {}",
+        lossy.requests_per_lookup,
+        whole.requests_per_lookup
+    );
+    // The requests that rose are answered ones: a provider nobody holds
+    // makes a lookup ask further, not fail.
+    assert_eq!(lossy.failed_requests_per_lookup, 0.0);
 }
 
 #[test]
@@ -272,12 +291,26 @@ fn a_down_node_that_refuses_is_passed_over_at_once_and_a_silent_one_times_out() 
         &scenario(&format!("[churn]\nrefused_rtts = 0.0\n{churn}")),
         None,
     );
-    let (s, r) = (silent.counters.unwrap(), refusing.counters.unwrap());
+    let (s, r) = (
+        silent.counters.clone().unwrap(),
+        refusing.counters.clone().unwrap(),
+    );
     assert_eq!(s.kad_refused, 0);
     assert!(s.kad_timeouts > 0, "down nodes are silent by default");
     // Nothing else is lost in this scenario: every failure is a refusal.
     assert!(r.kad_refused > 0);
     assert_eq!(r.kad_timeouts, 0);
+    // The lookups' refusals show in their own figures. A silent node's
+    // request is still pending when the lookup's share of the budget
+    // ends (the per-peer timeout is 10 s): not a failure, as libp2p does
+    // not count a request pending at a query's end as one.
+    assert!(
+        refusing.failed_requests_per_lookup > 0.0
+            && refusing.failed_requests_per_lookup < refusing.requests_per_lookup,
+        "{}",
+        refusing.text()
+    );
+    assert_eq!(silent.failed_requests_per_lookup, 0.0);
     // A search asking a down provider waits for it to its fan-out deadline
     // when the node is silent, not when it refuses.
     assert!(r.search_refused > 0);

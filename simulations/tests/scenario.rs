@@ -152,6 +152,7 @@ fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
     Scenario::parse(&swarm, Path::new("good.toml")).expect("a plain swarm scenario loads");
     for (extra, key) in [
         ("loss = 0.01\n", "loss"),
+        ("lost_announcements = 0.2\n", "lost_announcements"),
         ("[node]\nshards = 4\n", "node.shards"),
         ("[node]\nsearch_fanout = 4\n", "node.search_fanout"),
     ] {

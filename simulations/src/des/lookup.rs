@@ -31,6 +31,7 @@ impl Sim<'_> {
             from,
             owner,
             requests: 0,
+            failed: 0,
             started: now,
             done: false,
         });
@@ -186,13 +187,18 @@ impl Sim<'_> {
         if l.done {
             return;
         }
+        l.failed += 1;
         l.iter.on_failure(node);
         self.drive(now, id);
     }
 
     pub(super) fn kad_timeout(&mut self, now: u64, id: u32, node: u32) {
         self.out.counters.kad_timeouts += 1;
-        let from = self.lookups[id as usize].from;
+        let l = &mut self.lookups[id as usize];
+        if !l.done {
+            l.failed += 1;
+        }
+        let from = l.from;
         self.repair(from, node);
         self.drive(now, id);
     }

@@ -340,10 +340,11 @@ impl Sim<'_> {
             taken < limit
         });
         let shard_lookups = self.searches[search as usize].shard_lookups.clone();
-        let lookup_requests: u32 = shard_lookups
-            .iter()
-            .map(|&id| self.lookups[id as usize].requests)
-            .sum();
+        let (lookup_requests, lookup_failed) =
+            shard_lookups.iter().fold((0u32, 0u32), |(r, f), &id| {
+                let l = &self.lookups[id as usize];
+                (r + l.requests, f + l.failed)
+            });
         self.out.stale_results += stale;
         let st = &self.searches[search as usize];
         let latency_ms = (now - st.t0) as f64 / 1000.0 + self.sc.latency.rank_ms;
@@ -355,6 +356,7 @@ impl Sim<'_> {
                 expected: st.expected,
                 latency_ms,
                 lookup_requests,
+                lookup_failed,
                 lookup_hops: st.lookup_hops,
                 messages: lookup_requests + st.search_messages,
                 bytes: st.bytes
