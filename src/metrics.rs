@@ -602,4 +602,25 @@ mod tests {
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
+
+    #[tokio::test]
+    async fn the_mesh_counters_render_failed_requests_by_kind_and_cause() {
+        let m = Metrics::new();
+        let stats = MeshStats::default();
+        stats.kad_query_done("get_providers", "ok", 9, 2);
+        stats.request_failed("dial_failure");
+        stats.request_failed("connection_closed");
+        stats.request_failed("dial_failure");
+        let _ = m.inner.mesh_stats.set(stats);
+        let text = m.render().await;
+        for line in [
+            "agentmesh_dht_queries_total{kind=\"get_providers\",outcome=\"ok\"} 1",
+            "agentmesh_dht_requests_sent_total{kind=\"get_providers\"} 9",
+            "agentmesh_dht_requests_failed_total{kind=\"get_providers\"} 2",
+            "agentmesh_mesh_search_requests_failed_total{reason=\"dial_failure\"} 2",
+            "agentmesh_mesh_search_requests_failed_total{reason=\"connection_closed\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+    }
 }

@@ -427,26 +427,22 @@ async fn metrics_count_peers_their_records_and_dht_queries() {
         0.0
     );
 
-    // The second node's publish ran Kademlia queries, which ended.
-    let s = scrape_until(&api2, "a finished put_record query", |s| {
+    // The second node's publish ran Kademlia queries, which ended, and
+    // their requests to the first node are counted by kind.
+    let s = scrape_until(&api2, "a finished put_record query that sent", |s| {
         s.sum("agentmesh_dht_queries_total", &[("kind", "put_record")]) >= 1.0
+            && s.sum(
+                "agentmesh_dht_requests_sent_total",
+                &[("kind", "put_record")],
+            ) >= 1.0
     })
     .await;
-    // Its requests are counted per kind, and none of them failed
-    // (failures are part of what was sent).
-    let sent = s.sum(
-        "agentmesh_dht_requests_sent_total",
-        &[("kind", "put_record")],
-    );
-    assert!(sent >= 1.0, "{}", s.text);
-    assert!(
-        s.sum(
-            "agentmesh_dht_requests_failed_total",
-            &[("kind", "put_record")]
-        ) <= sent,
-        "{}",
-        s.text
-    );
+    for family in [
+        "agentmesh_dht_requests_sent",
+        "agentmesh_dht_requests_failed",
+    ] {
+        assert_eq!(s.types[family], "counter", "{}", s.text);
+    }
     for (name, labels) in s.samples.keys() {
         if name == "agentmesh_dht_queries_total" {
             assert!(

@@ -145,7 +145,8 @@ pub struct StatsSnapshot {
     pub searches_refused: BTreeMap<String, u64>,
     /// Outbound search requests sent.
     pub requests_sent: u64,
-    /// Outbound search requests that failed (dial, protocol, I/O).
+    /// Outbound search requests that failed, whatever the cause (the
+    /// causes below).
     pub requests_failed: u64,
     /// The same by cause: `dial_failure` (the peer could not be reached,
     /// a connection limit's refusal among them), `connection_closed`
