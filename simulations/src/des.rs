@@ -34,8 +34,9 @@ use rand_chacha::ChaCha8Rng;
 use kad::{Id, Iter, Sorted};
 use queue::Queue;
 
-use crate::population::{capability_name, rng_for, Packed, Population};
+use crate::population::{capability_name, plan_outages, rng_for, Packed, Population};
 use crate::scenario::{Behaviour, NodeParams, Scenario};
+use crate::swarm::Outage;
 pub use crate::swarm::SearchRecord;
 
 /// Bytes of a Kademlia request (key, type, framing).
@@ -212,6 +213,8 @@ struct Sim<'a> {
     role: Vec<Role>,
     online: Vec<bool>,
     up_since: Vec<u64>,
+    /// Under churn, the outages both engines play for this seed.
+    outages: Vec<Outage>,
     partition: Option<u32>,
     inflight: Vec<u16>,
     cap_agents: Packed,
@@ -331,13 +334,13 @@ impl<'a> Sim<'a> {
         let sorted = Sorted::new(&ids);
         let tables = kad::build_tables(&ids, &sorted, np.k, &mut rng);
 
+        // Churn: the outage plan the swarm engine plays for this seed, so
+        // that both engines stop and start the same nodes at the same
+        // times. A node whose first outage starts at 0 starts down.
+        let outages = plan_outages(sc, seed);
         let mut online = vec![true; total];
-        let mut crng = rng_for(seed, 11);
-        if let Some(churn) = &sc.churn {
-            let p_on = churn.online_share(&mut crng);
-            for o in online.iter_mut().take(honest) {
-                *o = crng.gen::<f64>() < p_on;
-            }
+        for o in outages.iter().filter(|o| o.down_at.is_zero()) {
+            online[o.node] = false;
         }
         // Records by rule: agents per capability and per home node.
         let cap_agents = Packed::from_pairs(
@@ -360,6 +363,7 @@ impl<'a> Sim<'a> {
             role,
             online,
             up_since: vec![0; total],
+            outages,
             partition: None,
             inflight: vec![0; total],
             cap_agents,
@@ -461,24 +465,13 @@ impl<'a> Sim<'a> {
                 .push(us(p.start_s * 1000.0), Ev::PartitionStart(i as u32));
             self.queue.push(us(p.heal_s * 1000.0), Ev::PartitionHeal);
         }
-        if let Some(churn) = self.sc.churn.clone() {
-            let mut r = rng_for(self.seed, 14);
-            for n in 0..self.pop.peers.len() as u32 {
-                // The residual of the current session or downtime (approximated
-                // by a fresh draw).
-                let l = if self.online[n as usize] {
-                    &churn.session
-                } else {
-                    &churn.downtime
-                };
-                let at = (l.sample(&mut r) * 1e6) as u64;
-                let ev = if self.online[n as usize] {
-                    Ev::NodeDown(n)
-                } else {
-                    Ev::NodeUp(n)
-                };
-                self.queue.push(at, ev);
+        for o in &self.outages {
+            let n = o.node as u32;
+            if !o.down_at.is_zero() {
+                self.queue
+                    .push(o.down_at.as_micros() as u64, Ev::NodeDown(n));
             }
+            self.queue.push(o.up_at.as_micros() as u64, Ev::NodeUp(n));
         }
         let tick = self.np.reprovide_s * 1_000_000;
         let mut t = tick;

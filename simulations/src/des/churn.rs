@@ -1,32 +1,22 @@
-//! Churn: sessions and downtimes drawn from the scenario's distributions;
-//! a node that comes back has lost its (in-memory) provider store,
+//! Churn: the outages of `population::plan_outages` (sessions and
+//! downtimes drawn from the scenario's distributions), the same plan the
+//! swarm engine plays for the seed; a node that comes back has lost its (in-memory) provider store,
 //! bootstraps with a lookup of its own key and, once that lookup ends,
 //! announces its own keys again (approximating the node, which starts
 //! announcing them at its first routing update, `mesh/events.rs`); every
 //! `reprovide` interval the k closest live nodes take over each shard
 //! key's provider records.
 
-use super::{Ev, Owner, Role, Sim};
-use crate::population::rng_for;
+use super::{Owner, Role, Sim};
 
 impl Sim<'_> {
-    pub(super) fn node_down(&mut self, now: u64, n: u32) {
+    pub(super) fn node_down(&mut self, _now: u64, n: u32) {
         self.online[n as usize] = false;
-        if let Some(churn) = &self.sc.churn {
-            let mut r = rng_for(self.seed ^ u64::from(n), 15 + now);
-            let d = churn.downtime.sample(&mut r);
-            self.queue.push(now + (d * 1e6) as u64, Ev::NodeUp(n));
-        }
     }
 
     pub(super) fn node_up(&mut self, now: u64, n: u32) {
         self.online[n as usize] = true;
         self.up_since[n as usize] = now;
-        if let Some(churn) = &self.sc.churn {
-            let mut r = rng_for(self.seed ^ u64::from(n), 16 + now);
-            let d = churn.session.sample(&mut r);
-            self.queue.push(now + (d * 1e6) as u64, Ev::NodeDown(n));
-        }
         // A restarted node bootstraps: a lookup of its own key, through
         // which the peers it meets put it back in their tables.
         let id = self.start_lookup(now, n, self.ids[n as usize], Owner::Bootstrap);
@@ -203,6 +193,41 @@ sigma = 1.0
         (0..sim.ids.len() as u32)
             .filter(|&h| sim.providers_at(h, k).contains(&n))
             .count()
+    }
+
+    #[test]
+    fn the_model_stops_and_starts_the_nodes_of_the_swarms_outage_plan() {
+        let sc = churning();
+        let pop = Population::generate(&sc, 5);
+        let plan = crate::population::plan_outages(&sc, 5);
+        let mut sim = Sim::place(&sc, &pop, 5);
+        sim.schedule_all();
+        // Replay the plan by hand, and the queue's churn events beside it.
+        let mut expected: Vec<(u64, bool, u32)> = Vec::new();
+        for o in &plan {
+            if !o.down_at.is_zero() {
+                expected.push((o.down_at.as_micros() as u64, false, o.node as u32));
+            }
+            expected.push((o.up_at.as_micros() as u64, true, o.node as u32));
+        }
+        expected.sort_unstable();
+        let mut got: Vec<(u64, bool, u32)> = Vec::new();
+        while let Some((at, ev)) = sim.queue.pop() {
+            match ev {
+                Ev::NodeDown(n) => got.push((at, false, n)),
+                Ev::NodeUp(n) => got.push((at, true, n)),
+                _ => {}
+            }
+        }
+        got.sort_unstable();
+        assert!(!expected.is_empty(), "the plan has outages");
+        assert_eq!(got, expected);
+        // A node down at the start is one whose first outage starts at 0.
+        let placed = Sim::place(&sc, &pop, 5);
+        for n in 0..sc.nodes {
+            let down = plan.iter().any(|o| o.node == n && o.down_at.is_zero());
+            assert_eq!(placed.online[n], !down, "node {n}");
+        }
     }
 
     #[test]
