@@ -513,34 +513,30 @@ impl Collector for MeshCollector {
                 }
             }
         }
-        for (name, help, by_kind) in [
+        // Counters with one label each, read from the snapshot's maps.
+        for (name, help, label, counts) in [
             (
                 "dht_requests_sent",
                 "Kademlia requests this node's ended queries sent, by query kind.",
+                "kind",
                 &snap.kad_requests_sent,
             ),
             (
                 "dht_requests_failed",
                 "Of those, the requests that failed (peer not dialled, no answer in time, connection closed), by query kind.",
+                "kind",
                 &snap.kad_requests_failed,
             ),
-        ] {
-            let mut family =
-                encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (kind, n) in by_kind {
-                let labels = [("kind", kind.as_str())];
-                ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
+            (
                 "mesh_search_requests_failed",
                 "Search requests to peers that failed, by reason (dial_failure, connection_closed, timeout, unsupported_protocols, io).",
-                None,
-                MetricType::Counter,
-            )?;
-            for (reason, n) in &snap.requests_failed_by {
-                let labels = [("reason", reason.as_str())];
+                "reason",
+                &snap.requests_failed_by,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (value, n) in counts {
+                let labels = [(label, value.as_str())];
                 ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
             }
         }

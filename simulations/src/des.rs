@@ -503,7 +503,7 @@ impl<'a> Sim<'a> {
             Ev::IHaveArrive { item, to, from } => self.gossip_ihave_arrive(now, item, to, from),
             Ev::Publish(i) => self.publish(now, i),
             Ev::Revoke => self.revoke(now),
-            Ev::NodeDown(n) => self.node_down(now, n),
+            Ev::NodeDown(n) => self.node_down(n),
             Ev::NodeUp(n) => self.node_up(now, n),
             Ev::PartitionStart(i) => self.partition = Some(i),
             Ev::PartitionHeal => self.partition = None,

@@ -10,7 +10,7 @@
 use super::{Owner, Role, Sim};
 
 impl Sim<'_> {
-    pub(super) fn node_down(&mut self, _now: u64, n: u32) {
+    pub(super) fn node_down(&mut self, n: u32) {
         self.online[n as usize] = false;
     }
 
