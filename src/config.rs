@@ -184,6 +184,12 @@ pub struct P2pConfig {
     /// partner: searches answer from the local store) or `lookups` (only
     /// what this node looked up, and updates of agents it holds).
     pub replication: Replication,
+    /// The longest lifetime (`expires_at - issued_at`) of a record from
+    /// another node; a longer one is refused (`lifetime_too_long`), so no
+    /// signer can keep a record alive past the owner's next word. At
+    /// least `store.record_ttl`.
+    #[serde(with = "humantime_serde")]
+    pub max_record_lifetime: Duration,
 }
 
 impl Default for P2pConfig {
@@ -200,6 +206,7 @@ impl Default for P2pConfig {
             search_timeout: Duration::from_secs(2),
             allow_private_addresses: false,
             replication: Replication::All,
+            max_record_lifetime: crate::federation::DEFAULT_MAX_LIFETIME,
         }
     }
 }
@@ -548,6 +555,12 @@ impl Config {
                     "must be at most 200 printable ASCII characters (it goes in a header)",
                 );
             }
+        }
+        if self.p2p.max_record_lifetime < self.store.record_ttl {
+            return invalid(
+                "p2p.max_record_lifetime",
+                "must be at least store.record_ttl (this node's own records would be refused by nodes like it)",
+            );
         }
         if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
             return invalid("p2p.search_fanout", "must be between 1 and 256");

@@ -224,6 +224,14 @@ pub enum CrawlError {
         /// What the rotation check found.
         message: String,
     },
+    /// The document carries a key its holder revoked.
+    #[error("the agent's key {fingerprint} was revoked by its holder (known here since {since}): nothing signed under it is stored")]
+    KeyRevoked {
+        /// The revoked key's fingerprint.
+        fingerprint: String,
+        /// When this node learnt of the revocation (Unix seconds).
+        since: u64,
+    },
     /// A document of another discovery format is refused.
     #[error(transparent)]
     Format(#[from] crate::formats::FormatError),
@@ -269,6 +277,7 @@ impl CrawlError {
             Self::Format(e) => e.reason,
             Self::DnssecBogus { .. } => Reason::DnssecBogus,
             Self::KeyChangedUnproven { .. } => Reason::KeyChangedUnproven,
+            Self::KeyRevoked { .. } => Reason::KeyRevoked,
             Self::Store { .. } => Reason::StoreFailed,
         }
     }

@@ -1,17 +1,43 @@
 //! Judging records that arrive from other nodes (gossip, the DHT, search
-//! answers) before anything stores or shows them (DESIGN.md section 5).
+//! answers, `POST /records`) before anything stores or shows them
+//! (`docs/protocol.md`'s records and trust sections; DESIGN.md section 5).
 //!
 //! [`Judge::judge`] is pure with respect to the network: it decodes the
-//! envelope (size, canonical form, signature), checks the validity window,
-//! and re-checks every piece of evidence it can on its own: the challenge
-//! proof is recomputed from the document digest and verified against the
-//! document's key, whose fingerprint it must match. The DNS part of the
-//! chain cannot be re-checked remotely: it is taken as is from attesters
-//! listed in `trusted_peers`, and otherwise the result stays "attested by"
-//! its signer and the agent is handed back for local re-verification.
-//! Tombstones are accepted only from the agent's own key or from the node
-//! that attested the descriptor they replace. Every refusal is counted by
-//! reason.
+//! envelope (size, canonical form, signature), checks the window (issued
+//! no later than the tolerated skew, a seq no further ahead of this node's
+//! clock than that skew, a lifetime no longer than
+//! `p2p.max_record_lifetime`), and re-checks every piece of evidence it
+//! can on its own: the challenge proof is recomputed from the document
+//! digest and verified against the document's key, whose fingerprint it
+//! must match.
+//!
+//! **Trust shown is trust proven.** A challenge proof only shows that
+//! someone holds the document's key; what ties a domain to that key is
+//! DNS, which cannot be re-checked remotely. So a record's evidence counts
+//! only when its signer is this node or in `trusted_peers`; any other
+//! signer's record is stored as *claimed* (`store::Origin::Claimed`:
+//! shown with who claims it, counted as `unverified`) and its ADP agent
+//! handed back for local re-verification, whose result replaces the
+//! claim. A claim never replaces a record this node counts
+//! ([`Judgement::Outranked`]), and key continuity is judged only against
+//! counted records, so a forged claim cannot squat an agent.
+//!
+//! **Ids belong to their owners.** An ADP id `agent:{domain}` belongs to
+//! the key its domain's DNS names: what this node counts is what it (or a
+//! trusted peer) checked against DNS, and a later record must keep that
+//! key or hand over from it with a rotation statement. Any other id (AIDIP,
+//! A2A, ARD, DNS-AID, AID, MCP) belongs to the key that signed the record
+//! this node holds for it: the registry that first registered it, as far
+//! as this node saw. A record for it signed by another key is refused
+//! (`not_owner`; `local_registration` when the agent was registered
+//! through this node's API), whoever signs it and whatever its seq.
+//! Tombstones are accepted only from the agent's own key or from the
+//! signer of the record they replace. A `Revoked` tombstone signed by the
+//! agent's own key is final for that key: it replaces the descriptor
+//! whatever the seqs, the key goes to the store's revoked list, and every
+//! later descriptor carrying it is refused (`key_revoked`).
+//!
+//! Every refusal is counted by reason.
 
 pub mod handler;
 
@@ -71,11 +97,26 @@ pub enum Refusal {
     TombstoneNotAuthorised,
     /// The store failed while judging.
     StoreFailed,
+    /// A seq further ahead of this node's clock (in milliseconds) than
+    /// the tolerated skew: it would pin the agent against its owner's
+    /// later records.
+    SeqAhead,
+    /// A lifetime (`expires_at - issued_at`) over `p2p.max_record_lifetime`.
+    LifetimeTooLong,
+    /// A record for an id that belongs to another key (the registry that
+    /// signed the record held).
+    NotOwner,
+    /// A record from elsewhere for an agent registered through this
+    /// node's API: a remote record never replaces a local registration.
+    LocalRegistration,
+    /// An ADP descriptor whose document carries a key its own holder
+    /// revoked.
+    KeyRevoked,
 }
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 19] = [
+    pub const ALL: [Refusal; 24] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -95,6 +136,11 @@ impl Refusal {
         Self::TombstoneForUnknownAgent,
         Self::TombstoneNotAuthorised,
         Self::StoreFailed,
+        Self::SeqAhead,
+        Self::LifetimeTooLong,
+        Self::NotOwner,
+        Self::LocalRegistration,
+        Self::KeyRevoked,
     ];
 
     /// The refusal's wire code (`bad_signature`, `stale_seq`, ...).
@@ -119,6 +165,11 @@ impl Refusal {
             Self::TombstoneForUnknownAgent => "tombstone_for_unknown_agent",
             Self::TombstoneNotAuthorised => "tombstone_not_authorised",
             Self::StoreFailed => "store_failed",
+            Self::SeqAhead => "seq_ahead",
+            Self::LifetimeTooLong => "lifetime_too_long",
+            Self::NotOwner => "not_owner",
+            Self::LocalRegistration => "local_registration",
+            Self::KeyRevoked => "key_revoked",
         }
     }
 }
@@ -146,8 +197,21 @@ impl From<&RecordError> for Refusal {
     }
 }
 
-/// Tolerated clock skew for `issued_at` in the future, seconds.
+/// Tolerated clock skew, seconds: how far in the future `issued_at` may
+/// be, and how far a seq (milliseconds by convention,
+/// [`record::next_seq`]) may run ahead of this node's clock.
 pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
+
+/// The longest record lifetime accepted by default
+/// (`p2p.max_record_lifetime`): 30 days.
+pub const DEFAULT_MAX_LIFETIME: std::time::Duration =
+    std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The highest seq acceptable now: this node's clock in milliseconds
+/// plus the tolerated skew.
+pub fn max_seq_now() -> u64 {
+    record::next_seq(None).saturating_add(MAX_CLOCK_SKEW_SECS * 1000)
+}
 
 /// What happened to a remote record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +228,15 @@ pub enum Judgement {
     /// The record this node holds (same seq): nothing to do, not an
     /// offence.
     Duplicate,
+    /// Valid, from a signer this node does not trust, about an ADP agent
+    /// whose held record this node counts (it verified it, or a trusted
+    /// peer attested it): kept out, not an offence. `reverify` names the
+    /// domain when the document differs from the held one (the agent may
+    /// have changed: this node looks for itself).
+    Outranked {
+        /// The domain to re-verify, when the documents differ.
+        reverify: Option<String>,
+    },
     /// Older than what this node holds (a replay or a late copy): not
     /// stored, counted as `stale_seq`, not penalised.
     Stale,
@@ -187,6 +260,7 @@ pub enum Judgement {
 pub struct Judge {
     store: Store,
     replication: Replication,
+    max_lifetime_secs: u64,
     own_key: VerifyingKey,
     trusted: HashSet<[u8; 32]>,
     refusals: Mutex<BTreeMap<Refusal, u64>>,
@@ -212,6 +286,7 @@ impl Judge {
         Self {
             store,
             replication: Replication::All,
+            max_lifetime_secs: DEFAULT_MAX_LIFETIME.as_secs(),
             own_key,
             trusted: trusted.into_iter().map(|k| k.to_bytes()).collect(),
             refusals: Mutex::new(BTreeMap::new()),
@@ -224,6 +299,22 @@ impl Judge {
     pub fn with_replication(mut self, replication: Replication) -> Self {
         self.replication = replication;
         self
+    }
+
+    /// Refuses records whose lifetime is longer than `max`
+    /// (`p2p.max_record_lifetime`).
+    #[must_use]
+    pub fn with_max_lifetime(mut self, max: std::time::Duration) -> Self {
+        self.max_lifetime_secs = max.as_secs();
+        self
+    }
+
+    /// The keys whose evidence this node counts: its own and its trusted
+    /// peers' (what [`Store::reassess`] classifies against).
+    pub fn vouched(&self) -> std::collections::BTreeSet<[u8; 32]> {
+        let mut out: std::collections::BTreeSet<[u8; 32]> = self.trusted.iter().copied().collect();
+        out.insert(self.own_key.to_bytes());
+        out
     }
 
     /// Refusals so far, by reason code.
@@ -282,33 +373,40 @@ impl Judge {
         if dht_key.is_some_and(|k| k != crate::mesh::agent_key(body.agent_id()).as_slice()) {
             return self.refuse(Refusal::WrongDhtKey);
         }
-        // What is not newer than the held record needs no evidence check
-        // (most search answers in a replicating mesh). The held record is
-        // read once and serves every check below.
+        if let Err(reason) = self.check_window(&body) {
+            return self.refuse(reason);
+        }
+        // The held record is read once and serves every check below.
         let held = match self.store.blocking().get(body.agent_id()) {
             Ok(h) => h,
             Err(_) => return self.refuse(Refusal::StoreFailed),
         };
+        let revocation = revokes_held(held.as_ref(), &record, &body);
         if let Some(held) = &held {
-            if body.seq() == held.body.seq() {
-                return Judgement::Duplicate;
-            }
-            if body.seq() < held.body.seq() {
+            // What is not newer than the held record needs no evidence
+            // check (most search answers in a replicating mesh), but for
+            // a revocation by the agent's own key.
+            let newer = body.seq() > held.body.seq()
+                || (revocation.is_some() && matches!(held.body, RecordBody::Descriptor(_)));
+            if !newer {
+                if body.seq() == held.body.seq() {
+                    return Judgement::Duplicate;
+                }
                 self.refuse(Refusal::StaleSeq);
                 return Judgement::Stale;
             }
-            if self.keeps_own(held, &record, &body) {
-                return Judgement::Duplicate;
-            }
         }
+        let vouched = self.is_trusted(record.signer());
         let checked = match &body {
-            RecordBody::Descriptor(d) => self
-                .check_descriptor(d)
-                .and_then(|r| check_key_continuity(held.as_ref(), d).map(|()| r)),
-            RecordBody::Tombstone(_) => check_tombstone(held.as_ref(), &record),
+            RecordBody::Descriptor(d) => self.check_descriptor(d).and_then(|reverify| {
+                self.check_descriptor_against(held.as_ref(), &record, d, vouched)
+                    .map(|kept| (reverify, kept))
+            }),
+            RecordBody::Tombstone(_) => check_tombstone(held.as_ref(), &record).map(|r| (r, None)),
         };
         let reverify = match checked {
-            Ok(r) => r,
+            Ok((_, Some(outranked))) => return outranked,
+            Ok((r, None)) => r,
             Err(reason @ Refusal::TombstoneForUnknownAgent) => {
                 return Judgement::Unverifiable(reason)
             }
@@ -317,18 +415,34 @@ impl Judge {
         if !keep_new && held.is_none() {
             return Judgement::NotKept;
         }
-        let trusted = self.is_trusted(record.signer());
-        match self
-            .store
-            .blocking()
-            .put(&record, &body, Origin::Remote, Expect::Any)
-        {
+        if let Some(fingerprint) = &revocation {
+            if self
+                .store
+                .blocking()
+                .revoke_key(fingerprint, body.agent_id())
+                .is_err()
+            {
+                return self.refuse(Refusal::StoreFailed);
+            }
+            tracing::info!(agent = %body.agent_id(), key = %fingerprint, "agent key revoked by its holder");
+        }
+        let origin = if vouched {
+            Origin::Remote
+        } else {
+            Origin::Claimed
+        };
+        let expect = if revocation.is_some() {
+            Expect::Revocation
+        } else {
+            Expect::Any
+        };
+        match self.store.blocking().put(&record, &body, origin, expect) {
             Ok(PutOutcome::Created | PutOutcome::Updated) => {
                 *self.accepted.lock().expect("the counter is never poisoned") += 1;
                 Judgement::Stored {
                     agent_id: body.agent_id().to_owned(),
-                    trusted,
-                    reverify: if trusted { None } else { reverify },
+                    trusted: vouched,
+                    reverify: if vouched { None } else { reverify },
                 }
             }
             // Lost a race with another copy of the same or a newer record.
@@ -340,35 +454,39 @@ impl Judge {
         }
     }
 
-    /// Whether this node keeps its own attestation instead of an untrusted
-    /// peer's newer one: same document, ours still valid. Otherwise two
-    /// nodes that do not trust each other would re-verify and re-sign
-    /// each other's records without end (each re-crawl a newer seq).
-    fn keeps_own(&self, held: &StoredAgent, record: &SignedRecord, body: &RecordBody) -> bool {
-        let (RecordBody::Descriptor(ours), RecordBody::Descriptor(theirs)) = (&held.body, body)
-        else {
-            return false;
-        };
-        held.record.signer() == &self.own_key
-            && !self.is_trusted(record.signer())
-            && ours.doc_sha256 == theirs.doc_sha256
-            && ours.expires_at > record::unix_now()
-    }
-
     fn is_trusted(&self, key: &VerifyingKey) -> bool {
         *key == self.own_key || self.trusted.contains(key.as_bytes())
     }
 
-    /// Checks a descriptor's window and evidence; answers the domain to
-    /// re-verify for ADP agents.
-    fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, Refusal> {
+    /// The window every record must sit in, whatever it is: issued no
+    /// later than the skew allows, a seq no further ahead of this node's
+    /// clock, and (descriptors) not expired, with a lifetime under the cap.
+    fn check_window(&self, body: &RecordBody) -> Result<(), Refusal> {
         let now = record::unix_now();
-        if d.expires_at <= now {
-            return Err(Refusal::Expired);
-        }
-        if d.issued_at > now + MAX_CLOCK_SKEW_SECS {
+        let issued_at = match body {
+            RecordBody::Descriptor(d) => d.issued_at,
+            RecordBody::Tombstone(t) => t.issued_at,
+        };
+        if issued_at > now + MAX_CLOCK_SKEW_SECS {
             return Err(Refusal::IssuedInFuture);
         }
+        if body.seq() > max_seq_now() {
+            return Err(Refusal::SeqAhead);
+        }
+        if let RecordBody::Descriptor(d) = body {
+            if d.expires_at <= now {
+                return Err(Refusal::Expired);
+            }
+            if d.expires_at.saturating_sub(d.issued_at) > self.max_lifetime_secs {
+                return Err(Refusal::LifetimeTooLong);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a descriptor's evidence on its own; answers the domain to
+    /// re-verify for ADP agents.
+    fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, Refusal> {
         let e = &d.evidence;
         match d.descriptor.format {
             // AIDIP registrations and the formats with no proof a peer
@@ -414,9 +532,60 @@ impl Judge {
                     handshake::check_proof(proof, &d.doc_sha256, &d.agent_id, &key)
                         .map_err(|_| Refusal::BadEvidence)?;
                 }
+                match self
+                    .store
+                    .blocking()
+                    .revocation(&doc.identity.public_key.fingerprint.to_ascii_lowercase())
+                {
+                    Ok(None) => {}
+                    Ok(Some(_)) => return Err(Refusal::KeyRevoked),
+                    Err(_) => return Err(Refusal::StoreFailed),
+                }
                 Ok(Some(domain))
             }
         }
+    }
+
+    /// Checks a descriptor against the record held for its agent: who owns
+    /// the id, and (ADP) whether the key carries on from the one this node
+    /// counts. `Ok(Some(_))` when the record is valid but kept out.
+    fn check_descriptor_against(
+        &self,
+        held: Option<&StoredAgent>,
+        record: &SignedRecord,
+        d: &DescriptorRecord,
+        vouched: bool,
+    ) -> Result<Option<Judgement>, Refusal> {
+        let Some(held) = held else {
+            return Ok(None);
+        };
+        if d.descriptor.format != DocumentFormat::Adp {
+            if held.record.signer() == record.signer() {
+                return Ok(None);
+            }
+            return match self.store.blocking().is_local(&d.agent_id) {
+                Ok(true) => Err(Refusal::LocalRegistration),
+                Ok(false) => Err(Refusal::NotOwner),
+                Err(_) => Err(Refusal::StoreFailed),
+            };
+        }
+        // ADP: only a record this node counts, and still valid, speaks for
+        // the agent's key; a claim held is no ground to refuse another.
+        let RecordBody::Descriptor(ours) = &held.body else {
+            return Ok(None);
+        };
+        if held.claimed || ours.expires_at <= record::unix_now() {
+            return Ok(None);
+        }
+        if !vouched {
+            let reverify = (ours.doc_sha256 != d.doc_sha256)
+                .then(|| d.agent_id.strip_prefix("agent:").map(str::to_owned))
+                .flatten();
+            return Ok(Some(Judgement::Outranked { reverify }));
+        }
+        crate::adp::rotation::continuity_of(&ours.document, &d.document)
+            .map(|_| None)
+            .map_err(|_| Refusal::KeyChangedUnproven)
     }
 }
 
@@ -428,23 +597,26 @@ impl crate::search::Admit for Judge {
     }
 }
 
-/// An ADP descriptor keeps the key of the live descriptor held for its
-/// agent, or hands over from it with a rotation statement
-/// (`adp::rotation`); anything else is refused, a replayed pre-rotation
-/// record included.
-fn check_key_continuity(held: Option<&StoredAgent>, d: &DescriptorRecord) -> Result<(), Refusal> {
-    if d.descriptor.format != DocumentFormat::Adp {
-        return Ok(());
-    }
-    let Some(RecordBody::Descriptor(held)) = held.map(|h| &h.body) else {
-        return Ok(());
+/// The fingerprint of the agent key a `Revoked` tombstone revokes, when
+/// the agent's own key (the one the held ADP descriptor's document
+/// carries) signed it: a revocation is final for that key, whatever the
+/// seqs.
+fn revokes_held(
+    held: Option<&StoredAgent>,
+    record: &SignedRecord,
+    body: &RecordBody,
+) -> Option<String> {
+    let RecordBody::Tombstone(t) = body else {
+        return None;
     };
-    if held.expires_at <= record::unix_now() {
-        return Ok(());
+    if t.reason != record::TombstoneReason::Revoked {
+        return None;
     }
-    crate::adp::rotation::continuity_of(&held.document, &d.document)
-        .map(drop)
-        .map_err(|_| Refusal::KeyChangedUnproven)
+    let RecordBody::Descriptor(d) = &held?.body else {
+        return None;
+    };
+    let doc: AgentDocument = serde_json::from_str(&d.document).ok()?;
+    (doc.proven_key()? == *record.signer()).then(|| crate::identity::fingerprint(record.signer()))
 }
 
 /// A tombstone stands when the agent's own key signed it, or the node

@@ -479,6 +479,14 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     let store = tokio::task::spawn_blocking(move || Store::open(&path, cache))
         .await
         .expect("the store-open task does not panic")?;
+    // The evidence held counts only from this node and its trusted peers:
+    // classified again whenever that set changed since the last start.
+    let mut vouched: std::collections::BTreeSet<[u8; 32]> = trusted_keys(&config.p2p.trusted_peers)
+        .iter()
+        .map(|k| k.to_bytes())
+        .collect();
+    vouched.insert(key.verifying_key().to_bytes());
+    store.reassess(vouched).await?;
     Ok((store, Arc::new(key)))
 }
 
@@ -497,7 +505,8 @@ async fn start_mesh(
     let trusted = trusted_keys(&config.p2p.trusted_peers);
     let judge = Arc::new(
         Judge::new(store.clone(), key.verifying_key(), trusted)
-            .with_replication(config.p2p.replication),
+            .with_replication(config.p2p.replication)
+            .with_max_lifetime(config.p2p.max_record_lifetime),
     );
     let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
     let cancel = stages.token(Stage::Mesh);

@@ -116,6 +116,23 @@ pub struct TrustView {
     pub attested_by: Vec<String>,
     /// Reason codes of what did not verify in this node's latest crawl.
     pub reasons: Vec<Reason>,
+    /// Evidence the record's signer claims and this node has not proven
+    /// (the signer is not in `p2p.trusted_peers` and this node has not
+    /// verified the agent itself): shown, never counted by `level`,
+    /// `min_trust`, ranking or `/resolve`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed: Option<ClaimView>,
+}
+
+/// What a record's signer claims about an agent, unproven here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ClaimView {
+    /// The level the claimed evidence would prove.
+    pub level: TrustLevel,
+    /// The claimed evidence.
+    pub evidence: EvidenceFlags,
+    /// Fingerprint of the key that claims it.
+    pub by: String,
 }
 
 /// An AIDIP summary object, with agentmesh's `score`, `trust`, `source`.
@@ -407,7 +424,11 @@ impl Registry {
             });
         };
         let local = store.is_local(&body.agent_id)?;
-        self.summarise(store, CompactAgent::of(&agent.record, body, local), score)
+        self.summarise(
+            store,
+            CompactAgent::of(&agent.record, body, local, agent.claimed),
+            score,
+        )
     }
 
     /// Searches live agents: filters narrow, a free-text query ranks. The
@@ -624,6 +645,16 @@ impl Registry {
             Ok(key) => vec![identity::fingerprint(&key)],
             Err(_) => Vec::new(),
         };
+        // A claim of nothing (a registration from another registry) is
+        // not worth saying.
+        let claimed = agent
+            .claimed
+            .filter(|c| c.level > TrustLevel::Unverified || c.evidence != EvidenceFlags::default())
+            .map(|c| ClaimView {
+                level: c.level,
+                evidence: c.evidence,
+                by: attested_by.first().cloned().unwrap_or_default(),
+            });
         let source_format = agent.source_format();
         let freshness = store.freshness(&agent.id)?;
         Ok(Summary {
@@ -641,6 +672,7 @@ impl Registry {
                 evidence: agent.evidence,
                 attested_by,
                 reasons,
+                claimed,
             },
             source,
         })

@@ -460,18 +460,21 @@ impl Walk<'_> {
         }
         let document: Value = serde_json::from_str(&body.document).unwrap_or(Value::Null);
         let u = &self.plan.understood;
+        // Only what this node proved, or a trusted peer attested, counts:
+        // a claimed proof is no proof for the policy.
+        let evidence = agent.counted_evidence();
         let checked = policy::check(
             &self.plan.request.policy,
             &policy::Agent {
                 descriptor: d,
-                evidence: &body.evidence,
+                evidence: &evidence,
                 document: &document,
                 intent_capabilities: &u.capabilities,
             },
         );
         // The intent's own trust words are a floor too (as in search).
         let checked = checked.and_then(|reasons| match u.min_trust {
-            Some(min) if body.evidence.level() < min => Err(ReasonCode::PolicyMinTrust),
+            Some(min) if evidence.level() < min => Err(ReasonCode::PolicyMinTrust),
             _ => Ok(reasons),
         });
         let policy_reasons = match checked {

@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::descriptor::{self, Descriptor};
 use crate::record::{RecordBody, RecordError, RecordType, SignedRecord};
-use crate::verify::{Reason, TrustLevel};
+use crate::verify::{Evidence, Reason, TrustLevel};
 
 mod blocking;
 mod changes;
@@ -58,14 +58,16 @@ mod migrate;
 mod postings;
 mod suspended;
 pub mod text;
+mod trust;
 
 use blocking::{decode_stored, fill_reasons, MAX_ENCODED_HINT};
 pub use changes::ChangeFeed;
-pub use compact::CompactAgent;
+pub use compact::{Claimed, CompactAgent};
 pub use freshness::{FreshState, Freshness};
 use postings::{body_terms, prefix, Postings, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::{TextIndexOpen, TextQuery};
+pub use trust::{Reassessed, Revocation};
 
 /// The on-disk layout version this code reads and writes. Versions 1
 /// (index keys by agent id, no ordinals or compact records) and 2 (an
@@ -78,6 +80,10 @@ const WRITE_STRIPES: usize = 64;
 
 const KIND_DESCRIPTOR: u8 = b'd';
 const KIND_TOMBSTONE: u8 = b't';
+/// A live descriptor whose evidence this node has not proven: signed by a
+/// peer outside `p2p.trusted_peers` (see [`Origin::Claimed`]). Its
+/// evidence is shown as claimed and counts as `unverified`.
+const KIND_CLAIMED: u8 = b'c';
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +189,14 @@ pub enum Expect {
     /// A renewal: the record held has exactly this seq (nothing replaced
     /// it since it was read).
     Held(u64),
+    /// The record held at exactly this seq, written again in place (its
+    /// evidence reclassified as proven or claimed, [`Store::reassess`]):
+    /// the one write whose seq is not above the held one.
+    Same(u64),
+    /// A revocation signed by the agent's own key: final for that key,
+    /// so it replaces the descriptor held whatever the seqs (the held
+    /// seq is kept as the floor for the records after it).
+    Revocation,
 }
 
 /// Who a write comes from.
@@ -190,8 +204,13 @@ pub enum Expect {
 pub enum Origin {
     /// Registered through this node's API.
     Local,
-    /// Crawled by this node or received from a peer.
+    /// Crawled by this node, or attested by a peer in `p2p.trusted_peers`:
+    /// its evidence counts.
     Remote,
+    /// Received from a peer this node does not trust: stored and shown,
+    /// its evidence as *claimed* (with who claims it), never counted by
+    /// trust filters, the resolve policy or ranking.
+    Claimed,
 }
 
 /// What a write did.
@@ -210,6 +229,26 @@ pub struct StoredAgent {
     pub record: SignedRecord,
     /// Its decoded payload.
     pub body: RecordBody,
+    /// Its evidence is a claim this node has not proven
+    /// ([`Origin::Claimed`]): it counts as `unverified`.
+    pub claimed: bool,
+}
+
+impl StoredAgent {
+    /// The evidence this node counts for the record: the record's own
+    /// when this node proved it or a trusted peer attested it, none when
+    /// it is only claimed (and none for a tombstone).
+    pub fn counted_evidence(&self) -> Evidence {
+        match &self.body {
+            RecordBody::Descriptor(d) if !self.claimed => d.evidence.clone(),
+            _ => Evidence::default(),
+        }
+    }
+
+    /// The trust level this node counts for the record.
+    pub fn counted_level(&self) -> TrustLevel {
+        self.counted_evidence().level()
+    }
 }
 
 /// Filter terms for a search: AND across and within fields.
@@ -330,6 +369,12 @@ struct Inner {
     freshness: sled::Tree,
     schedule: sled::Tree,
     dropped: std::sync::RwLock<freshness::Dropped>,
+    /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint
+    /// -> the agent id and when.
+    revoked: sled::Tree,
+    /// `meta`: the schema version, and the trusted signers the records'
+    /// evidence was last classified against (`store/trust.rs`).
+    meta: sled::Tree,
     /// The next ordinal to give an agent seen for the first time.
     next_ord: AtomicU64,
     /// Who follows the writes besides the text index (`store/changes.rs`).
@@ -397,7 +442,9 @@ struct Write {
 
 impl Write {
     fn new(record: &SignedRecord, body: &RecordBody, origin: Origin, expect: Expect) -> Self {
+        let claimed = origin == Origin::Claimed;
         let kind = match body {
+            RecordBody::Descriptor(_) if claimed => KIND_CLAIMED,
             RecordBody::Descriptor(_) => KIND_DESCRIPTOR,
             RecordBody::Tombstone(_) => KIND_TOMBSTONE,
         };
@@ -405,7 +452,7 @@ impl Write {
         value.push(kind);
         value.extend_from_slice(&record.encode());
         let compact = match body {
-            RecordBody::Descriptor(d) => Some(CompactAgent::of(record, d, false)),
+            RecordBody::Descriptor(d) => Some(CompactAgent::of(record, d, false, claimed)),
             RecordBody::Tombstone(_) => None,
         };
         Self {
@@ -414,10 +461,15 @@ impl Write {
             kind,
             value,
             compact,
-            new_terms: body_terms(body),
+            new_terms: body_terms(body, claimed),
             origin,
             expect,
         }
+    }
+
+    /// Whether the write stores a live descriptor.
+    fn is_live(&self) -> bool {
+        self.kind != KIND_TOMBSTONE
     }
 }
 
@@ -534,6 +586,7 @@ impl Store {
         let freshness = db.open_tree("freshness")?;
         let schedule = db.open_tree("schedule")?;
         let dropped = freshness::Dropped::load(&freshness, &ordinals)?;
+        let revoked = db.open_tree("revoked")?;
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
@@ -552,6 +605,8 @@ impl Store {
                     freshness,
                     schedule,
                     dropped: std::sync::RwLock::new(dropped),
+                    revoked,
+                    meta,
                     next_ord: AtomicU64::new(next_ord),
                     feeds: changes::Feeds::default(),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),

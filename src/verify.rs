@@ -227,11 +227,14 @@ pub enum Reason {
     HttpThrottled,
     /// Not asked: the host's earlier `Retry-After` has not run out.
     HostBackoff,
+    /// The document carries a key its holder revoked (a `Revoked`
+    /// tombstone signed by it): final for that key.
+    KeyRevoked,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 47] = [
+    pub const ALL: [Reason; 48] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -279,6 +282,7 @@ impl Reason {
         Self::McpServerInvalid,
         Self::HttpThrottled,
         Self::HostBackoff,
+        Self::KeyRevoked,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -331,6 +335,7 @@ impl Reason {
             Self::McpServerInvalid => "mcp_server_invalid",
             Self::HttpThrottled => "http_throttled",
             Self::HostBackoff => "host_backoff",
+            Self::KeyRevoked => "key_revoked",
         }
     }
 }

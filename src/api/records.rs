@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
-use crate::federation::Judgement;
+use crate::federation::{Judgement, Refusal};
 use crate::record::MAX_RECORD_BYTES;
 
 /// What `POST /records` answers when the record was not refused.
@@ -43,6 +43,7 @@ pub(super) struct Submitted {
         (status = 201, description = "Stored and published", body = Submitted),
         (status = 200, description = "Already held, or not kept", body = Submitted),
         (status = 400, description = "Refused (the reason code in `details`)", body = ErrorBody),
+        (status = 403, description = "The agent belongs to another key (`not_owner`, `local_registration`, `tombstone_not_authorised`)", body = ErrorBody),
         (status = 409, description = "This node holds a newer record of the agent", body = ErrorBody),
         (status = 413, description = "Larger than a record may be", body = ErrorBody),
         (status = 415, description = "Not `application/cbor`", body = ErrorBody),
@@ -118,7 +119,7 @@ pub(super) async fn submit(
             "stale_seq: this node holds a newer record of the agent",
         )
         .with_status(StatusCode::CONFLICT)),
-        Judgement::NotKept => Ok((
+        Judgement::NotKept | Judgement::Outranked { .. } => Ok((
             StatusCode::OK,
             Json(Submitted {
                 stored: false,
@@ -127,6 +128,17 @@ pub(super) async fn submit(
                 kept: Some(false),
             }),
         )),
+        // Someone else's agent: the record is well-formed, its signer may
+        // not write it.
+        Judgement::Refused(
+            reason @ (Refusal::NotOwner
+            | Refusal::LocalRegistration
+            | Refusal::TombstoneNotAuthorised),
+        ) => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("refused: {reason}: the agent belongs to another key"),
+        )
+        .with_details(json!([{"field": "", "message": reason.as_str()}]))),
         Judgement::Unverifiable(reason) | Judgement::Refused(reason) => Err(ApiError::new(
             ErrorCode::InvalidInput,
             format!("refused: {reason}"),

@@ -80,8 +80,11 @@ impl Crawler {
         report: &mut CrawlReport,
     ) {
         let started = Instant::now();
+        // Only a record this node counts (its own, or a trusted peer's)
+        // speaks for the agent's key: a claim from elsewhere is replaced
+        // by what this crawl verified, whatever key it carried.
         let held = match issuer.store().get(&verified.descriptor.id).await {
-            Ok(held) => held.and_then(|h| match h.body {
+            Ok(held) => held.filter(|h| !h.claimed).and_then(|h| match h.body {
                 RecordBody::Descriptor(d) => Some(*d),
                 RecordBody::Tombstone(_) => None,
             }),
@@ -101,6 +104,19 @@ impl Crawler {
             }
         };
         if verified.descriptor.format == crate::descriptor::DocumentFormat::Adp {
+            if let Err(e) = self.check_not_revoked(issuer.store(), verified).await {
+                let reason = e.reason();
+                report.steps.push(Step {
+                    step: "revocation",
+                    outcome: StepOutcome::Failed,
+                    detail: e.to_string(),
+                    reason: Some(reason),
+                    ms: started.elapsed().as_secs_f64() * 1000.0,
+                });
+                report.reasons.push(reason);
+                report.trust = summarise(&crate::verify::Evidence::default());
+                return;
+            }
             match key_continuity(held.as_ref(), verified) {
                 Ok(None) => {}
                 Ok(Some(detail)) => report.steps.push(Step {
@@ -186,7 +202,8 @@ impl Crawler {
         });
 
         let started = Instant::now();
-        let mutual = match self.mutual_peers(issuer.store(), report, peers).await {
+        let own = issuer.key().verifying_key();
+        let mutual = match self.mutual_peers(issuer.store(), &own, report, peers).await {
             Ok(m) => m,
             Err(e) => {
                 report.steps.push(Step {
@@ -227,11 +244,37 @@ impl Crawler {
         });
     }
 
-    /// Verified peers of this report's agent that are held key-verified
-    /// and list this agent back as a verified peer.
+    /// A document whose key its holder revoked earns nothing.
+    async fn check_not_revoked(
+        &self,
+        store: &Store,
+        verified: &Verified,
+    ) -> Result<(), CrawlError> {
+        let Ok(doc) = serde_json::from_str::<AgentDocument>(&verified.document) else {
+            return Ok(());
+        };
+        let fingerprint = doc.identity.public_key.fingerprint.to_ascii_lowercase();
+        match store.revocation(&fingerprint).await {
+            Ok(None) => Ok(()),
+            Ok(Some(r)) => Err(CrawlError::KeyRevoked {
+                fingerprint,
+                since: r.since,
+            }),
+            Err(e) => Err(CrawlError::Store {
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Verified peers of this report's agent that this node itself
+    /// verified at key-verified or above (a record another node signed,
+    /// trusted or not, never makes a pair: this node re-signs what it
+    /// proved, nothing else) and that list this agent back as a verified
+    /// peer.
     async fn mutual_peers(
         &self,
         store: &Store,
+        own: &ed25519_dalek::VerifyingKey,
         report: &CrawlReport,
         peers: &[String],
     ) -> Result<Vec<String>, CrawlError> {
@@ -246,6 +289,9 @@ impl Crawler {
             else {
                 continue;
             };
+            if held.claimed || held.record.signer() != own {
+                continue;
+            }
             let RecordBody::Descriptor(body) = &held.body else {
                 continue;
             };
@@ -262,6 +308,8 @@ impl Crawler {
         Ok(out)
     }
 
+    /// Re-signs `peer`'s record with the mutual-peer mark, when this node
+    /// signed the record held (it re-signs only what it verified itself).
     async fn upgrade_peer(&self, issuer: &Issuer, peer: &str) -> Result<(), CrawlError> {
         let held = issuer
             .store()
@@ -270,7 +318,11 @@ impl Crawler {
             .map_err(|e| CrawlError::Store {
                 message: e.to_string(),
             })?;
-        let Some(RecordBody::Descriptor(body)) = held.map(|h| h.body) else {
+        let own = issuer.key().verifying_key();
+        let Some(RecordBody::Descriptor(body)) = held
+            .filter(|h| !h.claimed && h.record.signer() == &own)
+            .map(|h| h.body)
+        else {
             return Ok(());
         };
         if body.evidence.mutual_peer {

@@ -53,6 +53,15 @@ impl NodeHandler {
                 }
                 Verdict::Accept
             }
+            // Valid, but this node holds the agent as it verified it (or a
+            // trusted peer did): not stored, not an offence; a document
+            // that changed is looked at by this node's own crawler.
+            Judgement::Outranked { reverify } => {
+                if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
+                    let _ = queue.enqueue(vec![domain]);
+                }
+                Verdict::Ignore("outranked")
+            }
             // Already held: valid, but gossip need not carry it further.
             Judgement::Duplicate => match origin {
                 RecordOrigin::Gossip { .. } => Verdict::Ignore("duplicate"),

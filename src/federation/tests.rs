@@ -6,7 +6,7 @@ use super::*;
 use crate::identity;
 use crate::record::TombstoneRecord;
 use crate::testbed::{Population, Ports};
-use crate::verify::{ChallengeProof, Evidence};
+use crate::verify::{ChallengeProof, Evidence, TrustLevel};
 use ed25519_dalek::SigningKey;
 
 struct Fixture {
@@ -98,6 +98,34 @@ impl Fixture {
         body
     }
 
+    fn domain(&self) -> String {
+        self.agent_id.strip_prefix("agent:").unwrap().to_owned()
+    }
+
+    /// The agent's document with `key` in place of the agent's own: what
+    /// an impersonator publishes, or gossips without publishing.
+    fn forged_document(&self, key: &SigningKey) -> String {
+        let mut doc: AgentDocument = serde_json::from_str(&self.document).unwrap();
+        doc.identity.public_key.fingerprint = identity::fingerprint(&key.verifying_key());
+        doc.identity.public_key.full = Some(identity::encode_public_key(&key.verifying_key()));
+        doc.identity.previous_fingerprint = None;
+        serde_json::to_string(&doc).unwrap()
+    }
+
+    /// An AIDIP registration of `id`, at `seq`, valid for an hour.
+    fn registration(&self, id: &str, seq: u64, endpoint: &str) -> DescriptorRecord {
+        let mut d = crate::record::tests::sample_descriptor(id);
+        d.endpoint = Some(endpoint.into());
+        DescriptorRecord::new(
+            d,
+            format!("{{\"endpoint\":{endpoint:?}}}"),
+            seq,
+            record::unix_now(),
+            3600,
+            Evidence::default(),
+        )
+    }
+
     fn signed(&self, body: &DescriptorRecord, signer: &SigningKey) -> Vec<u8> {
         SignedRecord::sign_descriptor(body, signer)
             .unwrap()
@@ -105,11 +133,26 @@ impl Fixture {
     }
 
     fn tombstone(&self, seq: u64, signer: &SigningKey) -> Vec<u8> {
+        self.tombstone_of(
+            &self.agent_id,
+            seq,
+            signer,
+            record::TombstoneReason::Revoked,
+        )
+    }
+
+    fn tombstone_of(
+        &self,
+        id: &str,
+        seq: u64,
+        signer: &SigningKey,
+        reason: record::TombstoneReason,
+    ) -> Vec<u8> {
         let body = TombstoneRecord {
-            agent_id: self.agent_id.clone(),
+            agent_id: id.to_owned(),
             seq,
             issued_at: record::unix_now(),
-            reason: record::TombstoneReason::Revoked,
+            reason,
         };
         SignedRecord::sign_tombstone(&body, signer)
             .unwrap()
@@ -329,7 +372,7 @@ fn a_tombstone_for_an_unknown_agent_is_not_an_offence() {
 }
 
 #[test]
-fn a_node_keeps_its_own_attestation_over_an_untrusted_peers_of_the_same_document() {
+fn a_node_keeps_its_own_attestation_over_an_untrusted_peers() {
     let f = fixture();
     let judge = f.judge();
     let ours = f.descriptor(&f.own, 10, &f.agent_key);
@@ -342,12 +385,32 @@ fn a_node_keeps_its_own_attestation_over_an_untrusted_peers_of_the_same_document
     let theirs = f.descriptor(&f.stranger, 11, &f.agent_key);
     assert_eq!(
         judge.judge(&f.signed(&theirs, &f.stranger)),
-        Judgement::Duplicate
+        Judgement::Outranked { reverify: None }
     );
     let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
     assert_eq!(held.record.signer(), &f.own.verifying_key());
+    // Another document (the stranger says the agent changed, or made it
+    // up): still kept out, and this node goes to look for itself.
+    let other = f.document.replacen("\"protocol\"", " \"protocol\"", 1);
+    let changed = f.descriptor_of(&other, &f.stranger, 12, &f.agent_key);
+    assert_eq!(
+        judge.judge(&f.signed(&changed, &f.stranger)),
+        Judgement::Outranked {
+            reverify: Some(f.domain())
+        }
+    );
+    assert_eq!(
+        f.store
+            .blocking()
+            .get(&f.agent_id)
+            .unwrap()
+            .unwrap()
+            .body
+            .seq(),
+        10
+    );
     // A trusted partner's newer attestation replaces ours.
-    let partner = f.descriptor(&f.friend, 12, &f.agent_key);
+    let partner = f.descriptor(&f.friend, 13, &f.agent_key);
     assert!(matches!(
         judge.judge(&f.signed(&partner, &f.friend)),
         Judgement::Stored { .. }
@@ -459,5 +522,323 @@ fn a_key_change_without_a_statement_is_refused() {
             .body
             .seq(),
         10
+    );
+}
+
+// The hostile peer: one member of the mesh, or a stranger who reaches
+// `POST /records`, signing whatever it likes with a fresh key.
+
+#[test]
+fn a_forged_proof_from_an_untrusted_signer_is_held_as_a_claim_and_counts_for_nothing() {
+    let f = fixture();
+    let judge = f.judge();
+    // The stranger's own key in the agent's document, a challenge it
+    // signed itself, every flag it can set.
+    let forged_doc = f.forged_document(&f.stranger);
+    let mut forged = f.descriptor_of(&forged_doc, &f.stranger, 10, &f.stranger);
+    forged.evidence.dnssec = true;
+    forged.evidence.mutual_peer = true;
+    assert!(matches!(
+        judge.judge(&f.signed(&forged, &f.stranger)),
+        Judgement::Stored {
+            trusted: false,
+            reverify: Some(_),
+            ..
+        }
+    ));
+    let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
+    assert!(held.claimed, "an untrusted signer's evidence is a claim");
+    assert_eq!(held.counted_level(), TrustLevel::Unverified);
+    let compact = f.store.blocking().compact(&f.agent_id).unwrap().unwrap();
+    assert_eq!(compact.level, TrustLevel::Unverified);
+    assert_eq!(
+        compact.claimed.map(|c| c.level),
+        Some(TrustLevel::PeerVerified),
+        "the claim is kept, to be shown as one"
+    );
+    for level in [
+        TrustLevel::DnsVerified,
+        TrustLevel::KeyVerified,
+        TrustLevel::PeerVerified,
+    ] {
+        assert_eq!(f.store.trust_count(level), 0, "{level}");
+        assert!(
+            f.store
+                .blocking()
+                .matching(&crate::store::Filter::default(), Some(level))
+                .is_empty(),
+            "min_trust {level} finds nothing"
+        );
+    }
+    // The dnssec flag alone proves nothing either.
+    let mut dns_only = f.descriptor_of(&forged_doc, &f.stranger, 11, &f.stranger);
+    dns_only.evidence = Evidence {
+        dnssec: true,
+        ..Evidence::default()
+    };
+    assert!(matches!(
+        judge.judge(&f.signed(&dns_only, &f.stranger)),
+        Judgement::Stored { trusted: false, .. }
+    ));
+    assert_eq!(
+        f.store
+            .blocking()
+            .compact(&f.agent_id)
+            .unwrap()
+            .unwrap()
+            .level,
+        TrustLevel::Unverified
+    );
+    assert_eq!(f.store.trust_count(TrustLevel::DnsVerified), 0);
+}
+
+#[test]
+fn a_forged_claim_cannot_squat_the_agent_against_a_verified_record() {
+    let f = fixture();
+    let judge = f.judge();
+    let forged_doc = f.forged_document(&f.stranger);
+    let forged = f.descriptor_of(&forged_doc, &f.stranger, 10, &f.stranger);
+    assert!(matches!(
+        judge.judge(&f.signed(&forged, &f.stranger)),
+        Judgement::Stored { .. }
+    ));
+    // A trusted partner's verification of the real key replaces the
+    // claim: continuity is judged only against what this node counts.
+    let real = f.descriptor(&f.friend, 11, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&real, &f.friend)),
+        Judgement::Stored { trusted: true, .. }
+    ));
+    // And the forgery cannot come back over it.
+    let again = f.descriptor_of(&forged_doc, &f.stranger, 12, &f.stranger);
+    assert!(matches!(
+        judge.judge(&f.signed(&again, &f.stranger)),
+        Judgement::Outranked { reverify: Some(_) }
+    ));
+    let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
+    assert_eq!(held.record.signer(), &f.friend.verifying_key());
+    assert_eq!(held.counted_level(), TrustLevel::KeyVerified);
+}
+
+#[test]
+fn seqs_ahead_of_the_clock_and_overlong_lifetimes_are_refused() {
+    let f = fixture();
+    let judge = f.judge();
+    let pinned = f.registration("weather-bot", u64::MAX, "https://evil.test");
+    assert_eq!(
+        judge.judge(&f.signed(&pinned, &f.stranger)),
+        Judgement::Refused(Refusal::SeqAhead)
+    );
+    let ahead = f.registration("weather-bot", max_seq_now() + 60_000, "https://evil.test");
+    assert_eq!(
+        judge.judge(&f.signed(&ahead, &f.stranger)),
+        Judgement::Refused(Refusal::SeqAhead)
+    );
+    let mut century = f.registration("weather-bot", 5, "https://evil.test");
+    century.expires_at = century.issued_at + 100 * 365 * 24 * 3600;
+    assert_eq!(
+        judge.judge(&f.signed(&century, &f.stranger)),
+        Judgement::Refused(Refusal::LifetimeTooLong)
+    );
+    // Within the bounds: a seq of now, a lifetime of the default cap.
+    let mut fine = f.registration("weather-bot", record::next_seq(None), "https://ok.test");
+    fine.expires_at = fine.issued_at + DEFAULT_MAX_LIFETIME.as_secs();
+    assert!(matches!(
+        judge.judge(&f.signed(&fine, &f.stranger)),
+        Judgement::Stored { .. }
+    ));
+    // A tighter cap from config.
+    let strict = f
+        .judge()
+        .with_max_lifetime(std::time::Duration::from_secs(600));
+    let long = f.registration("other-bot", 5, "https://ok.test");
+    assert_eq!(
+        strict.judge(&f.signed(&long, &f.stranger)),
+        Judgement::Refused(Refusal::LifetimeTooLong)
+    );
+    let counts = judge.refusals();
+    assert_eq!(counts["seq_ahead"], 2);
+    assert_eq!(counts["lifetime_too_long"], 1);
+}
+
+#[test]
+fn a_registration_belongs_to_the_key_that_first_signed_it() {
+    let f = fixture();
+    let judge = f.judge();
+    let owner = SigningKey::from_bytes(&[4; 32]);
+    let first = f.registration("weather-bot", 10, "https://weather.example");
+    assert!(matches!(
+        judge.judge(&f.signed(&first, &owner)),
+        Judgement::Stored { .. }
+    ));
+    // Another registry, however trusted, with a higher seq.
+    for other in [&f.stranger, &f.friend] {
+        let takeover = f.registration("weather-bot", 11, "https://evil.test");
+        assert_eq!(
+            judge.judge(&f.signed(&takeover, other)),
+            Judgement::Refused(Refusal::NotOwner)
+        );
+        assert_eq!(
+            judge.judge(&f.tombstone_of(
+                "weather-bot",
+                12,
+                other,
+                record::TombstoneReason::Deleted
+            )),
+            Judgement::Refused(Refusal::TombstoneNotAuthorised)
+        );
+    }
+    let held = f.store.blocking().get("weather-bot").unwrap().unwrap();
+    assert_eq!(held.record.signer(), &owner.verifying_key());
+    // The owner's own update and deletion stand.
+    let update = f.registration("weather-bot", 13, "https://weather.example/v2");
+    assert!(matches!(
+        judge.judge(&f.signed(&update, &owner)),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(
+        judge.judge(&f.tombstone_of("weather-bot", 14, &owner, record::TombstoneReason::Deleted)),
+        Judgement::Stored { .. }
+    ));
+    // After the deletion the id is still the owner's here.
+    let squat = f.registration("weather-bot", 15, "https://evil.test");
+    assert_eq!(
+        judge.judge(&f.signed(&squat, &f.stranger)),
+        Judgement::Refused(Refusal::NotOwner)
+    );
+    assert_eq!(judge.refusals()["not_owner"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_record_never_replaces_a_local_registration() {
+    let f = fixture();
+    let issuer = crate::issuer::Issuer::new(
+        f.store.clone(),
+        std::sync::Arc::new(f.own.clone()),
+        std::time::Duration::from_secs(3600),
+    );
+    let mut d = crate::record::tests::sample_descriptor("weather-bot");
+    d.endpoint = Some("https://weather.example".into());
+    issuer
+        .descriptor(
+            d,
+            "{}".into(),
+            Evidence::default(),
+            Origin::Local,
+            Expect::LocalOrAbsent,
+            crate::issuer::Durability::Flushed,
+        )
+        .await
+        .unwrap();
+    let judge = f.judge();
+    let takeover = f.registration("weather-bot", max_seq_now(), "https://evil.test");
+    let bytes = f.signed(&takeover, &f.stranger);
+    let judged = tokio::task::spawn_blocking(move || judge.judge(&bytes))
+        .await
+        .unwrap();
+    assert_eq!(judged, Judgement::Refused(Refusal::LocalRegistration));
+    let compact = f.store.blocking().compact("weather-bot").unwrap().unwrap();
+    assert!(compact.local);
+    assert_eq!(compact.endpoint.as_deref(), Some("https://weather.example"));
+}
+
+#[test]
+fn a_revocation_by_the_agent_key_is_final_for_that_key() {
+    let f = fixture();
+    let judge = f.judge();
+    let held = f.descriptor(&f.friend, 100, &f.agent_key);
+    assert!(matches!(
+        judge.judge(&f.signed(&held, &f.friend)),
+        Judgement::Stored { .. }
+    ));
+    // The agent revokes its key with a seq below the held one (a record
+    // pinned ahead, or a slow clock): it still stands.
+    assert!(matches!(
+        judge.judge(&f.tombstone(50, &f.agent_key)),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(
+        f.store.blocking().get(&f.agent_id).unwrap().unwrap().body,
+        RecordBody::Tombstone(_)
+    ));
+    // A later descriptor under the revoked key, from anyone, is refused.
+    for signer in [&f.friend, &f.own, &f.stranger] {
+        let back = f.descriptor(signer, 200, &f.agent_key);
+        assert_eq!(
+            judge.judge(&f.signed(&back, signer)),
+            Judgement::Refused(Refusal::KeyRevoked)
+        );
+    }
+    // Nobody but the key's holder can revoke a key: the stranger's
+    // "revocation" of another agent's key is not one.
+    let fp = identity::fingerprint(&f.agent_key.verifying_key());
+    assert!(f.store.blocking().revocation(&fp).unwrap().is_some());
+    assert!(f
+        .store
+        .blocking()
+        .revocation(&identity::fingerprint(&f.stranger.verifying_key()))
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn the_revoked_key_list_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = "ed25519:00ff";
+    {
+        let store = Store::open(dir.path(), 8 << 20).unwrap();
+        assert!(store.blocking().revoke_key(fp, "agent:a.test").unwrap());
+        assert!(!store.blocking().revoke_key(fp, "agent:a.test").unwrap());
+    }
+    let store = Store::open(dir.path(), 8 << 20).unwrap();
+    let r = store.blocking().revocation(fp).unwrap().unwrap();
+    assert_eq!(r.agent_id, "agent:a.test");
+}
+
+#[test]
+fn records_are_classified_again_when_the_trusted_peers_change() {
+    let f = fixture();
+    let body = f.descriptor(&f.stranger, 10, &f.agent_key);
+    // Held as a claim: the stranger was not trusted.
+    assert!(matches!(
+        f.judge().judge(&f.signed(&body, &f.stranger)),
+        Judgement::Stored { trusted: false, .. }
+    ));
+    let mut vouched = f.judge().vouched();
+    let done = f.store.blocking().reassess(&vouched).unwrap();
+    assert_eq!(done.reclassified, 0, "already classified against this set");
+    // The operator trusts the stranger now.
+    vouched.insert(f.stranger.verifying_key().to_bytes());
+    let done = f.store.blocking().reassess(&vouched).unwrap();
+    assert_eq!(done.reclassified, 1);
+    assert!(
+        !f.store
+            .blocking()
+            .get(&f.agent_id)
+            .unwrap()
+            .unwrap()
+            .claimed
+    );
+    assert_eq!(f.store.trust_count(TrustLevel::KeyVerified), 1);
+    assert_eq!(
+        f.store.blocking().reassess(&vouched).unwrap(),
+        crate::store::Reassessed::default(),
+        "the same set again costs nothing"
+    );
+    // And no longer.
+    vouched.remove(&f.stranger.verifying_key().to_bytes());
+    assert_eq!(
+        f.store.blocking().reassess(&vouched).unwrap().reclassified,
+        1
+    );
+    assert_eq!(f.store.trust_count(TrustLevel::KeyVerified), 0);
+    assert_eq!(
+        f.store
+            .blocking()
+            .compact(&f.agent_id)
+            .unwrap()
+            .unwrap()
+            .level,
+        TrustLevel::Unverified
     );
 }

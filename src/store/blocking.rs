@@ -543,14 +543,18 @@ impl Inner {
     ) -> Result<Result<Change, StoreError>, ConflictableTransactionError<StoreError>> {
         let id = &w.id;
         let prev = match r.get(id.as_bytes())? {
-            Some(bytes) => match decode_value(id, &bytes) {
+            Some(bytes) => match decode_stored(id, &bytes) {
                 Ok(prev) => Some(prev),
                 Err(e) => return Ok(Err(e)),
             },
             None => None,
         };
         let is_local = l.get(id.as_bytes())?.is_some();
-        let was_live = matches!(prev, Some(RecordBody::Descriptor(_)));
+        let was_live = matches!(
+            prev.as_ref().map(|p| &p.body),
+            Some(RecordBody::Descriptor(_))
+        );
+        let prev_seq = prev.as_ref().map(|p| p.body.seq());
         let refused = match w.expect {
             Expect::LocalOrAbsent if was_live && !is_local => Some(StoreError::NotLocal {
                 agent_id: id.clone(),
@@ -561,7 +565,7 @@ impl Inner {
             Expect::LocalLive if !is_local => Some(StoreError::NotLocal {
                 agent_id: id.clone(),
             }),
-            Expect::Held(expected) if prev.as_ref().map(RecordBody::seq) != Some(expected) => {
+            Expect::Held(expected) | Expect::Same(expected) if prev_seq != Some(expected) => {
                 Some(StoreError::Changed {
                     agent_id: id.clone(),
                     expected,
@@ -572,15 +576,20 @@ impl Inner {
         if let Some(e) = refused {
             return Ok(Err(e));
         }
-        if let Some(prev) = &prev {
-            if w.seq <= prev.seq() {
+        let in_place = matches!(w.expect, Expect::Same(_) | Expect::Revocation);
+        if let Some(held) = prev_seq {
+            if w.seq <= held && !in_place {
                 return Ok(Err(StoreError::Record(RecordError::StaleSeq {
                     agent_id: id.clone(),
                     seq: w.seq,
-                    held: prev.seq(),
+                    held,
                 })));
             }
         }
+        // The seq the issuer reads before it signs this agent's next
+        // record: never lower than one held before (a revocation may
+        // stand in place of a higher seq).
+        let floor = prev_seq.map_or(w.seq, |held| held.max(w.seq));
         let ord = match o.get(id.as_bytes())? {
             Some(v) => match postings::decode_ord(id, &v) {
                 Ok(ord) => ord,
@@ -594,7 +603,10 @@ impl Inner {
                 Err(e) => return Ok(Err(e)),
             },
         };
-        let old_terms = prev.as_ref().map(body_terms).unwrap_or_default();
+        let old_terms = prev
+            .as_ref()
+            .map(|p| body_terms(&p.body, p.claimed))
+            .unwrap_or_default();
         let removed: Vec<Vec<u8>> = old_terms.difference(&w.new_terms).cloned().collect();
         let added: Vec<Vec<u8>> = w.new_terms.difference(&old_terms).cloned().collect();
         r.insert(id.as_bytes(), w.value.as_slice())?;
@@ -615,7 +627,7 @@ impl Inner {
                 local: now_local,
                 ..agent.clone()
             }),
-            None => compact::encode_tombstone(id, w.seq),
+            None => compact::encode_tombstone(id, floor),
         };
         c.insert(&ord.to_be_bytes()[..], compact_value)?;
         Ok(Ok(Change {
@@ -623,7 +635,7 @@ impl Inner {
             removed,
             added,
             was_live,
-            now_live: w.kind == KIND_DESCRIPTOR,
+            now_live: w.is_live(),
         }))
     }
 
@@ -734,15 +746,15 @@ pub(super) fn fill_reasons(reports: &sled::Tree, reasons: &sled::Tree) -> Result
 /// A typical encoded record size, to size buffers.
 pub(super) const MAX_ENCODED_HINT: usize = 2048;
 
-fn decode_value(id: &str, bytes: &[u8]) -> Result<RecordBody, StoreError> {
-    decode_stored(id, bytes).map(|a| a.body)
-}
-
 pub(super) fn decode_stored(id: &str, bytes: &[u8]) -> Result<StoredAgent, StoreError> {
     let record = SignedRecord::decode_trusted(stored_envelope(id, bytes)?)
         .map_err(|e| corrupt(id, e.to_string()))?;
     let body = record.body().map_err(|e| corrupt(id, e.to_string()))?;
-    Ok(StoredAgent { record, body })
+    Ok(StoredAgent {
+        record,
+        body,
+        claimed: bytes.first() == Some(&KIND_CLAIMED),
+    })
 }
 
 /// The signed envelope of a stored record value (past its leading byte).

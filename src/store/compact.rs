@@ -44,12 +44,18 @@ pub struct CompactAgent {
     /// Normalised capability ids.
     #[serde(rename = "c")]
     pub capabilities: Vec<String>,
-    /// The trust level the record's evidence proves.
+    /// The trust level this node counts: what the record's evidence
+    /// proves, or `unverified` when that evidence is only claimed.
     #[serde(rename = "l")]
     pub level: TrustLevel,
-    /// The evidence flags.
+    /// The evidence flags this node counts (none when claimed).
     #[serde(rename = "f")]
     pub evidence: EvidenceFlags,
+    /// What the record's signer claims, when this node neither proved
+    /// it nor trusts the signer (`store::Origin::Claimed`): shown, never
+    /// counted.
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    pub claimed: Option<Claimed>,
     /// The raw Ed25519 key that signed the record (the attesting node).
     #[serde(rename = "s", with = "serde_bytes")]
     pub signer: Vec<u8>,
@@ -77,11 +83,39 @@ pub struct CompactAgent {
     pub languages: Vec<String>,
 }
 
+/// The evidence a record's signer claims, as a compact record keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The level the claimed evidence would prove.
+    #[serde(rename = "l")]
+    pub level: TrustLevel,
+    /// The claimed evidence flags.
+    #[serde(rename = "f")]
+    pub evidence: EvidenceFlags,
+}
+
 impl CompactAgent {
     /// The compact form of a stored descriptor record; `local` as the
-    /// store's `local` tree says.
-    pub fn of(record: &SignedRecord, body: &DescriptorRecord, local: bool) -> Self {
+    /// store's `local` tree says; `claimed` when its evidence is a claim
+    /// this node does not count.
+    pub fn of(record: &SignedRecord, body: &DescriptorRecord, local: bool, claimed: bool) -> Self {
         let d = &body.descriptor;
+        let (level, evidence, claim) = if claimed {
+            (
+                TrustLevel::Unverified,
+                EvidenceFlags::default(),
+                Some(Claimed {
+                    level: body.evidence.level(),
+                    evidence: EvidenceFlags::from(&body.evidence),
+                }),
+            )
+        } else {
+            (
+                body.evidence.level(),
+                EvidenceFlags::from(&body.evidence),
+                None,
+            )
+        };
         Self {
             id: body.agent_id.clone(),
             seq: body.seq,
@@ -90,8 +124,9 @@ impl CompactAgent {
             description: d.description.clone(),
             endpoint: d.endpoint.clone(),
             capabilities: d.capabilities.clone(),
-            level: body.evidence.level(),
-            evidence: EvidenceFlags::from(&body.evidence),
+            level,
+            evidence,
+            claimed: claim,
             signer: record.signer().as_bytes().to_vec(),
             local,
             format: Some(d.format),
@@ -207,6 +242,7 @@ pub(super) fn sample() -> CompactAgent {
             challenge: true,
             ..EvidenceFlags::default()
         },
+        claimed: None,
         signer: vec![9; 32],
         local: true,
         format: Some(DocumentFormat::Adp),

@@ -88,7 +88,7 @@ pub(super) fn rebuild(
                 let is_local = local.contains_key(&key)?;
                 cb.insert(
                     &ord_key[..],
-                    encode_live(&CompactAgent::of(&agent.record, d, is_local)),
+                    encode_live(&CompactAgent::of(&agent.record, d, is_local, agent.claimed)),
                 );
             }
             RecordBody::Tombstone(t) => cb.insert(&ord_key[..], encode_tombstone(&id, t.seq)),

@@ -100,10 +100,18 @@ fn live_terms(filter: BTreeSet<Vec<u8>>, level: TrustLevel) -> BTreeSet<Vec<u8>>
 }
 
 /// Every term a stored record is indexed under: a live descriptor's
-/// filter terms, its trust level and liveness; nothing for a tombstone.
-pub(super) fn body_terms(body: &RecordBody) -> BTreeSet<Vec<u8>> {
+/// filter terms, the trust level this node counts (`unverified` when its
+/// evidence is only `claimed`) and liveness; nothing for a tombstone.
+pub(super) fn body_terms(body: &RecordBody, claimed: bool) -> BTreeSet<Vec<u8>> {
     match body {
-        RecordBody::Descriptor(d) => live_terms(terms_of(&d.descriptor), d.evidence.level()),
+        RecordBody::Descriptor(d) => {
+            let level = if claimed {
+                TrustLevel::Unverified
+            } else {
+                d.evidence.level()
+            };
+            live_terms(terms_of(&d.descriptor), level)
+        }
         RecordBody::Tombstone(_) => BTreeSet::new(),
     }
 }

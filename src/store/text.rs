@@ -46,7 +46,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
-use super::{decode_stored, descriptor, Filter, StoreError, KIND_DESCRIPTOR};
+use super::{decode_stored, descriptor, Filter, StoreError, KIND_TOMBSTONE};
 use crate::record::{DescriptorRecord, RecordBody};
 use crate::verify::TrustLevel;
 
@@ -807,7 +807,7 @@ impl Applier<'_> {
         let stored = decode_stored(id, &bytes)?;
         if let RecordBody::Descriptor(d) = &stored.body {
             self.writer
-                .add_document(document(&self.fields, d))
+                .add_document(document(&self.fields, d, stored.counted_level()))
                 .map_err(text_err)?;
         }
         Ok(stored.body.seq())
@@ -818,13 +818,13 @@ impl Applier<'_> {
         self.writer.delete_all_documents().map_err(text_err)?;
         for entry in self.records.iter() {
             let (key, value) = entry?;
-            if value.first() != Some(&KIND_DESCRIPTOR) {
+            if value.first() == Some(&KIND_TOMBSTONE) {
                 continue;
             }
             let stored = decode_stored(&String::from_utf8_lossy(&key), &value)?;
             if let RecordBody::Descriptor(d) = &stored.body {
                 self.writer
-                    .add_document(document(&self.fields, d))
+                    .add_document(document(&self.fields, d, stored.counted_level()))
                     .map_err(text_err)?;
             }
         }
@@ -836,13 +836,14 @@ impl Applier<'_> {
 /// The index document of a descriptor record. `all` holds the name, the
 /// description, the publisher and the operations once, and the
 /// capability ids twice (a capability is what an agent is for); the tags
-/// go to `all` and to `tags`.
-fn document(f: &Fields, r: &DescriptorRecord) -> TantivyDocument {
+/// go to `all` and to `tags`. `level` is the trust level this node counts
+/// for the record (`unverified` for claimed evidence).
+fn document(f: &Fields, r: &DescriptorRecord, level: TrustLevel) -> TantivyDocument {
     let d = &r.descriptor;
     let mut doc = TantivyDocument::default();
     doc.add_text(f.id, &r.agent_id);
     doc.add_u64(f.expires, r.expires_at);
-    doc.add_u64(f.trust, trust_rank(r.evidence.level()));
+    doc.add_u64(f.trust, trust_rank(level));
     doc.add_u64(f.order, tie_order(&r.agent_id));
     doc.add_text(f.all, &d.name);
     doc.add_text(f.all, &d.description);
