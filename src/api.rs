@@ -55,6 +55,8 @@ pub struct MeshState {
     pub client: MeshClient,
     /// Judges records from peers (its counters are shown by `GET /peers`).
     pub judge: Arc<Judge>,
+    /// Queues the re-verifications records ask for, within its limits.
+    pub reverify: Arc<crate::federation::reverify::Reverifier>,
 }
 
 /// What the handlers share.
@@ -327,6 +329,10 @@ pub(crate) struct PeerRecords {
     accepted: u64,
     /// Refused, by reason.
     refused: std::collections::BTreeMap<&'static str, u64>,
+    /// Re-verifications records asked for: queued, and dropped by reason
+    /// (`recent`, `peer_rate`, `signer_rate`, `node_rate`,
+    /// `too_many_sources`, `queue_full`).
+    reverify: crate::federation::reverify::ReverifyCounts,
 }
 
 #[utoipa::path(get, path = "/health", tag = "node",
@@ -391,6 +397,7 @@ async fn peers(State(state): State<AppState>) -> Result<Json<Peers>, ApiError> {
         records: PeerRecords {
             accepted: mesh.judge.accepted(),
             refused: mesh.judge.refusals(),
+            reverify: mesh.reverify.counts(),
         },
     }))
 }

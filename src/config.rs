@@ -190,6 +190,25 @@ pub struct P2pConfig {
     /// least `store.record_ttl`.
     #[serde(with = "humantime_serde")]
     pub max_record_lifetime: Duration,
+    /// Domains the mesh may have this node re-verify per minute (records
+    /// from untrusted signers claiming evidence), all peers together.
+    pub reverify_per_minute: u32,
+    /// Of those, per sending peer.
+    pub reverify_per_peer_per_minute: u32,
+    /// Of those, per record signer.
+    pub reverify_per_signer_per_minute: u32,
+}
+
+impl P2pConfig {
+    /// The re-verification limits these settings give.
+    pub fn reverify_limits(&self) -> crate::federation::reverify::ReverifyLimits {
+        crate::federation::reverify::ReverifyLimits {
+            per_minute: self.reverify_per_minute,
+            per_peer_per_minute: self.reverify_per_peer_per_minute,
+            per_signer_per_minute: self.reverify_per_signer_per_minute,
+            ..crate::federation::reverify::ReverifyLimits::default()
+        }
+    }
 }
 
 impl Default for P2pConfig {
@@ -207,6 +226,9 @@ impl Default for P2pConfig {
             allow_private_addresses: false,
             replication: Replication::All,
             max_record_lifetime: crate::federation::DEFAULT_MAX_LIFETIME,
+            reverify_per_minute: 300,
+            reverify_per_peer_per_minute: 30,
+            reverify_per_signer_per_minute: 30,
         }
     }
 }
@@ -561,6 +583,21 @@ impl Config {
                 "p2p.max_record_lifetime",
                 "must be at least store.record_ttl (this node's own records would be refused by nodes like it)",
             );
+        }
+        for (key, n) in [
+            ("p2p.reverify_per_minute", self.p2p.reverify_per_minute),
+            (
+                "p2p.reverify_per_peer_per_minute",
+                self.p2p.reverify_per_peer_per_minute,
+            ),
+            (
+                "p2p.reverify_per_signer_per_minute",
+                self.p2p.reverify_per_signer_per_minute,
+            ),
+        ] {
+            if n > 100_000 {
+                return invalid(key, "must be at most 100000");
+            }
         }
         if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
             return invalid("p2p.search_fanout", "must be between 1 and 256");

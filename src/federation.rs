@@ -40,6 +40,7 @@
 //! Every refusal is counted by reason.
 
 pub mod handler;
+pub mod reverify;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -224,6 +225,8 @@ pub enum Judgement {
         trusted: bool,
         /// An ADP agent to re-verify locally (untrusted attester).
         reverify: Option<String>,
+        /// The record's signer (whose share of re-verification it uses).
+        signer: [u8; 32],
     },
     /// The record this node holds (same seq): nothing to do, not an
     /// offence.
@@ -236,6 +239,8 @@ pub enum Judgement {
     Outranked {
         /// The domain to re-verify, when the documents differ.
         reverify: Option<String>,
+        /// The record's signer.
+        signer: [u8; 32],
     },
     /// Older than what this node holds (a replay or a late copy): not
     /// stored, counted as `stale_seq`, not penalised.
@@ -443,6 +448,7 @@ impl Judge {
                     agent_id: body.agent_id().to_owned(),
                     trusted: vouched,
                     reverify: if vouched { None } else { reverify },
+                    signer: record.signer().to_bytes(),
                 }
             }
             // Lost a race with another copy of the same or a newer record.
@@ -581,7 +587,10 @@ impl Judge {
             let reverify = (ours.doc_sha256 != d.doc_sha256)
                 .then(|| d.agent_id.strip_prefix("agent:").map(str::to_owned))
                 .flatten();
-            return Ok(Some(Judgement::Outranked { reverify }));
+            return Ok(Some(Judgement::Outranked {
+                reverify,
+                signer: record.signer().to_bytes(),
+            }));
         }
         crate::adp::rotation::continuity_of(&ours.document, &d.document)
             .map(|_| None)

@@ -21,6 +21,7 @@ use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
+use crate::federation::reverify::Reverifier;
 use crate::federation::Judge;
 use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
@@ -350,7 +351,7 @@ impl Node {
             None => seeds,
         };
 
-        let (mesh, judge) = start_mesh(
+        let (mesh, judge, reverify) = start_mesh(
             &config,
             &key,
             &store,
@@ -395,6 +396,7 @@ impl Node {
             Some(MeshState {
                 client: mesh.clone(),
                 judge,
+                reverify,
             }),
             search.clone(),
             metrics,
@@ -501,14 +503,18 @@ async fn start_mesh(
     crawl_queue: &CrawlQueue,
     outbox_rx: tokio::sync::mpsc::Receiver<crate::issuer::Published>,
     stages: &mut Stages,
-) -> Result<(MeshClient, Arc<Judge>), NodeError> {
+) -> Result<(MeshClient, Arc<Judge>, Arc<Reverifier>), NodeError> {
     let trusted = trusted_keys(&config.p2p.trusted_peers);
     let judge = Arc::new(
         Judge::new(store.clone(), key.verifying_key(), trusted)
             .with_replication(config.p2p.replication)
             .with_max_lifetime(config.p2p.max_record_lifetime),
     );
-    let handler = NodeHandler::new(judge.clone(), registry.clone(), Some(crawl_queue.clone()));
+    let reverify = Arc::new(Reverifier::new(
+        Some(crawl_queue.clone()),
+        config.p2p.reverify_limits(),
+    ));
+    let handler = NodeHandler::new(judge.clone(), registry.clone(), reverify.clone());
     let cancel = stages.token(Stage::Mesh);
     let (mesh, mesh_task) = Mesh::spawn(
         MeshConfig::from_p2p(&config.p2p)?,
@@ -528,7 +534,7 @@ async fn start_mesh(
         "republisher",
         republish::spawn_republisher(store.clone(), mesh.clone(), key.verifying_key(), cancel),
     );
-    Ok((mesh, judge))
+    Ok((mesh, judge, reverify))
 }
 
 /// Step 5: the HTTP API, served until its stage stops.

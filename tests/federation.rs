@@ -417,7 +417,7 @@ async fn forged_records_are_refused_and_a_silent_peer_does_not_stall_searches() 
         .unwrap();
     let tombstone = agentmesh::record::TombstoneRecord {
         agent_id: "targeted".into(),
-        seq: u64::MAX / 2,
+        seq: agentmesh::record::next_seq(None),
         issued_at: agentmesh::record::unix_now(),
         reason: agentmesh::record::TombstoneReason::Revoked,
     };

@@ -805,7 +805,14 @@ async fn run_node(
         Judge::new(store.clone(), key.verifying_key(), Vec::new())
             .with_replication(params.replication),
     );
-    let handler = NodeHandler::new(judge.clone(), registry.clone(), None);
+    let handler = NodeHandler::new(
+        judge.clone(),
+        registry.clone(),
+        Arc::new(agentmesh::federation::reverify::Reverifier::new(
+            None,
+            Default::default(),
+        )),
+    );
     let (mesh, task) = Mesh::spawn(
         mesh_config(listen, bootstrap, params)?,
         agentmesh::identity::libp2p_keypair(&key),

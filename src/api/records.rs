@@ -85,7 +85,17 @@ pub(super) async fn submit(
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
     match judged {
-        Judgement::Stored { agent_id, .. } => {
+        Judgement::Stored {
+            agent_id,
+            reverify,
+            signer,
+            ..
+        } => {
+            // A claim this node has not proven: it looks for itself,
+            // within the same limits as for the mesh's records.
+            if let Some(domain) = reverify {
+                mesh.reverify.request(domain, None, signer);
+            }
             state.registry().store().flush().await.map_err(|e| {
                 ApiError::new(ErrorCode::Unavailable, format!("the store failed: {e}"))
             })?;
@@ -119,6 +129,21 @@ pub(super) async fn submit(
             "stale_seq: this node holds a newer record of the agent",
         )
         .with_status(StatusCode::CONFLICT)),
+        Judgement::Outranked {
+            reverify: Some(domain),
+            signer,
+        } => {
+            mesh.reverify.request(domain, None, signer);
+            Ok((
+                StatusCode::OK,
+                Json(Submitted {
+                    stored: false,
+                    agent_id: None,
+                    duplicate: None,
+                    kept: Some(false),
+                }),
+            ))
+        }
         Judgement::NotKept | Judgement::Outranked { .. } => Ok((
             StatusCode::OK,
             Json(Submitted {

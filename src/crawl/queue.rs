@@ -15,6 +15,9 @@ use crate::metrics::Metrics;
 /// A job: domains, and where to send the reports if the caller waits.
 struct Job {
     domains: Vec<String>,
+    /// Follow the crawled agents' peers (as configured), or not (a
+    /// re-verification the mesh asked for never does).
+    follow: bool,
     reply: Option<oneshot::Sender<Vec<CrawlReport>>>,
 }
 
@@ -90,7 +93,7 @@ impl CrawlQueue {
                     let started = std::time::Instant::now();
                     let reports = tokio::select! {
                         () = cancel.cancelled() => break,
-                        reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers, options.max_domains_per_job.max(count), |r| metrics.crawled(r.stored, &r.reasons)) => reports,
+                        reports = crawler.crawl_many(&issuer, job.domains, options.follow_peers && job.follow, options.max_domains_per_job.max(count), |r| metrics.crawled(r.stored, &r.reasons)) => reports,
                     };
                     metrics.crawl_job_done(started.elapsed());
                     tracing::info!(requested = count, crawled = reports.len(), stored = reports.iter().filter(|r| r.stored).count(), "crawl job done");
@@ -128,15 +131,31 @@ impl CrawlQueue {
     /// # Errors
     /// [`QueueError::Full`] or [`QueueError::Stopped`].
     pub fn enqueue(&self, domains: Vec<String>) -> Result<(), QueueError> {
-        self.tx
-            .try_send(Job {
-                domains,
-                reply: None,
-            })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => QueueError::Full,
-                mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
-            })
+        self.send(Job {
+            domains,
+            follow: true,
+            reply: None,
+        })
+    }
+
+    /// Queues one domain to crawl without following its agents' peers
+    /// (a re-verification) and returns at once.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] or [`QueueError::Stopped`].
+    pub fn enqueue_one(&self, domain: String) -> Result<(), QueueError> {
+        self.send(Job {
+            domains: vec![domain],
+            follow: false,
+            reply: None,
+        })
+    }
+
+    fn send(&self, job: Job) -> Result<(), QueueError> {
+        self.tx.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => QueueError::Full,
+            mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
+        })
     }
 
     /// Queues `domains` and waits for their reports.
@@ -145,15 +164,11 @@ impl CrawlQueue {
     /// [`QueueError::Full`] or [`QueueError::Stopped`].
     pub async fn crawl(&self, domains: Vec<String>) -> Result<Vec<CrawlReport>, QueueError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .try_send(Job {
-                domains,
-                reply: Some(reply),
-            })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => QueueError::Full,
-                mpsc::error::TrySendError::Closed(_) => QueueError::Stopped,
-            })?;
+        self.send(Job {
+            domains,
+            follow: true,
+            reply: Some(reply),
+        })?;
         rx.await.map_err(|_| QueueError::Stopped)
     }
 }

@@ -9,8 +9,8 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use libp2p::PeerId;
 
+use super::reverify::Reverifier;
 use super::{Judge, Judgement};
-use crate::crawl::queue::CrawlQueue;
 use crate::mesh::wire::{SearchRequest, SearchResponse};
 use crate::mesh::{MeshHandler, RecordOrigin, Verdict};
 use crate::registry::Registry;
@@ -19,13 +19,14 @@ use crate::registry::Registry;
 pub struct NodeHandler {
     judge: Arc<Judge>,
     registry: Registry,
-    reverify: Option<CrawlQueue>,
+    reverify: Arc<Reverifier>,
 }
 
 impl NodeHandler {
     /// A handler storing through `judge`, answering from `registry`; ADP
-    /// agents vouched for by untrusted attesters are queued on `reverify`.
-    pub fn new(judge: Arc<Judge>, registry: Registry, reverify: Option<CrawlQueue>) -> Self {
+    /// agents vouched for by untrusted attesters are handed to `reverify`
+    /// (rate-limited per peer and per signer).
+    pub fn new(judge: Arc<Judge>, registry: Registry, reverify: Arc<Reverifier>) -> Self {
         Self {
             judge,
             registry,
@@ -33,7 +34,7 @@ impl NodeHandler {
         }
     }
 
-    fn handle(&self, bytes: &[u8], origin: &RecordOrigin) -> Verdict {
+    fn handle(&self, bytes: &[u8], from: PeerId, origin: &RecordOrigin) -> Verdict {
         // A DHT value must sit under its agent's key.
         let dht_key = match origin {
             RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } => Some(key.as_slice()),
@@ -45,20 +46,20 @@ impl NodeHandler {
             _ => self.judge.judge_offered(bytes, dht_key),
         };
         match judgement {
-            Judgement::Stored { reverify, .. } => {
-                if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
-                    // Best effort: a full queue drops it; the next gossip of
-                    // the same agent asks again.
-                    let _ = queue.enqueue(vec![domain]);
+            Judgement::Stored {
+                reverify, signer, ..
+            } => {
+                if let Some(domain) = reverify {
+                    self.reverify.request(domain, Some(from), signer);
                 }
                 Verdict::Accept
             }
             // Valid, but this node holds the agent as it verified it (or a
             // trusted peer did): not stored, not an offence; a document
             // that changed is looked at by this node's own crawler.
-            Judgement::Outranked { reverify } => {
-                if let (Some(domain), Some(queue)) = (reverify, &self.reverify) {
-                    let _ = queue.enqueue(vec![domain]);
+            Judgement::Outranked { reverify, signer } => {
+                if let Some(domain) = reverify {
+                    self.reverify.request(domain, Some(from), signer);
                 }
                 Verdict::Ignore("outranked")
             }
@@ -83,14 +84,14 @@ impl MeshHandler for SharedHandler {
     fn on_record(
         &self,
         record: Vec<u8>,
-        _from: PeerId,
+        from: PeerId,
         origin: RecordOrigin,
     ) -> BoxFuture<'static, Verdict> {
         let handler = self.0.clone();
         // sled and signature checks are short and blocking: keep them off
         // the async workers.
         async move {
-            tokio::task::spawn_blocking(move || handler.handle(&record, &origin))
+            tokio::task::spawn_blocking(move || handler.handle(&record, from, &origin))
                 .await
                 .unwrap_or(Verdict::Ignore("handler_panicked"))
         }

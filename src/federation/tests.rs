@@ -171,7 +171,8 @@ fn evidence_is_rechecked_and_untrusted_attesters_trigger_reverification() {
         Judgement::Stored {
             agent_id: f.agent_id.clone(),
             trusted: false,
-            reverify: Some(domain)
+            reverify: Some(domain),
+            signer: f.stranger.verifying_key().to_bytes(),
         }
     );
     assert_eq!(
@@ -185,7 +186,8 @@ fn evidence_is_rechecked_and_untrusted_attesters_trigger_reverification() {
         Judgement::Stored {
             agent_id: f.agent_id.clone(),
             trusted: true,
-            reverify: None
+            reverify: None,
+            signer: f.friend.verifying_key().to_bytes(),
         }
     );
     assert!(judge.refusals().is_empty(), "{:?}", judge.refusals());
@@ -385,7 +387,10 @@ fn a_node_keeps_its_own_attestation_over_an_untrusted_peers() {
     let theirs = f.descriptor(&f.stranger, 11, &f.agent_key);
     assert_eq!(
         judge.judge(&f.signed(&theirs, &f.stranger)),
-        Judgement::Outranked { reverify: None }
+        Judgement::Outranked {
+            reverify: None,
+            signer: f.stranger.verifying_key().to_bytes(),
+        }
     );
     let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
     assert_eq!(held.record.signer(), &f.own.verifying_key());
@@ -396,7 +401,8 @@ fn a_node_keeps_its_own_attestation_over_an_untrusted_peers() {
     assert_eq!(
         judge.judge(&f.signed(&changed, &f.stranger)),
         Judgement::Outranked {
-            reverify: Some(f.domain())
+            reverify: Some(f.domain()),
+            signer: f.stranger.verifying_key().to_bytes(),
         }
     );
     assert_eq!(
@@ -613,7 +619,10 @@ fn a_forged_claim_cannot_squat_the_agent_against_a_verified_record() {
     let again = f.descriptor_of(&forged_doc, &f.stranger, 12, &f.stranger);
     assert!(matches!(
         judge.judge(&f.signed(&again, &f.stranger)),
-        Judgement::Outranked { reverify: Some(_) }
+        Judgement::Outranked {
+            reverify: Some(_),
+            ..
+        }
     ));
     let held = f.store.blocking().get(&f.agent_id).unwrap().unwrap();
     assert_eq!(held.record.signer(), &f.friend.verifying_key());

@@ -514,6 +514,17 @@ impl TestNode {
         self.spawn();
     }
 
+    /// Stops the node with SIGTERM and starts it again on the same data
+    /// directory with `args` added to its command line (a `--bootstrap`
+    /// it did not have).
+    pub fn restart_with_args(&mut self, args: &[&str]) {
+        self.stop();
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self.stderr
+            .push_line("--- harness: restart with more arguments ---");
+        self.spawn();
+    }
+
     /// Kills the node with SIGKILL and starts it again on the same data
     /// directory (on a new port: use [`TestNode::api`] again).
     pub fn crash_and_restart(&mut self) {

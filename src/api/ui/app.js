@@ -72,7 +72,19 @@ function trustBadges(trust) {
   for (const flag of ["dnssec", "fingerprint", "challenge", "mutual_peer"]) {
     if (e[flag]) out.push(badge(flag.replace("_", " ")));
   }
+  // What an untrusted signer claims: shown apart, never as the level.
+  if (trust.claimed) {
+    out.push(badge("claims " + trust.claimed.level + " (unproven)", "claimed"));
+  }
   return out;
+}
+
+function claimText(trust) {
+  const c = trust.claimed;
+  if (!c) return "nothing beyond what this node counts";
+  const flags = ["dnssec", "fingerprint", "challenge", "mutual_peer"].filter((f) => c.evidence && c.evidence[f]);
+  return c.level + (flags.length ? " (" + flags.join(", ") + ")" : "") + ", claimed by " + c.by.slice(0, 20) +
+    "…, a signer this node does not trust; not proven here, not counted";
 }
 
 function sourceText(s) {
@@ -162,7 +174,7 @@ function operations(doc) {
 }
 
 function chain(report) {
-  if (!report) return el("p", { class: "muted" }, "Not crawled by this node: its trust is what the record's signer attested.");
+  if (!report) return el("p", { class: "muted" }, "Not crawled by this node: its level counts only what a trusted peer attested; an untrusted signer's evidence is shown as claimed.");
   const rows = report.steps.map((s) => el("tr", {},
     el("td", {}, s.step),
     el("td", {}, badge(s.outcome, "step-" + s.outcome)),
@@ -211,6 +223,7 @@ async function showAgent(id) {
         ["record", r ? "seq " + r.seq + ", signed " + when(r.issued_at) + ", valid until " + when(r.expires_at) : "none"],
         ["signed by", r ? r.signer : "none"],
         ["reasons", (summary.trust.reasons || []).join(", ") || "none"],
+        ["claimed", claimText(summary.trust)],
       ]),
       el("h2", {}, "Verification chain"),
       chain(report),
