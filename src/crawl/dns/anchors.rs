@@ -19,9 +19,10 @@
 //! [`MAX_RECORDS`] anchors for at most [`MAX_ZONES`] zones. Every error
 //! names the file, and the line where there is one.
 //!
-//! With no file, the set is the root's key-signing keys hickory ships
-//! ([`TrustAnchorSet::builtin_root`]); [`super::dnssec`] says how each
-//! kind is used.
+//! The root's key-signing keys that hickory ships
+//! ([`TrustAnchorSet::builtin_root`]) are always in the set; the files'
+//! anchors are added beside them. [`super::dnssec`] says how each kind is
+//! used.
 
 use std::path::{Path, PathBuf};
 
@@ -144,11 +145,13 @@ impl Anchor {
     }
 }
 
-/// The trust anchors the crawler validates from.
+/// The trust anchors the crawler validates from: the root's built-in
+/// anchor, and beside it those the configured files hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustAnchorSet {
     anchors: Vec<Anchor>,
-    builtin: bool,
+    /// The zones a configured file holds an anchor for.
+    configured: Vec<Name>,
 }
 
 impl TrustAnchorSet {
@@ -171,52 +174,57 @@ impl TrustAnchorSet {
             .collect();
         Self {
             anchors,
-            builtin: true,
+            configured: Vec::new(),
         }
     }
 
-    /// The anchors in `files`, or [`TrustAnchorSet::builtin_root`] when
-    /// there is none.
+    /// [`TrustAnchorSet::builtin_root`] and, beside it, the anchors in
+    /// `files`.
     ///
     /// # Errors
     /// [`AnchorError`], naming the file (and the line) at fault.
     pub fn load(files: &[PathBuf]) -> Result<Self, AnchorError> {
-        if files.is_empty() {
-            return Ok(Self::builtin_root());
-        }
+        let mut set = Self::builtin_root();
         let now = crate::record::unix_now();
-        let mut anchors: Vec<Anchor> = Vec::new();
+        let mut added = 0usize;
         for file in files {
             let text = read_bounded(file)?;
             for anchor in parse(&text, file, now)? {
-                if anchors.len() == MAX_RECORDS {
+                if added == MAX_RECORDS {
                     return Err(AnchorError::TooMany {
                         file: file.clone(),
                         what: "anchors",
                         limit: MAX_RECORDS,
                     });
                 }
-                if !anchors.iter().any(|a| a.zone == anchor.zone) && zones(&anchors) == MAX_ZONES {
-                    return Err(AnchorError::TooMany {
-                        file: file.clone(),
-                        what: "zones",
-                        limit: MAX_ZONES,
-                    });
+                if !set.configured.contains(&anchor.zone) {
+                    if set.configured.len() == MAX_ZONES {
+                        return Err(AnchorError::TooMany {
+                            file: file.clone(),
+                            what: "zones",
+                            limit: MAX_ZONES,
+                        });
+                    }
+                    set.configured.push(anchor.zone.clone());
                 }
-                if !anchors.contains(&anchor) {
-                    anchors.push(anchor);
+                added += 1;
+                if !set.anchors.contains(&anchor) {
+                    set.anchors.push(anchor);
                 }
             }
         }
-        Ok(Self {
-            anchors,
-            builtin: false,
-        })
+        Ok(set)
     }
 
-    /// Whether these are the built-in root anchors (no file configured).
+    /// Whether no file gave an anchor: the root's built-in one alone.
     pub fn is_builtin(&self) -> bool {
-        self.builtin
+        self.configured.is_empty()
+    }
+
+    /// Whether `zone`'s anchors are all built in (no configured file
+    /// names it).
+    pub fn is_builtin_zone(&self, zone: &Name) -> bool {
+        !self.configured.contains(zone)
     }
 
     /// Every anchor.
@@ -251,16 +259,6 @@ impl TrustAnchorSet {
             .max_by_key(|zone| zone.num_labels())
             .cloned()
     }
-}
-
-fn zones(anchors: &[Anchor]) -> usize {
-    let mut seen: Vec<&Name> = Vec::new();
-    for a in anchors {
-        if !seen.contains(&&a.zone) {
-            seen.push(&a.zone);
-        }
-    }
-    seen.len()
 }
 
 fn read_bounded(file: &Path) -> Result<String, AnchorError> {

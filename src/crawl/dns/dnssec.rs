@@ -24,7 +24,8 @@
 //! ancestors; the closest such zone is its anchor zone.
 //! - No anchor covers the name: Indeterminate. No chain can start, so
 //!   there is nothing to prove and nothing to forge against: the answer
-//!   is plain DNS, with no `dnssec` evidence.
+//!   is plain DNS, with no `dnssec` evidence. (The root's built-in anchor
+//!   covers every name, so this is the case below for the root.)
 //! - The anchor zone was primed: hickory's verdict for the TXT RRset is
 //!   authoritative. Secure is Secure; Bogus, and any failure of the
 //!   validating lookup, is Bogus (the chain from the anchor says the zone
@@ -34,17 +35,17 @@
 //!   prove insecurity from a zone *above* the anchor, which the anchor
 //!   says nothing about, so there it is Bogus.
 //! - The anchor zone could not be primed (its DNSKEY RRset is missing,
-//!   unsigned, or not signed by the anchored key): Bogus for an anchor
-//!   from a configured file, since the operator said the zone is signed
-//!   and stripped signatures look exactly like this. For the built-in
-//!   root anchor it is Indeterminate: resolvers that serve no root
+//!   unsigned, or not signed by the anchored key): Bogus for a zone a
+//!   configured file anchors, since the operator said the zone is signed
+//!   and stripped signatures look exactly like this. For the root with
+//!   only its built-in anchor it is Indeterminate: resolvers that serve no root
 //!   DNSKEY RRset signed by the root's key (a private authoritative
 //!   server such as the testbed's, which does not answer for the root)
 //!   cannot start any chain. An attacker between the crawler and its
 //!   resolvers can produce the same, so with the built-in anchor DNSSEC
 //!   earns evidence but cannot refuse an answer whose root is withheld;
-//!   an operator who wants refusal configures the anchor explicitly (the
-//!   root's own `root-anchors.xml` will do).
+//!   an operator who wants refusal configures the root's anchor
+//!   explicitly (IANA's `root-anchors.xml` will do).
 //!
 //! Nothing in this decision asks an unvalidated lookup whether a zone is
 //! signed: only the priming's verified RRset and hickory's verdict count.
@@ -132,7 +133,7 @@ impl Validator {
         let primed = self.primed().await;
         match primed.zone(&zone) {
             Some(Ok(())) => {}
-            Some(Err(reason)) if self.anchors.is_builtin() => {
+            Some(Err(reason)) if self.anchors.is_builtin_zone(&zone) => {
                 return Dnssec::Indeterminate {
                     detail: format!(
                         "the root's built-in trust anchor starts no chain here: {reason}"

@@ -254,7 +254,7 @@ fn files_are_bounded_in_size_anchors_and_zones() {
     let second = write(dir.path(), "second.ds", &zone_file(half, MAX_ZONES));
     let third = write(dir.path(), "third.ds", &zone_file(MAX_ZONES, MAX_ZONES + 1));
     let set = TrustAnchorSet::load(&[first.clone(), second.clone()]).unwrap();
-    assert_eq!(set.zones().len(), MAX_ZONES);
+    assert_eq!(set.zones().len(), MAX_ZONES + 1, "and the root's");
     assert!(!set.is_builtin());
     let err = TrustAnchorSet::load(&[first.clone(), second, third.clone()]).unwrap_err();
     assert!(
@@ -295,6 +295,10 @@ fn the_closest_anchored_zone_covers_a_name() {
     let set = TrustAnchorSet::load(&[path]).unwrap();
     assert_eq!(set.zones(), vec![Name::root(), name("org1.test.")]);
     assert_eq!(
+        set.anchors().len(),
+        TrustAnchorSet::builtin_root().anchors().len() + 2
+    );
+    assert_eq!(
         set.covering(&name("_agent.a.ORG1.test.")),
         Some(name("org1.test."))
     );
@@ -308,8 +312,28 @@ fn the_closest_anchored_zone_covers_a_name() {
         &format!("org1.test. DNSKEY {org}\n"),
     )])
     .unwrap();
-    assert_eq!(island.covering(&name("_agent.org2.test.")), None);
-    assert_eq!(island.covering(&name("test.")), None);
+    // The root's built-in anchor is always beside the files'.
+    assert_eq!(
+        island.covering(&name("_agent.org2.test.")),
+        Some(Name::root())
+    );
+    assert_eq!(
+        island.covering(&name("_agent.a.org1.test.")),
+        Some(name("org1.test."))
+    );
+    assert!(island.is_builtin_zone(&Name::root()));
+    assert!(!island.is_builtin_zone(&name("org1.test.")));
+    assert!(
+        !set.is_builtin_zone(&Name::root()),
+        "the file anchors the root too"
+    );
+    let mut bare = TrustAnchorSet::builtin_root();
+    bare.anchors.clear();
+    assert_eq!(
+        bare.covering(&name("_agent.org2.test.")),
+        None,
+        "nothing covers it"
+    );
 }
 
 #[test]
