@@ -193,7 +193,8 @@ pub struct CrawlArgs {
     /// Permit loopback and private targets.
     #[arg(long)]
     pub allow_private: bool,
-    /// DNSSEC trust anchors (DS or DNSKEY in zone-file syntax; repeatable).
+    /// DNSSEC trust anchors beside the root's (DS or DNSKEY records in
+    /// zone-file syntax, or IANA's root-anchors.xml; repeatable).
     #[arg(long = "trust-anchor", value_name = "FILE")]
     pub trust_anchors: Vec<PathBuf>,
     /// The port of the well-known documents of the formats beside ADP

@@ -340,8 +340,9 @@ pub struct CrawlerOptions {
     pub challenge_timeout: Duration,
     /// Domains crawled at once by `crawl_many`.
     pub concurrency: usize,
-    /// DNSSEC trust anchors: files of DNSKEY records (zone-file syntax);
-    /// the root's when empty.
+    /// DNSSEC trust anchors beside the root's built-in one: files of DS or
+    /// DNSKEY records (zone-file syntax) or IANA's `root-anchors.xml`
+    /// ([`dns::anchors`]).
     pub trust_anchors: Vec<PathBuf>,
     /// The formats a crawl of a domain reads ([`DocumentFormat::CRAWLED`]
     /// by default).

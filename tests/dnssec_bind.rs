@@ -12,317 +12,30 @@
 //! the evidence, a forged one never stored, and a revisit of the Secure
 //! one after its record was altered reported `dnssec_bogus`).
 //!
-//! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the test
-//! says so and passes, except under CI, where it fails.
+//!
+//! Trust anchors in every form and place: a DS record for the root
+//! (`dnssec-dsfromkey`), DS and DNSKEY anchors for `org1.test` alone (an
+//! island of trust, its parents unsigned or not served at all), and the
+//! same zones served with their signatures and keys stripped while an
+//! anchor covers them, which is `dnssec_bogus`, never a downgrade to
+//! unsigned DNS.
+//!
+//! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the tests
+//! say so and pass, except under CI, where they fail. The harness is
+//! `tests/bind/mod.rs`.
 
+mod bind;
 mod common;
 
-use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use agentmesh::crawl::{Crawler, CrawlerOptions, StepOutcome};
-use agentmesh::net::AddressPolicy;
+use agentmesh::crawl::StepOutcome;
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::TrustLevel;
+use bind::{
+    assert_bogus, assert_secure, bind_available, crawl, crawler, ds_anchor, fingerprint_of, sign,
+    sign_chain, tamper, tampered_copy, verify_cli, without_txt_signature, zone_text, Named, ZONE,
+};
 use common::TestNode;
 use serde_json::json;
-
-const ZONE: &str = "org1.test";
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn have(tool: &str) -> bool {
-    common::on_path(tool).is_some()
-}
-
-/// Whether BIND's tools are here; under CI they must be.
-fn bind_available() -> bool {
-    let ok = ["named", "dnssec-keygen", "dnssec-signzone"]
-        .iter()
-        .all(|t| have(t));
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "BIND (named, dnssec-keygen, dnssec-signzone) must be installed under CI"
-        );
-        eprintln!("!!! SKIPPED: BIND is not installed (apt-get install bind9 bind9-utils)");
-    }
-    ok
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("the command runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A free loopback UDP port (TCP is taken on the same number by named).
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `named` serving `zone_file` for [`ZONE`]; killed on drop.
-struct Named {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Named {
-    async fn start(dir: &Path, zones: &[(String, PathBuf)]) -> Self {
-        Self::start_on(dir, zones, free_port()).await
-    }
-
-    /// As [`Named::start`], on `port` (a node keeps asking the resolver
-    /// it was started with).
-    async fn start_on(dir: &Path, zones: &[(String, PathBuf)], port: u16) -> Self {
-        let conf = dir.join("named.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "options {{\n  directory \"{d}\";\n  pid-file \"{d}/named.pid\";\n  \
-                 listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
-                 recursion no;\n  dnssec-validation no;\n  allow-query {{ any; }};\n}};\n{zones}",
-                d = dir.display(),
-                zones = zones
-                    .iter()
-                    .map(|(name, file)| format!(
-                        "zone \"{name}\" {{ type primary; file \"{}\"; }};\n",
-                        file.display()
-                    ))
-                    .collect::<String>()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("named")
-            .args(["-g", "-n", "1", "-c"])
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("named starts");
-        let named = Self {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        named.wait_serving().await;
-        named
-    }
-
-    /// Waits until `named` answers the zone's SOA.
-    async fn wait_serving(&self) {
-        let dns =
-            agentmesh::crawl::dns::Dns::new(&[self.addr], Duration::from_millis(500)).unwrap();
-        let until = Instant::now() + DEADLINE;
-        loop {
-            if dns.txt(&format!("_probe.{ZONE}")).await.is_ok()
-                || matches!(
-                    dns.txt(&format!("_probe.{ZONE}")).await,
-                    Err(agentmesh::crawl::dns::DnsError::NxDomain { .. })
-                )
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < until,
-                "named did not answer within {DEADLINE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Named {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The zone file of [`ZONE`]: the testbed's records for its agents there.
-fn zone_text(bed: &Testbed) -> String {
-    let https = bed.https_port();
-    let mut text = format!(
-        "$TTL 300\n@ IN SOA ns.{ZONE}. hostmaster.{ZONE}. 1 3600 600 86400 60\n\
-         @ IN NS ns.{ZONE}.\nns IN A 127.0.0.1\n"
-    );
-    for agent in bed.population().agents() {
-        let d = &agent.domain;
-        if !d.ends_with(&format!(".{ZONE}")) {
-            continue;
-        }
-        for record in bed.txt_records(d) {
-            let strings: Vec<String> = record
-                .as_bytes()
-                .chunks(255)
-                .map(|c| format!("\"{}\"", String::from_utf8_lossy(c).replace('"', "\\\"")))
-                .collect();
-            text.push_str(&format!("_agent.{d}. IN TXT {}\n", strings.join(" ")));
-        }
-        text.push_str(&format!("_agent._tcp.{d}. IN SRV 0 0 {https} {d}.\n"));
-        text.push_str(&format!("{d}. IN A 127.0.0.1\n"));
-    }
-    text
-}
-
-/// A parent zone `origin` (`.` or `test.`) delegating `child` to
-/// `ns.{child}`, with the child's DS records (`dsset` written by
-/// `dnssec-signzone`).
-fn parent_text(origin: &str, child: &str, dsset: &str) -> String {
-    let ns = if origin == "." {
-        "ns.".to_owned()
-    } else {
-        format!("ns.{origin}")
-    };
-    format!(
-        "$TTL 300\n{origin} IN SOA {ns} hostmaster.{ns} 1 3600 600 86400 60\n\
-         {origin} IN NS {ns}\n{ns} IN A 127.0.0.1\n\
-         {child} IN NS ns.{child}\nns.{child} IN A 127.0.0.1\n{dsset}"
-    )
-}
-
-/// Signs `text` as zone `origin` with new keys (a KSK and a ZSK, ECDSA
-/// P-256) made by `dnssec-keygen`; answers the signed file, the KSK's
-/// `.key` file and the DS records of the zone (`dsset-{origin}`).
-fn sign(dir: &Path, origin: &str, text: &str) -> (PathBuf, PathBuf, String) {
-    let file = if origin == "." {
-        "root".to_owned()
-    } else {
-        origin.trim_end_matches('.').to_owned()
-    };
-    let unsigned = dir.join(format!("{file}.zone"));
-    std::fs::write(&unsigned, text).unwrap();
-    let keygen = |ksk: bool| {
-        let mut cmd = Command::new("dnssec-keygen");
-        cmd.arg("-q")
-            .arg("-K")
-            .arg(dir)
-            .args(["-a", "ECDSAP256SHA256", "-n", "ZONE"]);
-        if ksk {
-            cmd.args(["-f", "KSK"]);
-        }
-        run(cmd.arg(origin)).trim().to_owned()
-    };
-    let ksk = keygen(true);
-    let _zsk = keygen(false);
-    let signed = dir.join(format!("{file}.signed"));
-    run(Command::new("dnssec-signzone")
-        .arg("-K")
-        .arg(dir)
-        .arg("-d")
-        .arg(dir)
-        .args(["-S", "-o", origin, "-f"])
-        .arg(&signed)
-        .arg(&unsigned));
-    let dsset_name = if origin == "." {
-        "dsset-.".to_owned()
-    } else {
-        format!("dsset-{}.", origin.trim_end_matches('.'))
-    };
-    let dsset = std::fs::read_to_string(dir.join(dsset_name)).unwrap_or_default();
-    (signed, dir.join(format!("{ksk}.key")), dsset)
-}
-
-/// The chain `.` -> `test.` -> [`ZONE`], each signed by BIND's tools
-/// (a private root, so the trust anchor is that root's KSK); answers the
-/// signed files in that order and the root's KSK file.
-fn sign_chain(dir: &Path, zone: &str) -> (Vec<(String, PathBuf)>, PathBuf) {
-    let (org, _, org_ds) = sign(dir, &format!("{ZONE}."), zone);
-    let (test, _, test_ds) = sign(
-        dir,
-        "test.",
-        &parent_text("test.", &format!("{ZONE}."), &org_ds),
-    );
-    let (root, anchor, _) = sign(dir, ".", &parent_text(".", "test.", &test_ds));
-    (
-        vec![
-            (".".into(), root),
-            ("test".into(), test),
-            (ZONE.into(), org),
-        ],
-        anchor,
-    )
-}
-
-/// The fingerprint `domain`'s agent publishes in its TXT record.
-fn fingerprint_of(bed: &Testbed, domain: &str) -> String {
-    bed.population()
-        .agents()
-        .iter()
-        .find(|a| a.domain == domain)
-        .expect("the agent is in the population")
-        .fingerprint()
-}
-
-/// Alters the last digit of `fingerprint` in the TXT record of the signed
-/// zone file `signed`, leaving its RRSIG as it was: the record no longer
-/// matches its signature.
-fn tamper(signed: &Path, fingerprint: &str) {
-    // Wherever the signed file writes the TXT record (its owner name may
-    // also appear in another name's NSEC), the fingerprint is there once.
-    let text = std::fs::read_to_string(signed).unwrap();
-    let needle = format!("pk={fingerprint}");
-    assert_eq!(
-        text.matches(&needle).count(),
-        1,
-        "the agent's TXT record, once"
-    );
-    let at = text.find(&needle).unwrap() + needle.len() - 1;
-    let mut bytes = text.into_bytes();
-    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
-    std::fs::write(signed, bytes).unwrap();
-}
-
-fn crawler(bed_ca: &Path, dns: SocketAddr, anchor: &Path) -> Crawler {
-    let options = CrawlerOptions {
-        resolvers: vec![dns],
-        ca_files: vec![bed_ca.to_owned()],
-        policy: AddressPolicy {
-            allow_private: true,
-        },
-        trust_anchors: vec![anchor.to_owned()],
-        ..CrawlerOptions::default()
-    };
-    let key = agentmesh::identity::generate();
-    let verifier = agentmesh::identity::peer_id_of(&key);
-    Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
-}
-
-fn verify_cli(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path) -> (i32, serde_json::Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentmesh"))
-        .args([
-            "verify",
-            domain,
-            "--json",
-            "--allow-private",
-            "--resolver",
-            &dns.to_string(),
-        ])
-        .arg("--ca-file")
-        .arg(ca)
-        .arg("--trust-anchor")
-        .arg(anchor)
-        .output()
-        .expect("agentmesh verify runs");
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "verify printed no JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
@@ -560,5 +273,172 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
 
     drop(node);
     drop(named);
+    bed.shutdown().await;
+}
+
+/// A testbed of `n` healthy agents (seeded by `seed`), its CA written to
+/// `dir`, and one of its agents in [`ZONE`].
+async fn testbed(
+    seed: u64,
+    n: usize,
+    dir: &std::path::Path,
+) -> (Testbed, std::path::PathBuf, String) {
+    let bed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(seed, n)),
+        TestbedOptions::default(),
+    )
+    .await
+    .expect("the testbed starts");
+    let ca = dir.join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let domain = bed
+        .population()
+        .agents()
+        .iter()
+        .find(|a| a.domain.ends_with(&format!(".{ZONE}")))
+        .expect("an agent in org1.test")
+        .domain
+        .clone();
+    (bed, ca, domain)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ds_anchor_for_the_root_validates_and_a_tampered_record_is_bogus() {
+    if !bind_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bed, ca, domain) = testbed(21, 3, dir.path()).await;
+    let (mut zones, root_key) = sign_chain(dir.path(), &zone_text(&bed));
+    // The root's anchor as IANA publishes it: a DS record.
+    let anchor = ds_anchor(&root_key);
+
+    let named = Named::start(dir.path(), &zones).await;
+    assert_secure(&crawl(&domain, &ca, named.addr, &anchor).await);
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["trust"]["evidence"]["dnssec"], true);
+
+    zones[2].1 = tampered_copy(&zones[2].1, "org1.tampered", &fingerprint_of(&bed, &domain));
+    let forging = Named::start(dir.path(), &zones).await;
+    assert_bogus(&crawl(&domain, &ca, forging.addr, &anchor).await);
+    drop((named, forging));
+    bed.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_island_of_trust_validates_without_its_parents() {
+    if !bind_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bed, ca, domain) = testbed(22, 3, dir.path()).await;
+    // org1.test alone is signed; its anchor in both forms.
+    let (signed, key, _) = sign(dir.path(), &format!("{ZONE}."), &zone_text(&bed));
+    let ds = ds_anchor(&key);
+    let tampered = tampered_copy(&signed, "org1.tampered", &fingerprint_of(&bed, &domain));
+
+    // No parent served at all: nobody answers for test. or the root.
+    let alone = Named::start(dir.path(), &[(ZONE.into(), signed.clone())]).await;
+    // An unsigned test. that delegates to org1.test without a DS.
+    let unsigned_parent = dir.path().join("test.unsigned");
+    std::fs::write(
+        &unsigned_parent,
+        bind::parent_text("test.", &format!("{ZONE}."), ""),
+    )
+    .unwrap();
+    let under_unsigned = Named::start(
+        dir.path(),
+        &[
+            ("test".into(), unsigned_parent.clone()),
+            (ZONE.into(), signed.clone()),
+        ],
+    )
+    .await;
+    for anchor in [&ds, &key] {
+        for named in [&alone, &under_unsigned] {
+            assert_secure(&crawl(&domain, &ca, named.addr, anchor).await);
+        }
+    }
+    let (code, json) = verify_cli(&domain, alone.addr, &ca, &ds);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["trust"]["evidence"]["dnssec"], true);
+
+    // A record altered after signing: Bogus from either anchor.
+    let forging = Named::start(
+        dir.path(),
+        &[("test".into(), unsigned_parent), (ZONE.into(), tampered)],
+    )
+    .await;
+    for anchor in [&ds, &key] {
+        assert_bogus(&crawl(&domain, &ca, forging.addr, anchor).await);
+    }
+    let (code, json) = verify_cli(&domain, forging.addr, &ca, &key);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["reasons"][0], "dnssec_bogus");
+    drop((alone, under_unsigned, forging));
+    bed.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripped_signatures_under_an_anchor_are_bogus() {
+    if !bind_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bed, ca, domain) = testbed(23, 3, dir.path()).await;
+
+    // The whole chain signed, the root's KSK as the anchor (the form the
+    // crawler has always read): Secure as served by BIND...
+    let chain = dir.path().join("chain");
+    std::fs::create_dir(&chain).unwrap();
+    let (zones, root_key) = sign_chain(&chain, &zone_text(&bed));
+    let named = Named::start(dir.path(), &zones).await;
+    assert_secure(&crawl(&domain, &ca, named.addr, &root_key).await);
+    drop(named);
+    // ...and the same three zones with every RRSIG, DNSKEY and NSEC
+    // stripped (the unsigned files they were signed from): an on-path
+    // attacker's view. Refused, never key-verified nor dns-verified.
+    let stripped: Vec<(String, std::path::PathBuf)> =
+        [(".", "root"), ("test", "test"), (ZONE, ZONE)]
+            .iter()
+            .map(|(zone, file)| ((*zone).to_owned(), chain.join(format!("{file}.zone"))))
+            .collect();
+    let stripping = Named::start(dir.path(), &stripped).await;
+    assert_bogus(&crawl(&domain, &ca, stripping.addr, &root_key).await);
+    assert_bogus(&crawl(&domain, &ca, stripping.addr, &ds_anchor(&root_key)).await);
+    let (code, json) = verify_cli(&domain, stripping.addr, &ca, &root_key);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["reasons"][0], "dnssec_bogus");
+    assert_eq!(json["trust"]["level"], "unverified");
+    drop(stripping);
+    // Only the TXT record's signature stripped, the keys left in place.
+    let mut unsigned_txt = zones.clone();
+    unsigned_txt[2].1 = without_txt_signature(&zones[2].1, ZONE, &domain, "org1.nosig");
+    let stripping = Named::start(dir.path(), &unsigned_txt).await;
+    assert_bogus(&crawl(&domain, &ca, stripping.addr, &root_key).await);
+    drop(stripping);
+
+    // An island anchor over org1.test, the zone served stripped whole,
+    // and with its TXT record's signature alone stripped.
+    let island = dir.path().join("island");
+    std::fs::create_dir(&island).unwrap();
+    let (signed, key, _) = sign(&island, &format!("{ZONE}."), &zone_text(&bed));
+    let ds = ds_anchor(&key);
+    let stripping = Named::start(
+        dir.path(),
+        &[(ZONE.into(), island.join(format!("{ZONE}.zone")))],
+    )
+    .await;
+    for anchor in [&ds, &key] {
+        assert_bogus(&crawl(&domain, &ca, stripping.addr, anchor).await);
+    }
+    drop(stripping);
+    let nosig = without_txt_signature(&signed, ZONE, &domain, "org1.nosig");
+    let stripping = Named::start(dir.path(), &[(ZONE.into(), nosig)]).await;
+    for anchor in [&ds, &key] {
+        assert_bogus(&crawl(&domain, &ca, stripping.addr, anchor).await);
+    }
+    drop(stripping);
     bed.shutdown().await;
 }

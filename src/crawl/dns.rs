@@ -1,29 +1,33 @@
 //! DNS lookups for the crawler (hickory-resolver): the `_agent` TXT RRset,
-//! the optional `_agent._tcp` SRV record, and a host's addresses.
+//! the optional `_agent._tcp` SRV record, and a host's addresses; the TXT
+//! RRset's DNSSEC validation ([`dnssec`], from the trust anchors of
+//! [`anchors`]).
 //!
 //! The resolver asks the configured servers (`crawl.resolvers`, over UDP
 //! and TCP) or the system's. Answers carry their TTL so the scheduler can
 //! recrawl at min(TTL, 3600 s) (ADP 10.1).
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::path::PathBuf;
-use std::str::FromStr;
-
-use hickory_proto::dnssec::{Proof, TrustAnchors};
+use hickory_proto::dnssec::TrustAnchors;
 use hickory_proto::rr::{RData, RecordType};
 use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
 
+pub mod anchors;
+mod dnssec;
+
+pub use anchors::{AnchorError, TrustAnchorSet};
+pub use dnssec::RETRY_PRIMING;
+
 /// DNS TTLs are capped here (ADP 10.1).
 pub const MAX_TTL: u32 = 3600;
 /// Most TXT records read from one RRset.
 pub const MAX_TXT_RECORDS: usize = 16;
-/// Most labels of a name walked up looking for its zone's DNSKEY.
-const MAX_LABELS_WALKED: usize = 12;
 /// Most SVCB records read from one RRset (DNS-AID).
 pub const MAX_SVCB_RECORDS: usize = 16;
 /// Most addresses used for one host.
@@ -76,12 +80,12 @@ pub enum DnsError {
 /// validating one (hickory's own DNSSEC validation, from the configured
 /// trust anchors, the root's by default) that the `_agent` TXT RRset is
 /// asked again through ([`Dns::txt_dnssec`]). A resolver's AD bit never
-/// counts, and a failure to validate never breaks an unsigned crawl: only
-/// a Bogus answer does.
+/// counts. When a trust anchor covers the name, a Bogus verdict is a
+/// failure whatever any other lookup says; [`dnssec`] gives the rule.
 #[derive(Clone)]
 pub struct Dns {
     resolver: Arc<TokioResolver>,
-    validator: Arc<TokioResolver>,
+    validator: Arc<dnssec::Validator>,
 }
 
 impl std::fmt::Debug for Dns {
@@ -95,7 +99,12 @@ impl std::fmt::Debug for Dns {
 pub enum Dnssec {
     /// A chain of signed DNSKEY and DS records from a trust anchor to
     /// the RRset, and its signature verifies.
-    Secure,
+    Secure {
+        /// The TXT records that validated (each record's strings joined,
+        /// at most [`MAX_TXT_RECORDS`]): what the crawl reads, rather
+        /// than an unvalidated answer to another query.
+        records: Vec<String>,
+    },
     /// Provably unsigned (a zone without DNSSEC, or under one).
     Insecure,
     /// It should validate and does not: a signature that fails, or
@@ -104,36 +113,25 @@ pub enum Dnssec {
         /// What failed, as the validator says.
         detail: String,
     },
-    /// The validator could not tell (no DNSSEC records reachable).
+    /// Not validated: no trust anchor covers the name, or (with the
+    /// built-in root anchor only) the resolvers serve no root key to
+    /// start a chain from.
     Indeterminate {
         /// Why, as the validator says.
         detail: String,
     },
 }
 
-/// The trust anchors `files` hold (DNSKEY records in zone-file syntax,
-/// the form `dnssec-keygen` writes), or the root's when there are none.
+/// The trust anchors `files` hold (DS or DNSKEY records in zone-file
+/// syntax, or IANA's `root-anchors.xml`), or the root's built-in anchor
+/// when there are none.
 ///
 /// # Errors
-/// [`DnsError::Setup`] naming the file that cannot be read or parsed.
-pub fn trust_anchors(files: &[PathBuf]) -> Result<TrustAnchors, DnsError> {
-    if files.is_empty() {
-        return Ok(TrustAnchors::default());
-    }
-    let mut text = String::new();
-    for path in files {
-        let body = std::fs::read_to_string(path).map_err(|e| DnsError::Setup {
-            message: format!("trust anchor {}: {e}", path.display()),
-        })?;
-        // Each file on its own first, so a broken one is named.
-        TrustAnchors::from_str(&body).map_err(|e| DnsError::Setup {
-            message: format!("trust anchor {}: {e}", path.display()),
-        })?;
-        text.push_str(&body);
-        text.push('\n');
-    }
-    TrustAnchors::from_str(&text).map_err(|e| DnsError::Setup {
-        message: format!("trust anchors: {e}"),
+/// [`DnsError::Setup`] naming the file (and the line) that cannot be read
+/// or parsed.
+pub fn trust_anchors(files: &[PathBuf]) -> Result<TrustAnchorSet, DnsError> {
+    TrustAnchorSet::load(files).map_err(|e| DnsError::Setup {
+        message: e.to_string(),
     })
 }
 
@@ -173,25 +171,25 @@ fn build(
     })
 }
 
-/// Whether a validating lookup failed because an answer is Bogus.
-fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
-    use hickory_resolver::net::{DnsError, NetError};
-    match e {
-        NetError::Dns(DnsError::DnssecBogus) => true,
-        NetError::Dns(DnsError::Nsec { proof, .. }) => *proof == Proof::Bogus,
-        _ => false,
-    }
+/// A TXT record's strings, joined.
+fn joined(txt: &hickory_proto::rr::rdata::TXT) -> String {
+    let bytes: Vec<u8> = txt
+        .txt_data
+        .iter()
+        .flat_map(|s| s.iter().copied())
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 impl Dns {
     /// A resolver asking `servers` (UDP, then TCP for truncated answers), or
     /// the system's configured servers when `servers` is empty; DNSSEC is
-    /// validated from the root's trust anchor.
+    /// validated from the root's built-in trust anchor.
     ///
     /// # Errors
     /// [`DnsError::Setup`] when the system configuration cannot be read.
     pub fn new(servers: &[SocketAddr], timeout: Duration) -> Result<Self, DnsError> {
-        Self::with_anchors(servers, timeout, TrustAnchors::default(), CACHE_SIZE)
+        Self::with_anchors(servers, timeout, TrustAnchorSet::builtin_root(), CACHE_SIZE)
     }
 
     /// As [`Dns::new`], validating DNSSEC from `anchors`.
@@ -202,74 +200,22 @@ impl Dns {
     pub fn with_anchors(
         servers: &[SocketAddr],
         timeout: Duration,
-        anchors: TrustAnchors,
+        anchors: TrustAnchorSet,
         cache_size: u64,
     ) -> Result<Self, DnsError> {
+        let resolver = Arc::new(build(servers, timeout, None, cache_size)?);
+        let validator =
+            dnssec::Validator::new(servers, timeout, anchors, cache_size, resolver.clone());
         Ok(Self {
-            resolver: Arc::new(build(servers, timeout, None, cache_size)?),
-            validator: Arc::new(build(servers, timeout, Some(anchors), cache_size)?),
+            resolver,
+            validator: Arc::new(validator),
         })
     }
 
-    /// Asks for the TXT RRset at `name` again, through the validator.
-    ///
-    /// The validator says Bogus both for a signature that fails and for
-    /// a chain it could not build (a server that will not answer for the
-    /// root, as a private authoritative server does). Only a zone that
-    /// publishes DNSKEY records can be forged against, so a Bogus verdict
-    /// under a zone without them is reported as Indeterminate.
+    /// Asks for the TXT RRset at `name` again, through the validator
+    /// ([`dnssec`] says when a verdict counts).
     pub async fn txt_dnssec(&self, name: &str) -> Dnssec {
-        match self.validate_txt(name).await {
-            Dnssec::Bogus { detail } if !self.zone_is_signed(name).await => Dnssec::Indeterminate {
-                detail: format!("no zone above {name} publishes a DNSKEY ({detail})"),
-            },
-            other => other,
-        }
-    }
-
-    /// Whether `name` or one of its ancestors (the root aside) publishes a
-    /// DNSKEY RRset: the name is in a signed zone.
-    async fn zone_is_signed(&self, name: &str) -> bool {
-        let mut labels: Vec<&str> = name.trim_end_matches('.').split('.').collect();
-        while !labels.is_empty() && labels.len() <= MAX_LABELS_WALKED {
-            if let Ok(found) = self.lookup(&labels.join("."), RecordType::DNSKEY).await {
-                if !found.answers().is_empty() {
-                    return true;
-                }
-            }
-            labels.remove(0);
-        }
-        false
-    }
-
-    async fn validate_txt(&self, name: &str) -> Dnssec {
-        let fqdn = format!("{}.", name.trim_end_matches('.'));
-        match self.validator.lookup(fqdn.as_str(), RecordType::TXT).await {
-            Ok(lookup) => {
-                let weakest = lookup
-                    .answers()
-                    .iter()
-                    .filter(|r| r.record_type() == RecordType::TXT)
-                    .map(|r| r.proof)
-                    .min();
-                match weakest {
-                    Some(Proof::Secure) => Dnssec::Secure,
-                    Some(Proof::Insecure) => Dnssec::Insecure,
-                    Some(Proof::Bogus) => Dnssec::Bogus {
-                        detail: "a TXT record's signature does not verify".into(),
-                    },
-                    Some(Proof::Indeterminate) | None => Dnssec::Indeterminate {
-                        detail: "the validator could not decide".into(),
-                    },
-                }
-            }
-            Err(e) if is_bogus(&e) => Dnssec::Bogus {
-                detail: e.to_string(),
-            },
-            Err(e) => Dnssec::Indeterminate {
-                detail: e.to_string(),
-            },
-        }
+        self.validator.txt(name).await
     }
 
     async fn lookup(
@@ -313,12 +259,7 @@ impl Dns {
         for record in lookup.answers() {
             if let RData::TXT(txt) = &record.data {
                 ttl = ttl.min(record.ttl);
-                let joined: Vec<u8> = txt
-                    .txt_data
-                    .iter()
-                    .flat_map(|s| s.iter().copied())
-                    .collect();
-                out.push(String::from_utf8_lossy(&joined).into_owned());
+                out.push(joined(txt));
                 if out.len() == MAX_TXT_RECORDS {
                     break;
                 }

@@ -255,6 +255,16 @@ impl Crawler {
             async { (self.dns.srv(&srv_name).await, started.elapsed()) },
             async { (self.dns.txt_dnssec(&txt_name).await, started.elapsed()) },
         );
+        // A Secure verdict is about the records that validated: read those,
+        // not the unvalidated answer to the other query, which an attacker
+        // between us and the resolver could answer differently.
+        let txt = match (&dnssec, txt) {
+            (Dnssec::Secure { records }, answer) => {
+                let ttl = answer.map(|(_, ttl)| ttl).unwrap_or(MAX_TTL);
+                Ok((records.clone(), ttl))
+            }
+            (_, answer) => answer,
+        };
         let txt = match txt {
             Ok((records, ttl)) => txt::parse(domain, &records)
                 .map(|t| (t, ttl))
@@ -282,7 +292,7 @@ impl Crawler {
         // DNSSEC: Secure earns the flag, Bogus ends the chain, anything
         // else leaves the TXT record as unsigned DNS.
         let dnssec = match dnssec {
-            Dnssec::Secure => {
+            Dnssec::Secure { .. } => {
                 run.pass(
                     "dnssec",
                     dnssec_took.as_secs_f64() * 1000.0,

@@ -1,0 +1,409 @@
+//! DNSSEC validation of the `_agent` TXT RRset, from the trust anchors of
+//! [`super::anchors`], by hickory's validator; never a resolver's AD bit.
+//!
+//! # Priming: an anchor becomes the keys hickory trusts
+//!
+//! hickory 0.26 takes trust anchors as DNSKEYs only, and trusts a zone's
+//! DNSKEY RRset without its parent's DS only when every key in it is an
+//! anchor; a zone below the root with one anchored key-signing key beside
+//! its zone-signing key sends it to the (absent or unsigned) parent for a
+//! DS, which fails. So each anchored zone is *primed* first (RFC 4035
+//! 4.3's "authenticated DNSKEY RRset" from a trust anchor): its DNSKEY
+//! RRset is asked for with its RRSIGs, one of its keys must be the
+//! anchored key (the same key, or one whose digest is the anchor's DS:
+//! RFC 4034 5.1.4) and that key's RRSIG over the whole RRset must verify
+//! within its validity window. The keys of that RRset, and only those,
+//! are handed to hickory as the anchors for the zone. The primed keys
+//! are kept until the RRset's TTL (at most [`super::MAX_TTL`]) or the
+//! signature's expiry, whichever comes first; a zone that could not be
+//! primed is tried again after [`RETRY_PRIMING`].
+//!
+//! # The verdict: when Bogus is a failure
+//!
+//! A name is *covered* when an anchored zone is the name or one of its
+//! ancestors; the closest such zone is its anchor zone.
+//! - No anchor covers the name: Indeterminate. No chain can start, so
+//!   there is nothing to prove and nothing to forge against: the answer
+//!   is plain DNS, with no `dnssec` evidence. (The root's built-in anchor
+//!   covers every name, so this is the case below for the root.)
+//! - The anchor zone was primed: hickory's verdict for the TXT RRset is
+//!   authoritative. Secure is Secure; Bogus, and any failure of the
+//!   validating lookup, is Bogus (the chain from the anchor says the zone
+//!   is signed and the answer is not validly signed, or could not be
+//!   checked). Insecure (a provably unsigned delegation) is accepted under
+//!   the root's anchor only: under an anchor below the root, hickory may
+//!   prove insecurity from a zone *above* the anchor, which the anchor
+//!   says nothing about, so there it is Bogus.
+//! - The anchor zone could not be primed (its DNSKEY RRset is missing,
+//!   unsigned, or not signed by the anchored key): Bogus for a zone a
+//!   configured file anchors, since the operator said the zone is signed
+//!   and stripped signatures look exactly like this. For the root with
+//!   only its built-in anchor it is Indeterminate: resolvers that serve no root
+//!   DNSKEY RRset signed by the root's key (a private authoritative
+//!   server such as the testbed's, which does not answer for the root)
+//!   cannot start any chain. An attacker between the crawler and its
+//!   resolvers can produce the same, so with the built-in anchor DNSSEC
+//!   earns evidence but cannot refuse an answer whose root is withheld;
+//!   an operator who wants refusal configures the root's anchor
+//!   explicitly (IANA's `root-anchors.xml` will do).
+//!
+//! Nothing in this decision asks an unvalidated lookup whether a zone is
+//! signed: only the priming's verified RRset and hickory's verdict count.
+//! When the verdict is Secure the crawler uses the records that validated,
+//! not a second, unvalidated answer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY, RRSIG};
+use hickory_proto::dnssec::{Proof, TrustAnchors, Verifier};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_resolver::TokioResolver;
+use tokio::sync::Mutex;
+
+use super::anchors::TrustAnchorSet;
+use super::{Dnssec, MAX_TTL, MAX_TXT_RECORDS};
+
+/// How soon a zone whose priming failed is primed again.
+pub const RETRY_PRIMING: Duration = Duration::from_secs(30);
+
+/// The validating half of [`super::Dns`].
+pub(super) struct Validator {
+    servers: Vec<SocketAddr>,
+    timeout: Duration,
+    cache_size: u64,
+    anchors: TrustAnchorSet,
+    /// The crawler's non-validating resolver (the first priming lookup).
+    plain: Arc<TokioResolver>,
+    primed: Mutex<Option<Arc<Primed>>>,
+}
+
+/// The anchored zones as last primed, and the resolver validating from
+/// their keys.
+struct Primed {
+    resolver: Option<Arc<TokioResolver>>,
+    zones: Vec<(Name, Result<(), String>)>,
+    until: Instant,
+}
+
+impl Primed {
+    fn zone(&self, zone: &Name) -> Option<&Result<(), String>> {
+        self.zones.iter().find(|(z, _)| z == zone).map(|(_, r)| r)
+    }
+}
+
+/// A zone's DNSKEY RRset, verified from its anchor.
+struct ZoneKeys {
+    keys: Vec<DNSKEY>,
+    valid_for: Duration,
+}
+
+impl Validator {
+    pub(super) fn new(
+        servers: &[SocketAddr],
+        timeout: Duration,
+        anchors: TrustAnchorSet,
+        cache_size: u64,
+        plain: Arc<TokioResolver>,
+    ) -> Self {
+        Self {
+            servers: servers.to_vec(),
+            timeout,
+            cache_size,
+            anchors,
+            plain,
+            primed: Mutex::new(None),
+        }
+    }
+
+    /// What DNSSEC validation says of the TXT RRset at `name`.
+    pub(super) async fn txt(&self, name: &str) -> Dnssec {
+        let fqdn = format!("{}.", name.trim_end_matches('.'));
+        let Ok(owner) = Name::from_ascii(&fqdn) else {
+            return Dnssec::Indeterminate {
+                detail: format!("{name} is not a DNS name"),
+            };
+        };
+        let Some(zone) = self.anchors.covering(&owner) else {
+            return Dnssec::Indeterminate {
+                detail: format!("no trust anchor covers {name}"),
+            };
+        };
+        let primed = self.primed().await;
+        match primed.zone(&zone) {
+            Some(Ok(())) => {}
+            Some(Err(reason)) if self.anchors.is_builtin_zone(&zone) => {
+                return Dnssec::Indeterminate {
+                    detail: format!(
+                        "the root's built-in trust anchor starts no chain here: {reason}"
+                    ),
+                }
+            }
+            Some(Err(reason)) => {
+                return Dnssec::Bogus {
+                    detail: format!("trust anchor for {zone}: {reason}"),
+                }
+            }
+            None => {
+                return Dnssec::Bogus {
+                    detail: format!("trust anchor for {zone}: not primed"),
+                }
+            }
+        }
+        let Some(resolver) = &primed.resolver else {
+            return Dnssec::Bogus {
+                detail: "no validating resolver".into(),
+            };
+        };
+        match resolver.lookup(fqdn.as_str(), RecordType::TXT).await {
+            Ok(lookup) => {
+                let txt: Vec<&Record> = lookup
+                    .answers()
+                    .iter()
+                    .filter(|r| r.record_type() == RecordType::TXT)
+                    .collect();
+                match txt.iter().map(|r| r.proof).min() {
+                    Some(Proof::Secure) => Dnssec::Secure {
+                        records: txt
+                            .iter()
+                            .filter_map(|r| match &r.data {
+                                RData::TXT(t) => Some(super::joined(t)),
+                                _ => None,
+                            })
+                            .take(MAX_TXT_RECORDS)
+                            .collect(),
+                    },
+                    Some(Proof::Insecure) if zone.is_root() => Dnssec::Insecure,
+                    Some(Proof::Insecure) => Dnssec::Bogus {
+                        detail: format!(
+                            "{name} validates as unsigned, but the trust anchor for {zone} says \
+                             it is signed"
+                        ),
+                    },
+                    Some(Proof::Bogus) => Dnssec::Bogus {
+                        detail: "a TXT record's signature does not verify".into(),
+                    },
+                    Some(Proof::Indeterminate) | None => Dnssec::Bogus {
+                        detail: "the validator proved nothing of the TXT RRset".into(),
+                    },
+                }
+            }
+            Err(e) if is_bogus(&e) => Dnssec::Bogus {
+                detail: format!(
+                    "the chain from the trust anchor for {zone} does not validate: {e}"
+                ),
+            },
+            Err(e) => Dnssec::Bogus {
+                detail: format!("the TXT RRset could not be validated from {zone}: {e}"),
+            },
+        }
+    }
+
+    /// The primed anchors, primed again when they expired.
+    async fn primed(&self) -> Arc<Primed> {
+        let mut held = self.primed.lock().await;
+        if let Some(primed) = held.as_ref() {
+            if Instant::now() < primed.until {
+                return primed.clone();
+            }
+        }
+        let primed = Arc::new(self.prime().await);
+        *held = Some(primed.clone());
+        primed
+    }
+
+    async fn prime(&self) -> Primed {
+        let mut trusted = TrustAnchors::empty();
+        let mut zones = Vec::new();
+        let mut valid_for = Duration::from_secs(u64::from(MAX_TTL));
+        for zone in self.anchors.zones() {
+            match self.prime_zone(&zone).await {
+                Ok(primed) => {
+                    for key in &primed.keys {
+                        trusted.insert_with_name(key.public_key(), (&zone).into());
+                    }
+                    valid_for = valid_for.min(primed.valid_for);
+                    zones.push((zone, Ok(())));
+                }
+                Err(reason) => {
+                    tracing::warn!(zone = %zone, reason = %reason, "DNSSEC trust anchor not primed");
+                    valid_for = valid_for.min(RETRY_PRIMING);
+                    zones.push((zone, Err(reason)));
+                }
+            }
+        }
+        let resolver = if zones.iter().any(|(_, r)| r.is_ok()) {
+            match super::build(&self.servers, self.timeout, Some(trusted), self.cache_size) {
+                Ok(r) => Some(Arc::new(r)),
+                Err(e) => {
+                    for (_, r) in &mut zones {
+                        *r = Err(format!("the validating resolver: {e}"));
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Primed {
+            resolver,
+            zones,
+            until: Instant::now() + valid_for,
+        }
+    }
+
+    /// `zone`'s DNSKEY RRset, verified from its anchors.
+    async fn prime_zone(&self, zone: &Name) -> Result<ZoneKeys, String> {
+        // The keys, unvalidated: only to let hickory fetch the same RRset
+        // with its RRSIGs (it sets the DO bit only when it validates, and
+        // accepts the RRset when every key in it is an anchor). Nothing
+        // here is trusted until the anchored key's signature verifies.
+        let found = self
+            .plain
+            .lookup(zone.clone(), RecordType::DNSKEY)
+            .await
+            .map_err(|e| format!("no DNSKEY RRset at {zone}: {e}"))?;
+        let mut provisional = TrustAnchors::empty();
+        let mut any = false;
+        for record in found.answers() {
+            if let RData::DNSSEC(DNSSECRData::DNSKEY(key)) = &record.data {
+                provisional.insert_with_name(key.public_key(), zone.into());
+                any = true;
+            }
+        }
+        if !any {
+            return Err(format!("no DNSKEY RRset at {zone}"));
+        }
+        let probe = super::build(&self.servers, self.timeout, Some(provisional), 0)
+            .map_err(|e| e.to_string())?;
+        let signed = probe
+            .lookup(zone.clone(), RecordType::DNSKEY)
+            .await
+            .map_err(|e| format!("the DNSKEY RRset of {zone} with its signatures: {e}"))?;
+        let records = signed.answers();
+        let now = u32::try_from(crate::record::unix_now()).unwrap_or(u32::MAX);
+        self.verify_rrset(zone, records, now)
+    }
+
+    /// The DNSKEY RRset at `zone` in `records`, if one of its keys is
+    /// anchored and that key's RRSIG over the RRset verifies at `now`.
+    fn verify_rrset(&self, zone: &Name, records: &[Record], now: u32) -> Result<ZoneKeys, String> {
+        let rrset: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.record_type() == RecordType::DNSKEY && &r.name == zone)
+            .collect();
+        let keys: Vec<DNSKEY> = rrset
+            .iter()
+            .filter_map(|r| match &r.data {
+                RData::DNSSEC(DNSSECRData::DNSKEY(k)) => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        let anchored: Vec<&DNSKEY> = keys
+            .iter()
+            .filter(|k| self.anchors.for_zone(zone).any(|a| a.matches(k)))
+            .collect();
+        if anchored.is_empty() {
+            let tags: Vec<String> = self
+                .anchors
+                .for_zone(zone)
+                .filter_map(|a| a.key_tag())
+                .map(|t| t.to_string())
+                .collect();
+            return Err(format!(
+                "none of the {} DNSKEY records of {zone} is the anchored key (key tag {})",
+                keys.len(),
+                tags.join(", ")
+            ));
+        }
+        let ttl = rrset.iter().map(|r| r.ttl).min().unwrap_or(0).min(MAX_TTL);
+        let signatures = records.iter().filter_map(|r| match &r.data {
+            RData::DNSSEC(DNSSECRData::RRSIG(sig))
+                if &r.name == zone
+                    && sig.input().type_covered == RecordType::DNSKEY
+                    && &sig.input().signer_name == zone =>
+            {
+                Some(sig)
+            }
+            _ => None,
+        });
+        for sig in signatures {
+            let Some(expires_in) = in_window(sig, now) else {
+                continue;
+            };
+            for key in &anchored {
+                if key.algorithm() != sig.input().algorithm
+                    || key.calculate_key_tag().ok() != Some(sig.input().key_tag)
+                {
+                    continue;
+                }
+                if key
+                    .verify_rrsig(zone, DNSClass::IN, sig, rrset.iter().copied())
+                    .is_ok()
+                {
+                    return Ok(ZoneKeys {
+                        keys,
+                        valid_for: Duration::from_secs(u64::from(ttl.min(expires_in)).max(1)),
+                    });
+                }
+            }
+        }
+        Err(format!(
+            "the DNSKEY RRset of {zone} carries no valid signature by the anchored key"
+        ))
+    }
+}
+
+/// Whether a validating lookup failed because an answer is Bogus.
+fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
+    use hickory_resolver::net::{DnsError, NetError};
+    match e {
+        NetError::Dns(DnsError::DnssecBogus) => true,
+        NetError::Dns(DnsError::Nsec { proof, .. }) => *proof == Proof::Bogus,
+        _ => false,
+    }
+}
+
+/// Seconds until `sig` expires, when `now` is inside its validity window
+/// (RFC 4034 3.1.5: serial number arithmetic).
+fn in_window(sig: &RRSIG, now: u32) -> Option<u32> {
+    let inception = sig.input().sig_inception.get();
+    let expiration = sig.input().sig_expiration.get();
+    let since = now.wrapping_sub(inception);
+    let until = expiration.wrapping_sub(now);
+    (since < 1 << 31 && until < 1 << 31).then_some(until)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(inception: u32, expiration: u32) -> RRSIG {
+        use hickory_proto::dnssec::rdata::SigInput;
+        use hickory_proto::dnssec::Algorithm;
+        use hickory_proto::rr::SerialNumber;
+        RRSIG::from_sig(
+            SigInput {
+                type_covered: RecordType::DNSKEY,
+                algorithm: Algorithm::ECDSAP256SHA256,
+                num_labels: 0,
+                original_ttl: 300,
+                sig_expiration: SerialNumber::new(expiration),
+                sig_inception: SerialNumber::new(inception),
+                key_tag: 1,
+                signer_name: Name::root(),
+            },
+            vec![0; 64],
+        )
+    }
+
+    #[test]
+    fn a_signature_counts_only_inside_its_window() {
+        assert_eq!(in_window(&sig(100, 200), 150), Some(50));
+        assert_eq!(in_window(&sig(100, 200), 99), None, "not yet valid");
+        assert_eq!(in_window(&sig(100, 200), 201), None, "expired");
+        // Serial arithmetic across the 32-bit wrap.
+        assert_eq!(in_window(&sig(u32::MAX - 10, 20), 5), Some(15));
+    }
+}
