@@ -147,6 +147,10 @@ impl Default for ApiConfig {
     }
 }
 
+/// The longest lifetime of a record from another node accepted by
+/// default (`p2p.max_record_lifetime`): 30 days.
+pub const DEFAULT_MAX_RECORD_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// The default longest line of an import, in bytes (`agentmesh import`,
 /// `api.import_max_line_bytes`).
 pub const DEFAULT_IMPORT_MAX_LINE_BYTES: usize = 256 * 1024;
@@ -199,18 +203,6 @@ pub struct P2pConfig {
     pub reverify_per_signer_per_minute: u32,
 }
 
-impl P2pConfig {
-    /// The re-verification limits these settings give.
-    pub fn reverify_limits(&self) -> crate::federation::reverify::ReverifyLimits {
-        crate::federation::reverify::ReverifyLimits {
-            per_minute: self.reverify_per_minute,
-            per_peer_per_minute: self.reverify_per_peer_per_minute,
-            per_signer_per_minute: self.reverify_per_signer_per_minute,
-            ..crate::federation::reverify::ReverifyLimits::default()
-        }
-    }
-}
-
 impl Default for P2pConfig {
     fn default() -> Self {
         Self {
@@ -225,7 +217,7 @@ impl Default for P2pConfig {
             search_timeout: Duration::from_secs(2),
             allow_private_addresses: false,
             replication: Replication::All,
-            max_record_lifetime: crate::federation::DEFAULT_MAX_LIFETIME,
+            max_record_lifetime: DEFAULT_MAX_RECORD_LIFETIME,
             reverify_per_minute: 300,
             reverify_per_peer_per_minute: 30,
             reverify_per_signer_per_minute: 30,

@@ -205,8 +205,7 @@ pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
 
 /// The longest record lifetime accepted by default
 /// (`p2p.max_record_lifetime`): 30 days.
-pub const DEFAULT_MAX_LIFETIME: std::time::Duration =
-    std::time::Duration::from_secs(30 * 24 * 3600);
+pub const DEFAULT_MAX_LIFETIME: std::time::Duration = crate::config::DEFAULT_MAX_RECORD_LIFETIME;
 
 /// The highest seq acceptable now: this node's clock in milliseconds
 /// plus the tolerated skew.

@@ -21,7 +21,7 @@ use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
-use crate::federation::reverify::Reverifier;
+use crate::federation::reverify::{Reverifier, ReverifyLimits};
 use crate::federation::Judge;
 use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
@@ -512,7 +512,12 @@ async fn start_mesh(
     );
     let reverify = Arc::new(Reverifier::new(
         Some(crawl_queue.clone()),
-        config.p2p.reverify_limits(),
+        ReverifyLimits {
+            per_minute: config.p2p.reverify_per_minute,
+            per_peer_per_minute: config.p2p.reverify_per_peer_per_minute,
+            per_signer_per_minute: config.p2p.reverify_per_signer_per_minute,
+            ..ReverifyLimits::default()
+        },
     ));
     let handler = NodeHandler::new(judge.clone(), registry.clone(), reverify.clone());
     let cancel = stages.token(Stage::Mesh);

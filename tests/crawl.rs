@@ -1,6 +1,8 @@
 //! The crawler against the testbed: real DNS (hickory-server), real TLS
 //! with a test CA, real WebSocket challenges, all on loopback.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -717,4 +719,71 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
         .unwrap();
     assert_eq!(wrong.status(), 415);
     node.shutdown().await.expect("the node stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_peer_cannot_launder_its_claim_through_a_mutual_listing() {
+    // Two agents that list each other as verified peers; a hostile node
+    // gossips a forgery of one of them (its own key in the document, every
+    // flag set) before this node crawls the other.
+    let rig = rig(PopulationConfig::healthy(5, 12)).await;
+    let population = rig.testbed.population();
+    let (a, b) = population
+        .mutual_pairs()
+        .next()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .expect("the population has a mutual pair");
+    let b_agent = population
+        .agents()
+        .iter()
+        .find(|x| x.domain == b)
+        .expect("b is in the population");
+    let b_doc = serde_json::to_string(&population.document(b_agent, rig.testbed.ports())).unwrap();
+    let rogue = agentmesh::identity::generate();
+    let forged = common::claim_everything(
+        &common::with_key(&b_doc, &rogue),
+        agentmesh::record::next_seq(None),
+        3600,
+        &rogue,
+        &rogue,
+    );
+    let own = rig.issuer.key().verifying_key();
+    let judge = agentmesh::federation::Judge::new(rig.store.clone(), own, []);
+    let judged = tokio::task::spawn_blocking(move || judge.judge(&forged))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            judged,
+            agentmesh::federation::Judgement::Stored { trusted: false, .. }
+        ),
+        "{judged:?}"
+    );
+
+    let outcome = rig.crawler(true).crawl_and_store(&rig.issuer, &a).await;
+    assert!(outcome.report.stored, "{:?}", outcome.report);
+    assert_eq!(
+        outcome.report.trust.level,
+        TrustLevel::KeyVerified,
+        "a claim held for the peer makes no mutual pair"
+    );
+    let held_b = rig
+        .store
+        .get(&format!("agent:{b}"))
+        .await
+        .unwrap()
+        .expect("the claim is held");
+    assert!(held_b.claimed, "the forgery is still a claim");
+    assert_eq!(
+        held_b.record.signer(),
+        &rogue.verifying_key(),
+        "this node re-signed nothing it did not verify"
+    );
+
+    // Once this node verified b itself, the pair is real.
+    let outcome = rig.crawler(true).crawl_and_store(&rig.issuer, &b).await;
+    assert!(outcome.report.stored, "{:?}", outcome.report);
+    assert_eq!(outcome.report.trust.level, TrustLevel::PeerVerified);
+    let held_a = rig.store.get(&format!("agent:{a}")).await.unwrap().unwrap();
+    assert_eq!(held_a.counted_level(), TrustLevel::PeerVerified);
 }

@@ -10,12 +10,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agentmesh::adp::{handshake, AgentDocument};
 use agentmesh::identity;
 use agentmesh::record::{self, DescriptorRecord, SignedRecord, TombstoneReason, TombstoneRecord};
 use agentmesh::testbed::{Population, Ports};
-use agentmesh::verify::{ChallengeProof, Evidence};
-use common::{Api, Reply, TestNode, DEADLINE};
+use agentmesh::verify::Evidence;
+use common::{claim_everything, with_key, Api, Reply, TestNode, DEADLINE};
 use ed25519_dalek::SigningKey;
 use serde_json::{json, Value};
 
@@ -44,54 +43,6 @@ fn real_agent() -> RealAgent {
         document: serde_json::to_string(&doc).unwrap(),
         key: agent.key.clone(),
     }
-}
-
-/// `document` with `key` in place of the agent's own key: what an
-/// impersonator gossips.
-fn with_key(document: &str, key: &SigningKey) -> String {
-    let mut doc: AgentDocument = serde_json::from_str(document).unwrap();
-    doc.identity.public_key.fingerprint = identity::fingerprint(&key.verifying_key());
-    doc.identity.public_key.full = Some(identity::encode_public_key(&key.verifying_key()));
-    serde_json::to_string(&doc).unwrap()
-}
-
-/// A descriptor record of `document` claiming every piece of evidence:
-/// the fingerprint, a challenge answered by `answering` (valid when it is
-/// the document's key), DNSSEC, a mutual peer; signed by `signer`.
-fn claim_everything(
-    document: &str,
-    seq: u64,
-    lifetime_secs: u64,
-    answering: &SigningKey,
-    signer: &SigningKey,
-) -> Vec<u8> {
-    let doc: AgentDocument = serde_json::from_str(document).unwrap();
-    let mut body = DescriptorRecord::new(
-        doc.to_descriptor(),
-        document.to_owned(),
-        seq,
-        record::unix_now(),
-        lifetime_secs,
-        Evidence::default(),
-    );
-    let (verifier, unix_ms, rand) = ("rogue".to_owned(), 1_700_000_000_000, [9u8; 16]);
-    let nonce = handshake::nonce(&body.doc_sha256, &verifier, unix_ms, &rand);
-    let frame = handshake::challenge(&verifier, &signer.verifying_key(), &nonce);
-    let answer = handshake::answer(&frame, &body.agent_id, answering);
-    body.evidence = Evidence {
-        dnssec: true,
-        fingerprint: true,
-        challenge: Some(ChallengeProof {
-            verifier,
-            unix_ms,
-            rand: rand.to_vec(),
-            signature: identity::decode_bytes(answer.signature.as_deref().unwrap()).unwrap(),
-        }),
-        mutual_peer: true,
-    };
-    SignedRecord::sign_descriptor(&body, signer)
-        .unwrap()
-        .encode()
 }
 
 /// An AIDIP registration of `id` with `endpoint`, signed by `signer`.

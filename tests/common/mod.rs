@@ -853,3 +853,57 @@ pub async fn testbed_with_ca(
     testbed.write_ca(&ca).unwrap();
     (testbed, dir, ca)
 }
+
+/// `document` (an ADP `agent.json`) with `key` in place of the agent's
+/// own key: what an impersonator gossips.
+pub fn with_key(document: &str, key: &ed25519_dalek::SigningKey) -> String {
+    use agentmesh::identity;
+    let mut doc: agentmesh::adp::AgentDocument = serde_json::from_str(document).unwrap();
+    doc.identity.public_key.fingerprint = identity::fingerprint(&key.verifying_key());
+    doc.identity.public_key.full = Some(identity::encode_public_key(&key.verifying_key()));
+    doc.identity.previous_fingerprint = None;
+    serde_json::to_string(&doc).unwrap()
+}
+
+/// A descriptor record of `document` (ADP) claiming every piece of
+/// evidence: the fingerprint, a challenge answered by `answering` (valid
+/// when it is the document's key), DNSSEC, a mutual peer; valid for
+/// `lifetime_secs`, signed by `signer`. What a hostile peer gossips.
+pub fn claim_everything(
+    document: &str,
+    seq: u64,
+    lifetime_secs: u64,
+    answering: &ed25519_dalek::SigningKey,
+    signer: &ed25519_dalek::SigningKey,
+) -> Vec<u8> {
+    use agentmesh::adp::{handshake, AgentDocument};
+    use agentmesh::verify::{ChallengeProof, Evidence};
+    let doc: AgentDocument = serde_json::from_str(document).unwrap();
+    let mut body = agentmesh::record::DescriptorRecord::new(
+        doc.to_descriptor(),
+        document.to_owned(),
+        seq,
+        agentmesh::record::unix_now(),
+        lifetime_secs,
+        Evidence::default(),
+    );
+    let (verifier, unix_ms, rand) = ("rogue".to_owned(), 1_700_000_000_000, [9u8; 16]);
+    let nonce = handshake::nonce(&body.doc_sha256, &verifier, unix_ms, &rand);
+    let frame = handshake::challenge(&verifier, &signer.verifying_key(), &nonce);
+    let answer = handshake::answer(&frame, &body.agent_id, answering);
+    body.evidence = Evidence {
+        dnssec: true,
+        fingerprint: true,
+        challenge: Some(ChallengeProof {
+            verifier,
+            unix_ms,
+            rand: rand.to_vec(),
+            signature: agentmesh::identity::decode_bytes(answer.signature.as_deref().unwrap())
+                .unwrap(),
+        }),
+        mutual_peer: true,
+    };
+    agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
+        .unwrap()
+        .encode()
+}
