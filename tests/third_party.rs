@@ -8,7 +8,11 @@
 //!   addresses, and a client that knows nothing else dials the provider
 //!   at them;
 //! - a search never asks a peer that does not speak the search protocol,
-//!   so such a peer cannot make an answer partial.
+//!   so such a peer cannot make an answer partial;
+//! - a `PUT_VALUE` from such a peer, with a fresh identity of its own,
+//!   goes through the same judge as gossip and `POST /records`: it cannot
+//!   take over a registration, and a forged ADP record it stores is a
+//!   claim, never proven trust.
 
 use std::time::{Duration, Instant};
 
@@ -293,4 +297,171 @@ async fn a_search_never_asks_a_peer_that_does_not_speak_the_search_protocol() {
         assert_eq!(found[0]["id"], "weather-2", "{filters}");
     }
     clients.abort();
+}
+
+/// A signed AIDIP registration of `id`, as another registry would sign it.
+fn registration(id: &str, endpoint: &str, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+    let d = agentmesh::descriptor::Descriptor {
+        id: id.into(),
+        name: "taken".into(),
+        description: String::new(),
+        version: None,
+        publisher: None,
+        endpoint: Some(endpoint.into()),
+        capabilities: vec!["weather_forecast".into()],
+        tags: vec![],
+        languages: vec![],
+        status: None,
+        auth: None,
+        format: agentmesh::descriptor::DocumentFormat::Aidip,
+    };
+    let body = agentmesh::record::DescriptorRecord::new(
+        d,
+        "{}".into(),
+        agentmesh::record::next_seq(None),
+        agentmesh::record::unix_now(),
+        3600,
+        Default::default(),
+    );
+    agentmesh::record::SignedRecord::sign_descriptor(&body, key)
+        .unwrap()
+        .encode()
+}
+
+/// `PUT_VALUE` of `value` under `id`'s agent key, sent by `dht` to the
+/// node at `at` only; answers once the node replied.
+async fn put_value(
+    dht: &mut Swarm<Client>,
+    node: PeerId,
+    at: &Multiaddr,
+    id: &str,
+    value: Vec<u8>,
+) {
+    dht.behaviour_mut().kad.add_address(&node, at.clone());
+    let key = kad::RecordKey::new(&agentmesh::mesh::agent_key(id));
+    dht.behaviour_mut().kad.put_record_to(
+        kad::Record::new(key, value),
+        std::iter::once(node),
+        kad::Quorum::One,
+    );
+    drive("the node's answer to PUT_VALUE", dht, |e| match e {
+        SwarmEvent::Behaviour(ClientEvent::Kad(kad::Event::OutboundQueryProgressed {
+            result: kad::QueryResult::PutRecord(result),
+            ..
+        })) => Some(result.is_ok()),
+        _ => None,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_dht_client_can_neither_take_over_an_agent_nor_make_a_forgery_look_proven() {
+    let (node, _dir) = node().await;
+    let node_peer: PeerId = node.peer_id().parse().unwrap();
+    let at = without_peer(&node_addr(&node));
+    register(&node, "weather-3", "weather_forecast").await;
+    let mut dht = client(true).await;
+    let stranger = agentmesh::identity::generate();
+
+    // The registration, signed by the stranger's key, newer: refused as
+    // someone else's.
+    put_value(
+        &mut dht,
+        node_peer,
+        &at,
+        "weather-3",
+        registration("weather-3", "https://evil.example/x", &stranger),
+    )
+    .await;
+    let refused = |reason: &'static str| {
+        let url = format!("http://{}/peers", node.api_addr());
+        async move {
+            let peers: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+            peers["records"]["refused"][reason].as_u64().unwrap_or(0)
+        }
+    };
+    wait_until(
+        "the node refuses the takeover as local_registration",
+        || async { refused("local_registration").await >= 1 },
+    )
+    .await;
+
+    // A forged ADP agent, every flag set, under the agent's key: held as
+    // the stranger's claim, never as proven.
+    let population = agentmesh::testbed::Population::healthy(31, 1);
+    let agent = &population.agents()[0];
+    let doc = population.document(
+        agent,
+        agentmesh::testbed::Ports {
+            https: 443,
+            http: 80,
+        },
+    );
+    let capability = doc.to_descriptor().capabilities[0].clone();
+    let forged = {
+        let text = serde_json::to_string(&doc).unwrap();
+        let mut forged: agentmesh::adp::AgentDocument = serde_json::from_str(&text).unwrap();
+        forged.identity.public_key.fingerprint =
+            agentmesh::identity::fingerprint(&stranger.verifying_key());
+        forged.identity.public_key.full = Some(agentmesh::identity::encode_public_key(
+            &stranger.verifying_key(),
+        ));
+        serde_json::to_string(&forged).unwrap()
+    };
+    let mut body = agentmesh::record::DescriptorRecord::new(
+        serde_json::from_str::<agentmesh::adp::AgentDocument>(&forged)
+            .unwrap()
+            .to_descriptor(),
+        forged.clone(),
+        agentmesh::record::next_seq(None),
+        agentmesh::record::unix_now(),
+        3600,
+        Default::default(),
+    );
+    body.evidence.dnssec = true;
+    body.evidence.fingerprint = true;
+    let record = agentmesh::record::SignedRecord::sign_descriptor(&body, &stranger)
+        .unwrap()
+        .encode();
+    put_value(&mut dht, node_peer, &at, &agent.id(), record).await;
+    let search = format!("http://{}/agents/search", node.api_addr());
+    let query = json!({"filters": {"capabilities": [capability]}, "scope": "local"});
+    wait_until("the node holds the forgery", || async {
+        let found: serde_json::Value = reqwest::Client::new()
+            .post(&search)
+            .json(&query)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        found.as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    let found: serde_json::Value = reqwest::Client::new()
+        .post(&search)
+        .json(&query)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found[0]["trust"]["level"], "unverified", "{found}");
+    assert_eq!(
+        found[0]["trust"]["claimed"]["level"], "dns-verified",
+        "{found}"
+    );
+    let floor = json!({"filters": {"capabilities": [capability], "min_trust": "dns-verified"}, "scope": "local"});
+    let at_floor: serde_json::Value = reqwest::Client::new()
+        .post(&search)
+        .json(&floor)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(at_floor, json!([]));
 }
