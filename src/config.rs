@@ -151,6 +151,14 @@ impl Default for ApiConfig {
 /// default (`p2p.max_record_lifetime`): 30 days.
 pub const DEFAULT_MAX_RECORD_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// Live records held by default from any one signer this node does not
+/// trust (`p2p.max_claims_per_signer`).
+pub const DEFAULT_MAX_CLAIMS_PER_SIGNER: u64 = 100_000;
+
+/// Live records held by default from all untrusted signers together
+/// (`p2p.max_claims`).
+pub const DEFAULT_MAX_CLAIMS: u64 = 2_000_000;
+
 /// The default longest line of an import, in bytes (`agentmesh import`,
 /// `api.import_max_line_bytes`).
 pub const DEFAULT_IMPORT_MAX_LINE_BYTES: usize = 256 * 1024;
@@ -201,6 +209,13 @@ pub struct P2pConfig {
     pub reverify_per_peer_per_minute: u32,
     /// Of those, per record signer.
     pub reverify_per_signer_per_minute: u32,
+    /// Most live records held from any one signer outside
+    /// `trusted_peers`; more are refused (`signer_quota`).
+    pub max_claims_per_signer: u64,
+    /// Most live records held from all signers outside `trusted_peers`
+    /// together; more are refused (`claims_full`). This node's own and its
+    /// trusted peers' records never count against it.
+    pub max_claims: u64,
 }
 
 impl Default for P2pConfig {
@@ -221,6 +236,8 @@ impl Default for P2pConfig {
             reverify_per_minute: 300,
             reverify_per_peer_per_minute: 30,
             reverify_per_signer_per_minute: 30,
+            max_claims_per_signer: DEFAULT_MAX_CLAIMS_PER_SIGNER,
+            max_claims: DEFAULT_MAX_CLAIMS,
         }
     }
 }
@@ -590,6 +607,14 @@ impl Config {
             if n > 100_000 {
                 return invalid(key, "must be at most 100000");
             }
+        }
+        if self.p2p.max_claims_per_signer == 0
+            || self.p2p.max_claims_per_signer > self.p2p.max_claims
+        {
+            return invalid(
+                "p2p.max_claims_per_signer",
+                "must be above zero and at most p2p.max_claims",
+            );
         }
         if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
             return invalid("p2p.search_fanout", "must be between 1 and 256");

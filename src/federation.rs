@@ -113,11 +113,18 @@ pub enum Refusal {
     /// An ADP descriptor whose document carries a key its own holder
     /// revoked.
     KeyRevoked,
+    /// A new claim from an untrusted signer that holds
+    /// `p2p.max_claims_per_signer` live records here already (not
+    /// penalised: a relay may pass on a prolific signer's records).
+    SignerQuota,
+    /// A new claim from an untrusted signer while `p2p.max_claims` live
+    /// claims are held (not penalised).
+    ClaimsFull,
 }
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 24] = [
+    pub const ALL: [Refusal; 26] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -142,6 +149,8 @@ impl Refusal {
         Self::NotOwner,
         Self::LocalRegistration,
         Self::KeyRevoked,
+        Self::SignerQuota,
+        Self::ClaimsFull,
     ];
 
     /// The refusal's wire code (`bad_signature`, `stale_seq`, ...).
@@ -171,6 +180,8 @@ impl Refusal {
             Self::NotOwner => "not_owner",
             Self::LocalRegistration => "local_registration",
             Self::KeyRevoked => "key_revoked",
+            Self::SignerQuota => "signer_quota",
+            Self::ClaimsFull => "claims_full",
         }
     }
 }
@@ -211,6 +222,24 @@ pub const DEFAULT_MAX_LIFETIME: std::time::Duration = crate::config::DEFAULT_MAX
 /// plus the tolerated skew.
 pub fn max_seq_now() -> u64 {
     record::next_seq(None).saturating_add(MAX_CLOCK_SKEW_SECS * 1000)
+}
+
+/// How many live records this node holds from signers it does not trust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimQuotas {
+    /// From any one such signer.
+    pub per_signer: u64,
+    /// From all of them together.
+    pub total: u64,
+}
+
+impl Default for ClaimQuotas {
+    fn default() -> Self {
+        Self {
+            per_signer: crate::config::DEFAULT_MAX_CLAIMS_PER_SIGNER,
+            total: crate::config::DEFAULT_MAX_CLAIMS,
+        }
+    }
 }
 
 /// What happened to a remote record.
@@ -265,6 +294,7 @@ pub struct Judge {
     store: Store,
     replication: Replication,
     max_lifetime_secs: u64,
+    quotas: ClaimQuotas,
     own_key: VerifyingKey,
     trusted: HashSet<[u8; 32]>,
     refusals: Mutex<BTreeMap<Refusal, u64>>,
@@ -291,6 +321,7 @@ impl Judge {
             store,
             replication: Replication::All,
             max_lifetime_secs: DEFAULT_MAX_LIFETIME.as_secs(),
+            quotas: ClaimQuotas::default(),
             own_key,
             trusted: trusted.into_iter().map(|k| k.to_bytes()).collect(),
             refusals: Mutex::new(BTreeMap::new()),
@@ -310,6 +341,14 @@ impl Judge {
     #[must_use]
     pub fn with_max_lifetime(mut self, max: std::time::Duration) -> Self {
         self.max_lifetime_secs = max.as_secs();
+        self
+    }
+
+    /// Holds at most `quotas` live records from signers this node does
+    /// not trust (`p2p.max_claims_per_signer`, `p2p.max_claims`).
+    #[must_use]
+    pub fn with_claim_quotas(mut self, quotas: ClaimQuotas) -> Self {
+        self.quotas = quotas;
         self
     }
 
@@ -430,6 +469,11 @@ impl Judge {
             }
             tracing::info!(agent = %body.agent_id(), key = %fingerprint, "agent key revoked by its holder");
         }
+        if !vouched {
+            if let Err(reason) = self.check_quota(held.as_ref(), &record, &body) {
+                return self.refuse(reason);
+            }
+        }
         let origin = if vouched {
             Origin::Remote
         } else {
@@ -457,6 +501,36 @@ impl Judge {
                 self.refuse(Refusal::StoreFailed)
             }
         }
+    }
+
+    /// A descriptor from an untrusted signer that adds a claim (not one
+    /// that replaces the signer's own) must fit its signer's quota and
+    /// the node's.
+    fn check_quota(
+        &self,
+        held: Option<&StoredAgent>,
+        record: &SignedRecord,
+        body: &RecordBody,
+    ) -> Result<(), Refusal> {
+        if !matches!(body, RecordBody::Descriptor(_)) {
+            return Ok(());
+        }
+        let replaces_own = held.is_some_and(|h| {
+            h.claimed
+                && h.record.signer() == record.signer()
+                && matches!(h.body, RecordBody::Descriptor(_))
+        });
+        if replaces_own {
+            return Ok(());
+        }
+        let (by_signer, total) = self.store.blocking().claims(record.signer().as_bytes());
+        if by_signer >= self.quotas.per_signer {
+            return Err(Refusal::SignerQuota);
+        }
+        if total >= self.quotas.total {
+            return Err(Refusal::ClaimsFull);
+        }
+        Ok(())
     }
 
     fn is_trusted(&self, key: &VerifyingKey) -> bool {

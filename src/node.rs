@@ -22,7 +22,7 @@ use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
 use crate::federation::handler::{NodeHandler, SharedHandler};
 use crate::federation::reverify::{Reverifier, ReverifyLimits};
-use crate::federation::Judge;
+use crate::federation::{ClaimQuotas, Judge};
 use crate::identity::{self, KeyError};
 use crate::issuer::{outbox, republish, Issuer, Outbox};
 use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
@@ -508,7 +508,11 @@ async fn start_mesh(
     let judge = Arc::new(
         Judge::new(store.clone(), key.verifying_key(), trusted)
             .with_replication(config.p2p.replication)
-            .with_max_lifetime(config.p2p.max_record_lifetime),
+            .with_max_lifetime(config.p2p.max_record_lifetime)
+            .with_claim_quotas(ClaimQuotas {
+                per_signer: config.p2p.max_claims_per_signer,
+                total: config.p2p.max_claims,
+            }),
     );
     let reverify = Arc::new(Reverifier::new(
         Some(crawl_queue.clone()),

@@ -369,6 +369,8 @@ struct Inner {
     freshness: sled::Tree,
     schedule: sled::Tree,
     dropped: std::sync::RwLock<freshness::Dropped>,
+    /// Live claimed records by signer (`store/trust.rs`).
+    claims: Mutex<trust::ClaimCounts>,
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint
     /// -> the agent id and when.
     revoked: sled::Tree,
@@ -423,6 +425,10 @@ struct Change {
     added: Vec<Vec<u8>>,
     was_live: bool,
     now_live: bool,
+    /// The signer of the live claim the write replaced, and of the one it
+    /// wrote (`store/trust.rs`'s counts).
+    claim_before: Option<[u8; 32]>,
+    claim_after: Option<[u8; 32]>,
 }
 
 /// A write ready for sled: everything owned, so that it can move to a
@@ -567,7 +573,7 @@ impl Store {
         if reasons.is_empty() && !reports.is_empty() {
             fill_reasons(&reports, &reasons)?;
         }
-        let postings = Postings::load(&compact)?;
+        let (postings, claims) = Postings::load(&compact)?;
         let live = postings.live();
         let next_ord = match compact.last()? {
             Some((key, _)) => u64::from(postings::decode_ord("compact", &key)?) + 1,
@@ -605,6 +611,7 @@ impl Store {
                     freshness,
                     schedule,
                     dropped: std::sync::RwLock::new(dropped),
+                    claims: Mutex::new(claims),
                     revoked,
                     meta,
                     next_ord: AtomicU64::new(next_ord),

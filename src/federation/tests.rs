@@ -851,3 +851,83 @@ fn records_are_classified_again_when_the_trusted_peers_change() {
         TrustLevel::Unverified
     );
 }
+
+#[test]
+fn untrusted_signers_are_held_to_their_quotas_and_trusted_ones_are_not() {
+    let f = fixture();
+    let judge = f.judge().with_claim_quotas(ClaimQuotas {
+        per_signer: 2,
+        total: 3,
+    });
+    let other = SigningKey::from_bytes(&[5; 32]);
+    let now = record::next_seq(None);
+    let put = |id: &str, seq: u64, signer: &SigningKey| {
+        judge.judge(&f.signed(&f.registration(id, seq, "https://x.test"), signer))
+    };
+    assert!(matches!(
+        put("a", now, &f.stranger),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(
+        put("b", now, &f.stranger),
+        Judgement::Stored { .. }
+    ));
+    assert_eq!(
+        put("c", now, &f.stranger),
+        Judgement::Refused(Refusal::SignerQuota)
+    );
+    // An update of its own claim takes no more room.
+    assert!(matches!(
+        put("a", now + 1, &f.stranger),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(put("d", now, &other), Judgement::Stored { .. }));
+    assert_eq!(
+        put("e", now, &other),
+        Judgement::Refused(Refusal::ClaimsFull)
+    );
+    // This node's trusted partners are not counted against the quotas.
+    assert!(matches!(put("f", now, &f.friend), Judgement::Stored { .. }));
+    // A withdrawn claim frees its room.
+    assert!(matches!(
+        judge.judge(&f.tombstone_of("b", now + 2, &f.stranger, record::TombstoneReason::Deleted)),
+        Judgement::Stored { .. }
+    ));
+    assert!(matches!(
+        put("c", now + 3, &f.stranger),
+        Judgement::Stored { .. }
+    ));
+    assert_eq!(
+        f.store
+            .blocking()
+            .claims(f.stranger.verifying_key().as_bytes()),
+        (2, 3)
+    );
+    let counts = judge.refusals();
+    assert_eq!((counts["signer_quota"], counts["claims_full"]), (1, 1));
+}
+
+#[test]
+fn claim_counts_are_read_again_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture();
+    {
+        let store = Store::open(dir.path(), 8 << 20).unwrap();
+        let judge = Judge::new(store.clone(), f.own.verifying_key(), []);
+        for id in ["a", "b"] {
+            let body = f.registration(id, record::next_seq(None), "https://x.test");
+            assert!(matches!(
+                judge.judge(&f.signed(&body, &f.stranger)),
+                Judgement::Stored { .. }
+            ));
+        }
+        store.blocking().flush().unwrap();
+    }
+    let store = Store::open(dir.path(), 8 << 20).unwrap();
+    assert_eq!(
+        store
+            .blocking()
+            .claims(f.stranger.verifying_key().as_bytes()),
+        (2, 2)
+    );
+}

@@ -630,12 +630,23 @@ impl Inner {
             None => compact::encode_tombstone(id, floor),
         };
         c.insert(&ord.to_be_bytes()[..], compact_value)?;
+        let claim_before = prev
+            .as_ref()
+            .filter(|p| p.claimed && matches!(p.body, RecordBody::Descriptor(_)))
+            .map(|p| p.record.signer().to_bytes());
+        let claim_after = w
+            .compact
+            .as_ref()
+            .filter(|c| c.claimed.is_some())
+            .and_then(|c| <[u8; 32]>::try_from(c.signer.as_slice()).ok());
         Ok(Ok(Change {
             ord,
             removed,
             added,
             was_live,
             now_live: w.is_live(),
+            claim_before,
+            claim_after,
         }))
     }
 
@@ -657,6 +668,18 @@ impl Inner {
             }
             for p in change.added {
                 postings.insert(p, change.ord);
+            }
+        }
+        if change.claim_before != change.claim_after {
+            let mut claims = self
+                .claims
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(s) = change.claim_before {
+                claims.remove(s);
+            }
+            if let Some(s) = change.claim_after {
+                claims.add(s);
             }
         }
         self.settled.fetch_add(1, Ordering::SeqCst);

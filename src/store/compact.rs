@@ -200,6 +200,19 @@ pub(super) struct Filed {
     pub languages: Vec<String>,
     #[serde(rename = "l")]
     pub level: TrustLevel,
+    #[serde(rename = "s", with = "serde_bytes")]
+    pub signer: Vec<u8>,
+    /// Present when the record's evidence is only claimed.
+    #[serde(rename = "k", default)]
+    pub claimed: Option<serde::de::IgnoredAny>,
+}
+
+impl Filed {
+    /// The signer of a claimed record (`None` for a counted one).
+    pub(super) fn claimant(&self) -> Option<[u8; 32]> {
+        self.claimed.as_ref()?;
+        <[u8; 32]>::try_from(self.signer.as_slice()).ok()
+    }
 }
 
 /// As [`decode`], into `T`: the whole [`CompactAgent`] or a part of it.

@@ -133,16 +133,23 @@ pub(super) struct Postings {
 }
 
 impl Postings {
-    /// The lists of a `compact` tree, read record by record. Keys come
-    /// in ordinal order, so each list grows at its end.
-    pub(super) fn load(compact: &sled::Tree) -> Result<Self, StoreError> {
+    /// The lists of a `compact` tree, read record by record, and the
+    /// live claimed records by signer. Keys come in ordinal order, so each
+    /// list grows at its end.
+    pub(super) fn load(
+        compact: &sled::Tree,
+    ) -> Result<(Self, super::trust::ClaimCounts), StoreError> {
         let mut out = Self::default();
+        let mut claims = super::trust::ClaimCounts::default();
         for entry in compact.iter() {
             let (key, value) = entry?;
             let ord = decode_ord("compact", &key)?;
             let Some(filed) = decode_as::<Filed>(&format!("ordinal {ord}"), &value)? else {
                 continue;
             };
+            if let Some(signer) = filed.claimant() {
+                claims.add(signer);
+            }
             for term in filed_terms(&filed) {
                 let list = out.lists.entry(term).or_default();
                 // In order, so a push; should it ever not be, an insert.
@@ -151,7 +158,7 @@ impl Postings {
                 }
             }
         }
-        Ok(out)
+        Ok((out, claims))
     }
 
     pub(super) fn insert(&mut self, prefix: Vec<u8>, ord: u32) {
@@ -290,7 +297,7 @@ mod tests {
         compact
             .insert(3u32.to_be_bytes(), encode_tombstone("gone", 2))
             .unwrap();
-        let p = Postings::load(&compact).unwrap();
+        let (p, _) = Postings::load(&compact).unwrap();
         let got = |term: Vec<u8>| p.select(&[term], None).iter().collect::<Vec<_>>();
         assert_eq!(got(prefix(FIELD_CAPABILITY, "translation")), [1, 5, 70_000]);
         assert_eq!(got(prefix(FIELD_TAG, "legal")), [1, 5, 70_000]);
