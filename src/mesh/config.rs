@@ -91,9 +91,14 @@ pub struct MeshLimits {
     pub max_provider_keys: usize,
     /// Providers kept per key (Kademlia's k = 20; shards spread the rest).
     pub max_providers_per_key: usize,
-    /// Handler tasks (records and searches) in flight at once; over this,
-    /// inbound items are ignored and counted as `overloaded`.
+    /// Handler tasks (records and searches) in flight at once, split into
+    /// pools of their own for searches, gossip and the DHT
+    /// (`mesh/quota.rs`); over a pool, inbound items of its kind are
+    /// ignored and counted as `overloaded`.
     pub max_inflight_handlers: usize,
+    /// Handler tasks of one kind one peer may hold at once; over this its
+    /// items are ignored and counted as `peer_quota`.
+    pub max_inflight_per_peer: usize,
     /// Peers one search may ask at once.
     pub max_search_fanout: usize,
     /// Providers one [`MeshClient::providers`](super::MeshClient::providers)
@@ -129,6 +134,7 @@ impl Default for MeshLimits {
             max_provider_keys: 8192,
             max_providers_per_key: 20,
             max_inflight_handlers: 64,
+            max_inflight_per_peer: 8,
             max_search_fanout: 32,
             max_providers_result: 64,
             max_capabilities_per_publish: 64,
@@ -281,8 +287,10 @@ impl MeshConfig {
         if l.max_dht_records == 0 || l.max_provider_keys == 0 || l.max_providers_per_key == 0 {
             return fail("DHT store limits must be positive");
         }
-        if l.max_inflight_handlers == 0 || l.command_buffer == 0 {
-            return fail("max_inflight_handlers and command_buffer must be positive");
+        if l.max_inflight_handlers == 0 || l.max_inflight_per_peer == 0 || l.command_buffer == 0 {
+            return fail(
+                "max_inflight_handlers, max_inflight_per_peer and command_buffer must be positive",
+            );
         }
         if l.max_search_fanout == 0 || l.max_providers_result == 0 {
             return fail("search fan-out and provider result bounds must be positive");

@@ -26,7 +26,7 @@ use libp2p::request_response::ResponseChannel;
 use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::ConnectionId;
 use libp2p::{Multiaddr, PeerId, Swarm};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -115,7 +115,7 @@ pub(super) struct EventLoop {
     pub(super) stats: MeshStats,
     pub(super) topic: gossipsub::TopicHash,
     pub(super) own_shard: u32,
-    semaphore: Arc<Semaphore>,
+    quotas: super::quota::Quotas,
     commands: mpsc::Receiver<Command>,
     internal_tx: mpsc::Sender<Internal>,
     internal_rx: mpsc::Receiver<Internal>,
@@ -165,7 +165,10 @@ pub(super) async fn spawn(
         swarm,
         local,
         own_shard: shard_of(&local, config.shards),
-        semaphore: Arc::new(Semaphore::new(config.limits.max_inflight_handlers)),
+        quotas: super::quota::Quotas::new(
+            config.limits.max_inflight_handlers,
+            config.limits.max_inflight_per_peer,
+        ),
         next_reprovide: now + config.timeouts.reprovide,
         config,
         handler,
@@ -389,9 +392,15 @@ impl EventLoop {
         }
     }
 
-    /// A permit for one more handler task, if under the bound.
-    pub(super) fn permit(&self) -> Option<OwnedSemaphorePermit> {
-        self.semaphore.clone().try_acquire_owned().ok()
+    /// A permit for one more handler task of `work` from `peer`, or why
+    /// there is none (`overloaded`: the kind's pool is full; `peer_quota`:
+    /// the peer holds its share of it).
+    pub(super) fn permit(
+        &self,
+        work: super::quota::Work,
+        peer: PeerId,
+    ) -> Result<super::quota::Permit, &'static str> {
+        self.quotas.acquire(work, peer)
     }
 
     /// Runs `work` (a handler call) in its own task, bounded by the handler
@@ -399,7 +408,7 @@ impl EventLoop {
     /// into the message for the loop.
     pub(super) fn spawn_task<T: Send + 'static>(
         &self,
-        permit: OwnedSemaphorePermit,
+        permit: super::quota::Permit,
         span: tracing::Span,
         work: impl Future<Output = T> + Send + 'static,
         done: impl FnOnce(Option<T>) -> Internal + Send + 'static,

@@ -18,6 +18,7 @@ use tracing::{debug, info, trace, warn};
 use super::behaviour::{MeshBehaviourEvent, DHT_MAX_VALUE_BYTES};
 use super::client::DhtOutcome;
 use super::event_loop::{EventLoop, Internal, PeerState};
+use super::quota::Work;
 use super::stats::Path;
 use super::transport::dialable;
 use super::wire::SearchResponse;
@@ -319,8 +320,8 @@ impl EventLoop {
                 let from = found.peer.unwrap_or(self.local);
                 let record = found.record;
                 if self.pending.get_found(id) {
-                    match self.permit() {
-                        Some(permit) => {
+                    match self.permit(Work::Dht, from) {
+                        Ok(permit) => {
                             let key = record.key.to_vec();
                             let work = self.handler.on_record(
                                 record.value.clone(),
@@ -335,9 +336,8 @@ impl EventLoop {
                                 verdict: v.unwrap_or(Verdict::Ignore("handler_timeout")),
                             });
                         }
-                        None => {
-                            self.stats
-                                .verdict(Path::DhtGet, &Verdict::Ignore("overloaded"));
+                        Err(reason) => {
+                            self.stats.verdict(Path::DhtGet, &Verdict::Ignore(reason));
                             self.pending.get_check_dropped(id);
                         }
                     }
@@ -422,10 +422,12 @@ impl EventLoop {
                         .verdict(Path::DhtPut, &Verdict::Ignore("duplicate"));
                     return;
                 }
-                let Some(permit) = self.permit() else {
-                    self.stats
-                        .verdict(Path::DhtPut, &Verdict::Ignore("overloaded"));
-                    return;
+                let permit = match self.permit(Work::Dht, source) {
+                    Ok(permit) => permit,
+                    Err(reason) => {
+                        self.stats.verdict(Path::DhtPut, &Verdict::Ignore(reason));
+                        return;
+                    }
                 };
                 let key = record.key.to_vec();
                 let work = self.handler.on_record(
@@ -538,18 +540,20 @@ impl EventLoop {
             None
         };
         let permit = match early {
-            Some(_) => None,
-            None => self.permit(),
+            Some(verdict) => Err(verdict),
+            None => self.permit(Work::Gossip, source).map_err(Verdict::Ignore),
         };
-        let Some(permit) = permit else {
-            let verdict = early.unwrap_or(Verdict::Ignore("overloaded"));
-            let msg = Internal::Gossip {
-                message_id,
-                source,
-                verdict,
-            };
-            // Reported through the same path as handler verdicts.
-            return self.on_internal(msg);
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(verdict) => {
+                let msg = Internal::Gossip {
+                    message_id,
+                    source,
+                    verdict,
+                };
+                // Reported through the same path as handler verdicts.
+                return self.on_internal(msg);
+            }
         };
         let origin = RecordOrigin::Gossip {
             author: message.source,
@@ -581,18 +585,21 @@ impl EventLoop {
                 }
                 let limit = request.bounded_limit();
                 let request = super::SearchRequest { limit, ..request };
-                let Some(permit) = self.permit() else {
-                    self.stats.search_refused("overloaded");
-                    let busy = SearchResponse {
-                        records: Vec::new(),
-                        truncated: true,
-                    };
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .search
-                        .send_response(channel, busy);
-                    return;
+                let permit = match self.permit(Work::Search, peer) {
+                    Ok(permit) => permit,
+                    Err(reason) => {
+                        self.stats.search_refused(reason);
+                        let busy = SearchResponse {
+                            records: Vec::new(),
+                            truncated: true,
+                        };
+                        let _ = self
+                            .swarm
+                            .behaviour_mut()
+                            .search
+                            .send_response(channel, busy);
+                        return;
+                    }
                 };
                 let work = self.handler.on_search(request, peer);
                 let span = tracing::debug_span!("mesh_search", %peer);
