@@ -319,7 +319,8 @@ async fn a_record_issued_while_alone_is_gossiped_when_a_peer_subscribes() {
     );
 }
 
-/// A backlog larger than what a peer judges at once (64 records) reaches
+/// A backlog larger than what a peer judges at once from one peer (24
+/// records: half its gossip pool) reaches
 /// a slow newcomer whole: the kept records go out a few at a time, not in
 /// one burst the peer would ignore in part (and gossipsub never send
 /// again).
@@ -338,7 +339,7 @@ async fn a_backlog_issued_while_alone_reaches_a_newcomer_whole() {
         assert!(!report.gossiped);
     }
     // The newcomer takes 50 ms to judge a record, so a burst would hold
-    // all its 64 judging slots and it would ignore the rest.
+    // all the judging slots it gives one peer and it would ignore the rest.
     let slow = TestHandler {
         record_delay: Some(Duration::from_millis(50)),
         ..TestHandler::default()

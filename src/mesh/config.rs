@@ -96,8 +96,9 @@ pub struct MeshLimits {
     /// (`mesh/quota.rs`); over a pool, inbound items of its kind are
     /// ignored and counted as `overloaded`.
     pub max_inflight_handlers: usize,
-    /// Handler tasks of one kind one peer may hold at once; over this its
-    /// items are ignored and counted as `peer_quota`.
+    /// Search and DHT handler tasks one peer may hold at once (of gossip,
+    /// half the gossip pool: a relay forwards everyone's records); over
+    /// this its items are ignored and counted as `peer_quota`.
     pub max_inflight_per_peer: usize,
     /// Peers one search may ask at once.
     pub max_search_fanout: usize,
@@ -133,7 +134,7 @@ impl Default for MeshLimits {
             max_dht_records: 4096,
             max_provider_keys: 8192,
             max_providers_per_key: 20,
-            max_inflight_handlers: 64,
+            max_inflight_handlers: 128,
             max_inflight_per_peer: 8,
             max_search_fanout: 32,
             max_providers_result: 64,

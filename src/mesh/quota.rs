@@ -7,10 +7,13 @@
 //! `overloaded`. So the handler tasks are split into three pools of their
 //! own, searches, gossip and the DHT (puts and the records lookups find),
 //! so that no kind of work can starve another; and inside each pool one
-//! peer holds at most `max_inflight_per_peer` permits (`peer_quota`), so
-//! that no peer can starve the others. The same shape as libp2p's
-//! per-peer request-response limits and go-libp2p's resource manager
-//! scopes: a budget per kind of work, and one per peer inside it.
+//! peer holds a bounded share (`peer_quota`), so that no peer can starve
+//! the others: `max_inflight_per_peer` of the search and DHT pools, and
+//! half of the gossip pool, since an honest relay forwards everyone's
+//! records in bursts (a newcomer's backlog arrives 16 at a time,
+//! `mesh/unsent.rs`). The same shape as libp2p's per-peer
+//! request-response limits and go-libp2p's resource manager scopes: a
+//! budget per kind of work, and one per peer inside it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,6 +44,7 @@ struct Inner {
     gossip: Arc<Semaphore>,
     dht: Arc<Semaphore>,
     per_peer: usize,
+    gossip_per_peer: usize,
     in_flight: Mutex<HashMap<(PeerId, Work), usize>>,
 }
 
@@ -77,7 +81,8 @@ impl Drop for Permit {
 impl Quotas {
     /// `total` handler tasks split into the three pools (searches and
     /// gossip 3/8 each, the DHT the rest, each at least one), at most
-    /// `per_peer` of a pool held by one peer.
+    /// `per_peer` of the search and DHT pools and half the gossip pool
+    /// held by one peer.
     pub(super) fn new(total: usize, per_peer: usize) -> Self {
         let share = (total * 3 / 8).max(1);
         let dht = total.saturating_sub(2 * share).max(1);
@@ -87,6 +92,7 @@ impl Quotas {
                 gossip: Arc::new(Semaphore::new(share)),
                 dht: Arc::new(Semaphore::new(dht)),
                 per_peer: per_peer.max(1),
+                gossip_per_peer: (share / 2).max(1),
                 in_flight: Mutex::new(HashMap::new()),
             }),
         }
@@ -101,7 +107,11 @@ impl Quotas {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let held = in_flight.get(&key).copied().unwrap_or(0);
-        if held >= self.inner.per_peer {
+        let cap = match work {
+            Work::Gossip => self.inner.gossip_per_peer,
+            Work::Search | Work::Dht => self.inner.per_peer,
+        };
+        if held >= cap {
             return Err(PEER_QUOTA);
         }
         let pool = match work {
@@ -137,6 +147,13 @@ mod tests {
     #[test]
     fn one_peer_cannot_take_a_pool_and_one_kind_cannot_starve_another() {
         let q = Quotas::new(64, 8);
+        // A relay's gossip: half the gossip pool (12 of 24), no more.
+        let relay = PeerId::random();
+        let burst: Vec<Permit> = (0..12)
+            .map(|_| q.acquire(Work::Gossip, relay).unwrap())
+            .collect();
+        assert_eq!(q.acquire(Work::Gossip, relay).unwrap_err(), PEER_QUOTA);
+        drop(burst);
         let greedy = PeerId::random();
         let mut held = Vec::new();
         for _ in 0..8 {

@@ -30,9 +30,9 @@ pub(super) const MAX_UNSENT: usize = 1024;
 /// How long a record is kept for gossip.
 pub(super) const UNSENT_FOR: Duration = Duration::from_secs(600);
 
-/// Most kept records gossiped in one turn (the loop's 500 ms tick): well
-/// under what a peer judges at once (`MeshLimits::max_inflight_handlers`,
-/// 64 by default).
+/// Most kept records gossiped in one turn (the loop's 500 ms tick): under
+/// what a peer judges at once from one peer (half its gossip pool,
+/// `mesh/quota.rs`: 24 by default).
 pub(super) const UNSENT_PER_TURN: usize = 16;
 
 /// Least time between two warnings of dropped records.
