@@ -552,4 +552,6 @@ pub fn next_seq(held: Option<u64>) -> u64 {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 pub(crate) mod tests;
