@@ -931,3 +931,40 @@ fn claim_counts_are_read_again_at_open() {
         (2, 2)
     );
 }
+
+mod seq_order {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// However an owner's records arrive (reordered, repeated), the
+        /// one held is the highest seq, and nothing lower replaced it.
+        #[test]
+        fn the_highest_seq_stands_whatever_the_order(
+            seqs in proptest::collection::vec(1u64..1_000, 1..12),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path(), 8 << 20).unwrap();
+            let owner = SigningKey::from_bytes(&[4; 32]);
+            let judge = Judge::new(store.clone(), SigningKey::from_bytes(&[1; 32]).verifying_key(), []);
+            let mut highest = 0;
+            for seq in &seqs {
+                let mut d = crate::record::tests::sample_descriptor("prop-agent");
+                d.name = format!("v{seq}");
+                let body = DescriptorRecord::new(d, "{}".into(), *seq, record::unix_now(), 3600, Evidence::default());
+                let bytes = SignedRecord::sign_descriptor(&body, &owner).unwrap().encode();
+                let judged = judge.judge(&bytes);
+                if *seq > highest {
+                    prop_assert!(matches!(judged, Judgement::Stored { .. }), "{:?}", judged);
+                    highest = *seq;
+                } else {
+                    prop_assert!(matches!(judged, Judgement::Stale | Judgement::Duplicate), "{:?}", judged);
+                }
+                let held = store.blocking().get("prop-agent").unwrap().unwrap();
+                prop_assert_eq!(held.body.seq(), highest);
+            }
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Property tests of the record layer and the judge's seq order: any
 //! record round-trips through its bytes, no byte string makes decoding
-//! panic, a changed byte never yields another valid record, and however
-//! an owner's records arrive, the one held is the highest seq accepted.
+//! panic, and a changed byte never yields another valid record (the
+//! judge's seq order is a property test of `federation::tests`).
 
 use proptest::prelude::*;
 
@@ -110,45 +110,6 @@ proptest! {
         if let Ok(other) = SignedRecord::decode(&bytes) {
             prop_assert_eq!(other.payload(), record.payload());
             prop_assert_eq!(other.signer(), record.signer());
-        }
-    }
-}
-
-#[cfg(feature = "testbed")]
-mod judge {
-    use super::*;
-    use crate::federation::{Judge, Judgement};
-    use crate::store::Store;
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(32))]
-
-        /// However an owner's records arrive (reordered, repeated), the
-        /// one held is the highest seq, and nothing lower replaced it.
-        #[test]
-        fn the_highest_seq_stands_whatever_the_order(
-            seqs in proptest::collection::vec(1u64..1_000, 1..12),
-        ) {
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::open(dir.path(), 8 << 20).unwrap();
-            let owner = SigningKey::from_bytes(&[4; 32]);
-            let judge = Judge::new(store.clone(), SigningKey::from_bytes(&[1; 32]).verifying_key(), []);
-            let mut highest = 0;
-            for seq in &seqs {
-                let mut d = crate::record::tests::sample_descriptor("prop-agent");
-                d.name = format!("v{seq}");
-                let body = DescriptorRecord::new(d, "{}".into(), *seq, unix_now(), 3600, Evidence::default());
-                let bytes = SignedRecord::sign_descriptor(&body, &owner).unwrap().encode();
-                let judged = judge.judge(&bytes);
-                if *seq > highest {
-                    prop_assert!(matches!(judged, Judgement::Stored { .. }), "{:?}", judged);
-                    highest = *seq;
-                } else {
-                    prop_assert!(matches!(judged, Judgement::Stale | Judgement::Duplicate), "{:?}", judged);
-                }
-                let held = store.blocking().get("prop-agent").unwrap().unwrap();
-                prop_assert_eq!(held.body.seq(), highest);
-            }
         }
     }
 }
