@@ -265,6 +265,12 @@ pub struct CrawlConfig {
     /// ARD catalogs) are fetched from: 443, unless a test server listens
     /// elsewhere. ADP's own URLs come from its TXT and SRV records.
     pub https_port: u16,
+    /// Ports the crawler may connect to besides 443 (and `https_port`):
+    /// a URL a domain publishes (the TXT `wk`, an SRV port, a redirect,
+    /// `endpoints.chat`) on any other port is refused with
+    /// `port_not_allowed`. Empty by default; test rigs whose servers
+    /// listen elsewhere name their port here.
+    pub allowed_ports: Vec<u16>,
     /// Revisit crawled domains (`crawl::scheduler`): at min(DNS TTL,
     /// HTTP max-age), with backoff on failures. On by default.
     pub recrawl: bool,
@@ -320,6 +326,7 @@ impl Default for CrawlConfig {
             max_domains_per_job: 10_000,
             formats: crate::descriptor::DocumentFormat::CRAWLED.to_vec(),
             https_port: 443,
+            allowed_ports: Vec::new(),
             recrawl: true,
             min_recrawl: Duration::from_secs(60),
             challenge_interval: Duration::from_secs(24 * 3600),
@@ -566,6 +573,15 @@ impl Config {
         }
         if c.probe_rate == 0 || c.probe_rate > 100 {
             return invalid("crawl.probe_rate", "must be between 1 and 100 per second");
+        }
+        if c.allowed_ports.len() > 64 || c.allowed_ports.contains(&0) {
+            return invalid(
+                "crawl.allowed_ports",
+                "must hold at most 64 ports, none of them 0",
+            );
+        }
+        if c.https_port == 0 {
+            return invalid("crawl.https_port", "must not be 0");
         }
         if c.per_host_interval > Duration::from_secs(60) {
             return invalid("crawl.per_host_interval", "must be at most 60 s");

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
@@ -44,6 +44,13 @@ async fn rig(config: PopulationConfig) -> Rig {
 
 impl Rig {
     fn crawler(&self, allow_private: bool) -> Crawler {
+        self.crawler_with(
+            allow_private,
+            AllowedPorts::new([self.testbed.https_port()]),
+        )
+    }
+
+    fn crawler_with(&self, allow_private: bool, allowed_ports: AllowedPorts) -> Crawler {
         let options = CrawlerOptions {
             resolvers: vec![self.testbed.dns_addr()],
             ca_files: vec![self.ca_file.clone()],
@@ -51,6 +58,7 @@ impl Rig {
             fetch_timeout: Duration::from_secs(3),
             challenge_timeout: Duration::from_secs(2),
             concurrency: 32,
+            allowed_ports,
             ..CrawlerOptions::default()
         };
         let key = agentmesh::identity::generate();
@@ -322,6 +330,51 @@ async fn the_default_policy_never_connects_to_internal_addresses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_on_a_port_not_allowed_is_refused_before_connecting() {
+    // The testbed serves on a loopback port that is not 443: with only the
+    // default ports allowed, its agents' `wk` URLs (and the SRV port they
+    // take) are refused with their own reason, and nothing connects.
+    let rig = rig(PopulationConfig::healthy(12, 3)).await;
+    assert_ne!(rig.testbed.https_port(), 443);
+    let crawler = rig.crawler_with(true, AllowedPorts::default());
+    for agent in rig.testbed.population().agents() {
+        let r = crawler.crawl(&agent.domain).await.report;
+        assert_eq!(
+            r.reasons,
+            [Reason::PortNotAllowed],
+            "{}: {:?}",
+            agent.domain,
+            r.steps
+        );
+        let step = r.steps.iter().find(|s| s.step == "dns_address").unwrap();
+        assert_eq!(step.reason, Some(Reason::PortNotAllowed));
+        assert!(
+            step.detail
+                .contains(&format!("port {}", rig.testbed.https_port())),
+            "{}",
+            step.detail
+        );
+        assert_eq!(r.level(), TrustLevel::Unverified);
+        assert!(!r.stored);
+    }
+    let served: u64 = rig
+        .testbed
+        .population()
+        .agents()
+        .iter()
+        .filter_map(|a| rig.testbed.site_counts(&a.domain))
+        .map(|c| c.well_known + c.chat + c.landing)
+        .sum();
+    assert_eq!(served, 0, "no request may reach the testbed's sites");
+    // The same agents with the port allowed are crawled (the refusal was
+    // the port's, not something else).
+    let allowed = rig.crawler(true);
+    let agent = rig.testbed.population().healthy_agents().next().unwrap();
+    let r = allowed.crawl(&agent.domain).await.report;
+    assert!(r.level() >= TrustLevel::KeyVerified, "{:?}", r.steps);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
     let rig = rig(PopulationConfig::healthy(3, 220)).await;
     let crawler = rig.crawler(true);
@@ -513,6 +566,7 @@ async fn crawl_into(
         },
         fetch_timeout: Duration::from_secs(3),
         challenge_timeout: Duration::from_secs(2),
+        allowed_ports: AllowedPorts::new([bed.https_port()]),
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();
@@ -627,6 +681,7 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
     config.crawl.resolvers = vec![bed.dns_addr()];
     config.crawl.ca_files = vec![ca];
     config.crawl.allow_private_addresses = true;
+    config.crawl.allowed_ports = vec![bed.https_port()];
     config.crawl.follow_peers = false;
     let node = agentmesh::node::Node::spawn(config)
         .await
