@@ -294,6 +294,17 @@ pub struct CrawlConfig {
     /// (`include_stale` still shows it).
     #[serde(with = "humantime_serde")]
     pub drop_after: Duration,
+    /// Most domains the recrawl schedule holds. When it is full, a new
+    /// domain takes the place of the held domain with the most failed
+    /// visits in a row (the oldest confirmation breaks ties), if that one
+    /// failed at least once and at least as often as the new one;
+    /// otherwise the new domain is not scheduled (a schedule full of
+    /// domains that answer is never churned by new names).
+    pub max_scheduled_domains: usize,
+    /// A domain whose visits failed this many times in a row leaves the
+    /// recrawl schedule (its agents are dropped from default results);
+    /// a later crawl request schedules it again.
+    pub evict_after_failures: u32,
     /// Requests in flight to one host at once.
     pub per_host_concurrency: usize,
     /// Least time between two request starts to one host.
@@ -334,6 +345,8 @@ impl Default for CrawlConfig {
             retry_max: Duration::from_secs(24 * 3600),
             stale_after: Duration::from_secs(6 * 3600),
             drop_after: Duration::from_secs(3 * 24 * 3600),
+            max_scheduled_domains: 100_000,
+            evict_after_failures: 10,
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
             contact: None,
@@ -573,6 +586,15 @@ impl Config {
         }
         if c.probe_rate == 0 || c.probe_rate > 100 {
             return invalid("crawl.probe_rate", "must be between 1 and 100 per second");
+        }
+        if c.max_scheduled_domains == 0 || c.max_scheduled_domains > 100_000_000 {
+            return invalid(
+                "crawl.max_scheduled_domains",
+                "must be between 1 and 100000000",
+            );
+        }
+        if c.evict_after_failures == 0 || c.evict_after_failures > 1000 {
+            return invalid("crawl.evict_after_failures", "must be between 1 and 1000");
         }
         if c.allowed_ports.len() > 64 || c.allowed_ports.contains(&0) {
             return invalid(

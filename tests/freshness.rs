@@ -40,6 +40,8 @@ fn policy() -> SchedulePolicy {
         stale_after: Duration::from_secs(600),
         drop_after: Duration::from_secs(1800),
         jitter: 0.1,
+        max_domains: 100_000,
+        evict_after_failures: 10,
     }
 }
 
