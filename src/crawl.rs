@@ -32,7 +32,8 @@ use std::time::Duration;
 pub use one_hop::MAX_PEERS_CHECKED;
 pub use pipeline::{Crawler, Held};
 pub use report::{
-    CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome, TrustSummary, Verified, Visit,
+    redact_addresses, redact_report, CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome,
+    TrustSummary, Verified, Visit, ADDRESS, CONNECTION_FAILED, REFUSED_ADDRESS,
 };
 
 use crate::adp::check::DocumentError;

@@ -773,3 +773,139 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
     assert_eq!(wrong.status(), 415);
     node.shutdown().await.expect("the node stops");
 }
+
+/// A node crawling the testbed with private addresses not allowed, and
+/// `admin_token` as its token (none: an open node).
+async fn node_for(
+    bed: &Testbed,
+    dir: &std::path::Path,
+    admin_token: Option<&str>,
+) -> agentmesh::node::Node {
+    let ca = dir.join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let mut config = agentmesh::config::Config {
+        data_dir: dir.join("data"),
+        ..agentmesh::config::Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.api.admin_token = admin_token.map(str::to_owned);
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.p2p.allow_private_addresses = true;
+    config.crawl.resolvers = vec![bed.dns_addr()];
+    config.crawl.ca_files = vec![ca];
+    config.crawl.allow_private_addresses = false;
+    config.crawl.allowed_ports = vec![bed.https_port()];
+    config.crawl.follow_peers = false;
+    agentmesh::node::Node::spawn(config)
+        .await
+        .expect("the node starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_crawl_report_names_no_internal_address_and_the_operator_sees_it() {
+    use agentmesh::testbed::publish::PRIVATE_ADDRESS;
+    let bed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(13, 1).with(Behaviour::PrivateTarget)),
+        TestbedOptions::default(),
+    )
+    .await
+    .expect("the testbed starts");
+    let domain = bed
+        .population()
+        .domain_of(Behaviour::PrivateTarget)
+        .unwrap()
+        .to_owned();
+    let address = PRIVATE_ADDRESS.to_string();
+    let token = "a-token-of-sixteen-or-more";
+    let http = reqwest::Client::new();
+
+    // A node with a token: the operator crawls, and sees the address.
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_for(&bed, dir.path(), Some(token)).await;
+    let api = format!("http://{}", node.api_addr());
+    let crawled: serde_json::Value = http
+        .post(format!("{api}/crawl"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"domains": [domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        crawled["reports"][0]["reasons"],
+        serde_json::json!(["address_not_allowed"]),
+        "{crawled}"
+    );
+    assert!(crawled.to_string().contains(&address), "{crawled}");
+    let get = |auth: Option<&str>| {
+        let mut request = http.get(format!("{api}/crawl/{domain}"));
+        if let Some(t) = auth {
+            request = request.bearer_auth(t);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let full = get(Some(token)).await;
+    assert!(full.to_string().contains(&address), "{full}");
+    // Anyone else: the reason code, no address, however they ask.
+    for who in [None, Some("not-the-token-at-all")] {
+        let public = get(who).await;
+        let text = public.to_string();
+        assert!(!text.contains(&address), "{who:?}: {text}");
+        assert!(!text.contains("10.0.0."), "{who:?}: {text}");
+        assert_eq!(
+            public["reasons"],
+            serde_json::json!(["address_not_allowed"])
+        );
+        let step = public["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == "dns_address")
+            .expect("a dns_address step");
+        assert_eq!(step["reason"], "address_not_allowed");
+        assert_eq!(step["detail"], agentmesh::crawl::REFUSED_ADDRESS);
+    }
+    node.shutdown().await.expect("the node stops");
+
+    // A node without a token is open: everyone gets the redacted report,
+    // from POST /crawl too.
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_for(&bed, dir.path(), None).await;
+    let api = format!("http://{}", node.api_addr());
+    let crawled: serde_json::Value = http
+        .post(format!("{api}/crawl"))
+        .json(&serde_json::json!({"domains": [domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        crawled["reports"][0]["reasons"],
+        serde_json::json!(["address_not_allowed"]),
+        "{crawled}"
+    );
+    assert!(!crawled.to_string().contains(&address), "{crawled}");
+    let public: serde_json::Value = http
+        .get(format!("{api}/crawl/{domain}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        public["reasons"],
+        serde_json::json!(["address_not_allowed"])
+    );
+    assert!(!public.to_string().contains(&address), "{public}");
+    node.shutdown().await.expect("the node stops");
+    bed.shutdown().await;
+}
