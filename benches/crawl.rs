@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentmesh::crawl::{Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, Crawler, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
 use agentmesh::store::Store;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
@@ -86,6 +86,7 @@ fn main() {
             ca_files: vec![ca],
             policy: AddressPolicy { allow_private: true },
             concurrency,
+            allowed_ports: AllowedPorts::new([testbed.https_port()]),
             ..CrawlerOptions::default()
         };
         let key = Arc::new(key);

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh::config::CrawlConfig;
 use agentmesh::crawl::scheduler::{Clock, ManualClock, SchedulePolicy, Scheduler};
-use agentmesh::crawl::{Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, Crawler, CrawlerOptions};
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::store::Store;
@@ -124,6 +124,7 @@ async fn run(agents: usize, hours: u64, etag: bool) -> Run {
             allow_private: true,
         },
         dns_cache_size: 0,
+        allowed_ports: AllowedPorts::new([testbed.https_port()]),
         ..CrawlerOptions::from_config(&config)
     };
     let crawler = Crawler::new(options, key.clone(), agentmesh::identity::peer_id_of(&key))

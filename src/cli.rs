@@ -201,6 +201,10 @@ pub struct CrawlArgs {
     /// (A2A cards, ARD catalogs; 443 unless a test server runs elsewhere).
     #[arg(long, value_name = "PORT")]
     pub https_port: Option<u16>,
+    /// A port the crawler may connect to besides 443 (repeatable; config
+    /// `crawl.allowed_ports`): a test server's port, say.
+    #[arg(long = "allow-port", value_name = "PORT")]
+    pub allow_ports: Vec<u16>,
 }
 
 impl NodeArgs {
@@ -238,6 +242,11 @@ impl CrawlArgs {
             .extend(self.trust_anchors.iter().cloned());
         if let Some(port) = self.https_port {
             c.crawl.https_port = port;
+        }
+        for port in &self.allow_ports {
+            if !c.crawl.allowed_ports.contains(port) {
+                c.crawl.allowed_ports.push(*port);
+            }
         }
     }
 }

@@ -274,6 +274,12 @@ pub struct CrawlConfig {
     /// ARD catalogs) are fetched from: 443, unless a test server listens
     /// elsewhere. ADP's own URLs come from its TXT and SRV records.
     pub https_port: u16,
+    /// Ports the crawler may connect to besides 443 (and `https_port`):
+    /// a URL a domain publishes (the TXT `wk`, an SRV port, a redirect,
+    /// `endpoints.chat`) on any other port is refused with
+    /// `port_not_allowed`. Empty by default; test rigs whose servers
+    /// listen elsewhere name their port here.
+    pub allowed_ports: Vec<u16>,
     /// Revisit crawled domains (`crawl::scheduler`): at min(DNS TTL,
     /// HTTP max-age), with backoff on failures. On by default.
     pub recrawl: bool,
@@ -297,6 +303,17 @@ pub struct CrawlConfig {
     /// (`include_stale` still shows it).
     #[serde(with = "humantime_serde")]
     pub drop_after: Duration,
+    /// Most domains the recrawl schedule holds. When it is full, a new
+    /// domain takes the place of the held domain with the most failed
+    /// visits in a row (the oldest confirmation breaks ties), if that one
+    /// failed at least once and at least as often as the new one;
+    /// otherwise the new domain is not scheduled (a schedule full of
+    /// domains that answer is never churned by new names).
+    pub max_scheduled_domains: usize,
+    /// A domain whose visits failed this many times in a row leaves the
+    /// recrawl schedule (its agents are dropped from default results);
+    /// a later crawl request schedules it again.
+    pub evict_after_failures: u32,
     /// Requests in flight to one host at once.
     pub per_host_concurrency: usize,
     /// Least time between two request starts to one host.
@@ -329,6 +346,7 @@ impl Default for CrawlConfig {
             max_domains_per_job: 10_000,
             formats: crate::descriptor::DocumentFormat::CRAWLED.to_vec(),
             https_port: 443,
+            allowed_ports: Vec::new(),
             recrawl: true,
             min_recrawl: Duration::from_secs(60),
             challenge_interval: Duration::from_secs(24 * 3600),
@@ -336,6 +354,8 @@ impl Default for CrawlConfig {
             retry_max: Duration::from_secs(24 * 3600),
             stale_after: Duration::from_secs(6 * 3600),
             drop_after: Duration::from_secs(3 * 24 * 3600),
+            max_scheduled_domains: 100_000,
+            evict_after_failures: 10,
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
             contact: None,
@@ -575,6 +595,24 @@ impl Config {
         }
         if c.probe_rate == 0 || c.probe_rate > 100 {
             return invalid("crawl.probe_rate", "must be between 1 and 100 per second");
+        }
+        if c.max_scheduled_domains == 0 || c.max_scheduled_domains > 100_000_000 {
+            return invalid(
+                "crawl.max_scheduled_domains",
+                "must be between 1 and 100000000",
+            );
+        }
+        if c.evict_after_failures == 0 || c.evict_after_failures > 1000 {
+            return invalid("crawl.evict_after_failures", "must be between 1 and 1000");
+        }
+        if c.allowed_ports.len() > 64 || c.allowed_ports.contains(&0) {
+            return invalid(
+                "crawl.allowed_ports",
+                "must hold at most 64 ports, none of them 0",
+            );
+        }
+        if c.https_port == 0 {
+            return invalid("crawl.https_port", "must not be 0");
         }
         if c.per_host_interval > Duration::from_secs(60) {
             return invalid("crawl.per_host_interval", "must be at most 60 s");

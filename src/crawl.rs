@@ -32,7 +32,8 @@ use std::time::Duration;
 pub use one_hop::MAX_PEERS_CHECKED;
 pub use pipeline::{Crawler, Held};
 pub use report::{
-    CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome, TrustSummary, Verified, Visit,
+    redact_addresses, redact_report, CrawlOutcome, CrawlReport, PeerCheck, Step, StepOutcome,
+    TrustSummary, Verified, Visit, ADDRESS, CONNECTION_FAILED, REFUSED_ADDRESS,
 };
 
 use crate::adp::check::DocumentError;
@@ -76,6 +77,17 @@ pub enum CrawlError {
         host: String,
         /// The address it resolved to, which the [`AddressPolicy`] refuses.
         ip: IpAddr,
+    },
+    /// A URL on a port the crawler does not connect to (443 and
+    /// `crawl.allowed_ports` only).
+    #[error(
+        "{url} names port {port}, which this node does not connect to (see crawl.allowed_ports)"
+    )]
+    PortNotAllowed {
+        /// The URL.
+        url: String,
+        /// Its port.
+        port: u16,
     },
     /// `http://` or `ws://` where TLS is required.
     #[error("{url} does not use TLS (https/wss required)")]
@@ -254,6 +266,7 @@ impl CrawlError {
             Self::Dns(dns::DnsError::NoRecords { .. }) => Reason::DnsNoRecords,
             Self::Dns(_) => Reason::DnsFailure,
             Self::AddressNotAllowed { .. } => Reason::AddressNotAllowed,
+            Self::PortNotAllowed { .. } => Reason::PortNotAllowed,
             Self::InsecureUrl { .. } => Reason::InsecureUrl,
             Self::BadUrl { .. } => Reason::BadUrl,
             Self::Tls { .. } => Reason::TlsFailure,
@@ -356,6 +369,62 @@ pub struct CrawlerOptions {
     pub contact: Option<String>,
     /// DNS answers cached for their TTL ([`dns::CACHE_SIZE`]; 0: none).
     pub dns_cache_size: u64,
+    /// The ports fetches and challenges may connect to ([`AllowedPorts`]:
+    /// 443 and these).
+    pub allowed_ports: AllowedPorts,
+}
+
+/// The ports the crawler connects to: 443 always, and the ones configured
+/// (`crawl.allowed_ports`, and `crawl.https_port`, which names where the
+/// other formats' documents are). A URL on any other port (the TXT `wk`,
+/// an SRV record's port, a redirect, `endpoints.chat`) is refused with
+/// [`Reason::PortNotAllowed`] before anything connects, so a published
+/// record cannot aim the crawler at an arbitrary service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedPorts(Vec<u16>);
+
+impl Default for AllowedPorts {
+    /// 443 only.
+    fn default() -> Self {
+        Self(vec![443])
+    }
+}
+
+impl AllowedPorts {
+    /// 443 and `ports`.
+    pub fn new(ports: impl IntoIterator<Item = u16>) -> Self {
+        let mut all: Vec<u16> = std::iter::once(443).chain(ports).collect();
+        all.sort_unstable();
+        all.dedup();
+        Self(all)
+    }
+
+    /// Whether `port` may be connected to.
+    pub fn allows(&self, port: u16) -> bool {
+        self.0.contains(&port)
+    }
+
+    /// The ports, ascending.
+    pub fn ports(&self) -> &[u16] {
+        &self.0
+    }
+
+    /// `Ok` when `url`'s port (its scheme's default when it names none)
+    /// may be connected to.
+    ///
+    /// # Errors
+    /// [`CrawlError::PortNotAllowed`].
+    pub fn check(&self, url: &url::Url) -> Result<(), CrawlError> {
+        let port = url.port_or_known_default().unwrap_or(443);
+        if self.allows(port) {
+            Ok(())
+        } else {
+            Err(CrawlError::PortNotAllowed {
+                url: url.to_string(),
+                port,
+            })
+        }
+    }
 }
 
 impl Default for CrawlerOptions {
@@ -376,6 +445,7 @@ impl Default for CrawlerOptions {
             politeness: polite::Politeness::default(),
             contact: None,
             dns_cache_size: dns::CACHE_SIZE,
+            allowed_ports: AllowedPorts::default(),
         }
     }
 }
@@ -398,6 +468,12 @@ impl CrawlerOptions {
                 per_host_interval: c.per_host_interval,
             },
             contact: c.contact.clone(),
+            allowed_ports: AllowedPorts::new(
+                c.allowed_ports
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(c.https_port)),
+            ),
             ..Self::default()
         }
     }

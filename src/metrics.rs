@@ -97,6 +97,7 @@ struct Inner {
     crawls: Family<Labels1, Counter>,
     crawl_reasons: Family<Labels1, Counter>,
     crawl_jobs: Histogram,
+    schedule_left: Family<Labels1, Counter>,
     searches: Family<Labels1, Histogram, fn() -> Histogram>,
     records_by_trust: Family<Labels1, Gauge>,
     records_by_source: Family<Labels1, Gauge>,
@@ -194,6 +195,12 @@ impl Metrics {
             Unit::Seconds,
             crawl_jobs.clone(),
         );
+        let schedule_left = Family::<Labels1, Counter>::default();
+        registry.register(
+            "crawl_schedule_left",
+            "Domains the recrawl schedule let go, by cause: failures (failed crawl.evict_after_failures times in a row), evicted (made room for a new domain at crawl.max_scheduled_domains), refused (a new domain not scheduled: full of domains that do not fail)",
+            schedule_left.clone(),
+        );
         let searches: Family<Labels1, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(search_histogram);
         registry.register_with_unit(
@@ -247,6 +254,7 @@ impl Metrics {
                 crawls,
                 crawl_reasons,
                 crawl_jobs,
+                schedule_left,
                 searches,
                 records_by_trust,
                 records_by_source,
@@ -300,6 +308,15 @@ impl Metrics {
                 .get_or_create(&[("reason", r.as_str())])
                 .inc();
         }
+    }
+
+    /// One domain the recrawl schedule let go, by `cause` (`failures`,
+    /// `evicted`, `refused`: [`crate::crawl::scheduler::LeftBecause`]).
+    pub fn schedule_left(&self, cause: &'static str) {
+        self.inner
+            .schedule_left
+            .get_or_create(&[("cause", cause)])
+            .inc();
     }
 
     /// One crawl job done, after `elapsed`.

@@ -230,11 +230,14 @@ pub enum Reason {
     /// The document carries a key its holder revoked (a `Revoked`
     /// tombstone signed by it): final for that key.
     KeyRevoked,
+    /// A URL (the TXT `wk`, an SRV target, a redirect, `endpoints.chat`)
+    /// names a port other than 443 and `crawl.allowed_ports`.
+    PortNotAllowed,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 48] = [
+    pub const ALL: [Reason; 49] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -283,6 +286,7 @@ impl Reason {
         Self::HttpThrottled,
         Self::HostBackoff,
         Self::KeyRevoked,
+        Self::PortNotAllowed,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -336,6 +340,7 @@ impl Reason {
             Self::HttpThrottled => "http_throttled",
             Self::HostBackoff => "host_backoff",
             Self::KeyRevoked => "key_revoked",
+            Self::PortNotAllowed => "port_not_allowed",
         }
     }
 }

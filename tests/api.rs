@@ -1026,6 +1026,11 @@ async fn health_reports_the_node() {
     assert!(h["crawl"]["capacity"].as_u64().unwrap() > 0, "{h}");
     assert_eq!(h["crawl"]["schedule"]["domains"], 0, "{h}");
     assert_eq!(h["crawl"]["schedule"]["next_at"], Value::Null, "{h}");
+    // Bounded by crawl.max_scheduled_domains; nothing has left it yet.
+    assert_eq!(h["crawl"]["schedule"]["capacity"], 100_000, "{h}");
+    for gone in ["left_failing", "evicted", "refused"] {
+        assert_eq!(h["crawl"]["schedule"][gone], 0, "{h}");
+    }
 
     for i in 0..3 {
         api.register(&minimal_agent(&format!("h{i}"))).await;

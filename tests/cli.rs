@@ -611,6 +611,8 @@ struct TestbedCmd {
     stdout: Captured,
     stderr: Captured,
     dns: SocketAddr,
+    /// Its HTTPS listener: the port a crawler must be allowed.
+    https: SocketAddr,
 }
 
 impl TestbedCmd {
@@ -641,6 +643,7 @@ impl TestbedCmd {
             stdout,
             stderr,
             dns: SocketAddr::from(([0, 0, 0, 0], 0)),
+            https: SocketAddr::from(([0, 0, 0, 0], 0)),
         };
         if rx.recv_timeout(DEADLINE).is_err() {
             panic!(
@@ -657,6 +660,12 @@ impl TestbedCmd {
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no 'dns: <ip:port>' line in:\n{text}"));
+        bed.https = text
+            .lines()
+            .find_map(|l| l.strip_prefix("https:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no 'https: <ip:port>' line in:\n{text}"));
         bed
     }
 
@@ -682,7 +691,8 @@ impl TestbedCmd {
                 .args(["verify", domain, "--resolver", &self.dns.to_string()])
                 .arg("--ca-file")
                 .arg(self.path("ca.pem"))
-                .arg("--allow-private"),
+                .arg("--allow-private")
+                .args(["--allow-port", &self.https.port().to_string()]),
             Duration::from_secs(30),
             &format!("agentmesh verify {domain}"),
         );
@@ -895,6 +905,7 @@ fn crawl_into_a_data_dir_signs_records_with_the_configured_lifetime() {
             .arg("--ca-file")
             .arg(bed.path("ca.pem"))
             .arg("--allow-private")
+            .args(["--allow-port", &bed.https.port().to_string()])
             .arg("--data-dir")
             .arg(&data);
         if let Some(ttl) = env_ttl {

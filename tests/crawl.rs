@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
@@ -46,6 +46,13 @@ async fn rig(config: PopulationConfig) -> Rig {
 
 impl Rig {
     fn crawler(&self, allow_private: bool) -> Crawler {
+        self.crawler_with(
+            allow_private,
+            AllowedPorts::new([self.testbed.https_port()]),
+        )
+    }
+
+    fn crawler_with(&self, allow_private: bool, allowed_ports: AllowedPorts) -> Crawler {
         let options = CrawlerOptions {
             resolvers: vec![self.testbed.dns_addr()],
             ca_files: vec![self.ca_file.clone()],
@@ -53,6 +60,7 @@ impl Rig {
             fetch_timeout: Duration::from_secs(3),
             challenge_timeout: Duration::from_secs(2),
             concurrency: 32,
+            allowed_ports,
             ..CrawlerOptions::default()
         };
         let key = agentmesh::identity::generate();
@@ -324,6 +332,51 @@ async fn the_default_policy_never_connects_to_internal_addresses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_on_a_port_not_allowed_is_refused_before_connecting() {
+    // The testbed serves on a loopback port that is not 443: with only the
+    // default ports allowed, its agents' `wk` URLs (and the SRV port they
+    // take) are refused with their own reason, and nothing connects.
+    let rig = rig(PopulationConfig::healthy(12, 3)).await;
+    assert_ne!(rig.testbed.https_port(), 443);
+    let crawler = rig.crawler_with(true, AllowedPorts::default());
+    for agent in rig.testbed.population().agents() {
+        let r = crawler.crawl(&agent.domain).await.report;
+        assert_eq!(
+            r.reasons,
+            [Reason::PortNotAllowed],
+            "{}: {:?}",
+            agent.domain,
+            r.steps
+        );
+        let step = r.steps.iter().find(|s| s.step == "dns_address").unwrap();
+        assert_eq!(step.reason, Some(Reason::PortNotAllowed));
+        assert!(
+            step.detail
+                .contains(&format!("port {}", rig.testbed.https_port())),
+            "{}",
+            step.detail
+        );
+        assert_eq!(r.level(), TrustLevel::Unverified);
+        assert!(!r.stored);
+    }
+    let served: u64 = rig
+        .testbed
+        .population()
+        .agents()
+        .iter()
+        .filter_map(|a| rig.testbed.site_counts(&a.domain))
+        .map(|c| c.well_known + c.chat + c.landing)
+        .sum();
+    assert_eq!(served, 0, "no request may reach the testbed's sites");
+    // The same agents with the port allowed are crawled (the refusal was
+    // the port's, not something else).
+    let allowed = rig.crawler(true);
+    let agent = rig.testbed.population().healthy_agents().next().unwrap();
+    let r = allowed.crawl(&agent.domain).await.report;
+    assert!(r.level() >= TrustLevel::KeyVerified, "{:?}", r.steps);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_population_is_key_verified_and_mutual_pairs_peer_verified() {
     let rig = rig(PopulationConfig::healthy(3, 220)).await;
     let crawler = rig.crawler(true);
@@ -515,6 +568,7 @@ async fn crawl_into(
         },
         fetch_timeout: Duration::from_secs(3),
         challenge_timeout: Duration::from_secs(2),
+        allowed_ports: AllowedPorts::new([bed.https_port()]),
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();
@@ -629,6 +683,7 @@ async fn an_agent_revokes_itself_with_its_own_key_through_a_node() {
     config.crawl.resolvers = vec![bed.dns_addr()];
     config.crawl.ca_files = vec![ca];
     config.crawl.allow_private_addresses = true;
+    config.crawl.allowed_ports = vec![bed.https_port()];
     config.crawl.follow_peers = false;
     let node = agentmesh::node::Node::spawn(config)
         .await
@@ -786,4 +841,140 @@ async fn a_forged_peer_cannot_launder_its_claim_through_a_mutual_listing() {
     assert_eq!(outcome.report.trust.level, TrustLevel::PeerVerified);
     let held_a = rig.store.get(&format!("agent:{a}")).await.unwrap().unwrap();
     assert_eq!(held_a.counted_level(), TrustLevel::PeerVerified);
+}
+
+/// A node crawling the testbed with private addresses not allowed, and
+/// `admin_token` as its token (none: an open node).
+async fn node_for(
+    bed: &Testbed,
+    dir: &std::path::Path,
+    admin_token: Option<&str>,
+) -> agentmesh::node::Node {
+    let ca = dir.join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let mut config = agentmesh::config::Config {
+        data_dir: dir.join("data"),
+        ..agentmesh::config::Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.api.admin_token = admin_token.map(str::to_owned);
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.p2p.allow_private_addresses = true;
+    config.crawl.resolvers = vec![bed.dns_addr()];
+    config.crawl.ca_files = vec![ca];
+    config.crawl.allow_private_addresses = false;
+    config.crawl.allowed_ports = vec![bed.https_port()];
+    config.crawl.follow_peers = false;
+    agentmesh::node::Node::spawn(config)
+        .await
+        .expect("the node starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_crawl_report_names_no_internal_address_and_the_operator_sees_it() {
+    use agentmesh::testbed::publish::PRIVATE_ADDRESS;
+    let bed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(13, 1).with(Behaviour::PrivateTarget)),
+        TestbedOptions::default(),
+    )
+    .await
+    .expect("the testbed starts");
+    let domain = bed
+        .population()
+        .domain_of(Behaviour::PrivateTarget)
+        .unwrap()
+        .to_owned();
+    let address = PRIVATE_ADDRESS.to_string();
+    let token = "a-token-of-sixteen-or-more";
+    let http = reqwest::Client::new();
+
+    // A node with a token: the operator crawls, and sees the address.
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_for(&bed, dir.path(), Some(token)).await;
+    let api = format!("http://{}", node.api_addr());
+    let crawled: serde_json::Value = http
+        .post(format!("{api}/crawl"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"domains": [domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        crawled["reports"][0]["reasons"],
+        serde_json::json!(["address_not_allowed"]),
+        "{crawled}"
+    );
+    assert!(crawled.to_string().contains(&address), "{crawled}");
+    let get = |auth: Option<&str>| {
+        let mut request = http.get(format!("{api}/crawl/{domain}"));
+        if let Some(t) = auth {
+            request = request.bearer_auth(t);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let full = get(Some(token)).await;
+    assert!(full.to_string().contains(&address), "{full}");
+    // Anyone else: the reason code, no address, however they ask.
+    for who in [None, Some("not-the-token-at-all")] {
+        let public = get(who).await;
+        let text = public.to_string();
+        assert!(!text.contains(&address), "{who:?}: {text}");
+        assert!(!text.contains("10.0.0."), "{who:?}: {text}");
+        assert_eq!(
+            public["reasons"],
+            serde_json::json!(["address_not_allowed"])
+        );
+        let step = public["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == "dns_address")
+            .expect("a dns_address step");
+        assert_eq!(step["reason"], "address_not_allowed");
+        assert_eq!(step["detail"], agentmesh::crawl::REFUSED_ADDRESS);
+    }
+    node.shutdown().await.expect("the node stops");
+
+    // A node without a token is open: everyone gets the redacted report,
+    // from POST /crawl too.
+    let dir = tempfile::tempdir().unwrap();
+    let node = node_for(&bed, dir.path(), None).await;
+    let api = format!("http://{}", node.api_addr());
+    let crawled: serde_json::Value = http
+        .post(format!("{api}/crawl"))
+        .json(&serde_json::json!({"domains": [domain], "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        crawled["reports"][0]["reasons"],
+        serde_json::json!(["address_not_allowed"]),
+        "{crawled}"
+    );
+    assert!(!crawled.to_string().contains(&address), "{crawled}");
+    let public: serde_json::Value = http
+        .get(format!("{api}/crawl/{domain}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        public["reasons"],
+        serde_json::json!(["address_not_allowed"])
+    );
+    assert!(!public.to_string().contains(&address), "{public}");
+    node.shutdown().await.expect("the node stops");
+    bed.shutdown().await;
 }

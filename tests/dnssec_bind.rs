@@ -168,6 +168,8 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
                 "--ca-file",
                 &ca,
                 "--allow-private",
+                "--allow-port",
+                &bed.https_port().to_string(),
                 "--trust-anchor",
                 &anchor,
             ])

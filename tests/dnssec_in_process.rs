@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentmesh::crawl::scheduler::{ManualClock, SchedulePolicy, Scheduler};
-use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
+use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions, StepOutcome};
 use agentmesh::net::AddressPolicy;
 use agentmesh::store::FreshState;
 use agentmesh::testbed::dns::{DnsServer, Zone};
@@ -24,7 +24,7 @@ use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::TrustLevel;
 use hickory_proto::rr::{Name, RecordType};
 
-async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path) -> CrawlReport {
+async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path, port: u16) -> CrawlReport {
     let options = CrawlerOptions {
         resolvers: vec![dns],
         ca_files: vec![ca.to_owned()],
@@ -32,6 +32,7 @@ async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path) -> Crawl
             allow_private: true,
         },
         trust_anchors: vec![anchor.to_owned()],
+        allowed_ports: AllowedPorts::new([port]),
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();
@@ -120,7 +121,14 @@ async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
         .unwrap();
 
     // Secure: the dnssec step ok, the evidence, and the key on top.
-    let report = crawl(&secure.domain, server.local_addr(), &ca, &anchor).await;
+    let report = crawl(
+        &secure.domain,
+        server.local_addr(),
+        &ca,
+        &anchor,
+        bed.https_port(),
+    )
+    .await;
     let step = report.steps.iter().find(|s| s.step == "dnssec").unwrap();
     assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", report.steps);
     assert!(report.trust.evidence.dnssec);
@@ -133,16 +141,50 @@ async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
 
     // The same zone from the forging server: the untouched record is
     // still Secure, the changed and re-signed ones are Bogus.
-    let report = crawl(&secure.domain, forging.local_addr(), &ca, &anchor).await;
+    let report = crawl(
+        &secure.domain,
+        forging.local_addr(),
+        &ca,
+        &anchor,
+        bed.https_port(),
+    )
+    .await;
     assert!(report.trust.evidence.dnssec, "{:?}", report.steps);
-    assert_bogus(&crawl(&changed.domain, forging.local_addr(), &ca, &anchor).await);
-    assert_bogus(&crawl(&resigned.domain, forging.local_addr(), &ca, &anchor).await);
+    assert_bogus(
+        &crawl(
+            &changed.domain,
+            forging.local_addr(),
+            &ca,
+            &anchor,
+            bed.https_port(),
+        )
+        .await,
+    );
+    assert_bogus(
+        &crawl(
+            &resigned.domain,
+            forging.local_addr(),
+            &ca,
+            &anchor,
+            bed.https_port(),
+        )
+        .await,
+    );
 
     // Another key as the anchor: the zone's own key is not trusted, and a
     // signed zone that does not validate is Bogus.
     let stranger = dir.path().join("stranger.key");
     std::fs::write(&stranger, ZoneKey::generate().unwrap().trust_anchor()).unwrap();
-    assert_bogus(&crawl(&secure.domain, server.local_addr(), &ca, &stranger).await);
+    assert_bogus(
+        &crawl(
+            &secure.domain,
+            server.local_addr(),
+            &ca,
+            &stranger,
+            bed.https_port(),
+        )
+        .await,
+    );
 
     // An agent held from a Secure visit whose zone then stops validating:
     // the revisit is dnssec_bogus, and the held record is marked stale at
@@ -160,6 +202,7 @@ async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
                 allow_private: true,
             },
             trust_anchors: vec![anchor.clone()],
+            allowed_ports: AllowedPorts::new([bed.https_port()]),
             ..CrawlerOptions::default()
         };
         let crawler =

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::descriptor::DocumentFormat;
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
@@ -49,6 +49,7 @@ async fn rig() -> Rig {
         fetch_timeout: Duration::from_secs(3),
         challenge_timeout: Duration::from_secs(2),
         https_port: testbed.https_port(),
+        allowed_ports: AllowedPorts::new([testbed.https_port()]),
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();

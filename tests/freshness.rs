@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentmesh::crawl::polite::Politeness;
 use agentmesh::crawl::scheduler::{Clock, ManualClock, SchedulePolicy, Scheduler};
-use agentmesh::crawl::{Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, Crawler, CrawlerOptions};
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
@@ -40,6 +40,8 @@ fn policy() -> SchedulePolicy {
         stale_after: Duration::from_secs(600),
         drop_after: Duration::from_secs(1800),
         jitter: 0.1,
+        max_domains: 100_000,
+        evict_after_failures: 10,
     }
 }
 
@@ -65,6 +67,19 @@ async fn rig(config: PopulationConfig) -> Rig {
 
 impl Rig {
     fn crawler(&self, politeness: Politeness, contact: Option<&str>) -> Crawler {
+        self.crawler_on(
+            politeness,
+            contact,
+            AllowedPorts::new([self.testbed.https_port()]),
+        )
+    }
+
+    fn crawler_on(
+        &self,
+        politeness: Politeness,
+        contact: Option<&str>,
+        allowed_ports: AllowedPorts,
+    ) -> Crawler {
         let options = CrawlerOptions {
             resolvers: vec![self.testbed.dns_addr()],
             ca_files: vec![self.ca_file.clone()],
@@ -75,6 +90,7 @@ impl Rig {
             challenge_timeout: Duration::from_secs(2),
             politeness,
             contact: contact.map(str::to_owned),
+            allowed_ports,
             ..CrawlerOptions::default()
         };
         let verifier = agentmesh::identity::peer_id_of(&self.key);
@@ -621,26 +637,33 @@ async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_ad
     drop(closed);
     register(&rig.issuer, "alive", &format!("https://{d}:{port}/")).await;
     register(&rig.issuer, "dead", &format!("https://{d}:{closed_port}/")).await;
+    // Nothing listens on port 22 here; it is not an allowed port anyway.
+    register(&rig.issuer, "ssh", &format!("https://{d}:22/")).await;
     let quick = Politeness {
         per_host_concurrency: 2,
         per_host_interval: Duration::from_millis(1),
     };
     let hour = Duration::from_secs(3600);
     let prober = Prober::new(
-        rig.crawler(quick, None),
+        rig.crawler_on(quick, None, AllowedPorts::new([port, closed_port])),
         rig.store.clone(),
         rig.clock.clone(),
         hour,
         10,
     );
     let round = prober.round().await.unwrap();
-    assert_eq!((round.probed, round.answered, round.skipped), (2, 1, 0));
+    assert_eq!((round.probed, round.answered, round.skipped), (2, 1, 1));
     let alive = rig.store.freshness("alive").await.unwrap().unwrap();
     assert_eq!(
         (alive.endpoint_ok, alive.seen_at),
         (Some(true), Some(rig.clock.now()))
     );
     assert_eq!(alive.next_check_at, rig.clock.now() + 3600);
+    assert_eq!(
+        rig.store.freshness("ssh").await.unwrap(),
+        None,
+        "an endpoint on a port not allowed is not asked"
+    );
     let dead = rig.store.freshness("dead").await.unwrap().unwrap();
     assert_eq!((dead.endpoint_ok, dead.seen_at), (Some(false), None));
     // The results show it.
@@ -659,13 +682,14 @@ async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_ad
     let options = CrawlerOptions {
         resolvers: vec![rig.testbed.dns_addr()],
         ca_files: vec![rig.ca_file.clone()],
+        allowed_ports: AllowedPorts::new([port, closed_port]),
         ..CrawlerOptions::default()
     };
     let strict = Crawler::new(options, rig.key.clone(), "verifier".into()).unwrap();
     let strict = Prober::new(strict, rig.store.clone(), rig.clock.clone(), hour, 10);
     rig.clock.advance(hour);
     let round = strict.round().await.unwrap();
-    assert_eq!((round.probed, round.skipped), (0, 2));
+    assert_eq!((round.probed, round.skipped), (0, 3));
     assert_eq!(rig.testbed.site_counts(&d).unwrap().landing, landing);
     rig.testbed.shutdown().await;
 }

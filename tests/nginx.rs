@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use agentmesh::crawl::fetch::{FetchOptions, Fetcher};
 use agentmesh::crawl::polite::{self, HostLimiter, Politeness};
-use agentmesh::crawl::{CrawlError, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, CrawlError, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use url::Url;
@@ -155,6 +155,7 @@ async fn nginx_etags_answer_304_and_its_retry_after_holds_the_host() {
             per_host_interval: Duration::from_millis(1),
         }),
         user_agent: polite::user_agent(None),
+        allowed_ports: AllowedPorts::new([port]),
     });
     let url = Url::parse(&format!("https://{HOST}:{port}/.well-known/agent.json")).unwrap();
 

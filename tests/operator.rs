@@ -165,6 +165,8 @@ async fn an_operator_publishes_hosts_and_verifies_an_agent() {
             &resolver,
             "--ca-file",
             &path("ca.pem"),
+            "--allow-port",
+            &host_addr.port().to_string(),
         ])
         .args(extra);
         tokio::task::block_in_place(|| run(&mut cmd, Duration::from_secs(20), "verify"))

@@ -131,6 +131,8 @@ pub(crate) struct Testbed {
     pub(crate) dns: SocketAddr,
     /// Its test CA, PEM.
     pub(crate) ca_file: PathBuf,
+    /// Its HTTPS port, which the crawling nodes must be allowed.
+    pub(crate) https_port: u16,
     /// Every domain it serves, org by org.
     pub(crate) domains: Vec<String>,
 }
@@ -172,6 +174,15 @@ impl Testbed {
                     .and_then(|a| a.parse::<SocketAddr>().ok())
             })
             .await?;
+        let https_port = proc
+            .wait_stdout(Duration::from_secs(10), "its https line", |text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("https:"))
+                    .and_then(|l| l.split_whitespace().next())
+                    .and_then(|a| a.parse::<SocketAddr>().ok())
+                    .map(|a| a.port())
+            })
+            .await?;
         if !out.join("ready").exists() {
             bail!(
                 "the testbed printed its summary but wrote no {}",
@@ -197,6 +208,7 @@ impl Testbed {
             proc,
             dns,
             ca_file: out.join("ca.pem"),
+            https_port,
             domains,
         })
     }
@@ -246,9 +258,10 @@ impl Node {
         );
         if let Some(tb) = setup.crawl {
             config.push_str(&format!(
-                "\n[crawl]\nresolvers = [{}]\nca_files = [{}]\nallow_private_addresses = true\n",
+                "\n[crawl]\nresolvers = [{}]\nca_files = [{}]\nallow_private_addresses = true\nallowed_ports = [{}]\n",
                 toml_str(&tb.dns.to_string()),
                 toml_str(&tb.ca_file.display().to_string()),
+                tb.https_port,
             ));
         }
         let config_path = data.path().join("agentmesh.toml");

@@ -49,6 +49,13 @@ pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
     }
 }
 
+/// Whether the request carries this node's admin token, when one is
+/// configured: what a full crawl report is shown to (a node without a
+/// token shows every caller the redacted one).
+pub(super) fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
+    state.config().admin_token.is_some() && authorize(state, headers).is_ok()
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

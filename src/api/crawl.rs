@@ -1,5 +1,11 @@
 //! `POST /crawl` (admin): queue domains for the crawler, or crawl and wait
 //! for the reports; `GET /crawl/{domain}`: the latest report of a domain.
+//!
+//! A report goes out in full only to a request with this node's admin
+//! token (`api.admin_token`); anyone else (every caller of a node without
+//! a token) gets it redacted by [`crate::crawl::redact_report`]: no IP
+//! address, no connection error text, the reason codes kept. The store
+//! keeps the full report and the log the full detail.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -9,7 +15,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::agents::authorize;
+use super::agents::{authorize, is_operator};
 use super::error::ErrorBody;
 use super::{ApiError, AppState, ErrorCode};
 use crate::crawl::queue::QueueError;
@@ -107,7 +113,14 @@ pub(super) async fn start(
     }
     if body.wait {
         let reports = queue.crawl(domains).await?;
-        return Ok(Json(CrawlStarted::Reports { reports }).into_response());
+        let mut answer = serde_json::to_value(CrawlStarted::Reports { reports })
+            .expect("crawl reports serialise");
+        if !is_operator(&state, &headers) {
+            if let Some(reports) = answer.get_mut("reports").and_then(Value::as_array_mut) {
+                reports.iter_mut().for_each(crate::crawl::redact_report);
+            }
+        }
+        return Ok(Json(answer).into_response());
     }
     let queued = domains.len();
     queue.enqueue(domains)?;
@@ -116,15 +129,17 @@ pub(super) async fn start(
 
 /// `GET /crawl/{domain}`: the last crawl of a domain.
 #[utoipa::path(get, path = "/crawl/{domain}", tag = "crawl",
+    security((), ("bearer" = [])),
     params(("domain" = super::openapi::DomainName, Path, description = "A domain name")),
     responses(
-        (status = 200, description = "The report of its last crawl", body = super::openapi::CrawlReportView),
+        (status = 200, description = "The report of its last crawl; without the admin token (and on a node without one) each step's detail is redacted: no IP address, no connection error text", body = super::openapi::CrawlReportView),
         (status = 400, description = "Not a domain name", body = ErrorBody),
         (status = 404, description = "Not crawled by this node", body = ErrorBody),
         (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
     ))]
 pub(super) async fn report(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Path(domain): Path<String>,
 ) -> Result<Response, ApiError> {
     let domain = crate::identity::normalise_domain(&domain)
@@ -143,21 +158,29 @@ pub(super) async fn report(
             )
         })?;
     let schedule = state.crawl_queue().and_then(|q| q.schedule(&domain));
-    match (
-        schedule,
-        serde_json::from_slice::<serde_json::Value>(&report),
-    ) {
-        (Some(schedule), Ok(serde_json::Value::Object(mut report))) => {
-            report.insert(
-                "schedule".into(),
-                serde_json::to_value(schedule).expect("a domain state serialises"),
-            );
+    let operator = is_operator(&state, &headers);
+    match serde_json::from_slice::<serde_json::Value>(&report) {
+        Ok(mut report @ serde_json::Value::Object(_)) => {
+            if !operator {
+                crate::crawl::redact_report(&mut report);
+            }
+            if let (Some(schedule), Some(map)) = (schedule, report.as_object_mut()) {
+                map.insert(
+                    "schedule".into(),
+                    serde_json::to_value(schedule).expect("a domain state serialises"),
+                );
+            }
             Ok(Json(report).into_response())
         }
-        _ => Ok((
+        // Not a report this node can read: shown only to its operator.
+        _ if operator => Ok((
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             report,
         )
             .into_response()),
+        _ => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the report of {domain} cannot be read"),
+        )),
     }
 }

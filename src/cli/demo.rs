@@ -95,8 +95,8 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
 }
 
 /// A node's configuration: loopback p2p, the testbed as its DNS and CA,
-/// private addresses allowed (everything here is on 127.0.0.1), and no
-/// following of peers (each node crawls exactly its organisation).
+/// private addresses allowed (everything here is on 127.0.0.1), the
+/// testbed's HTTPS port allowed, and no following of peers (each node crawls exactly its organisation).
 fn node_config(data_dir: PathBuf, listen: SocketAddr, testbed: &Testbed, ca_file: &Path) -> Config {
     let mut config = Config {
         data_dir,
@@ -108,6 +108,7 @@ fn node_config(data_dir: PathBuf, listen: SocketAddr, testbed: &Testbed, ca_file
     config.crawl.resolvers = vec![testbed.dns_addr()];
     config.crawl.ca_files = vec![ca_file.to_owned()];
     config.crawl.allow_private_addresses = true;
+    config.crawl.allowed_ports = vec![testbed.https_port()];
     config.crawl.follow_peers = false;
     // Three crawlers and the testbed share this machine.
     config.crawl.concurrency = 16;

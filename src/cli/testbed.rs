@@ -293,8 +293,12 @@ fn print_summary(
     };
     if let Some(agent) = testbed.population().healthy_agents().next() {
         println!(
-            "try:       agentmesh verify {} --resolver {resolver} --ca-file {ca} --allow-private",
-            agent.domain
+            "try:       agentmesh verify {} --resolver {resolver} --ca-file {ca} --allow-private{}",
+            agent.domain,
+            match testbed.https_port() {
+                443 => String::new(),
+                port => format!(" --allow-port {port}"),
+            }
         );
     }
     println!("serving until Ctrl-C or SIGTERM");

@@ -35,6 +35,8 @@ pub struct Challenger {
     pub limiter: HostLimiter,
     /// The User-Agent of the upgrade request.
     pub user_agent: String,
+    /// The ports a challenge may connect to.
+    pub allowed_ports: super::AllowedPorts,
 }
 
 impl Challenger {
@@ -61,6 +63,7 @@ impl Challenger {
                 url: url.to_string(),
             });
         }
+        self.allowed_ports.check(url)?;
         // The slot is held for the whole session; waiting for it does not
         // count against the exchange's timeout.
         let _permit = self
@@ -175,5 +178,41 @@ impl Challenger {
         Err(CrawlError::ChallengeNoAnswer {
             after: Duration::ZERO,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crawl::{AllowedPorts, CrawlerOptions};
+
+    #[tokio::test]
+    async fn a_chat_endpoint_on_a_port_not_allowed_is_refused_before_connecting() {
+        // A listener on loopback that would take the connection: nothing
+        // may reach it.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let challenger = Challenger {
+            tls: CrawlerOptions::default().tls_config().unwrap(),
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            limiter: HostLimiter::new(crate::crawl::polite::Politeness::default()),
+            user_agent: "test".into(),
+            allowed_ports: AllowedPorts::default(),
+        };
+        let url = Url::parse(&format!("wss://agent.test:{port}/chat")).unwrap();
+        let key = crate::identity::generate();
+        let frame = crate::adp::handshake::challenge("v", &key.verifying_key(), "00");
+        let result = challenger
+            .exchange(&url, &["127.0.0.1".parse().unwrap()], &frame, |_| {
+                Ok::<_, CrawlError>(((), None))
+            })
+            .await;
+        match result {
+            Err(CrawlError::PortNotAllowed { port: p, .. }) => assert_eq!(p, port),
+            other => panic!("expected port_not_allowed, got {other:?}"),
+        }
+        let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(accepted.is_err(), "nothing connected to the listener");
     }
 }

@@ -169,6 +169,8 @@ pub struct FetchOptions {
     pub limiter: HostLimiter,
     /// The User-Agent of every request.
     pub user_agent: String,
+    /// The ports requests may go to (each redirect hop is checked too).
+    pub allowed_ports: super::AllowedPorts,
 }
 
 /// Fetches `agent.json` documents. Cheap to clone.
@@ -381,6 +383,7 @@ impl Fetcher {
                 url: url.to_string(),
             });
         }
+        self.options.allowed_ports.check(url)?;
         check_literal_host(url, self.options.policy)
     }
 }
@@ -597,6 +600,76 @@ mod tests {
         }
         assert!(check_literal_host(&Url::parse("https://93.184.216.34/").unwrap(), strict).is_ok());
         assert!(check_literal_host(&Url::parse("https://example.org/").unwrap(), strict).is_ok());
+    }
+
+    #[test]
+    fn only_443_and_the_configured_ports_are_allowed() {
+        let default = super::super::AllowedPorts::default();
+        for ok in [
+            "https://a.test/.well-known/agent.json",
+            "https://a.test:443/x",
+            "wss://a.test/chat",
+        ] {
+            assert!(default.check(&Url::parse(ok).unwrap()).is_ok(), "{ok}");
+        }
+        for refused in [
+            "https://a.test:25/",
+            "wss://a.test:8443/chat",
+            "https://10.0.0.1:22/",
+        ] {
+            assert!(
+                matches!(
+                    default.check(&Url::parse(refused).unwrap()),
+                    Err(CrawlError::PortNotAllowed { .. })
+                ),
+                "{refused}"
+            );
+        }
+        let configured = super::super::AllowedPorts::new([8443, 8443]);
+        assert_eq!(configured.ports(), [443, 8443]);
+        assert!(configured
+            .check(&Url::parse("wss://a.test:8443/chat").unwrap())
+            .is_ok());
+        assert_eq!(
+            CrawlError::PortNotAllowed {
+                url: "https://a.test:25/".into(),
+                port: 25
+            }
+            .reason(),
+            crate::verify::Reason::PortNotAllowed
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fetch_or_a_redirect_to_a_port_not_allowed_is_refused() {
+        let options = crate::crawl::CrawlerOptions::default();
+        let fetcher = Fetcher::new(FetchOptions {
+            policy: AddressPolicy {
+                allow_private: true,
+            },
+            tls: options.tls_config().unwrap(),
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            limiter: HostLimiter::new(polite::Politeness::default()),
+            user_agent: polite::USER_AGENT.into(),
+            allowed_ports: super::super::AllowedPorts::default(),
+        });
+        let url = Url::parse("https://a.test:2525/.well-known/agent.json").unwrap();
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(matches!(
+            fetcher.fetch(&url, &[ip], None).await,
+            Err(CrawlError::PortNotAllowed { port: 2525, .. })
+        ));
+        assert!(matches!(
+            fetcher.probe(&url, &[ip]).await,
+            Err(CrawlError::PortNotAllowed { port: 2525, .. })
+        ));
+        // A redirect hop is checked by the same function before it is
+        // requested.
+        assert!(matches!(
+            fetcher.check_url(&url),
+            Err(CrawlError::PortNotAllowed { .. })
+        ));
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl Crawler {
             timeout: options.fetch_timeout,
             limiter: limiter.clone(),
             user_agent: user_agent.clone(),
+            allowed_ports: options.allowed_ports.clone(),
         });
         let challenger = Challenger {
             tls,
@@ -120,6 +121,7 @@ impl Crawler {
             timeout: options.challenge_timeout,
             limiter: limiter.clone(),
             user_agent,
+            allowed_ports: options.allowed_ports.clone(),
         };
         Ok(Self {
             dns,
@@ -475,6 +477,9 @@ impl Crawler {
                 lookup_host = target.clone();
             }
         }
+        // Before any lookup: a URL (or the SRV port it took) on a port
+        // this node does not connect to is refused here.
+        self.options.allowed_ports.check(&url)?;
         let ips = match known {
             Some(k) if k.lookup_host == lookup_host => k.ips.clone(),
             _ => self.dns.addresses(&lookup_host).await?,

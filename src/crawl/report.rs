@@ -232,6 +232,9 @@ impl Run {
             self.report.visit.negative_ttl_secs = Some(*ttl);
         }
         let reason = e.reason();
+        // The full detail, addresses included, stays in the log; what a
+        // public report shows of it is redacted ([`redact_report`]).
+        tracing::info!(step, reason = reason.as_str(), detail = %e, "crawl step failed");
         self.report.steps.push(Step {
             step,
             outcome: StepOutcome::Failed,
@@ -265,10 +268,166 @@ impl Run {
     }
 }
 
+/// What a public report says instead of the detail of a step refused for
+/// its address.
+pub const REFUSED_ADDRESS: &str = "an address this node may not connect to";
+
+/// What a public report says instead of a connection error's text.
+pub const CONNECTION_FAILED: &str = "the connection failed";
+
+/// What stands for an IP address in a public report.
+pub const ADDRESS: &str = "[address]";
+
+/// Redacts a report (the JSON of a [`CrawlReport`], as stored and as
+/// served) for someone who is not this node's operator, in place: each
+/// step's `detail` (the peer checks' reports too) loses every IP address;
+/// a step refused for its address (`address_not_allowed`) says
+/// [`REFUSED_ADDRESS`], and a failed connection (`connect_failed`) says
+/// [`CONNECTION_FAILED`] without the error's text (which tells an open
+/// port from a closed one). Reason codes, outcomes and everything else
+/// stay. Otherwise the node would be a port scanner and an oracle of
+/// internal DNS for whoever can name a domain.
+pub fn redact_report(report: &mut serde_json::Value) {
+    if let Some(steps) = report.get_mut("steps").and_then(|s| s.as_array_mut()) {
+        for step in steps {
+            let reason = step
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .map(str::to_owned);
+            let Some(detail) = step.get_mut("detail") else {
+                continue;
+            };
+            let redacted = match reason.as_deref() {
+                Some("address_not_allowed") => REFUSED_ADDRESS.to_owned(),
+                Some("connect_failed") => CONNECTION_FAILED.to_owned(),
+                _ => redact_addresses(detail.as_str().unwrap_or_default()),
+            };
+            *detail = serde_json::Value::String(redacted);
+        }
+    }
+    if let Some(peers) = report.get_mut("peer_checks").and_then(|p| p.as_array_mut()) {
+        for peer in peers {
+            if let Some(r) = peer.get_mut("report") {
+                redact_report(r);
+            }
+        }
+    }
+}
+
+/// `text` with every IPv4 or IPv6 address (with or without a port) in it
+/// replaced by [`ADDRESS`].
+pub fn redact_addresses(text: &str) -> String {
+    fn address_like(c: char) -> bool {
+        c.is_ascii_hexdigit() || c == '.' || c == ':'
+    }
+    fn is_address(run: &str) -> bool {
+        let run = run.trim_end_matches('.');
+        if run.parse::<std::net::IpAddr>().is_ok() {
+            return true;
+        }
+        // `1.2.3.4:443`: an address and its port.
+        run.rsplit_once(':').is_some_and(|(ip, port)| {
+            port.parse::<u16>().is_ok() && ip.parse::<std::net::Ipv4Addr>().is_ok()
+        })
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(address_like) {
+        out.push_str(&rest[..start]);
+        let run_len = rest[start..]
+            .find(|c: char| !address_like(c))
+            .unwrap_or(rest.len() - start);
+        let run = &rest[start..start + run_len];
+        // Only a whole word: not the digits inside a name or a key.
+        let glued = out
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
+        if !glued && is_address(run) {
+            out.push_str(ADDRESS);
+            if run.ends_with('.') && !run.trim_end_matches('.').contains(':') {
+                out.push('.');
+            }
+        } else {
+            out.push_str(run);
+        }
+        rest = &rest[start + run_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The trust summary of `e`.
 pub(super) fn summarise(e: &Evidence) -> TrustSummary {
     TrustSummary {
         level: e.level(),
         evidence: EvidenceFlags::from(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn addresses_are_redacted_and_names_and_keys_are_not() {
+        for (text, want) in [
+            (
+                "agent.test -> 10.1.2.3, 2001:db8::1",
+                "agent.test -> [address], [address]",
+            ),
+            (
+                "cannot connect to https://10.0.0.7:8443/x: refused",
+                "cannot connect to https://[address]/x: refused",
+            ),
+            ("wss://[::1]:9000/chat", "wss://[[address]]:9000/chat"),
+            ("it resolves to 192.168.1.1.", "it resolves to [address]."),
+            (
+                "v=ADP1 pk=ed25519:00aa11bb wk=https://a1.test/x (ttl 300s)",
+                "v=ADP1 pk=ed25519:00aa11bb wk=https://a1.test/x (ttl 300s)",
+            ),
+            (
+                "4096 bytes from https://b2c3.test/",
+                "4096 bytes from https://b2c3.test/",
+            ),
+            ("host-10.0.0.1.test", "host-10.0.0.1.test"),
+        ] {
+            assert_eq!(redact_addresses(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_public_report_names_no_address_and_keeps_its_reasons() {
+        let mut report = json!({
+            "domain": "victim.test",
+            "reasons": ["address_not_allowed"],
+            "steps": [
+                {"step": "dns_txt", "outcome": "ok", "detail": "v=ADP1 pk=ed25519:ab wk=https://victim.test/x"},
+                {"step": "dns_address", "outcome": "failed", "reason": "address_not_allowed",
+                 "detail": "victim.test resolves to 10.9.8.7, which this node may not connect to (see --allow-private)"},
+            ],
+            "peer_checks": [{"agent_id": "agent:p.test", "report": {"steps": [
+                {"step": "fetch", "outcome": "failed", "reason": "connect_failed",
+                 "detail": "cannot connect to https://p.test:8443/x: tcp connect error: Connection refused (os error 111)"},
+                {"step": "dns_address", "outcome": "ok", "detail": "p.test -> 203.0.113.9"},
+            ]}}],
+        });
+        redact_report(&mut report);
+        let text = report.to_string();
+        for gone in ["10.9.8.7", "203.0.113.9", "Connection refused", "os error"] {
+            assert!(!text.contains(gone), "{gone} in {text}");
+        }
+        assert_eq!(report["steps"][1]["detail"], REFUSED_ADDRESS);
+        assert_eq!(report["steps"][1]["reason"], "address_not_allowed");
+        assert_eq!(
+            report["steps"][0]["detail"],
+            "v=ADP1 pk=ed25519:ab wk=https://victim.test/x"
+        );
+        let peer = &report["peer_checks"][0]["report"]["steps"];
+        assert_eq!(peer[0]["detail"], CONNECTION_FAILED);
+        assert_eq!(peer[0]["reason"], "connect_failed");
+        assert_eq!(peer[1]["detail"], "p.test -> [address]");
+        assert_eq!(report["reasons"], json!(["address_not_allowed"]));
     }
 }

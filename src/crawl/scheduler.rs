@@ -19,6 +19,22 @@
 //! confirmation, dropped from default results after `crawl.drop_after`)
 //! goes to the store's `freshness` tree, which results read.
 //!
+//! The schedule is bounded (`crawl.max_scheduled_domains`), so what the
+//! mesh or a crawl request names cannot grow it without end:
+//! - a domain whose visits failed `crawl.evict_after_failures` times in a
+//!   row leaves it (its agents are marked dropped: nothing confirms them);
+//! - when it is full, a new domain takes the place of the held domain with
+//!   the most failures in a row (the oldest confirmation breaks ties),
+//!   provided that one failed at least once and at least as often as the
+//!   new one; otherwise the new domain is not scheduled. A schedule full
+//!   of domains that answer is never churned by new names.
+//!
+//! Either way the domain is only out of the schedule: a later crawl of it
+//! schedules it again. Each departure is counted ([`ScheduleCounts`],
+//! `agentmesh_crawl_schedule_left_total`). The store has no removal for
+//! the `schedule` tree yet, so a departed domain's key is kept with an
+//! empty value, which [`Scheduler::load`] skips.
+//!
 //! Time comes from a [`Clock`], so tests drive days of schedule with a
 //! [`ManualClock`] and no waiting.
 
@@ -103,6 +119,11 @@ pub struct SchedulePolicy {
     /// Jitter, as a share of the interval added at most (0.1: up to 10 %
     /// later).
     pub jitter: f64,
+    /// Most domains scheduled (at least 1).
+    pub max_domains: usize,
+    /// Failed visits in a row after which a domain leaves the schedule
+    /// (at least 1).
+    pub evict_after_failures: u32,
 }
 
 impl SchedulePolicy {
@@ -116,6 +137,8 @@ impl SchedulePolicy {
             stale_after: c.stale_after,
             drop_after: c.drop_after,
             jitter: 0.1,
+            max_domains: c.max_scheduled_domains,
+            evict_after_failures: c.evict_after_failures,
         }
     }
 
@@ -238,11 +261,44 @@ pub struct Round {
     pub aged: usize,
 }
 
+/// Why a domain left the schedule (or never entered it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftBecause {
+    /// It failed `crawl.evict_after_failures` visits in a row.
+    Failures,
+    /// The schedule was full and a new domain took its place.
+    Evicted,
+    /// The schedule was full of domains that fail less (a new domain,
+    /// not scheduled).
+    Refused,
+}
+
+impl LeftBecause {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Failures => "failures",
+            Self::Evicted => "evicted",
+            Self::Refused => "refused",
+        }
+    }
+}
+
 /// What [`Scheduler::counts`] answers (`GET /health`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ScheduleCounts {
     /// Domains scheduled.
     pub domains: usize,
+    /// Most domains that may be scheduled (`crawl.max_scheduled_domains`).
+    pub capacity: usize,
+    /// Since start: domains that left after failing
+    /// `crawl.evict_after_failures` visits in a row.
+    pub left_failing: u64,
+    /// Since start: domains evicted from a full schedule for a new one.
+    pub evicted: u64,
+    /// Since start: new domains not scheduled, the schedule being full of
+    /// domains that fail less.
+    pub refused: u64,
     /// Of those, the ones due now.
     pub due: usize,
     /// When the soonest is due, Unix seconds (`None`: nothing scheduled).
@@ -262,6 +318,9 @@ struct Inner {
     policy: SchedulePolicy,
     clock: Arc<dyn Clock>,
     domains: Mutex<HashMap<String, DomainState>>,
+    /// Departures since start, by [`LeftBecause`]: failures, evicted,
+    /// refused.
+    left: [AtomicU64; 3],
     /// Where revisits are counted (`/metrics`), once set.
     metrics: std::sync::OnceLock<crate::metrics::Metrics>,
 }
@@ -280,12 +339,34 @@ impl Scheduler {
     ) -> Result<Self, StoreError> {
         let mut domains = HashMap::new();
         for (domain, bytes) in issuer.store().schedules().await? {
+            if bytes.is_empty() {
+                // A domain that left the schedule.
+                continue;
+            }
             let state: DomainState =
                 serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
                     key: domain.clone(),
                     reason: format!("schedule: {e}"),
                 })?;
             domains.insert(domain, state);
+        }
+        // A limit lowered since the last run: the domains that fail most
+        // go first, and the ones that do not fail stay.
+        let max = policy.max_domains.max(1);
+        let mut dropped = Vec::new();
+        if domains.len() > max {
+            let mut ranked: Vec<(&String, &DomainState)> = domains.iter().collect();
+            ranked.sort_by_key(|(d, s)| eviction_rank(s, d));
+            dropped = ranked
+                .iter()
+                .rev()
+                .take(domains.len() - max)
+                .map(|(d, _)| (*d).clone())
+                .collect();
+        }
+        for d in &dropped {
+            domains.remove(d);
+            issuer.store().put_schedule(d, Vec::new()).await?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
@@ -294,6 +375,7 @@ impl Scheduler {
                 policy,
                 clock,
                 domains: Mutex::new(domains),
+                left: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
                 metrics: std::sync::OnceLock::new(),
             }),
         })
@@ -330,8 +412,13 @@ impl Scheduler {
     pub fn counts(&self) -> ScheduleCounts {
         let now = self.inner.clock.now();
         let domains = self.domains();
+        let left = |i: usize| self.inner.left[i].load(Ordering::Relaxed);
         ScheduleCounts {
             domains: domains.len(),
+            capacity: self.inner.policy.max_domains,
+            left_failing: left(0),
+            evicted: left(1),
+            refused: left(2),
             due: domains.values().filter(|s| s.next_at <= now).count(),
             next_at: domains.values().map(|s| s.next_at).min(),
         }
@@ -364,7 +451,9 @@ impl Scheduler {
             .iter()
             .find(|r| r.source_format == DocumentFormat::Adp);
         let stored: Vec<&CrawlReport> = reports.iter().filter(|r| r.stored).collect();
-        let mut state = self.state(domain).unwrap_or(DomainState {
+        let held = self.state(domain);
+        let is_new = held.is_none();
+        let mut state = held.unwrap_or(DomainState {
             next_at: now,
             visited_at: now,
             confirmed_at: None,
@@ -424,7 +513,105 @@ impl Scheduler {
             }
         }
         state.state = policy.state_of(&state, now);
+        if state.failures >= policy.evict_after_failures.max(1) {
+            if is_new {
+                // Never scheduled (`crawl.evict_after_failures` = 1).
+                self.count_left(LeftBecause::Failures);
+            } else {
+                self.leave(domain, state, LeftBecause::Failures).await?;
+            }
+            return Ok(());
+        }
+        if is_new {
+            match self.admit(domain, &state) {
+                Admission::Admitted => {}
+                Admission::Refused => {
+                    self.count_left(LeftBecause::Refused);
+                    tracing::debug!(domain, "the recrawl schedule is full: not scheduled");
+                    return Ok(());
+                }
+                Admission::Evicted(victim, victim_state) => {
+                    self.leave(&victim, victim_state, LeftBecause::Evicted)
+                        .await?;
+                }
+            }
+        }
         self.keep(domain, state).await
+    }
+
+    /// Makes room for a new `domain` (state `state`), under the lock, so
+    /// concurrent visits never push the schedule past its limit: it is
+    /// taken in at once, or a victim is taken out for it, or it is
+    /// refused.
+    fn admit(&self, domain: &str, state: &DomainState) -> Admission {
+        let max = self.inner.policy.max_domains.max(1);
+        let mut domains = self.domains();
+        if domains.contains_key(domain) || domains.len() < max {
+            domains.insert(domain.to_owned(), state.clone());
+            return Admission::Admitted;
+        }
+        let victim = domains
+            .iter()
+            .max_by_key(|(d, s)| eviction_rank(s, d))
+            .filter(|(_, s)| s.failures >= 1 && s.failures >= state.failures)
+            .map(|(d, _)| d.clone());
+        match victim {
+            Some(victim) => {
+                let victim_state = domains
+                    .remove(&victim)
+                    .expect("the victim was just found in the map");
+                domains.insert(domain.to_owned(), state.clone());
+                Admission::Evicted(victim, victim_state)
+            }
+            None => Admission::Refused,
+        }
+    }
+
+    /// Takes `domain` out of the schedule: its agents are marked dropped
+    /// (nothing will confirm them), its key in the `schedule` tree keeps
+    /// an empty value, and the departure is counted.
+    async fn leave(
+        &self,
+        domain: &str,
+        mut state: DomainState,
+        why: LeftBecause,
+    ) -> Result<(), StoreError> {
+        self.domains().remove(domain);
+        let store = self.inner.issuer.store();
+        let adp_id = crate::identity::AgentId::of_domain(domain).to_string();
+        state.state = FreshState::Dropped;
+        for agent in &state.agents {
+            let adp = *agent == adp_id;
+            let freshness = Freshness {
+                state: state.state,
+                checked_at: state.confirmed_at.unwrap_or(state.visited_at),
+                seen_at: state.seen_at.filter(|_| adp),
+                endpoint_ok: state.endpoint_ok.filter(|_| adp),
+                next_check_at: 0,
+            };
+            store.set_freshness(agent, freshness).await?;
+        }
+        store.put_schedule(domain, Vec::new()).await?;
+        self.count_left(why);
+        tracing::info!(
+            domain,
+            failures = state.failures,
+            cause = why.as_str(),
+            "left the recrawl schedule"
+        );
+        Ok(())
+    }
+
+    fn count_left(&self, why: LeftBecause) {
+        let i = match why {
+            LeftBecause::Failures => 0,
+            LeftBecause::Evicted => 1,
+            LeftBecause::Refused => 2,
+        };
+        self.inner.left[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = self.inner.metrics.get() {
+            m.schedule_left(why.as_str());
+        }
     }
 
     /// Visits `domain` once, as a revisit (conditional on the held
@@ -602,6 +789,27 @@ impl Scheduler {
     }
 }
 
+/// What [`Scheduler::admit`] decided about a new domain.
+enum Admission {
+    /// There was room.
+    Admitted,
+    /// This domain (with its state) left to make room.
+    Evicted(String, DomainState),
+    /// No room, and nothing that may be evicted for it.
+    Refused,
+}
+
+/// How readily a domain leaves a full schedule: the most failures in a
+/// row first, then the oldest confirmation (never confirmed: oldest of
+/// all), then the name, so the choice does not depend on the map's order.
+fn eviction_rank<'a>(s: &DomainState, domain: &'a str) -> (u32, std::cmp::Reverse<u64>, &'a str) {
+    (
+        s.failures,
+        std::cmp::Reverse(s.confirmed_at.unwrap_or(0)),
+        domain,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -615,6 +823,8 @@ mod tests {
             stale_after: Duration::from_secs(6 * 3600),
             drop_after: Duration::from_secs(72 * 3600),
             jitter: 0.1,
+            max_domains: 100_000,
+            evict_after_failures: 10,
         }
     }
 
@@ -663,5 +873,181 @@ mod tests {
         assert!(seen.iter().all(|s| (1000..=1100).contains(s)));
         assert!(seen.iter().any(|s| *s < 1020) && seen.iter().any(|s| *s > 1080));
         assert_eq!(p.jittered(5), 5, "nothing to spread");
+    }
+
+    struct Rig {
+        _dir: tempfile::TempDir,
+        scheduler: Scheduler,
+        clock: Arc<ManualClock>,
+        issuer: Issuer,
+        crawler: Crawler,
+    }
+
+    async fn rig_with(max_domains: usize, evict_after_failures: u32) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("store"), 8 << 20).unwrap();
+        let key = Arc::new(crate::identity::generate());
+        let issuer = Issuer::new(store, key.clone(), Duration::from_secs(3600));
+        // Never asked: these tests hand the scheduler reports.
+        let options = crate::crawl::CrawlerOptions {
+            resolvers: vec!["127.0.0.1:9".parse().unwrap()],
+            ..Default::default()
+        };
+        let crawler = Crawler::new(options, key, "verifier".into()).unwrap();
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let scheduler = Scheduler::load(
+            crawler.clone(),
+            issuer.clone(),
+            SchedulePolicy {
+                max_domains,
+                evict_after_failures,
+                ..policy()
+            },
+            clock.clone(),
+        )
+        .await
+        .unwrap();
+        Rig {
+            _dir: dir,
+            scheduler,
+            clock,
+            issuer,
+            crawler,
+        }
+    }
+
+    fn report(domain: &str, ok: bool) -> CrawlReport {
+        let id = crate::identity::AgentId::of_domain(domain).to_string();
+        let mut r = super::super::report::Run::new(domain, id, DocumentFormat::Adp).report;
+        r.stored = ok;
+        if !ok {
+            r.reasons.push(crate::verify::Reason::ConnectFailed);
+        }
+        r
+    }
+
+    impl Rig {
+        async fn visit(&self, domain: &str, ok: bool) {
+            self.clock.advance(Duration::from_secs(60));
+            self.scheduler
+                .observe(domain, &[report(domain, ok)])
+                .await
+                .unwrap();
+        }
+
+        fn scheduled(&self) -> Vec<String> {
+            let mut d: Vec<String> = self.scheduler.domains().keys().cloned().collect();
+            d.sort();
+            d
+        }
+    }
+
+    #[tokio::test]
+    async fn a_domain_that_keeps_failing_leaves_the_schedule_and_its_agents_are_dropped() {
+        let rig = rig_with(100, 3).await;
+        rig.visit("a.test", true).await;
+        rig.visit("a.test", false).await;
+        rig.visit("a.test", false).await;
+        assert_eq!(rig.scheduler.state("a.test").unwrap().failures, 2);
+        assert_eq!(rig.scheduler.counts().left_failing, 0);
+        rig.visit("a.test", false).await;
+        assert_eq!(
+            rig.scheduler.state("a.test"),
+            None,
+            "the third failure in a row"
+        );
+        let counts = rig.scheduler.counts();
+        assert_eq!((counts.domains, counts.left_failing), (0, 1));
+        let store = rig.issuer.store();
+        let fresh = store.freshness("agent:a.test").await.unwrap().unwrap();
+        assert_eq!(fresh.state, FreshState::Dropped);
+        // Gone after a restart too.
+        let again = Scheduler::load(
+            rig.crawler.clone(),
+            rig.issuer.clone(),
+            rig.scheduler.policy(),
+            rig.clock.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(again.state("a.test"), None);
+        assert!(again.is_empty());
+        // A crawl that asks for it again schedules it again.
+        rig.visit("a.test", true).await;
+        assert_eq!(rig.scheduler.state("a.test").unwrap().failures, 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_schedule_evicts_the_domain_failing_most_and_never_one_that_answers() {
+        let rig = rig_with(3, 10).await;
+        for d in ["a.test", "b.test", "c.test"] {
+            rig.visit(d, true).await;
+        }
+        // Full of domains that answer: a new one is not scheduled, however
+        // well it answers.
+        rig.visit("new1.test", true).await;
+        rig.visit("new2.test", false).await;
+        assert_eq!(rig.scheduled(), ["a.test", "b.test", "c.test"]);
+        assert_eq!(rig.scheduler.counts().refused, 2);
+        // b fails once, c twice: c goes first.
+        rig.visit("b.test", false).await;
+        rig.visit("c.test", false).await;
+        rig.visit("c.test", false).await;
+        rig.visit("d.test", true).await;
+        assert_eq!(rig.scheduled(), ["a.test", "b.test", "d.test"]);
+        let fresh = rig.issuer.store().freshness("agent:c.test").await.unwrap();
+        assert_eq!(fresh.map(|f| f.state), Some(FreshState::Dropped));
+        // A new domain that failed takes the place of one that failed as
+        // often, never of one that failed less.
+        rig.visit("e.test", false).await;
+        assert_eq!(rig.scheduled(), ["a.test", "d.test", "e.test"]);
+        rig.visit("f.test", false).await;
+        rig.visit("f.test", false).await;
+        assert_eq!(rig.scheduled(), ["a.test", "d.test", "f.test"]);
+        let counts = rig.scheduler.counts();
+        assert_eq!(
+            (
+                counts.domains,
+                counts.capacity,
+                counts.evicted,
+                counts.refused
+            ),
+            (3, 3, 3, 2)
+        );
+        // A domain already held is never refused, full or not.
+        rig.visit("a.test", false).await;
+        assert_eq!(rig.scheduled(), ["a.test", "d.test", "f.test"]);
+    }
+
+    #[tokio::test]
+    async fn ties_go_to_the_oldest_confirmation_and_a_lowered_limit_trims_at_load() {
+        let rig = rig_with(3, 10).await;
+        for d in ["old.test", "mid.test", "new.test"] {
+            rig.visit(d, true).await;
+        }
+        for d in ["old.test", "mid.test", "new.test"] {
+            rig.visit(d, false).await;
+        }
+        rig.visit("x.test", false).await;
+        assert_eq!(rig.scheduled(), ["mid.test", "new.test", "x.test"]);
+        // Restarted with room for two: the one that answers stays, and of
+        // the two that failed once, the one confirmed more lately.
+        rig.visit("mid.test", true).await;
+        let smaller = Scheduler::load(
+            rig.crawler.clone(),
+            rig.issuer.clone(),
+            SchedulePolicy {
+                max_domains: 2,
+                ..rig.scheduler.policy()
+            },
+            rig.clock.clone(),
+        )
+        .await
+        .unwrap();
+        let mut kept: Vec<String> = smaller.domains().keys().cloned().collect();
+        kept.sort();
+        // new and x failed once each; x, never confirmed, is the older.
+        assert_eq!(kept, ["mid.test", "new.test"]);
+        assert_eq!(smaller.counts().capacity, 2);
     }
 }

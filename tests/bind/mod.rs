@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentmesh::crawl::{CrawlReport, Crawler, CrawlerOptions};
+use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
 use agentmesh::testbed::Testbed;
 use agentmesh::verify::TrustLevel;
@@ -294,6 +294,9 @@ pub fn crawler(bed_ca: &Path, dns: SocketAddr, anchor: &Path) -> Crawler {
             allow_private: true,
         },
         trust_anchors: vec![anchor.to_owned()],
+        // The testbed's HTTPS port, whichever it is: these tests are
+        // about DNSSEC, not ports.
+        allowed_ports: AllowedPorts::new(1..=u16::MAX),
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();

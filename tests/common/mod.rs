@@ -318,11 +318,14 @@ impl NodeBuilder {
     }
 
     /// A node that crawls `testbed`: its DNS server as resolver, its CA
-    /// (`ca`, written by [`testbed_with_ca`]) trusted, loopback allowed,
-    /// and no peers followed beyond the domains asked for.
+    /// (`ca`, written by [`testbed_with_ca`]) trusted, loopback and its
+    /// HTTPS port allowed, and no peers followed beyond the domains asked
+    /// for.
     pub fn crawling(self, testbed: &Testbed, ca: &Path) -> Self {
         let (resolver, ca) = (testbed.dns_addr().to_string(), ca.to_string_lossy());
+        let port = testbed.https_port().to_string();
         self.args(&["--resolver", &resolver, "--ca-file", &ca, "--allow-private"])
+            .args(&["--allow-port", &port])
             .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
     }
 
