@@ -82,7 +82,7 @@ async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
         "{:?}",
         report.reasons
     );
-    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor, bed.https_port());
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["trust"]["evidence"]["dnssec"], true);
 
@@ -125,7 +125,7 @@ async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
     );
     assert_eq!(report.level(), TrustLevel::Unverified);
     assert!(!report.stored && !report.steps.iter().any(|s| s.step == "fetch"));
-    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor, bed.https_port());
     assert_eq!(code, 1, "{json}");
     assert_eq!(json["reasons"][0], "dnssec_bogus");
     drop(named);
@@ -317,7 +317,7 @@ async fn a_ds_anchor_for_the_root_validates_and_a_tampered_record_is_bogus() {
 
     let named = Named::start(dir.path(), &zones).await;
     assert_secure(&crawl(&domain, &ca, named.addr, &anchor).await);
-    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor);
+    let (code, json) = verify_cli(&domain, named.addr, &ca, &anchor, bed.https_port());
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["trust"]["evidence"]["dnssec"], true);
 
@@ -362,7 +362,7 @@ async fn an_island_of_trust_validates_without_its_parents() {
             assert_secure(&crawl(&domain, &ca, named.addr, anchor).await);
         }
     }
-    let (code, json) = verify_cli(&domain, alone.addr, &ca, &ds);
+    let (code, json) = verify_cli(&domain, alone.addr, &ca, &ds, bed.https_port());
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["trust"]["evidence"]["dnssec"], true);
 
@@ -375,7 +375,7 @@ async fn an_island_of_trust_validates_without_its_parents() {
     for anchor in [&ds, &key] {
         assert_bogus(&crawl(&domain, &ca, forging.addr, anchor).await);
     }
-    let (code, json) = verify_cli(&domain, forging.addr, &ca, &key);
+    let (code, json) = verify_cli(&domain, forging.addr, &ca, &key, bed.https_port());
     assert_eq!(code, 1, "{json}");
     assert_eq!(json["reasons"][0], "dnssec_bogus");
     drop((alone, under_unsigned, forging));
@@ -409,7 +409,7 @@ async fn stripped_signatures_under_an_anchor_are_bogus() {
     let stripping = Named::start(dir.path(), &stripped).await;
     assert_bogus(&crawl(&domain, &ca, stripping.addr, &root_key).await);
     assert_bogus(&crawl(&domain, &ca, stripping.addr, &ds_anchor(&root_key)).await);
-    let (code, json) = verify_cli(&domain, stripping.addr, &ca, &root_key);
+    let (code, json) = verify_cli(&domain, stripping.addr, &ca, &root_key, bed.https_port());
     assert_eq!(code, 1, "{json}");
     assert_eq!(json["reasons"][0], "dnssec_bogus");
     assert_eq!(json["trust"]["level"], "unverified");

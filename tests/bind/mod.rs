@@ -304,11 +304,15 @@ pub fn crawler(bed_ca: &Path, dns: SocketAddr, anchor: &Path) -> Crawler {
     Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
 }
 
+/// `agentmesh verify DOMAIN --json` through `dns`, trusting `ca` and
+/// `anchor`, with the testbed's HTTPS port allowed: its exit code and
+/// its JSON.
 pub fn verify_cli(
     domain: &str,
     dns: SocketAddr,
     ca: &Path,
     anchor: &Path,
+    https_port: u16,
 ) -> (i32, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_agentmesh"))
         .args([
@@ -316,6 +320,8 @@ pub fn verify_cli(
             domain,
             "--json",
             "--allow-private",
+            "--allow-port",
+            &https_port.to_string(),
             "--resolver",
             &dns.to_string(),
         ])
