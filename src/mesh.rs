@@ -47,6 +47,7 @@ mod event_loop;
 mod events;
 mod external;
 mod pending;
+mod providers;
 mod quota;
 mod stats;
 pub mod transport;

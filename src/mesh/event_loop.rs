@@ -116,6 +116,8 @@ pub(super) struct EventLoop {
     pub(super) topic: gossipsub::TopicHash,
     pub(super) own_shard: u32,
     quotas: super::quota::Quotas,
+    /// What peers' provider announcements may hold (`mesh/providers.rs`).
+    pub(super) provider_quota: super::providers::ProviderQuota,
     commands: mpsc::Receiver<Command>,
     internal_tx: mpsc::Sender<Internal>,
     internal_rx: mpsc::Receiver<Internal>,
@@ -165,6 +167,7 @@ pub(super) async fn spawn(
         swarm,
         local,
         own_shard: shard_of(&local, config.shards),
+        provider_quota: super::providers::ProviderQuota::new(config.limits.max_provider_keys),
         quotas: super::quota::Quotas::new(
             config.limits.max_inflight_handlers,
             config.limits.max_inflight_per_peer,

@@ -446,14 +446,25 @@ impl EventLoop {
             } => {
                 // Our provider keys are SHA-256 digests; anything else is
                 // not an agentmesh capability key.
-                let stored = provider.key.as_ref().len() == 32
-                    && self
-                        .swarm
-                        .behaviour_mut()
-                        .kad
-                        .store_mut()
-                        .add_provider(provider)
-                        .is_ok();
+                if provider.key.as_ref().len() != 32 {
+                    self.stats.provider(false);
+                    return;
+                }
+                // Within the peers' share of the store and this peer's
+                // share of that (`mesh/providers.rs`).
+                let store = self.swarm.behaviour_mut().kad.store_mut();
+                let admitted = self.provider_quota.admit(
+                    &provider.key,
+                    provider.provider,
+                    std::time::Instant::now(),
+                    |key, peer| store.providers(key).iter().any(|p| p.provider == *peer),
+                );
+                if let Err(reason) = admitted {
+                    debug!(peer = %provider.provider, reason, "provider record refused");
+                    self.stats.provider_refused(reason);
+                    return;
+                }
+                let stored = store.add_provider(provider).is_ok();
                 self.stats.provider(stored);
             }
             other => trace!(request = ?other, "kad inbound request"),

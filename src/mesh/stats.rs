@@ -74,6 +74,7 @@ struct Inner {
     dht_get: Counts,
     searches_served: AtomicU64,
     searches_refused: Mutex<BTreeMap<&'static str, u64>>,
+    providers_refused_by: Mutex<BTreeMap<&'static str, u64>>,
     requests_sent: AtomicU64,
     requests_failed: Mutex<BTreeMap<&'static str, u64>>,
     requests_timed_out: AtomicU64,
@@ -158,8 +159,14 @@ pub struct StatsSnapshot {
     pub requests_timed_out: u64,
     /// Inbound provider records stored.
     pub providers_stored: u64,
-    /// Inbound provider records refused (malformed key, store full).
+    /// Inbound provider records refused (malformed key, store full, a
+    /// quota).
     pub providers_refused: u64,
+    /// The ones refused by a quota, by reason (`peer_quota`: the peer
+    /// provides its share of the keys; `no_room`: peers' announcements
+    /// fill their share of the store, the rest kept for this node's own
+    /// keys).
+    pub providers_refused_by: BTreeMap<String, u64>,
     /// Dials of bootstrap peers.
     pub bootstrap_dials: u64,
     /// Outgoing connections that failed.
@@ -242,6 +249,13 @@ impl MeshStats {
         self.inner
             .requests_timed_out
             .fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A provider announcement refused by the quotas (`peer_quota`,
+    /// `no_room`): counted as refused, and by reason.
+    pub(crate) fn provider_refused(&self, reason: &'static str) {
+        self.inner.providers_refused.fetch_add(1, Ordering::Relaxed);
+        bump(&self.inner.providers_refused_by, reason);
     }
 
     pub(crate) fn provider(&self, stored: bool) {
@@ -357,6 +371,7 @@ impl MeshStats {
             dht_get: i.dht_get.snapshot(),
             searches_served: i.searches_served.load(Ordering::Relaxed),
             searches_refused: copy(&i.searches_refused),
+            providers_refused_by: copy(&i.providers_refused_by),
             requests_sent: i.requests_sent.load(Ordering::Relaxed),
             requests_failed: {
                 let m = i.requests_failed.lock().unwrap_or_else(|e| e.into_inner());
