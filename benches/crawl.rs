@@ -87,6 +87,13 @@ fn main() {
             policy: AddressPolicy { allow_private: true },
             concurrency,
             allowed_ports: AllowedPorts::new([testbed.https_port()]),
+            // Every testbed agent is on one address: this measures the
+            // crawl, not the per-address politeness budget.
+            politeness: agentmesh::crawl::polite::Politeness {
+                per_address_concurrency: 256,
+                per_address_interval: Duration::ZERO,
+                ..Default::default()
+            },
             ..CrawlerOptions::default()
         };
         let key = Arc::new(key);

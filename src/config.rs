@@ -319,6 +319,14 @@ pub struct CrawlConfig {
     /// Least time between two request starts to one host.
     #[serde(with = "humantime_serde")]
     pub per_host_interval: Duration,
+    /// Requests in flight to one IP address at once, whatever host names
+    /// they were asked under (`crawl::polite`: many names on one address
+    /// share this budget; looser than a host's by default, as shared
+    /// hosting serves many honest domains from one address).
+    pub per_address_concurrency: usize,
+    /// Least time between two request starts to one IP address.
+    #[serde(with = "humantime_serde")]
+    pub per_address_interval: Duration,
     /// How publishers reach this node's operator (a URL or mail address),
     /// sent in the crawler's User-Agent.
     pub contact: Option<String>,
@@ -358,6 +366,8 @@ impl Default for CrawlConfig {
             evict_after_failures: 10,
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
+            per_address_concurrency: 4,
+            per_address_interval: Duration::from_millis(100),
             contact: None,
             probe_registered: false,
             probe_interval: Duration::from_secs(3600),
@@ -617,6 +627,12 @@ impl Config {
         if c.per_host_interval > Duration::from_secs(60) {
             return invalid("crawl.per_host_interval", "must be at most 60 s");
         }
+        if c.per_address_concurrency == 0 || c.per_address_concurrency > 256 {
+            return invalid("crawl.per_address_concurrency", "must be between 1 and 256");
+        }
+        if c.per_address_interval > Duration::from_secs(60) {
+            return invalid("crawl.per_address_interval", "must be at most 60 s");
+        }
         if let Some(contact) = &c.contact {
             if contact.len() > 200 || !contact.bytes().all(|b| (0x20..0x7f).contains(&b)) {
                 return invalid(
@@ -802,6 +818,43 @@ mod tests {
         .unwrap();
         assert_eq!(c.api.admin_token.as_deref(), Some("2718281828459045"));
         assert_eq!(c.api.max_limit, 70);
+    }
+
+    #[test]
+    fn per_address_limits_are_read_and_checked() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY", "16"),
+                ("AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL", "20ms"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.crawl.per_address_concurrency, 16);
+        assert_eq!(c.crawl.per_address_interval, Duration::from_millis(20));
+        for (key, bad, named) in [
+            (
+                "AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY",
+                "0",
+                "crawl.per_address_concurrency",
+            ),
+            (
+                "AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY",
+                "257",
+                "crawl.per_address_concurrency",
+            ),
+            (
+                "AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL",
+                "61s",
+                "crawl.per_address_interval",
+            ),
+        ] {
+            let err = Config::load(None, env(&[(key, bad)])).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid { key, .. } if key == named),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

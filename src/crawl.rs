@@ -362,7 +362,7 @@ pub struct CrawlerOptions {
     pub formats: Vec<DocumentFormat>,
     /// The port of the other formats' well-known documents (443).
     pub https_port: u16,
-    /// Per-host concurrency and request rate.
+    /// Per-host and per-address concurrency and request rate.
     pub politeness: polite::Politeness,
     /// How publishers reach this node's operator (a URL or mail
     /// address), added to the User-Agent.
@@ -466,6 +466,8 @@ impl CrawlerOptions {
             politeness: polite::Politeness {
                 per_host_concurrency: c.per_host_concurrency,
                 per_host_interval: c.per_host_interval,
+                per_address_concurrency: c.per_address_concurrency,
+                per_address_interval: c.per_address_interval,
             },
             contact: c.contact.clone(),
             allowed_ports: AllowedPorts::new(

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentmesh::crawl::polite::Politeness;
 use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store};
-use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
+use agentmesh::testbed::{Behaviour, Drip, Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::{Reason, TrustLevel};
 
 struct Rig {
@@ -61,6 +62,15 @@ impl Rig {
             challenge_timeout: Duration::from_secs(2),
             concurrency: 32,
             allowed_ports,
+            // Every testbed site is on 127.0.0.1: these tests are about
+            // what a crawl finds, so the address gets no budget of its own
+            // (`many_names_on_one_address_are_crawled_one_at_a_time` is the
+            // test of that budget).
+            politeness: Politeness {
+                per_address_concurrency: 256,
+                per_address_interval: Duration::ZERO,
+                ..Politeness::default()
+            },
             ..CrawlerOptions::default()
         };
         let key = agentmesh::identity::generate();
@@ -977,4 +987,93 @@ async fn a_public_crawl_report_names_no_internal_address_and_the_operator_sees_i
     assert!(!public.to_string().contains(&address), "{public}");
     node.shutdown().await.expect("the node stops");
     bed.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_names_on_one_address_are_crawled_one_at_a_time() {
+    // Six names, all resolving to 127.0.0.1, each dripping its document
+    // for at least `drip.every`: crawled at once with one request to the
+    // address at a time, no request reaches the address while one of
+    // those documents is being served.
+    const NAMES: usize = 6;
+    let drip = Drip {
+        bytes: 64 * 1024,
+        every: Duration::from_millis(150),
+    };
+    let mut config = PopulationConfig::healthy(91, 0);
+    for _ in 0..NAMES {
+        config = config.with(Behaviour::SlowBody);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let testbed = Testbed::start(
+        Population::generate(&config),
+        TestbedOptions {
+            drip,
+            ..TestbedOptions::default()
+        },
+    )
+    .await
+    .expect("the testbed starts");
+    let ca_file = dir.path().join("ca.pem");
+    testbed.write_ca(&ca_file).unwrap();
+    let options = CrawlerOptions {
+        resolvers: vec![testbed.dns_addr()],
+        ca_files: vec![ca_file],
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        fetch_timeout: Duration::from_secs(5),
+        challenge_timeout: Duration::from_secs(2),
+        concurrency: 32,
+        allowed_ports: AllowedPorts::new([testbed.https_port()]),
+        politeness: Politeness {
+            per_host_concurrency: 2,
+            per_host_interval: Duration::from_millis(1),
+            per_address_concurrency: 1,
+            per_address_interval: Duration::from_millis(1),
+        },
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let verifier = agentmesh::identity::peer_id_of(&key);
+    let crawler = Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds");
+    let domains: Vec<String> = testbed
+        .population()
+        .with_behaviour(Behaviour::SlowBody)
+        .map(|a| a.domain.clone())
+        .collect();
+    assert_eq!(domains.len(), NAMES);
+
+    let crawls = futures_util::future::join_all(domains.iter().map(|d| crawler.crawl(d)));
+    let outcomes = tokio::time::timeout(Duration::from_secs(30), crawls)
+        .await
+        .expect("six crawls of one address, one request at a time, end within 30 s");
+    assert_eq!(outcomes.len(), NAMES);
+
+    // Every request the sites served (documents and challenge sessions),
+    // in the order they arrived.
+    let mut served: Vec<(std::time::Instant, &'static str, String)> = domains
+        .iter()
+        .flat_map(|d| {
+            let site = testbed.site(d).expect("the testbed serves it");
+            site.requests()
+                .into_iter()
+                .map(move |r| (r.at, r.kind, d.clone()))
+        })
+        .collect();
+    served.sort_by_key(|(at, ..)| *at);
+    let documents = served.iter().filter(|(_, k, _)| *k == "well_known").count();
+    assert_eq!(documents, NAMES, "each name's document was asked for once");
+    for pair in served.windows(2) {
+        let ((at, kind, domain), (next, next_kind, next_domain)) = (&pair[0], &pair[1]);
+        if *kind == "well_known" {
+            let gap = next.duration_since(*at);
+            assert!(
+                gap >= drip.every,
+                "{next_kind} to {next_domain} arrived {gap:?} after the document of {domain} \
+                 began, which takes at least {:?}: two requests to 127.0.0.1 overlapped",
+                drip.every
+            );
+        }
+    }
 }

@@ -49,7 +49,8 @@ impl Challenger {
     /// [`CrawlError::InsecureUrl`] for `ws://`, [`CrawlError::Connect`],
     /// [`CrawlError::Tls`], [`CrawlError::Timeout`],
     /// [`CrawlError::ChallengeNoAnswer`] when the agent closes or stays
-    /// silent, [`CrawlError::ChallengeFailed`] for a malformed answer, and
+    /// silent, [`CrawlError::ChallengeFailed`] for a malformed answer,
+    /// [`CrawlError::HostBackoff`] while the host's `Retry-After` holds, and
     /// whatever `judge` refuses the answer with.
     pub async fn exchange<T>(
         &self,
@@ -64,46 +65,50 @@ impl Challenger {
             });
         }
         self.allowed_ports.check(url)?;
-        // The slot is held for the whole session; waiting for it does not
-        // count against the exchange's timeout.
-        let _permit = self
-            .limiter
-            .acquire(url.host_str().unwrap_or_default())
-            .await?;
-        let exchange = self.exchange_inner(url, ips, challenge, judge);
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(CrawlError::ChallengeNoAnswer {
-                after: self.timeout,
-            }),
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let mut last_error = None;
+        // The addresses one at a time, each connection under its host's
+        // and its address's slot, held for the whole session; waiting for
+        // a slot counts against neither timeout.
+        for ip in ips {
+            let _permit = self.limiter.acquire(host, *ip).await?;
+            let addr = SocketAddr::new(*ip, port);
+            let stream =
+                match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        last_error = Some(e.to_string());
+                        continue;
+                    }
+                    Err(_) => {
+                        last_error = Some(format!("connect to {addr} timed out"));
+                        continue;
+                    }
+                };
+            let session = self.session(url, stream, challenge, judge);
+            return match tokio::time::timeout(self.timeout, session).await {
+                Ok(result) => result,
+                Err(_) => Err(CrawlError::ChallengeNoAnswer {
+                    after: self.timeout,
+                }),
+            };
         }
+        Err(CrawlError::Connect {
+            url: url.to_string(),
+            message: last_error.unwrap_or_else(|| "no address".into()),
+        })
     }
 
-    async fn exchange_inner<T>(
+    /// The session on a connected `stream`: TLS, the upgrade, the
+    /// challenge, its answer judged, the closing frame.
+    async fn session<T>(
         &self,
         url: &Url,
-        ips: &[IpAddr],
+        stream: TcpStream,
         challenge: &HandshakeFrame,
         judge: impl FnOnce(HandshakeFrame) -> Result<(T, Option<HandshakeFrame>), CrawlError>,
     ) -> Result<T, CrawlError> {
-        let port = url.port_or_known_default().unwrap_or(443);
-        let mut last_error = None;
-        let mut stream = None;
-        for ip in ips {
-            let addr = SocketAddr::new(*ip, port);
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
-                Ok(Ok(s)) => {
-                    stream = Some(s);
-                    break;
-                }
-                Ok(Err(e)) => last_error = Some(e.to_string()),
-                Err(_) => last_error = Some(format!("connect to {addr} timed out")),
-            }
-        }
-        let stream = stream.ok_or_else(|| CrawlError::Connect {
-            url: url.to_string(),
-            message: last_error.unwrap_or_else(|| "no address".into()),
-        })?;
         let _ = stream.set_nodelay(true);
         let config = WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME_BYTES))

@@ -8,6 +8,10 @@
 //! guard); each fetch builds a client pinned to exactly those addresses,
 //! whose resolver refuses every other name, so the checked address is the
 //! one connected to and a redirect can never reach an unchecked host.
+//! The addresses are tried one at a time, each attempt pinned to one
+//! address and holding that address's politeness slot as well as the
+//! host's ([`super::polite`]); the next address is tried only when the
+//! last could not be connected to.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -232,24 +236,33 @@ impl Fetcher {
         self.check_url(url)?;
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
-        let client = self.client(&host, port, ips)?;
         let timeout = self.options.timeout;
-        // One slot per fetch, held until its body is read; its redirects
-        // stay on the host, so they ride the same slot. Waiting for the
-        // slot does not count against the fetch's own timeout.
-        let _permit = self.options.limiter.acquire(&host).await?;
-        match tokio::time::timeout(
-            timeout,
-            self.fetch_following(&client, url.clone(), &host, etag, kind),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(CrawlError::Timeout {
-                stage: "fetch",
-                after: timeout,
-            }),
+        let mut unreached = None;
+        for ip in targets(url, ips) {
+            let client = self.client(&host, port, &[ip])?;
+            // One slot per attempt, held until its body is read; its
+            // redirects stay on the host and the address, so they ride the
+            // same slot. Waiting for the slot does not count against the
+            // fetch's own timeout.
+            let _permit = self.options.limiter.acquire(&host, ip).await?;
+            match tokio::time::timeout(
+                timeout,
+                self.fetch_following(&client, url.clone(), &host, etag, kind),
+            )
+            .await
+            {
+                Ok(Err(Attempt::Unreached(e))) => unreached = Some(e),
+                Ok(Err(Attempt::Failed(e))) => return Err(e),
+                Ok(Ok(fetched)) => return Ok(fetched),
+                Err(_) => {
+                    return Err(CrawlError::Timeout {
+                        stage: "fetch",
+                        after: timeout,
+                    })
+                }
+            }
         }
+        Err(unreached.unwrap_or_else(|| no_address(url)))
     }
 
     async fn fetch_following(
@@ -259,7 +272,7 @@ impl Fetcher {
         origin_host: &str,
         etag: Option<&str>,
         kind: DocumentKind,
-    ) -> Result<Option<Fetched>, CrawlError> {
+    ) -> Result<Option<Fetched>, Attempt> {
         for hop in 0..=MAX_REDIRECTS {
             // `fetch` checked the first URL; each redirect target is
             // checked here before it is requested.
@@ -273,13 +286,17 @@ impl Fetcher {
             if let Some(tag) = etag {
                 request = request.header(IF_NONE_MATCH, tag);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| classify(&e, &url, self.options.timeout))?;
+            let response = request.send().await.map_err(|e| {
+                let error = classify(&e, &url, self.options.timeout);
+                if hop == 0 && e.is_connect() && !matches!(error, CrawlError::Tls { .. }) {
+                    Attempt::Unreached(error)
+                } else {
+                    Attempt::Failed(error)
+                }
+            })?;
             let status = response.status();
             if let Some(e) = self.throttled(origin_host, &url, &response) {
-                return Err(e);
+                return Err(e.into());
             }
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 let location = response
@@ -300,7 +317,8 @@ impl Fetcher {
                     return Err(CrawlError::RedirectOtherHost {
                         from: url.to_string(),
                         to: next.to_string(),
-                    });
+                    }
+                    .into());
                 }
                 if hop == MAX_REDIRECTS {
                     break;
@@ -315,21 +333,24 @@ impl Fetcher {
                 return Err(CrawlError::HttpStatus {
                     url: url.to_string(),
                     status: status.as_u16(),
-                });
+                }
+                .into());
             }
             return read_document(response, url, self.options.timeout, kind)
                 .await
-                .map(Some);
+                .map(Some)
+                .map_err(Attempt::Failed);
         }
         Err(CrawlError::RedirectLimit {
             url: url.to_string(),
             limit: MAX_REDIRECTS,
-        })
+        }
+        .into())
     }
 
     /// Whether the endpoint at `url` (host resolved and checked to `ips`)
     /// answers HTTP: a `HEAD`, its status (no redirect followed, no body
-    /// read), under the host's limits and the fetch timeout.
+    /// read), under the host's and the address's limits and the fetch timeout.
     ///
     /// # Errors
     /// [`CrawlError::InsecureUrl`], [`CrawlError::Connect`],
@@ -339,20 +360,35 @@ impl Fetcher {
         self.check_url(url)?;
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
-        let client = self.client(&host, port, ips)?;
-        let _permit = self.options.limiter.acquire(&host).await?;
         let timeout = self.options.timeout;
-        let response = tokio::time::timeout(timeout, client.head(url.clone()).send())
-            .await
-            .map_err(|_| CrawlError::Timeout {
-                stage: "probe",
-                after: timeout,
-            })?
-            .map_err(|e| classify(&e, url, timeout))?;
-        if let Some(e) = self.throttled(&host, url, &response) {
-            return Err(e);
+        let mut unreached = None;
+        for ip in targets(url, ips) {
+            let client = self.client(&host, port, &[ip])?;
+            let _permit = self.options.limiter.acquire(&host, ip).await?;
+            let response =
+                match tokio::time::timeout(timeout, client.head(url.clone()).send()).await {
+                    Err(_) => {
+                        return Err(CrawlError::Timeout {
+                            stage: "probe",
+                            after: timeout,
+                        })
+                    }
+                    Ok(Err(e)) => {
+                        let error = classify(&e, url, timeout);
+                        if e.is_connect() && !matches!(error, CrawlError::Tls { .. }) {
+                            unreached = Some(error);
+                            continue;
+                        }
+                        return Err(error);
+                    }
+                    Ok(Ok(response)) => response,
+                };
+            if let Some(e) = self.throttled(&host, url, &response) {
+                return Err(e);
+            }
+            return Ok(response.status().as_u16());
         }
-        Ok(response.status().as_u16())
+        Err(unreached.unwrap_or_else(|| no_address(url)))
     }
 
     /// A 429, or a 503 with `Retry-After`: the host is held for what it
@@ -385,6 +421,41 @@ impl Fetcher {
         }
         self.options.allowed_ports.check(url)?;
         check_literal_host(url, self.options.policy)
+    }
+}
+
+/// How one address's attempt at a fetch ended, when it did not end well.
+#[derive(Debug)]
+enum Attempt {
+    /// The address could not be connected to: the next one is tried.
+    Unreached(CrawlError),
+    /// The address answered, or failed after it was reached.
+    Failed(CrawlError),
+}
+
+impl From<CrawlError> for Attempt {
+    fn from(e: CrawlError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// The addresses a request to `url` is tried at, in order: the URL's own
+/// address when its host is an IP literal (checked by
+/// [`check_literal_host`]; nothing is resolved for it), else the checked
+/// addresses `ips` of its host name.
+pub(crate) fn targets(url: &Url, ips: &[IpAddr]) -> Vec<IpAddr> {
+    match url.host() {
+        Some(url::Host::Ipv4(v4)) => vec![IpAddr::V4(v4)],
+        Some(url::Host::Ipv6(v6)) => vec![IpAddr::V6(v6)],
+        _ => ips.to_vec(),
+    }
+}
+
+/// The error of a request whose host has no address to try.
+pub(crate) fn no_address(url: &Url) -> CrawlError {
+    CrawlError::Connect {
+        url: url.to_string(),
+        message: "no address".into(),
     }
 }
 
