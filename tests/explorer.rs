@@ -1,7 +1,8 @@
 //! The web explorer in a real browser: headless Chromium (Debian's
 //! `chromium`, which `.ci/run` installs) loads the explorer of a real
 //! `agentmesh node` that crawled a testbed population, runs a search from
-//! a search link, and opens an agent page; the test reads the DOM the
+//! a search link, and opens an agent page (and the page of an agent a
+//! stranger forged, whose claim must show as unproven); the test reads the DOM the
 //! page rendered (Chromium's `--dump-dom` after the page's own fetches
 //! ran) and checks what it shows, and saves screenshots of the search,
 //! agent and peers pages under `target/explorer/`.
@@ -128,6 +129,53 @@ async fn a_browser_searches_the_explorer_and_opens_an_agent_page() {
     assert!(
         !dom.contains("class=\"error\" role=\"alert\">"),
         "no error shown"
+    );
+
+    // A stranger's forged record, every flag claimed: listed as what this
+    // node counts, the claim shown apart as unproven, on the list and on
+    // the agent's page.
+    let other = agentmesh::testbed::Population::healthy(77, 1);
+    let victim = &other.agents()[0];
+    let doc = serde_json::to_string(&other.document(
+        victim,
+        agentmesh::testbed::Ports {
+            https: 443,
+            http: 80,
+        },
+    ))
+    .unwrap();
+    let stranger = agentmesh::identity::generate();
+    let forged = common::claim_everything(
+        &common::with_key(&doc, &stranger),
+        agentmesh::record::next_seq(None),
+        3600,
+        &stranger,
+        &stranger,
+    );
+    api.post_raw("/records", Some("application/cbor"), forged)
+        .await
+        .expect(201);
+    let claimed_capability = &victim.capabilities[0].id;
+    let dom = render(format!(
+        "{base}/#/search?capability={claimed_capability}&scope=local"
+    ))
+    .await
+    .unwrap();
+    assert!(
+        dom.contains(&format!("data-id=\"{}\"", victim.id())),
+        "the claimed agent is listed:\n{dom}"
+    );
+    assert!(
+        dom.contains("claims peer-verified (unproven)"),
+        "its claim is shown as one:\n{dom}"
+    );
+    assert!(dom.contains("level-unverified"), "at the level counted");
+    let dom = render(format!("{base}/#/agent/{}", victim.id()))
+        .await
+        .unwrap();
+    assert!(
+        dom.contains("a signer this node does not trust; not proven here, not counted"),
+        "the agent page says who claims what:\n{dom}"
     );
 
     // Screenshots of the three pages, phone-sized and desktop.

@@ -129,11 +129,16 @@ pub(super) async fn submit(
             "stale_seq: this node holds a newer record of the agent",
         )
         .with_status(StatusCode::CONFLICT)),
-        Judgement::Outranked {
-            reverify: Some(domain),
-            signer,
-        } => {
-            mesh.reverify.request(domain, None, signer);
+        kept_out @ (Judgement::NotKept | Judgement::Outranked { .. }) => {
+            // Valid, not kept: this node holds the agent as it verified
+            // it; a document that differs is looked at by its crawler.
+            if let Judgement::Outranked {
+                reverify: Some(domain),
+                signer,
+            } = kept_out
+            {
+                mesh.reverify.request(domain, None, signer);
+            }
             Ok((
                 StatusCode::OK,
                 Json(Submitted {
@@ -144,15 +149,6 @@ pub(super) async fn submit(
                 }),
             ))
         }
-        Judgement::NotKept | Judgement::Outranked { .. } => Ok((
-            StatusCode::OK,
-            Json(Submitted {
-                stored: false,
-                agent_id: None,
-                duplicate: None,
-                kept: Some(false),
-            }),
-        )),
         // Someone else's agent: the record is well-formed, its signer may
         // not write it.
         Judgement::Refused(

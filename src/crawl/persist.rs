@@ -17,6 +17,21 @@ use crate::record::RecordBody;
 use crate::store::{Expect, Origin, Store};
 use crate::verify::TrustLevel;
 
+/// A key this node will not sign for (revoked, or changed without
+/// proof): the step failed, and the crawl earns no trust.
+fn key_refused(report: &mut CrawlReport, step: &'static str, e: &CrawlError, started: Instant) {
+    let reason = e.reason();
+    report.steps.push(Step {
+        step,
+        outcome: StepOutcome::Failed,
+        detail: e.to_string(),
+        reason: Some(reason),
+        ms: started.elapsed().as_secs_f64() * 1000.0,
+    });
+    report.reasons.push(reason);
+    report.trust = summarise(&crate::verify::Evidence::default());
+}
+
 impl Crawler {
     /// Crawls `domain` and, when its document is consistent with DNS,
     /// signs and stores a descriptor record with the evidence; mutual
@@ -105,16 +120,7 @@ impl Crawler {
         };
         if verified.descriptor.format == crate::descriptor::DocumentFormat::Adp {
             if let Err(e) = self.check_not_revoked(issuer.store(), verified).await {
-                let reason = e.reason();
-                report.steps.push(Step {
-                    step: "revocation",
-                    outcome: StepOutcome::Failed,
-                    detail: e.to_string(),
-                    reason: Some(reason),
-                    ms: started.elapsed().as_secs_f64() * 1000.0,
-                });
-                report.reasons.push(reason);
-                report.trust = summarise(&crate::verify::Evidence::default());
+                key_refused(report, "revocation", &e, started);
                 return;
             }
             match key_continuity(held.as_ref(), verified) {
@@ -128,16 +134,7 @@ impl Crawler {
                 }),
                 Err(e) => {
                     // The held descriptor stays; the new key earns nothing.
-                    let reason = e.reason();
-                    report.steps.push(Step {
-                        step: "rotation",
-                        outcome: StepOutcome::Failed,
-                        detail: e.to_string(),
-                        reason: Some(reason),
-                        ms: started.elapsed().as_secs_f64() * 1000.0,
-                    });
-                    report.reasons.push(reason);
-                    report.trust = summarise(&crate::verify::Evidence::default());
+                    key_refused(report, "rotation", &e, started);
                     return;
                 }
             }
