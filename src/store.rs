@@ -674,7 +674,8 @@ impl Store {
         unblock("freshness", move || sync.freshness(&id)).await?
     }
 
-    /// Keeps the scheduler's `state` of `domain`.
+    /// Keeps the scheduler's `state` of `domain`; an empty `state` takes
+    /// the domain out of the `schedule` tree.
     ///
     /// # Errors
     /// [`StoreError::Sled`], [`StoreError::TaskFailed`].

@@ -31,9 +31,10 @@
 //!
 //! Either way the domain is only out of the schedule: a later crawl of it
 //! schedules it again. Each departure is counted ([`ScheduleCounts`],
-//! `agentmesh_crawl_schedule_left_total`). The store has no removal for
-//! the `schedule` tree yet, so a departed domain's key is kept with an
-//! empty value, which [`Scheduler::load`] skips.
+//! `agentmesh_crawl_schedule_left_total`). A departed domain's key leaves
+//! the store's `schedule` tree (an empty state removes it), so the tree
+//! stays as bounded as the schedule; [`Scheduler::load`] also skips an
+//! empty value, which stores written before that may hold.
 //!
 //! Time comes from a [`Clock`], so tests drive days of schedule with a
 //! [`ManualClock`] and no waiting.
@@ -568,8 +569,8 @@ impl Scheduler {
     }
 
     /// Takes `domain` out of the schedule: its agents are marked dropped
-    /// (nothing will confirm them), its key in the `schedule` tree keeps
-    /// an empty value, and the departure is counted.
+    /// (nothing will confirm them), its key leaves the `schedule` tree,
+    /// and the departure is counted.
     async fn leave(
         &self,
         domain: &str,
@@ -961,6 +962,8 @@ mod tests {
         let store = rig.issuer.store();
         let fresh = store.freshness("agent:a.test").await.unwrap().unwrap();
         assert_eq!(fresh.state, FreshState::Dropped);
+        // Out of the store's tree: a departed domain costs no disk.
+        assert!(store.schedules().await.unwrap().is_empty());
         // Gone after a restart too.
         let again = Scheduler::load(
             rig.crawler.clone(),

@@ -423,7 +423,11 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn put_schedule(&self, domain: &str, state: &[u8]) -> Result<(), StoreError> {
-        self.inner.schedule.insert(domain.as_bytes(), state)?;
+        if state.is_empty() {
+            self.inner.schedule.remove(domain.as_bytes())?;
+        } else {
+            self.inner.schedule.insert(domain.as_bytes(), state)?;
+        }
         Ok(())
     }
 
