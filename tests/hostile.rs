@@ -11,10 +11,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use agentmesh::identity;
-use agentmesh::record::{self, DescriptorRecord, SignedRecord, TombstoneReason, TombstoneRecord};
+use agentmesh::record::{self, SignedRecord, TombstoneReason, TombstoneRecord};
 use agentmesh::testbed::{Population, Ports};
-use agentmesh::verify::Evidence;
-use common::{claim_everything, with_key, Api, Reply, TestNode, DEADLINE};
+use common::{claim_everything, signed_registration, with_key, Api, Reply, TestNode, DEADLINE};
 use ed25519_dalek::SigningKey;
 use serde_json::{json, Value};
 
@@ -43,36 +42,6 @@ fn real_agent() -> RealAgent {
         document: serde_json::to_string(&doc).unwrap(),
         key: agent.key.clone(),
     }
-}
-
-/// An AIDIP registration of `id` with `endpoint`, signed by `signer`.
-fn registration(id: &str, endpoint: &str, seq: u64, signer: &SigningKey) -> Vec<u8> {
-    let doc = json!({"id": id, "endpoint": endpoint});
-    let descriptor = agentmesh::descriptor::Descriptor {
-        id: id.into(),
-        name: "Weather".into(),
-        description: "Forecasts".into(),
-        version: None,
-        publisher: None,
-        endpoint: Some(endpoint.into()),
-        capabilities: vec!["weather-forecast".into()],
-        tags: vec![],
-        languages: vec![],
-        status: None,
-        auth: None,
-        format: agentmesh::descriptor::DocumentFormat::Aidip,
-    };
-    let body = DescriptorRecord::new(
-        descriptor,
-        doc.to_string(),
-        seq,
-        record::unix_now(),
-        3600,
-        Evidence::default(),
-    );
-    SignedRecord::sign_descriptor(&body, signer)
-        .unwrap()
-        .encode()
 }
 
 fn tombstone(id: &str, seq: u64, reason: TombstoneReason, signer: &SigningKey) -> Vec<u8> {
@@ -191,7 +160,7 @@ async fn a_stranger_cannot_take_over_pin_or_delete_a_registration() {
     .await
     .expect(201);
     let stranger = identity::generate();
-    let takeover = registration(
+    let takeover = signed_registration(
         "weather-bot",
         "https://evil.example/api",
         record::next_seq(None) + 1000,
@@ -201,7 +170,7 @@ async fn a_stranger_cannot_take_over_pin_or_delete_a_registration() {
         refusal(&submit(&api, takeover).await, 403),
         "local_registration"
     );
-    let pinned = registration(
+    let pinned = signed_registration(
         "weather-bot",
         "https://evil.example/api",
         u64::MAX,

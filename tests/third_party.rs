@@ -14,6 +14,8 @@
 //!   take over a registration, and a forged ADP record it stores is a
 //!   claim, never proven trust.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use agentmesh::config::Config;
@@ -299,33 +301,17 @@ async fn a_search_never_asks_a_peer_that_does_not_speak_the_search_protocol() {
     clients.abort();
 }
 
-/// A signed AIDIP registration of `id`, as another registry would sign it.
-fn registration(id: &str, endpoint: &str, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
-    let d = agentmesh::descriptor::Descriptor {
-        id: id.into(),
-        name: "taken".into(),
-        description: String::new(),
-        version: None,
-        publisher: None,
-        endpoint: Some(endpoint.into()),
-        capabilities: vec!["weather_forecast".into()],
-        tags: vec![],
-        languages: vec![],
-        status: None,
-        auth: None,
-        format: agentmesh::descriptor::DocumentFormat::Aidip,
-    };
-    let body = agentmesh::record::DescriptorRecord::new(
-        d,
-        "{}".into(),
-        agentmesh::record::next_seq(None),
-        agentmesh::record::unix_now(),
-        3600,
-        Default::default(),
-    );
-    agentmesh::record::SignedRecord::sign_descriptor(&body, key)
+/// `POST /agents/search` with `filters`, in the node's own scope.
+async fn search_local(node: &Node, filters: &serde_json::Value) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(format!("http://{}/agents/search", node.api_addr()))
+        .json(&json!({"filters": filters, "scope": "local"}))
+        .send()
+        .await
         .unwrap()
-        .encode()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// `PUT_VALUE` of `value` under `id`'s agent key, sent by `dht` to the
@@ -370,7 +356,12 @@ async fn a_plain_dht_client_can_neither_take_over_an_agent_nor_make_a_forgery_lo
         node_peer,
         &at,
         "weather-3",
-        registration("weather-3", "https://evil.example/x", &stranger),
+        common::signed_registration(
+            "weather-3",
+            "https://evil.example/x",
+            agentmesh::record::next_seq(None),
+            &stranger,
+        ),
     )
     .await;
     let refused = |reason: &'static str| {
@@ -398,16 +389,7 @@ async fn a_plain_dht_client_can_neither_take_over_an_agent_nor_make_a_forgery_lo
         },
     );
     let capability = doc.to_descriptor().capabilities[0].clone();
-    let forged = {
-        let text = serde_json::to_string(&doc).unwrap();
-        let mut forged: agentmesh::adp::AgentDocument = serde_json::from_str(&text).unwrap();
-        forged.identity.public_key.fingerprint =
-            agentmesh::identity::fingerprint(&stranger.verifying_key());
-        forged.identity.public_key.full = Some(agentmesh::identity::encode_public_key(
-            &stranger.verifying_key(),
-        ));
-        serde_json::to_string(&forged).unwrap()
-    };
+    let forged = common::with_key(&serde_json::to_string(&doc).unwrap(), &stranger);
     let mut body = agentmesh::record::DescriptorRecord::new(
         serde_json::from_str::<agentmesh::adp::AgentDocument>(&forged)
             .unwrap()
@@ -424,44 +406,24 @@ async fn a_plain_dht_client_can_neither_take_over_an_agent_nor_make_a_forgery_lo
         .unwrap()
         .encode();
     put_value(&mut dht, node_peer, &at, &agent.id(), record).await;
-    let search = format!("http://{}/agents/search", node.api_addr());
-    let query = json!({"filters": {"capabilities": [capability]}, "scope": "local"});
+    let query = json!({"capabilities": [capability]});
     wait_until("the node holds the forgery", || async {
-        let found: serde_json::Value = reqwest::Client::new()
-            .post(&search)
-            .json(&query)
-            .send()
+        search_local(&node, &query)
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        found.as_array().is_some_and(|a| !a.is_empty())
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
     })
     .await;
-    let found: serde_json::Value = reqwest::Client::new()
-        .post(&search)
-        .json(&query)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let found = search_local(&node, &query).await;
     assert_eq!(found[0]["trust"]["level"], "unverified", "{found}");
     assert_eq!(
         found[0]["trust"]["claimed"]["level"], "dns-verified",
         "{found}"
     );
-    let floor = json!({"filters": {"capabilities": [capability], "min_trust": "dns-verified"}, "scope": "local"});
-    let at_floor: serde_json::Value = reqwest::Client::new()
-        .post(&search)
-        .json(&floor)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let at_floor = search_local(
+        &node,
+        &json!({"capabilities": [capability], "min_trust": "dns-verified"}),
+    )
+    .await;
     assert_eq!(at_floor, json!([]));
 }

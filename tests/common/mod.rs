@@ -910,3 +910,39 @@ pub fn claim_everything(
         .unwrap()
         .encode()
 }
+
+/// An AIDIP registration of `id` with `endpoint` and the capability
+/// `weather-forecast`, at `seq`, valid for an hour, signed by `signer`:
+/// what another registry (or a stranger) sends.
+pub fn signed_registration(
+    id: &str,
+    endpoint: &str,
+    seq: u64,
+    signer: &ed25519_dalek::SigningKey,
+) -> Vec<u8> {
+    let descriptor = agentmesh::descriptor::Descriptor {
+        id: id.into(),
+        name: "Weather".into(),
+        description: "Forecasts".into(),
+        version: None,
+        publisher: None,
+        endpoint: Some(endpoint.into()),
+        capabilities: vec!["weather-forecast".into()],
+        tags: vec![],
+        languages: vec![],
+        status: None,
+        auth: None,
+        format: agentmesh::descriptor::DocumentFormat::Aidip,
+    };
+    let body = agentmesh::record::DescriptorRecord::new(
+        descriptor,
+        json!({"id": id, "endpoint": endpoint}).to_string(),
+        seq,
+        agentmesh::record::unix_now(),
+        3600,
+        agentmesh::verify::Evidence::default(),
+    );
+    agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
+        .unwrap()
+        .encode()
+}
