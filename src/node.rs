@@ -234,6 +234,12 @@ pub fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
 
 /// The Ed25519 keys of `peers` (peer ids of Ed25519 keys embed the key);
 /// ids of other key types are skipped with a warning.
+/// The peer ids of `p2p.trusted_peers` (config validation refused any
+/// that does not parse).
+fn trusted_peer_ids(peers: &[String]) -> std::collections::HashSet<libp2p::PeerId> {
+    peers.iter().filter_map(|p| p.parse().ok()).collect()
+}
+
 fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
     peers
         .iter()
@@ -381,6 +387,7 @@ impl Node {
                 client: mesh.clone(),
                 admit: judge.clone(),
                 fanout: config.p2p.search_fanout,
+                trusted: trusted_peer_ids(&config.p2p.trusted_peers),
                 budget: config.p2p.search_timeout,
             }),
         )

@@ -28,6 +28,7 @@ mod ask;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +74,9 @@ pub struct MeshAsk {
     pub admit: Arc<dyn Admit>,
     /// Most peers one search asks (`p2p.search_fanout`).
     pub fanout: usize,
+    /// The peers of `p2p.trusted_peers`: when connected, a search asks
+    /// them first among the slots it keeps for peers of its own choice.
+    pub trusted: HashSet<PeerId>,
     /// The whole mesh search, end to end (`p2p.search_timeout`).
     pub budget: Duration,
 }

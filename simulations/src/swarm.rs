@@ -836,6 +836,8 @@ async fn run_node(
             client: mesh.clone(),
             admit: judge,
             fanout: node_defaults.p2p.search_fanout,
+            // The simulated nodes trust no peer (the default).
+            trusted: Default::default(),
             budget: params.search_timeout,
         }),
     );

@@ -7,12 +7,16 @@
 //! 2. at the same time, the providers of the rarest capability (the
 //!    lookup answers once `fanout` are known) and `known`, what this node
 //!    already holds of the answer, which peers leave out;
-//! 3. the fan-out to the providers (else the connected speakers), at most
-//!    `fanout`; who has not answered when its share ends is reported;
+//! 3. the fan-out, at most `fanout` peers chosen by [`choose`]: a quarter
+//!    kept for trusted and randomly chosen connected speakers, the rest
+//!    randomly chosen providers (else connected speakers), so that neither
+//!    the DHT's answer nor the connections alone decide whom a search
+//!    hears; who has not answered when its share ends is reported;
 //! 4. judging what came back, on a blocking thread, record by record
 //!    until its share ends; then the text index catches up with what was
 //!    stored, so the local ranking that follows sees it.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -61,12 +65,18 @@ pub(super) async fn ask(
                 .is_none_or(speaks_search)
         })
         .collect();
-    let (whom, mut peers) = if providers.is_empty() {
-        (Asked::Connected, speakers)
+    let whom = if providers.is_empty() {
+        Asked::Connected
     } else {
-        (Asked::Providers, providers)
+        Asked::Providers
     };
-    peers.truncate(mesh.fanout);
+    let peers = choose(
+        &providers,
+        &speakers,
+        &mesh.trusted,
+        mesh.fanout,
+        &mut rand::thread_rng(),
+    );
     report.whom = whom;
     report.asked = peers.len();
     let request = SearchRequest {
@@ -121,6 +131,55 @@ pub(super) async fn ask(
 /// Milliseconds since the budget started, for the traces.
 fn budget_ms(budget: Budget) -> u64 {
     budget.elapsed().as_millis() as u64
+}
+
+/// Whom a search asks, at most `fanout` peers, each once. A quarter of the
+/// slots (at least one) is kept for the connected speakers: those in
+/// `p2p.trusted_peers` first, then others chosen at random. The rest go
+/// to `providers` in random order; with no provider, to the remaining
+/// speakers in random order. Slots one source leaves empty go to the
+/// other, except that speakers are not added to fill a provider fan-out
+/// beyond its quarter (they hold the capability only if they replicate).
+///
+/// So an eclipse of the capability's keys (Sybils that answer the lookup
+/// with their own ids, or none) still leaves the search the peers this
+/// node chose itself, and peers that fill this node's connections still
+/// leave it the providers, in an order no peer sets.
+pub(super) fn choose(
+    providers: &[PeerId],
+    speakers: &[PeerId],
+    trusted: &HashSet<PeerId>,
+    fanout: usize,
+    rng: &mut impl rand::Rng,
+) -> Vec<PeerId> {
+    use rand::seq::SliceRandom;
+    let mut chosen: Vec<PeerId> = Vec::with_capacity(fanout);
+    let take = |chosen: &mut Vec<PeerId>, p: PeerId, cap: usize| {
+        if chosen.len() < cap && !chosen.contains(&p) {
+            chosen.push(p);
+        }
+    };
+    let mut others: Vec<PeerId> = speakers
+        .iter()
+        .filter(|p| !trusted.contains(p))
+        .copied()
+        .collect();
+    others.shuffle(rng);
+    let mut shuffled: Vec<PeerId> = providers.to_vec();
+    shuffled.shuffle(rng);
+    let own_quarter = if providers.is_empty() {
+        fanout
+    } else {
+        fanout.div_ceil(4).min(fanout)
+    };
+    let vouched = speakers.iter().filter(|p| trusted.contains(p));
+    for p in vouched.chain(others.iter()) {
+        take(&mut chosen, *p, own_quarter);
+    }
+    for p in shuffled {
+        take(&mut chosen, p, fanout);
+    }
+    chosen
 }
 
 /// Whether a connected peer answers searches: its identify said so. A

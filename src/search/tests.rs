@@ -109,3 +109,72 @@ async fn a_peer_is_answered_from_the_index_without_what_it_already_holds() {
     };
     assert!(answer(&registry, &bad).await.records.is_empty());
 }
+
+fn peers(n: usize) -> Vec<libp2p::PeerId> {
+    (0..n).map(|_| libp2p::PeerId::random()).collect()
+}
+
+#[test]
+fn a_search_keeps_a_quarter_of_its_fan_out_for_peers_it_chose_itself() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    // An eclipse: the lookup found 40 providers (Sybils, say); this node
+    // is connected to 10 speakers, 2 of them trusted.
+    let providers = peers(40);
+    let speakers = peers(10);
+    let trusted: std::collections::HashSet<_> = speakers[..2].iter().copied().collect();
+    let chosen = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
+    assert_eq!(chosen.len(), 16);
+    let unique: std::collections::HashSet<_> = chosen.iter().collect();
+    assert_eq!(unique.len(), 16, "each peer asked once");
+    // Both trusted peers, then two more of this node's own connections.
+    assert!(
+        trusted.iter().all(|t| chosen[..2].contains(t)),
+        "{chosen:?}"
+    );
+    assert_eq!(
+        chosen[..4].iter().filter(|p| speakers.contains(p)).count(),
+        4
+    );
+    // The other twelve are providers, not the first twelve the lookup found.
+    assert!(chosen[4..].iter().all(|p| providers.contains(p)));
+    let mut orders = std::collections::HashSet::new();
+    for _ in 0..8 {
+        let c = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
+        orders.insert(c[4..].to_vec());
+    }
+    assert!(
+        orders.len() > 1,
+        "the providers asked vary between searches"
+    );
+    assert!(!orders.contains(&providers[..12].to_vec()));
+}
+
+#[test]
+fn a_search_with_few_providers_asks_them_all_and_its_quarter_only() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let providers = peers(3);
+    let mut speakers = peers(20);
+    // A provider this node is connected to is asked once.
+    speakers.push(providers[0]);
+    let none = std::collections::HashSet::new();
+    let chosen = super::ask::choose(&providers, &speakers, &none, 16, &mut rng);
+    assert!(providers.iter().all(|p| chosen.contains(p)), "{chosen:?}");
+    let extra = chosen.iter().filter(|p| !providers.contains(p)).count();
+    assert!(
+        extra <= 4,
+        "at most a quarter beyond the providers: {chosen:?}"
+    );
+    assert!(chosen.len() >= 6 && chosen.len() <= 7, "{chosen:?}");
+
+    // No provider: the connected speakers, trusted first, up to the fan-out.
+    let trusted: std::collections::HashSet<_> = [speakers[5]].into_iter().collect();
+    let chosen = super::ask::choose(&[], &speakers, &trusted, 16, &mut rng);
+    assert_eq!(chosen.len(), 16);
+    assert_eq!(chosen[0], speakers[5]);
+    assert!(chosen.iter().all(|p| speakers.contains(p)));
+    // A fan-out of one asks a trusted peer over a provider.
+    let chosen = super::ask::choose(&providers, &speakers, &trusted, 1, &mut rng);
+    assert_eq!(chosen, vec![speakers[5]]);
+}
