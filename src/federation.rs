@@ -30,7 +30,11 @@
 //! this node holds for it: the registry that first registered it, as far
 //! as this node saw. A record for it signed by another key is refused
 //! (`not_owner`; `local_registration` when the agent was registered
-//! through this node's API), whoever signs it and whatever its seq.
+//! through this node's API), whoever signs it and whatever its seq,
+//! unless it carries a [`record::Transfer`] the held record's signer
+//! signed: the owner handing the id to the record's signer (a registry
+//! moving its agents to another), bounded by the owner's seq so that it
+//! cannot be replayed once the owner wrote again (`bad_transfer`).
 //! Tombstones are accepted only from the agent's own key or from the
 //! signer of the record they replace. A `Revoked` tombstone signed by the
 //! agent's own key is final for that key: it replaces the descriptor
@@ -120,11 +124,17 @@ pub enum Refusal {
     /// A new claim from an untrusted signer while `p2p.max_claims` live
     /// claims are held (not penalised).
     ClaimsFull,
+    /// A transfer that does not hand this id to the record's signer: its
+    /// signature does not verify, it names another id or key, it is on
+    /// an ADP record (whose id moves with its DNS), or, for an id held
+    /// here, it is not signed by the held record's signer or the held
+    /// seq is past its bound.
+    BadTransfer,
 }
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 26] = [
+    pub const ALL: [Refusal; 27] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -151,6 +161,7 @@ impl Refusal {
         Self::KeyRevoked,
         Self::SignerQuota,
         Self::ClaimsFull,
+        Self::BadTransfer,
     ];
 
     /// The refusal's wire code (`bad_signature`, `stale_seq`, ...).
@@ -182,6 +193,7 @@ impl Refusal {
             Self::KeyRevoked => "key_revoked",
             Self::SignerQuota => "signer_quota",
             Self::ClaimsFull => "claims_full",
+            Self::BadTransfer => "bad_transfer",
         }
     }
 }
@@ -441,10 +453,12 @@ impl Judge {
         }
         let vouched = self.is_trusted(record.signer());
         let checked = match &body {
-            RecordBody::Descriptor(d) => self.check_descriptor(d).and_then(|reverify| {
-                self.check_descriptor_against(held.as_ref(), &record, d, vouched)
-                    .map(|kept| (reverify, kept))
-            }),
+            RecordBody::Descriptor(d) => check_transfer(&record, d)
+                .and_then(|()| self.check_descriptor(d))
+                .and_then(|reverify| {
+                    self.check_descriptor_against(held.as_ref(), &record, d, vouched)
+                        .map(|kept| (reverify, kept))
+                }),
             RecordBody::Tombstone(_) => check_tombstone(held.as_ref(), &record).map(|r| (r, None)),
         };
         let reverify = match checked {
@@ -642,6 +656,14 @@ impl Judge {
             if held.record.signer() == record.signer() {
                 return Ok(None);
             }
+            if let Some(t) = &d.transfer {
+                // Its signature and names were checked (check_transfer).
+                return if t.covers(held.record.signer(), held.body.seq()) {
+                    Ok(None)
+                } else {
+                    Err(Refusal::BadTransfer)
+                };
+            }
             return match self.store.blocking().is_local(&d.agent_id) {
                 Ok(true) => Err(Refusal::LocalRegistration),
                 Ok(false) => Err(Refusal::NotOwner),
@@ -699,6 +721,21 @@ fn revokes_held(
     };
     let doc: AgentDocument = serde_json::from_str(&d.document).ok()?;
     (doc.proven_key()? == *record.signer()).then(|| crate::identity::fingerprint(record.signer()))
+}
+
+/// A descriptor's transfer, if it carries one, must verify and hand its
+/// id to its signer; an ADP descriptor carries none (its id moves with
+/// its DNS). Whether it covers the held record is checked against it.
+fn check_transfer(record: &SignedRecord, d: &DescriptorRecord) -> Result<(), Refusal> {
+    let Some(t) = &d.transfer else {
+        return Ok(());
+    };
+    if d.descriptor.format == DocumentFormat::Adp {
+        return Err(Refusal::BadTransfer);
+    }
+    t.verify_for(&d.agent_id, record.signer())
+        .map(|_| ())
+        .map_err(|_| Refusal::BadTransfer)
 }
 
 /// A tombstone stands when the agent's own key signed it, or the node

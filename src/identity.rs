@@ -338,9 +338,38 @@ pub fn peer_id_of(key: &SigningKey) -> String {
     libp2p_keypair(key).public().to_peer_id().to_string()
 }
 
+/// The libp2p peer id of a node's public key, as a string.
+pub fn peer_id_of_public(key: &VerifyingKey) -> String {
+    libp2p::identity::ed25519::PublicKey::try_from_bytes(key.as_bytes())
+        .map(|k| {
+            libp2p::identity::PublicKey::from(k)
+                .to_peer_id()
+                .to_string()
+        })
+        .expect("an Ed25519 verifying key is a valid libp2p key")
+}
+
+/// The Ed25519 key a peer id names (an Ed25519 peer id inlines its key);
+/// `None` for another kind of peer id or text that is not one.
+pub fn key_of_peer_id(peer: &str) -> Option<VerifyingKey> {
+    let id = peer.parse::<libp2p::PeerId>().ok()?;
+    let key = libp2p::identity::PublicKey::try_decode_protobuf(id.as_ref().digest()).ok()?;
+    let key = key.try_into_ed25519().ok()?;
+    VerifyingKey::from_bytes(&key.to_bytes()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_id_names_its_node_key() {
+        let key = SigningKey::from_bytes(&[3u8; 32]);
+        let peer = peer_id_of(&key);
+        assert_eq!(peer_id_of_public(&key.verifying_key()), peer);
+        assert_eq!(key_of_peer_id(&peer), Some(key.verifying_key()));
+        assert_eq!(key_of_peer_id("not a peer id"), None);
+    }
 
     #[test]
     fn domains_are_normalised_or_refused() {

@@ -26,7 +26,8 @@ pub use outbox::{Outbox, Published};
 
 use crate::descriptor::Descriptor;
 use crate::record::{
-    self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason, TombstoneRecord,
+    self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason,
+    TombstoneRecord, Transfer,
 };
 use crate::store::{failed_batch, BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
 use crate::verify::Evidence;
@@ -175,8 +176,8 @@ impl Issuer {
             .map(|(descriptor, document, evidence)| {
                 let key = key.clone();
                 let id = descriptor.id.clone();
-                let sign: Signer = Box::new(move |seq| {
-                    let body = DescriptorRecord::new(
+                let sign: Signer = Box::new(move |seq, transfer| {
+                    let mut body = DescriptorRecord::new(
                         descriptor,
                         document,
                         seq,
@@ -184,6 +185,7 @@ impl Issuer {
                         ttl,
                         evidence,
                     );
+                    body.transfer = transfer;
                     let signed = SignedRecord::sign_descriptor(&body, &key)?;
                     Ok((signed, RecordBody::Descriptor(Box::new(body))))
                 });
@@ -206,7 +208,7 @@ impl Issuer {
         durability: Durability,
     ) -> Result<Issued, IssueError> {
         let (key, agent_id) = (self.key.clone(), id.to_owned());
-        let sign: Signer = Box::new(move |seq| {
+        let sign: Signer = Box::new(move |seq, _| {
             let body = TombstoneRecord {
                 agent_id,
                 seq,
@@ -272,8 +274,14 @@ impl Issuer {
     }
 }
 
-/// What signs one record at the seq it is given.
-type Signer = Box<dyn FnOnce(u64) -> Result<(SignedRecord, RecordBody), RecordError> + Send>;
+/// What signs one record at the seq it is given, with the transfer this
+/// node holds its id by, if it took the id over (descriptors carry it).
+type Signer = Box<
+    dyn FnOnce(u64, Option<Transfer>) -> Result<(SignedRecord, RecordBody), RecordError> + Send,
+>;
+
+/// A signer with its seq and transfer, or why it cannot sign.
+type ToSign = Result<(u64, Option<Transfer>, Signer), IssueError>;
 
 /// An issued record and what goes to the outbox for it.
 type Stored = Result<(Issued, Published), IssueError>;
@@ -290,21 +298,23 @@ fn sign_and_store(
     // Seqs first, in order: a second record of one agent in the batch
     // goes above the first.
     let mut assigned: HashMap<String, u64> = HashMap::new();
-    let mut to_sign: Vec<Result<(u64, Signer), IssueError>> = Vec::with_capacity(items.len());
+    let mut to_sign: Vec<ToSign> = Vec::with_capacity(items.len());
     for (id, sign) in items {
         let held = match assigned.get(&id) {
-            Some(seq) => Some(*seq),
-            None => match store.held_seq(&id) {
-                Ok(held) => held,
-                Err(e) => {
-                    to_sign.push(Err(e.into()));
-                    continue;
-                }
-            },
+            Some(seq) => Ok(Some(*seq)),
+            None => store.held_seq(&id),
+        };
+        let read = held.and_then(|held| Ok((held, store.transfer(&id)?)));
+        let (held, transfer) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                to_sign.push(Err(e.into()));
+                continue;
+            }
         };
         let seq = record::next_seq(held);
         assigned.insert(id, seq);
-        to_sign.push(Ok((seq, sign)));
+        to_sign.push(Ok((seq, transfer, sign)));
     }
     let signed = sign_all(to_sign);
     let ready: Vec<(SignedRecord, RecordBody)> = signed
@@ -333,12 +343,10 @@ const PARALLEL_SIGNING: usize = 32;
 
 /// Signs each record at its seq, in order; a large batch is split over
 /// scoped threads (which inherit the caller's priority).
-fn sign_all(
-    items: Vec<Result<(u64, Signer), IssueError>>,
-) -> Vec<Result<(SignedRecord, RecordBody), IssueError>> {
-    let sign_one = |item: Result<(u64, Signer), IssueError>| {
-        let (seq, sign) = item?;
-        sign(seq).map_err(IssueError::TooLarge)
+fn sign_all(items: Vec<ToSign>) -> Vec<Result<(SignedRecord, RecordBody), IssueError>> {
+    let sign_one = |item: ToSign| {
+        let (seq, transfer, sign) = item?;
+        sign(seq, transfer).map_err(IssueError::TooLarge)
     };
     let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
     if items.len() < PARALLEL_SIGNING || parts < 2 {

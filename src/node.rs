@@ -244,14 +244,7 @@ fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
     peers
         .iter()
         .filter_map(|p| {
-            let key = p
-                .parse::<libp2p::PeerId>()
-                .ok()
-                .and_then(|id| {
-                    libp2p::identity::PublicKey::try_decode_protobuf(id.as_ref().digest()).ok()
-                })
-                .and_then(|k| k.try_into_ed25519().ok())
-                .and_then(|k| ed25519_dalek::VerifyingKey::from_bytes(&k.to_bytes()).ok());
+            let key = identity::key_of_peer_id(p);
             if key.is_none() {
                 tracing::warn!(peer = %p, "trusted peer is not an Ed25519 peer id; ignored");
             }

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 mod dense;
 pub mod import;
+mod transfer;
 mod vectors;
 
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
@@ -52,6 +53,15 @@ pub enum RegistryError {
     NotLocal {
         /// The agent id asked for.
         id: String,
+    },
+    /// A transfer that does not hand the id to this node
+    /// ([`Registry::take_over`]).
+    #[error("the transfer of {id} is refused: {reason}")]
+    TransferRefused {
+        /// The agent id.
+        id: String,
+        /// Why.
+        reason: String,
     },
     /// The signed record would be over the size limit.
     #[error("document too large: {0}")]
@@ -264,6 +274,11 @@ impl Registry {
     /// The underlying store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The public key this node signs its records with.
+    pub fn node_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.issuer.key().verifying_key()
     }
 
     /// Registers an AIDIP document; assigns an id when it has none. A

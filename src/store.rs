@@ -374,6 +374,10 @@ struct Inner {
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint
     /// -> the agent id and when.
     revoked: sled::Tree,
+    /// Transfers this node took ids over by (`store/trust.rs`): agent id
+    /// -> the previous owner's signed consent, carried by every record
+    /// this node issues for the id.
+    transfers: sled::Tree,
     /// `meta`: the schema version, and the trusted signers the records'
     /// evidence was last classified against (`store/trust.rs`).
     meta: sled::Tree,
@@ -444,6 +448,9 @@ struct Write {
     new_terms: BTreeSet<Vec<u8>>,
     origin: Origin,
     expect: Expect,
+    /// The record's signer: a record from another signer than the held
+    /// one's (an id handed over by a transfer) ends a local registration.
+    signer: [u8; 32],
 }
 
 impl Write {
@@ -470,6 +477,7 @@ impl Write {
             new_terms: body_terms(body, claimed),
             origin,
             expect,
+            signer: record.signer().to_bytes(),
         }
     }
 
@@ -593,6 +601,7 @@ impl Store {
         let schedule = db.open_tree("schedule")?;
         let dropped = freshness::Dropped::load(&freshness, &ordinals)?;
         let revoked = db.open_tree("revoked")?;
+        let transfers = db.open_tree("transfers")?;
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
@@ -613,6 +622,7 @@ impl Store {
                     dropped: std::sync::RwLock::new(dropped),
                     claims: Mutex::new(claims),
                     revoked,
+                    transfers,
                     meta,
                     next_ord: AtomicU64::new(next_ord),
                     feeds: changes::Feeds::default(),

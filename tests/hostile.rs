@@ -338,3 +338,108 @@ async fn a_registry_joining_with_a_taken_id_takes_over_nothing() {
         .await
         .expect(200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_hands_an_agent_to_another_and_a_stranger_cannot() {
+    let private = ("AGENTMESH_P2P__ALLOW_PRIVATE_ADDRESSES", "true");
+    let a = TestNode::start_with_env(&[private]);
+    let a_api = a.api();
+    a_api
+        .post(
+            "/agents",
+            &a_registration("weather-bot", "https://a.example/api"),
+        )
+        .await
+        .expect(201);
+    let health = a_api.get("/health").await;
+    let a_addr = health.expect(200)["listen_addrs"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b = TestNode::start_with_env(&[private]);
+    b.restart_with_args(&["--bootstrap", &a_addr]);
+    let b_api = b.api();
+    let b_peer = b_api.get("/health").await.expect(200)["peer_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for("B to hold A's weather-bot", 3, || async {
+        local_search(&b_api, json!({"capabilities": ["weather-forecast"]}))
+            .await
+            .len()
+            == 1
+    })
+    .await;
+
+    // Without A's consent B cannot register the id; with a consent a
+    // stranger signed, neither.
+    let b_doc = a_registration("weather-bot", "https://b.example/api");
+    b_api.post("/agents", &b_doc).await.expect(403);
+    let forged = record::Transfer::sign(
+        "weather-bot",
+        &identity::key_of_peer_id(&b_peer).unwrap(),
+        u64::MAX,
+        &identity::generate(),
+    );
+    let with_token = |token: String| {
+        b_api
+            .request(reqwest::Method::POST, "/agents")
+            .header("agentmesh-transfer", token)
+            .json(&b_doc)
+    };
+    let reply = b_api
+        .send(
+            "POST /agents (forged)".into(),
+            with_token(forged.to_token()),
+        )
+        .await;
+    reply.expect(403);
+    let reply = b_api
+        .send("POST /agents (junk)".into(), with_token("junk!".into()))
+        .await;
+    reply.expect(400);
+    // Only the owner's node signs a hand-over of it.
+    b_api
+        .post("/admin/agents/weather-bot/transfer", &json!({"to": b_peer}))
+        .await
+        .expect(403);
+
+    // A hands it over; B registers it with the token.
+    let handed = a_api
+        .post("/admin/agents/weather-bot/transfer", &json!({"to": b_peer}))
+        .await;
+    let token = handed.expect(200)["token"].as_str().unwrap().to_owned();
+    let reply = b_api
+        .send("POST /agents (transfer)".into(), with_token(token))
+        .await;
+    reply.expect(201);
+    // A now serves B's registration, as B's, and A's client no longer
+    // writes it.
+    wait_for("A to take B's record of weather-bot", 3, || async {
+        let found = local_search(&a_api, json!({"capabilities": ["weather-forecast"]})).await;
+        found.len() == 1 && found[0]["endpoint"] == "https://b.example/api"
+    })
+    .await;
+    let found = local_search(&a_api, json!({"capabilities": ["weather-forecast"]})).await;
+    assert_ne!(found[0]["source"], "local", "{found:?}");
+    a_api
+        .put(
+            "/agents/weather-bot",
+            &a_registration("weather-bot", "https://a.example/v2"),
+        )
+        .await
+        .expect(403);
+    // B's own later update needs no token and reaches A.
+    b_api
+        .put(
+            "/agents/weather-bot",
+            &a_registration("weather-bot", "https://b.example/v2"),
+        )
+        .await
+        .expect(200);
+    wait_for("A to take B's update", 3, || async {
+        let found = local_search(&a_api, json!({"capabilities": ["weather-forecast"]})).await;
+        found.len() == 1 && found[0]["endpoint"] == "https://b.example/v2"
+    })
+    .await;
+}

@@ -63,6 +63,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// `POST /agents`: registers an AIDIP document.
 #[utoipa::path(post, path = "/agents", tag = "agents",
     security((), ("bearer" = [])),
+    params(("agentmesh-transfer" = Option<String>, Header,
+        description = "A transfer token from the agent's owner (`POST /admin/agents/{id}/transfer` on its node): registers an agent another registry hands to this one")),
     request_body(content = ref("#/components/schemas/AidipDocument"),
         description = "An AIDIP agent metadata document; `id` is assigned when absent"),
     responses(
@@ -71,9 +73,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         (status = 200, description = "An agent registered here with this id was updated",
             body = ref("#/components/schemas/AidipDocument"),
             headers(("location" = String, description = "`/agents/{id}`"))),
-        (status = 400, description = "Not a valid document (every problem in `details`)", body = ErrorBody),
+        (status = 400, description = "Not a valid document (every problem in `details`), or an `agentmesh-transfer` header that is not a transfer token", body = ErrorBody),
         (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
-        (status = 403, description = "The id belongs to an agent this node did not register", body = ErrorBody),
+        (status = 403, description = "The id belongs to an agent this node did not register, and no transfer its owner signed for this node came with it", body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
         (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
@@ -84,8 +86,12 @@ pub(super) async fn register(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers)?;
+    let transfer = super::transfer::from_headers(&headers)?;
     let Json(doc) = body?;
-    let (outcome, stored) = state.registry().register(doc).await?;
+    let (outcome, stored) = match transfer {
+        None => state.registry().register(doc).await?,
+        Some(t) => state.registry().take_over(doc, t).await?,
+    };
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,
         PutOutcome::Updated => StatusCode::OK,

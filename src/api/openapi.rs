@@ -20,7 +20,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
-use super::{agents, crawl, import, observe, records, resolve, suspend, ui};
+use super::{agents, crawl, import, observe, records, resolve, suspend, transfer, ui};
 
 /// The name the AIDIP document schema has in `components.schemas`.
 const AIDIP_SCHEMA: &str = "AidipDocument";
@@ -54,6 +54,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         suspend::suspend,
         suspend::unsuspend,
         suspend::all,
+        transfer::hand_over,
         import::import,
         super::health,
         super::peers,

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::identity;
-use crate::record::TombstoneRecord;
+use crate::record::{TombstoneRecord, Transfer};
 use crate::testbed::{Population, Ports};
 use crate::verify::{ChallengeProof, Evidence, TrustLevel};
 use ed25519_dalek::SigningKey;
@@ -967,4 +967,148 @@ mod seq_order {
             }
         }
     }
+}
+
+#[test]
+fn an_owner_can_hand_its_id_to_another_registry_and_nobody_else_can() {
+    let f = fixture();
+    let judge = f.judge();
+    let owner = SigningKey::from_bytes(&[4; 32]);
+    let heir = SigningKey::from_bytes(&[5; 32]);
+    let first = f.registration("weather-bot", 10, "https://weather.example");
+    assert!(matches!(
+        judge.judge(&f.signed(&first, &owner)),
+        Judgement::Stored { .. }
+    ));
+    let moved = |seq: u64, transfer: Transfer| {
+        let mut d = f.registration("weather-bot", seq, "https://heir.example");
+        d.transfer = Some(transfer);
+        d
+    };
+    let heir_key = heir.verifying_key();
+    // Signed by someone other than the owner; for another id; to another
+    // key than the record's signer; a tampered bound: each refused.
+    let forged = [
+        (
+            Transfer::sign("weather-bot", &heir_key, 10, &f.stranger),
+            &heir,
+        ),
+        (Transfer::sign("other-bot", &heir_key, 10, &owner), &heir),
+        (
+            Transfer::sign("weather-bot", &heir_key, 10, &owner),
+            &f.stranger,
+        ),
+        (
+            Transfer {
+                up_to_seq: 99,
+                ..Transfer::sign("weather-bot", &heir_key, 10, &owner)
+            },
+            &heir,
+        ),
+    ];
+    for (transfer, signer) in forged {
+        assert_eq!(
+            judge.judge(&f.signed(&moved(11, transfer), signer)),
+            Judgement::Refused(Refusal::BadTransfer)
+        );
+    }
+    // The owner's consent, covering its record at seq 10: the heir owns
+    // the id from now on, and the old owner does not.
+    let consent = Transfer::sign("weather-bot", &heir_key, 10, &owner);
+    assert!(matches!(
+        judge.judge(&f.signed(&moved(11, consent.clone()), &heir)),
+        Judgement::Stored { .. }
+    ));
+    let held = f.store.blocking().get("weather-bot").unwrap().unwrap();
+    assert_eq!(held.record.signer(), &heir_key);
+    let back = f.registration("weather-bot", 12, "https://weather.example");
+    assert_eq!(
+        judge.judge(&f.signed(&back, &owner)),
+        Judgement::Refused(Refusal::NotOwner)
+    );
+    // The heir's later records need no transfer; carrying it is harmless.
+    let later = f.registration("weather-bot", 13, "https://heir.example/v2");
+    assert!(matches!(
+        judge.judge(&f.signed(&later, &heir)),
+        Judgement::Stored { .. }
+    ));
+    // Handed back, the id is the owner's again; the old consent cannot
+    // be replayed to take it once more (the owner wrote after it).
+    let returned = {
+        let mut d = f.registration("weather-bot", 14, "https://weather.example");
+        d.transfer = Some(Transfer::sign(
+            "weather-bot",
+            &owner.verifying_key(),
+            13,
+            &heir,
+        ));
+        d
+    };
+    assert!(matches!(
+        judge.judge(&f.signed(&returned, &owner)),
+        Judgement::Stored { .. }
+    ));
+    assert_eq!(
+        judge.judge(&f.signed(&moved(15, consent), &heir)),
+        Judgement::Refused(Refusal::BadTransfer)
+    );
+    // An ADP id moves with its DNS, never by transfer.
+    let mut adp = f.descriptor(&f.friend, 20, &f.agent_key);
+    adp.transfer = Some(Transfer::sign(
+        &f.agent_id,
+        &f.friend.verifying_key(),
+        20,
+        &owner,
+    ));
+    assert_eq!(
+        judge.judge(&f.signed(&adp, &f.friend)),
+        Judgement::Refused(Refusal::BadTransfer)
+    );
+    assert_eq!(judge.refusals()["bad_transfer"], 6);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_handed_over_by_this_node_stops_being_local() {
+    let f = fixture();
+    let issuer = crate::issuer::Issuer::new(
+        f.store.clone(),
+        std::sync::Arc::new(f.own.clone()),
+        std::time::Duration::from_secs(3600),
+    );
+    let registry = crate::registry::Registry::new(issuer);
+    let doc = serde_json::json!({
+        "id": "weather-bot",
+        "name": "Weather",
+        "description": "Forecasts.",
+        "version": "1.0.0",
+        "capabilities": ["weather"],
+        "endpoint": "https://weather.example",
+        "supported_languages": ["en"],
+        "authentication": {"type": "api_key"},
+        "inputs": {"type": "object"},
+        "outputs": {"type": "object"}
+    });
+    registry.register(doc.clone()).await.unwrap();
+    let heir = SigningKey::from_bytes(&[5; 32]);
+    let consent = registry
+        .hand_over("weather-bot", &heir.verifying_key())
+        .await
+        .unwrap();
+    let mut d = f.registration("weather-bot", max_seq_now() - 1000, "https://heir.example");
+    d.transfer = Some(consent);
+    let judge = f.judge();
+    let bytes = f.signed(&d, &heir);
+    let judged = tokio::task::spawn_blocking(move || judge.judge(&bytes))
+        .await
+        .unwrap();
+    assert!(matches!(judged, Judgement::Stored { .. }), "{judged:?}");
+    let compact = f.store.blocking().compact("weather-bot").unwrap().unwrap();
+    assert!(!compact.local, "no longer registered here");
+    assert_eq!(compact.endpoint.as_deref(), Some("https://heir.example"));
+    // This node's own update is now refused: the id is the heir's.
+    let update = registry.update("weather-bot", doc).await;
+    assert!(
+        matches!(update, Err(crate::registry::RegistryError::NotLocal { .. })),
+        "{update:?}"
+    );
 }

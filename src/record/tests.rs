@@ -983,3 +983,54 @@ fn a_trusted_document_is_the_descriptors_document_and_a_tombstone_has_none() {
         Err(RecordError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn a_transfer_verifies_for_its_id_and_new_key_only_and_round_trips_as_a_token() {
+    let owner = SigningKey::from_bytes(&[21; 32]);
+    let heir = SigningKey::from_bytes(&[22; 32]).verifying_key();
+    let t = Transfer::sign("weather-bot", &heir, 7, &owner);
+    assert_eq!(
+        t.verify_for("weather-bot", &heir),
+        Ok(owner.verifying_key())
+    );
+    assert!(t.covers(&owner.verifying_key(), 7));
+    assert!(
+        !t.covers(&owner.verifying_key(), 8),
+        "the owner wrote after it"
+    );
+    assert!(!t.covers(&heir, 7), "not the held record's signer");
+    assert!(matches!(
+        t.verify_for("other-bot", &heir),
+        Err(TransferError::Mismatch { .. })
+    ));
+    assert!(matches!(
+        t.verify_for("weather-bot", &owner.verifying_key()),
+        Err(TransferError::Mismatch { .. })
+    ));
+    let mut tampered = t.clone();
+    tampered.up_to_seq = 8;
+    assert_eq!(tampered.verify(), Err(TransferError::BadSignature));
+    let mut short = t.clone();
+    short.signature.pop();
+    assert_eq!(short.verify(), Err(TransferError::BadSignature));
+
+    assert_eq!(Transfer::from_token(&t.to_token()), Ok(t.clone()));
+    for bad in ["", "!!", &"A".repeat(2000), "oWFhAQ"] {
+        assert!(
+            matches!(Transfer::from_token(bad), Err(TransferError::Malformed(_))),
+            "{bad:?}"
+        );
+    }
+
+    // A descriptor carrying it round-trips; one without encodes as before
+    // (no `transfer` key), so the golden vectors still hold.
+    let mut body = sample_body();
+    let plain = SignedRecord::sign_descriptor(&body, &owner)
+        .unwrap()
+        .encode();
+    assert!(!plain.windows(8).any(|w| w == b"transfer"));
+    body.transfer = Some(t);
+    let signed = SignedRecord::sign_descriptor(&body, &owner).unwrap();
+    let decoded = SignedRecord::decode(&signed.encode()).unwrap();
+    assert_eq!(decoded.descriptor().unwrap(), body);
+}

@@ -624,6 +624,14 @@ impl Inner {
                 l.remove(id.as_bytes())?;
                 false
             }
+            // Another key's record over a registration: handed over.
+            _ if prev
+                .as_ref()
+                .is_some_and(|p| p.record.signer().as_bytes() != &w.signer) =>
+            {
+                l.remove(id.as_bytes())?;
+                false
+            }
             _ => is_local,
         };
         let compact_value = match &w.compact {

@@ -16,11 +16,18 @@
 //! key: its fingerprint goes to the `revoked` tree, which survives
 //! restarts, and the judge and the crawler refuse every later descriptor
 //! whose document carries that key.
+//!
+//! An id this node took over from another registry keeps the previous
+//! owner's signed consent (a [`Transfer`]) in the `transfers` tree; the
+//! issuer puts it in every record it signs for the id, so a node that
+//! still holds the old owner's record accepts the new one.
 
 use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::record::Transfer;
 
 use super::{compact, BlockingStore, Expect, Origin, Store, StoreError, Write};
 
@@ -176,6 +183,36 @@ impl BlockingStore {
         Ok(true)
     }
 
+    /// Keeps `transfer` as the consent this node holds its id by; on disk
+    /// when this returns.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn keep_transfer(&self, transfer: &Transfer) -> Result<(), StoreError> {
+        let tree = &self.inner.transfers;
+        tree.insert(transfer.agent_id.as_bytes(), transfer.to_token().as_bytes())?;
+        tree.flush()?;
+        Ok(())
+    }
+
+    /// The consent this node holds `agent_id` by, if it took it over.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::Corrupt`].
+    pub fn transfer(&self, agent_id: &str) -> Result<Option<Transfer>, StoreError> {
+        let Some(v) = self.inner.transfers.get(agent_id.as_bytes())? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| StoreError::Corrupt {
+            key: agent_id.to_owned(),
+            reason: format!("a transfer: {reason}"),
+        };
+        let token = std::str::from_utf8(&v).map_err(|e| corrupt(e.to_string()))?;
+        Transfer::from_token(token)
+            .map(Some)
+            .map_err(|e| corrupt(e.to_string()))
+    }
+
     /// The revocation of `fingerprint`, if its key was revoked.
     ///
     /// # Errors
@@ -200,6 +237,15 @@ impl Store {
     /// As [`BlockingStore::reassess`], and [`StoreError::TaskFailed`].
     pub async fn reassess(&self, vouched: BTreeSet<[u8; 32]>) -> Result<Reassessed, StoreError> {
         self.run_blocking(move |s| s.reassess(&vouched)).await?
+    }
+
+    /// As [`BlockingStore::keep_transfer`], on a blocking thread.
+    ///
+    /// # Errors
+    /// As [`BlockingStore::keep_transfer`], and [`StoreError::TaskFailed`].
+    pub async fn keep_transfer(&self, transfer: Transfer) -> Result<(), StoreError> {
+        self.run_blocking(move |s| s.keep_transfer(&transfer))
+            .await?
     }
 
     /// As [`BlockingStore::revocation`], on a blocking thread.
