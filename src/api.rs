@@ -21,6 +21,7 @@ mod openapi;
 mod records;
 mod resolve;
 mod suspend;
+mod transfer;
 mod ui;
 
 use std::sync::Arc;
@@ -167,6 +168,10 @@ pub fn router(state: AppState) -> Router {
             axum::routing::put(suspend::suspend).delete(suspend::unsuspend),
         )
         .route("/admin/suspensions", get(suspend::all))
+        .route(
+            "/admin/agents/{id}/transfer",
+            axum::routing::post(transfer::hand_over),
+        )
         .route("/agents/{id}/suspension", get(suspend::one))
         .route("/health", get(health))
         .route("/peers", get(peers))

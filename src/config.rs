@@ -216,6 +216,10 @@ pub struct P2pConfig {
     /// together; more are refused (`claims_full`). This node's own and its
     /// trusted peers' records never count against it.
     pub max_claims: u64,
+    /// Most incoming connections (in their handshake or established)
+    /// from one IP address; more are refused before the handshake
+    /// (`per_ip`). 0: no cap. Loopback is not capped.
+    pub max_connections_per_ip: u32,
 }
 
 impl Default for P2pConfig {
@@ -238,6 +242,7 @@ impl Default for P2pConfig {
             reverify_per_signer_per_minute: 30,
             max_claims_per_signer: DEFAULT_MAX_CLAIMS_PER_SIGNER,
             max_claims: DEFAULT_MAX_CLAIMS,
+            max_connections_per_ip: 8,
         }
     }
 }

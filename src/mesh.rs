@@ -38,6 +38,7 @@ use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub mod admission;
 pub mod behaviour;
 mod client;
 mod codec;
@@ -58,6 +59,7 @@ pub mod wire;
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
 pub use config::{MeshConfig, MeshLimits, MeshTimeouts, MeshTransport};
 pub use libp2p::{Multiaddr, PeerId};
+pub use quota::{Rate, Rates};
 pub use stats::{MeshStats, StatsSnapshot, TransportBytes, VerdictCounts, WireSnapshot};
 pub use wire::{SearchRequest, SearchResponse};
 

@@ -545,6 +545,12 @@ impl Collector for MeshCollector {
                 &snap.kad_requests_failed,
             ),
             (
+                "mesh_incoming_refused",
+                "Incoming connections this node refused, by reason (per_ip: the address holds p2p.max_connections_per_ip; connection_limit: the connection count, the slots kept for this node's own dials among them).",
+                "reason",
+                &snap.incoming_refused_by,
+            ),
+            (
                 "mesh_search_requests_failed",
                 "Search requests to peers that failed, by reason (dial_failure, connection_closed, timeout, unsupported_protocols, io).",
                 "reason",

@@ -1122,3 +1122,193 @@ async fn a_full_hub_that_does_not_trim_refuses_a_newcomer() {
         "a hub at its limit without trimming refuses new connections"
     );
 }
+
+/// Waits until `node` has counted `n` incoming connections refused for
+/// `reason`.
+async fn refused_for(node: &TestNode, reason: &str, n: u64) {
+    wait_for(
+        &format!("{n} incoming connections refused as {reason}"),
+        || async {
+            node.client
+                .stats()
+                .incoming_refused_by
+                .get(reason)
+                .is_some_and(|c| *c >= n)
+        },
+    )
+    .await;
+}
+
+async fn connected_count(node: &TestNode, others: &[TestNode]) -> usize {
+    let peers = node.client.peers().await.unwrap();
+    others
+        .iter()
+        .filter(|o| peers.iter().any(|p| p.peer_id == o.peer()))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_take_more_than_its_share_of_a_nodes_connections() {
+    init_tracing();
+    // Every swarm of this test dials from 127.0.0.1, so the hub caps
+    // loopback as a public node caps a Sybil host's address.
+    let mut hub_config = config(Vec::new());
+    hub_config.limits.max_connections_per_ip = 3;
+    hub_config.limits.cap_loopback_per_ip = true;
+    let hub = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        hub_config,
+        TestHandler::default(),
+    )
+    .await;
+    let hub_addr = hub.addr().await;
+    let mut sybils = Vec::new();
+    for _ in 0..6 {
+        let s = TestNode::start(Vec::new(), TestHandler::default()).await;
+        s.client.dial(hub_addr.clone()).await.unwrap();
+        sybils.push(s);
+    }
+    refused_for(&hub, "per_ip", 3).await;
+    wait_for("three of the six to be connected", || async {
+        connected_count(&hub, &sybils).await == 3
+    })
+    .await;
+    assert_eq!(connected_count(&hub, &sybils).await, 3);
+    // The cap is on what comes in: the hub's own dials still go out.
+    let other = TestNode::start(Vec::new(), TestHandler::default()).await;
+    hub.client.dial(other.addr().await).await.unwrap();
+    wait_for("the hub to reach a peer it dials", || async {
+        hub.connected_to(&other).await
+    })
+    .await;
+    // One that leaves gives its place back to the address.
+    let mut inside = None;
+    for (i, s) in sybils.iter().enumerate() {
+        if hub.connected_to(s).await {
+            inside = Some(i);
+        }
+    }
+    drop(sybils.remove(inside.expect("three are connected")));
+    let late = TestNode::start(Vec::new(), TestHandler::default()).await;
+    wait_for(
+        "a newcomer from the address to get the freed place",
+        || async {
+            let _ = late.client.dial(hub_addr.clone()).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            hub.connected_to(&late).await
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_full_of_strangers_still_dials_out_and_lets_its_partners_in() {
+    init_tracing();
+    const LIMIT: u32 = 8;
+    let partner_key = Keypair::generate_ed25519();
+    let mut hub_config = config(Vec::new());
+    hub_config.limits.set_max_connections(LIMIT);
+    let l = &mut hub_config.limits;
+    (l.connections_low_water, l.connections_high_water) = (LIMIT, LIMIT);
+    hub_config.trusted = vec![partner_key.public().to_peer_id()];
+    let hub = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        hub_config,
+        TestHandler::default(),
+    )
+    .await;
+    let hub_addr = hub.addr().await;
+    // Strangers dial in until the hub refuses them: they get all but an
+    // eighth of its connections (7 of 8).
+    let mut strangers = Vec::new();
+    for _ in 0..LIMIT + 1 {
+        let s = TestNode::start(Vec::new(), TestHandler::default()).await;
+        s.client.dial(hub_addr.clone()).await.unwrap();
+        strangers.push(s);
+    }
+    refused_for(&hub, "connection_limit", 1).await;
+    wait_for("seven strangers to be connected", || async {
+        connected_count(&hub, &strangers).await == 7
+    })
+    .await;
+    // The slot kept for the hub's own dials.
+    let other = TestNode::start(Vec::new(), TestHandler::default()).await;
+    hub.client.dial(other.addr().await).await.unwrap();
+    wait_for("the full hub to reach a peer it dials", || async {
+        hub.connected_to(&other).await
+    })
+    .await;
+    // A trusted partner gets in over the limit.
+    let partner =
+        TestNode::start_config(partner_key, config(Vec::new()), TestHandler::default()).await;
+    partner.client.dial(hub_addr.clone()).await.unwrap();
+    wait_for("the hub to let its trusted partner in", || async {
+        hub.connected_to(&partner).await
+    })
+    .await;
+    assert_eq!(connected_count(&hub, &strangers).await, 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_flooding_provider_announcements_gets_its_quarter_and_the_node_keeps_room() {
+    init_tracing();
+    // A small provider store: 64 keys, 16 for any one peer, 16 kept for
+    // the node's own.
+    let mut victim_config = config(Vec::new());
+    victim_config.limits.max_provider_keys = 64;
+    let victim = TestNode::start_config(
+        Keypair::generate_ed25519(),
+        victim_config,
+        TestHandler::default(),
+    )
+    .await;
+    let flooder = TestNode::start(vec![victim.addr().await], TestHandler::default()).await;
+    wait_for("the flooder to reach the node", || async {
+        flooder.connected_to(&victim).await
+            && flooder.client.status().await.unwrap().routing_table_peers >= 1
+    })
+    .await;
+    // The flooder announces 120 capabilities: the node is the closest
+    // peer to every key (it is the only one).
+    for batch in 0..2 {
+        let caps: Vec<String> = (0..60).map(|i| format!("junk-{batch}-{i}")).collect();
+        let agent = format!("junk-{batch}");
+        let refs: Vec<&str> = caps.iter().map(String::as_str).collect();
+        let _ = flooder
+            .client
+            .publish(record("ok", &agent, &refs), agent.clone(), caps)
+            .await;
+    }
+    wait_for(
+        "the node to refuse the flood past the flooder's quarter",
+        || async {
+            victim
+                .client
+                .stats()
+                .providers_refused_by
+                .get("peer_quota")
+                .is_some_and(|n| *n > 0)
+        },
+    )
+    .await;
+    let stats = victim.client.stats();
+    assert!(
+        stats.providers_stored <= 16,
+        "one peer holds at most a quarter: {stats:?}"
+    );
+    // The node's own announcement still finds room.
+    let report = victim
+        .client
+        .publish(
+            record("ok", "own", &["translation"]),
+            "own".into(),
+            vec!["translation".into()],
+        )
+        .await
+        .unwrap();
+    assert!(
+        !matches!(report.capabilities[0].1, DhtOutcome::Failed { .. }),
+        "{report:?}"
+    );
+    assert_eq!(victim.client.status().await.unwrap().provided_keys, 1);
+}

@@ -89,6 +89,8 @@ pub type SearchBehaviour = request_response::Behaviour<CountingCodec>;
 pub struct MeshBehaviour {
     /// Connection limits (first: it denies before others set up state).
     pub limits: connection_limits::Behaviour,
+    /// Incoming connections per IP address (`mesh/admission.rs`).
+    pub per_ip: super::admission::PerIp,
     /// Peer information exchange; feeds Kademlia addresses.
     pub identify: identify::Behaviour,
     /// The DHT: agent records and capability providers.
@@ -237,15 +239,23 @@ impl MeshBehaviour {
         let l = &config.limits;
         let limits = connection_limits::ConnectionLimits::default()
             .with_max_established(Some(l.max_connections))
+            .with_max_established_incoming(Some(l.max_incoming()))
             .with_max_established_per_peer(Some(l.max_connections_per_peer))
             .with_max_pending_incoming(Some(l.max_pending_incoming));
+        let mut limits = connection_limits::Behaviour::new(limits);
+        // Trusted and bootstrap peers get in whatever the count: a node
+        // full of strangers still hears its partners.
+        for peer in &config.vouched_peers() {
+            limits.bypass_peer_id(peer);
+        }
         let identify = identify::Behaviour::new(
             identify::Config::new(IDENTIFY_PROTOCOL.to_owned(), key.public())
                 .with_agent_version(config.agent_version.clone())
                 .with_push_listen_addr_updates(true),
         );
         Ok(Self {
-            limits: connection_limits::Behaviour::new(limits),
+            limits,
+            per_ip: super::admission::PerIp::new(l.max_connections_per_ip, l.cap_loopback_per_ip),
             identify,
             kad: kademlia(key, config),
             gossipsub: gossipsub(key)?,

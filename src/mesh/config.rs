@@ -57,6 +57,9 @@ pub struct MeshConfig {
     /// provider records and identify. Must be dialable under the address
     /// policy.
     pub external_addresses: Vec<Multiaddr>,
+    /// Peers this node trusts (`p2p.trusted_peers`): with the bootstrap
+    /// peers, they connect whatever the connection limits.
+    pub trusted: Vec<libp2p::PeerId>,
     /// Dial loopback, private, link-local and CGNAT addresses
     /// ([`transport`](super::transport)); off by default.
     pub allow_private_addresses: bool,
@@ -85,6 +88,12 @@ pub struct MeshLimits {
     pub connections_low_water: u32,
     /// Incoming connections still in their handshake.
     pub max_pending_incoming: u32,
+    /// Incoming connections (in their handshake or established) from one
+    /// IP address; 0: no cap (`mesh/admission.rs`).
+    pub max_connections_per_ip: u32,
+    /// Cap loopback addresses too (off: every node on one host shares
+    /// 127.0.0.1).
+    pub cap_loopback_per_ip: bool,
     /// Agent records held in the DHT store.
     pub max_dht_records: usize,
     /// Keys with provider records held in the DHT store (ours and others').
@@ -100,6 +109,10 @@ pub struct MeshLimits {
     /// half the gossip pool: a relay forwards everyone's records); over
     /// this its items are ignored and counted as `peer_quota`.
     pub max_inflight_per_peer: usize,
+    /// Search and DHT items one peer may send over time (a token bucket
+    /// per peer and kind); over it they are ignored and counted as
+    /// `peer_rate`.
+    pub peer_rates: super::Rates,
     /// Peers one search may ask at once.
     pub max_search_fanout: usize,
     /// Providers one [`MeshClient::providers`](super::MeshClient::providers)
@@ -112,6 +125,14 @@ pub struct MeshLimits {
 }
 
 impl MeshLimits {
+    /// Established incoming connections: all but an eighth of
+    /// `max_connections`, which stays for this node's own dials (its
+    /// searches, lookups and bootstrap), so peers dialling in cannot take
+    /// every slot.
+    pub fn max_incoming(&self) -> u32 {
+        (self.max_connections - self.max_connections / 8).max(1)
+    }
+
     /// Sets the connection limit and the trimming marks with it: the high
     /// mark at 3/4 of the limit, the low one at 5/8 (192 and 160 of the
     /// default 256).
@@ -131,11 +152,14 @@ impl Default for MeshLimits {
             connections_high_water: 192,
             connections_low_water: 160,
             max_pending_incoming: 64,
+            max_connections_per_ip: 8,
+            cap_loopback_per_ip: false,
             max_dht_records: 4096,
             max_provider_keys: 8192,
             max_providers_per_key: 20,
             max_inflight_handlers: 128,
             max_inflight_per_peer: 8,
+            peer_rates: super::Rates::default(),
             max_search_fanout: 32,
             max_providers_result: 64,
             max_capabilities_per_publish: 64,
@@ -217,6 +241,7 @@ impl Default for MeshConfig {
             listen: Vec::new(),
             bootstrap: Vec::new(),
             external_addresses: Vec::new(),
+            trusted: Vec::new(),
             allow_private_addresses: false,
             shards: 8,
             agent_version: format!("agentmesh/{}", env!("CARGO_PKG_VERSION")),
@@ -238,6 +263,19 @@ fn parse_addrs(list: &[String]) -> Result<Vec<Multiaddr>, MeshError> {
 }
 
 impl MeshConfig {
+    /// The peers that connect whatever the connection limits: the trusted
+    /// ones and those the bootstrap addresses name.
+    pub fn vouched_peers(&self) -> Vec<libp2p::PeerId> {
+        let named = self
+            .bootstrap
+            .iter()
+            .filter_map(|a| super::behaviour::split_peer(a).1);
+        let mut out: Vec<libp2p::PeerId> = self.trusted.iter().copied().chain(named).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The policy the transport dials under.
     pub fn address_policy(&self) -> AddressPolicy {
         AddressPolicy {
@@ -254,7 +292,17 @@ impl MeshConfig {
             listen: parse_addrs(&p2p.listen)?,
             bootstrap: parse_addrs(&p2p.bootstrap)?,
             external_addresses: parse_addrs(&p2p.external_addresses)?,
+            // Config validation refused any that is not a peer id.
+            trusted: p2p
+                .trusted_peers
+                .iter()
+                .filter_map(|p| p.parse().ok())
+                .collect(),
             allow_private_addresses: p2p.allow_private_addresses,
+            limits: MeshLimits {
+                max_connections_per_ip: p2p.max_connections_per_ip,
+                ..MeshLimits::default()
+            },
             ..Self::default()
         })
     }

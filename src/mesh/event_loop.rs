@@ -168,9 +168,10 @@ pub(super) async fn spawn(
         local,
         own_shard: shard_of(&local, config.shards),
         provider_quota: super::providers::ProviderQuota::new(config.limits.max_provider_keys),
-        quotas: super::quota::Quotas::new(
+        quotas: super::quota::Quotas::with_rates(
             config.limits.max_inflight_handlers,
             config.limits.max_inflight_per_peer,
+            config.limits.peer_rates,
         ),
         next_reprovide: now + config.timeouts.reprovide,
         config,

@@ -212,7 +212,7 @@ impl EventLoop {
                 error,
                 ..
             } => {
-                self.stats.incoming_failure();
+                self.stats.incoming_failure(refusal_reason(&error));
                 debug!(addr = %send_back_addr, %error, "incoming connection failed");
             }
             SwarmEvent::ListenerError { listener_id, error } => {
@@ -650,5 +650,26 @@ impl EventLoop {
             }
             request_response::Event::ResponseSent { .. } => {}
         }
+    }
+}
+
+/// Why this node refused an incoming connection (`None`: it failed, as a
+/// handshake that did not complete).
+fn refusal_reason(error: &libp2p::swarm::ListenError) -> Option<&'static str> {
+    let libp2p::swarm::ListenError::Denied { cause } = error else {
+        return None;
+    };
+    if cause
+        .downcast_ref::<super::admission::PerIpExceeded>()
+        .is_some()
+    {
+        Some("per_ip")
+    } else if cause
+        .downcast_ref::<libp2p::connection_limits::Exceeded>()
+        .is_some()
+    {
+        Some("connection_limit")
+    } else {
+        Some("other")
     }
 }

@@ -14,6 +14,14 @@
 //! `mesh/unsent.rs`). The same shape as libp2p's per-peer
 //! request-response limits and go-libp2p's resource manager scopes: a
 //! budget per kind of work, and one per peer inside it.
+//!
+//! In-flight shares bound what a peer costs at one moment; a peer that
+//! sends as fast as its permits come back would still hold its share for
+//! ever. So searches and DHT work also have a rate per peer over time, a
+//! token bucket (`peer_rate`): [`Rates::SEARCH`] and [`Rates::DHT`] by
+//! default. Gossip has none: a relay forwards everyone's records, and a
+//! record gossipsub was told to ignore is not sent again; its in-flight
+//! share and gossipsub's scoring of refused records bound it instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,6 +45,62 @@ pub(super) enum Work {
 pub(super) const OVERLOADED: &str = "overloaded";
 /// The peer holds its share of the pool.
 pub(super) const PEER_QUOTA: &str = "peer_quota";
+/// The peer sent more than its rate over time.
+pub(super) const PEER_RATE: &str = "peer_rate";
+
+/// A rate per peer: `burst` items at once, refilled at `per_second`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Items a peer may send at once after a quiet spell.
+    pub burst: f64,
+    /// Items per second it may send for as long as it likes.
+    pub per_second: f64,
+}
+
+/// The rates of the kinds of work that have one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// Search requests from one peer.
+    pub search: Rate,
+    /// DHT puts, and records its lookups found, from one peer.
+    pub dht: Rate,
+}
+
+impl Rates {
+    /// Searches: a node asks one peer once per search it runs, so 32 a
+    /// second is a node running hundreds of searches a second across its
+    /// peers; 128 at once covers a burst of its users.
+    pub const SEARCH: Rate = Rate {
+        burst: 128.0,
+        per_second: 32.0,
+    };
+    /// DHT work: a republishing node puts each of its records to the 20
+    /// peers closest to its key, so one peer sees a share of them.
+    pub const DHT: Rate = Rate {
+        burst: 512.0,
+        per_second: 128.0,
+    };
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        Self {
+            search: Self::SEARCH,
+            dht: Self::DHT,
+        }
+    }
+}
+
+/// One peer's tokens for one kind of work.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+/// Buckets kept before the full ones (peers quiet long enough to have
+/// their whole burst back) are dropped.
+const MAX_BUCKETS: usize = 4096;
 
 #[derive(Debug)]
 struct Inner {
@@ -46,6 +110,8 @@ struct Inner {
     per_peer: usize,
     gossip_per_peer: usize,
     in_flight: Mutex<HashMap<(PeerId, Work), usize>>,
+    rates: Rates,
+    buckets: Mutex<HashMap<(PeerId, Work), Bucket>>,
 }
 
 /// The pools; cheap to clone.
@@ -83,7 +149,13 @@ impl Quotas {
     /// gossip 3/8 each, the DHT the rest, each at least one), at most
     /// `per_peer` of the search and DHT pools and half the gossip pool
     /// held by one peer.
+    #[cfg(test)]
     pub(super) fn new(total: usize, per_peer: usize) -> Self {
+        Self::with_rates(total, per_peer, Rates::default())
+    }
+
+    /// As [`Quotas::new`], with `rates` per peer over time.
+    pub(super) fn with_rates(total: usize, per_peer: usize, rates: Rates) -> Self {
         let share = (total * 3 / 8).max(1);
         let dht = total.saturating_sub(2 * share).max(1);
         Self {
@@ -94,6 +166,8 @@ impl Quotas {
                 per_peer: per_peer.max(1),
                 gossip_per_peer: (share / 2).max(1),
                 in_flight: Mutex::new(HashMap::new()),
+                rates,
+                buckets: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -114,6 +188,7 @@ impl Quotas {
         if held >= cap {
             return Err(PEER_QUOTA);
         }
+        self.take_token(work, peer, std::time::Instant::now())?;
         let pool = match work {
             Work::Search => &self.inner.search,
             Work::Gossip => &self.inner.gossip,
@@ -126,6 +201,46 @@ impl Quotas {
             key,
             inner: self.inner.clone(),
         })
+    }
+
+    /// Takes one of `peer`'s tokens for `work` at `now`, if the kind has a
+    /// rate.
+    fn take_token(
+        &self,
+        work: Work,
+        peer: PeerId,
+        now: std::time::Instant,
+    ) -> Result<(), &'static str> {
+        let rate = match work {
+            Work::Search => self.inner.rates.search,
+            Work::Dht => self.inner.rates.dht,
+            Work::Gossip => return Ok(()),
+        };
+        let mut buckets = self
+            .inner
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let refill = |b: &Bucket| {
+            let secs = now.saturating_duration_since(b.at).as_secs_f64();
+            (b.tokens + secs * rate.per_second).min(rate.burst)
+        };
+        if buckets.len() >= MAX_BUCKETS {
+            buckets.retain(|_, b| refill(b) < rate.burst);
+        }
+        let bucket = buckets.entry((peer, work)).or_insert(Bucket {
+            tokens: rate.burst,
+            at: now,
+        });
+        let tokens = refill(bucket);
+        if tokens < 1.0 {
+            return Err(PEER_RATE);
+        }
+        *bucket = Bucket {
+            tokens: tokens - 1.0,
+            at: now,
+        };
+        Ok(())
     }
 
     /// Permits held now, all pools and peers together (tests).
@@ -181,6 +296,61 @@ mod tests {
         held.clear();
         assert_eq!(q.held(), 0, "every permit gives its place back");
         assert!(q.acquire(Work::Search, greedy).is_ok());
+    }
+
+    #[test]
+    fn a_peer_that_sends_faster_than_its_rate_is_held_to_it() {
+        let rates = Rates {
+            search: Rate {
+                burst: 4.0,
+                per_second: 2.0,
+            },
+            dht: Rates::DHT,
+        };
+        let q = Quotas::with_rates(64, 100, rates);
+        let (fast, other) = (PeerId::random(), PeerId::random());
+        let t0 = std::time::Instant::now();
+        for _ in 0..4 {
+            q.take_token(Work::Search, fast, t0).unwrap();
+        }
+        assert_eq!(q.take_token(Work::Search, fast, t0), Err(PEER_RATE));
+        // Another peer, and another kind of work, are not affected.
+        assert!(q.take_token(Work::Search, other, t0).is_ok());
+        assert!(q.take_token(Work::Dht, fast, t0).is_ok());
+        // Gossip has no rate.
+        for _ in 0..1000 {
+            assert!(q.take_token(Work::Gossip, fast, t0).is_ok());
+        }
+        // Half a second later: one more (2 a second), then none.
+        let later = t0 + std::time::Duration::from_millis(500);
+        assert!(q.take_token(Work::Search, fast, later).is_ok());
+        assert_eq!(q.take_token(Work::Search, fast, later), Err(PEER_RATE));
+        // A quiet spell gives the burst back, and no more.
+        let quiet = t0 + std::time::Duration::from_secs(60);
+        for _ in 0..4 {
+            q.take_token(Work::Search, fast, quiet).unwrap();
+        }
+        assert_eq!(q.take_token(Work::Search, fast, quiet), Err(PEER_RATE));
+        // Through acquire, the refusal is counted as peer_rate.
+        let q = Quotas::with_rates(64, 100, rates);
+        let held: Vec<Permit> = (0..4)
+            .map(|_| q.acquire(Work::Search, fast).unwrap())
+            .collect();
+        drop(held);
+        assert_eq!(q.acquire(Work::Search, fast).unwrap_err(), PEER_RATE);
+    }
+
+    #[test]
+    fn buckets_of_quiet_peers_are_dropped_when_there_are_too_many() {
+        let q = Quotas::new(64, 100);
+        let t0 = std::time::Instant::now();
+        for _ in 0..MAX_BUCKETS {
+            q.take_token(Work::Search, PeerId::random(), t0).unwrap();
+        }
+        let later = t0 + std::time::Duration::from_secs(60);
+        q.take_token(Work::Search, PeerId::random(), later).unwrap();
+        let left = q.inner.buckets.lock().unwrap().len();
+        assert_eq!(left, 1, "only the new peer's bucket is left");
     }
 
     #[test]

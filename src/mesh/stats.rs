@@ -83,6 +83,7 @@ struct Inner {
     bootstrap_dials: AtomicU64,
     dial_failures: AtomicU64,
     incoming_failures: AtomicU64,
+    incoming_refused: Mutex<BTreeMap<&'static str, u64>>,
     connections_trimmed: AtomicU64,
     search_wire: WireCounts,
     kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
@@ -174,6 +175,11 @@ pub struct StatsSnapshot {
     /// Incoming connections that failed: a handshake that did not
     /// complete, or one refused at a connection limit.
     pub incoming_failures: u64,
+    /// Of those, the ones this node refused, by reason: `per_ip` (the
+    /// address holds `max_connections_per_ip` already), `connection_limit`
+    /// (a limit of the connection count, the slots kept for this node's
+    /// own dials among them).
+    pub incoming_refused_by: BTreeMap<String, u64>,
     /// Peers disconnected over the high-water mark (`mesh/trim.rs`).
     pub connections_trimmed: u64,
     /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
@@ -275,8 +281,13 @@ impl MeshStats {
         self.inner.dial_failures.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn incoming_failure(&self) {
+    /// An incoming connection failed; `refused` names why this node
+    /// refused it, if it did.
+    pub(crate) fn incoming_failure(&self, refused: Option<&'static str>) {
         self.inner.incoming_failures.fetch_add(1, Ordering::Relaxed);
+        if let Some(reason) = refused {
+            bump(&self.inner.incoming_refused, reason);
+        }
     }
 
     pub(crate) fn connection_trimmed(&self) {
@@ -384,6 +395,7 @@ impl MeshStats {
             bootstrap_dials: i.bootstrap_dials.load(Ordering::Relaxed),
             dial_failures: i.dial_failures.load(Ordering::Relaxed),
             incoming_failures: i.incoming_failures.load(Ordering::Relaxed),
+            incoming_refused_by: copy(&i.incoming_refused),
             connections_trimmed: i.connections_trimmed.load(Ordering::Relaxed),
             search_wire: WireSnapshot {
                 messages_sent: w.messages_sent.load(Ordering::Relaxed),

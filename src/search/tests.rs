@@ -147,7 +147,7 @@ fn a_search_keeps_a_quarter_of_its_fan_out_for_peers_it_chose_itself() {
         orders.len() > 1,
         "the providers asked vary between searches"
     );
-    assert!(!orders.contains(&providers[..12].to_vec()));
+    assert!(!orders.contains(&providers[..12]));
 }
 
 #[test]
