@@ -5,7 +5,7 @@
 //! Each test starts its own node (own data directory, own port), so the
 //! tests run in parallel.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -4,7 +4,7 @@
 //! `testbed` serving what a mesh of nodes crawls, and `status`, `search`
 //! and `completions` against a running node.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

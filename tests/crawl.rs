@@ -1,7 +1,7 @@
 //! The crawler against the testbed: real DNS (hickory-server), real TLS
 //! with a test CA, real WebSocket challenges, all on loopback.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -24,8 +24,8 @@
 //! say so and pass, except under CI, where they fail. The harness is
 //! `tests/bind/mod.rs`.
 
-mod bind;
-mod common;
+use crate::bind;
+use crate::common;
 
 use agentmesh::crawl::StepOutcome;
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};

@@ -10,7 +10,7 @@
 //! Without Chromium the test says so and passes, except under CI, where
 //! it fails.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,6 +4,7 @@
 //! everywhere and counted, and a peer that never answers does not stall a
 //! search past its deadline.
 
+use crate::common::{wait_until, DEADLINE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,6 @@ use futures_util::FutureExt;
 use serde_json::{json, Value};
 
 /// How long a wait may take (a wait ends as soon as its condition holds).
-const DEADLINE: Duration = Duration::from_secs(30);
-
 async fn node(bootstrap: &[String]) -> (Node, tempfile::TempDir) {
     node_with(bootstrap, |_| {}).await
 }
@@ -62,21 +61,6 @@ async fn mesh_of(n: usize) -> Vec<(Node, tempfile::TempDir)> {
         .await;
     }
     nodes
-}
-
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(
-            Instant::now() < until,
-            "timed out after {DEADLINE:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn url(n: &Node, path: &str) -> String {

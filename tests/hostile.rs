@@ -6,14 +6,12 @@
 //! forged evidence shown as proven, a registration taken over or pinned,
 //! a revocation undone.
 
-mod common;
-
-use std::time::{Duration, Instant};
+use crate::common;
 
 use agentmesh::identity;
 use agentmesh::record::{self, SignedRecord, TombstoneReason, TombstoneRecord};
 use agentmesh::testbed::{Population, Ports};
-use common::{claim_everything, signed_registration, with_key, Api, Reply, TestNode, DEADLINE};
+use common::{claim_everything, signed_registration, wait_until, with_key, Api, Reply, TestNode};
 use ed25519_dalek::SigningKey;
 use serde_json::{json, Value};
 
@@ -255,22 +253,6 @@ async fn a_revocation_by_the_agent_key_sticks_across_a_restart() {
     );
 }
 
-/// Waits until `check` holds, at most `DEADLINE` times `factor`.
-async fn wait_for<F, Fut>(what: &str, factor: u32, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + DEADLINE * factor;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 async fn refused(api: &Api, reason: &str) -> u64 {
     let peers = api.get("/peers").await;
     peers.expect(200)["records"]["refused"][reason]
@@ -310,13 +292,13 @@ async fn a_registry_joining_with_a_taken_id_takes_over_nothing() {
     let b_api = b.api();
 
     // Each hears the other's record and refuses it.
-    wait_for("A to refuse B's record of weather-bot", 3, || async {
+    wait_until("A to refuse B's record of weather-bot", || async {
         refused(&a_api, "local_registration").await >= 1
     })
     .await;
     // A's record is the older one: B counts it stale before it asks whose
     // it is.
-    wait_for("B to refuse A's record of weather-bot", 3, || async {
+    wait_until("B to refuse A's record of weather-bot", || async {
         refused(&b_api, "stale_seq").await + refused(&b_api, "local_registration").await >= 1
     })
     .await;
@@ -363,7 +345,7 @@ async fn a_registry_hands_an_agent_to_another_and_a_stranger_cannot() {
         .as_str()
         .unwrap()
         .to_owned();
-    wait_for("B to hold A's weather-bot", 3, || async {
+    wait_until("B to hold A's weather-bot", || async {
         local_search(&b_api, json!({"capabilities": ["weather-forecast"]}))
             .await
             .len()
@@ -415,7 +397,7 @@ async fn a_registry_hands_an_agent_to_another_and_a_stranger_cannot() {
     reply.expect(201);
     // A now serves B's registration, as B's, and A's client no longer
     // writes it.
-    wait_for("A to take B's record of weather-bot", 3, || async {
+    wait_until("A to take B's record of weather-bot", || async {
         let found = local_search(&a_api, json!({"capabilities": ["weather-forecast"]})).await;
         found.len() == 1 && found[0]["endpoint"] == "https://b.example/api"
     })
@@ -437,7 +419,7 @@ async fn a_registry_hands_an_agent_to_another_and_a_stranger_cannot() {
         )
         .await
         .expect(200);
-    wait_for("A to take B's update", 3, || async {
+    wait_until("A to take B's update", || async {
         let found = local_search(&a_api, json!({"capabilities": ["weather-forecast"]})).await;
         found.len() == 1 && found[0]["endpoint"] == "https://b.example/v2"
     })

@@ -3,7 +3,7 @@
 //! agents (active and deprecated issued, deleted ones removed, invalid
 //! ones refused by reason), and importing it again changes nothing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

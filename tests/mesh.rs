@@ -6,8 +6,8 @@
 //!
 //! Test records are `ok|<agent id>|<capability>,...` (or `bad|...`).
 
+use crate::common::{wait_until, DEADLINE};
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,35 +24,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// How long a wait may take: generous, because every swarm of a test
-/// shares two cores with the other tests; a wait ends as soon as its
-/// condition holds.
-const DEADLINE: Duration = Duration::from_secs(30);
-
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-}
-
-/// Waits until `check` holds, polling, for at most [`DEADLINE`].
-async fn wait_for<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn parse(record: &[u8]) -> Option<(String, Vec<String>)> {
@@ -240,7 +216,7 @@ async fn topology(
 async fn wait_ready(nodes: &[TestNode], degree: impl Fn(usize) -> usize) {
     for (i, node) in nodes.iter().enumerate() {
         let want = degree(i);
-        wait_for(
+        wait_until(
             &format!("node {i} to have {want} gossip mesh peers and a DHT peer"),
             || async {
                 let s = node.client.status().await.unwrap();
@@ -274,14 +250,14 @@ async fn gossip_crosses_a_five_node_line() {
     assert!(report.gossiped, "{report:?}");
 
     let last = &nodes[4];
-    wait_for(
+    wait_until(
         "node 5's handler to accept the record from gossip",
         || async { last.handler.holds("agent-a") && last.client.stats().gossip.accepted >= 1 },
     )
     .await;
     assert_eq!(last.handler.records.lock().unwrap()["agent-a"], bytes);
     for (i, node) in nodes.iter().enumerate().skip(1) {
-        wait_for(&format!("node {i} to hold the record"), || async {
+        wait_until(&format!("node {i} to hold the record"), || async {
             node.handler.holds("agent-a")
         })
         .await;
@@ -309,7 +285,7 @@ async fn a_record_issued_while_alone_is_gossiped_when_a_peer_subscribes() {
     assert!(!report.gossiped, "nobody to gossip to yet: {report:?}");
 
     let newcomer = TestNode::start(vec![alone.addr().await], TestHandler::default()).await;
-    wait_for("the newcomer to accept the record from gossip", || async {
+    wait_until("the newcomer to accept the record from gossip", || async {
         newcomer.handler.holds("agent-alone") && newcomer.client.stats().gossip.accepted >= 1
     })
     .await;
@@ -345,7 +321,7 @@ async fn a_backlog_issued_while_alone_reaches_a_newcomer_whole() {
         ..TestHandler::default()
     };
     let newcomer = TestNode::start(vec![alone.addr().await], slow).await;
-    wait_for(
+    wait_until(
         "the newcomer to accept the whole backlog from gossip",
         || async { newcomer.client.stats().gossip.accepted >= BACKLOG as u64 },
     )
@@ -368,11 +344,11 @@ async fn rejected_records_are_counted_penalised_and_not_stored() {
         .unwrap();
     assert!(report.gossiped);
     let second = &nodes[1];
-    wait_for("node 2 to count the gossip rejection", || async {
+    wait_until("node 2 to count the gossip rejection", || async {
         second.client.stats().gossip.rejected.get("not_ok") == Some(&1)
     })
     .await;
-    wait_for("a DHT peer to refuse the put", || async {
+    wait_until("a DHT peer to refuse the put", || async {
         nodes[1..]
             .iter()
             .map(|n| {
@@ -398,7 +374,7 @@ async fn rejected_records_are_counted_penalised_and_not_stored() {
         .await
         .unwrap();
     for (i, node) in nodes.iter().enumerate().skip(1) {
-        wait_for(&format!("node {i} to hold the good record"), || async {
+        wait_until(&format!("node {i} to hold the good record"), || async {
             node.handler.holds("agent-y")
         })
         .await;
@@ -449,7 +425,7 @@ async fn providers_find_the_publisher_of_a_capability() {
 
     let target = nodes[2].peer();
     let asker = &nodes[4];
-    wait_for("node 5 to find node 3 providing translation", || async {
+    wait_until("node 5 to find node 3 providing translation", || async {
         asker.client.providers("translation").await.unwrap() == vec![target]
     })
     .await;
@@ -496,7 +472,7 @@ async fn search_fan_out_returns_at_the_deadline() {
     });
     let nodes = topology(5, |_| 0, handlers).await;
     for (i, node) in nodes.iter().enumerate().skip(1) {
-        wait_for(&format!("node 1 to connect to node {}", i + 1), || async {
+        wait_until(&format!("node 1 to connect to node {}", i + 1), || async {
             nodes[0].connected_to(node).await
         })
         .await;
@@ -539,7 +515,7 @@ async fn search_fan_out_returns_at_the_deadline() {
     let stats = nodes[0].client.stats();
     assert_eq!(stats.requests_sent, 4);
     assert_eq!(stats.requests_timed_out, 1);
-    wait_for("the answering nodes to count their searches", || async {
+    wait_until("the answering nodes to count their searches", || async {
         nodes[1..4]
             .iter()
             .all(|n| n.client.stats().searches_served == 1)
@@ -561,7 +537,7 @@ async fn a_late_joiner_gets_the_record_from_the_dht() {
         .unwrap();
     assert_eq!(report.record, DhtOutcome::Stored, "{report:?}");
     for (i, node) in nodes.iter().enumerate().skip(1) {
-        wait_for(
+        wait_until(
             &format!("node {} to store the DHT record", i + 1),
             || async { node.client.status().await.unwrap().dht_records >= 1 },
         )
@@ -569,7 +545,7 @@ async fn a_late_joiner_gets_the_record_from_the_dht() {
     }
 
     let late = TestNode::start(vec![nodes[1].addr().await], TestHandler::default()).await;
-    wait_for("the late node to have DHT peers", || async {
+    wait_until("the late node to have DHT peers", || async {
         late.client.status().await.unwrap().routing_table_peers >= 1
     })
     .await;
@@ -601,7 +577,7 @@ async fn listen_addrs_name_the_peer_and_bootstrap_another_node() {
     }
 
     let b = TestNode::start(vec![addrs[0].clone()], TestHandler::default()).await;
-    wait_for("b to identify a as an agentmesh peer", || async {
+    wait_until("b to identify a as an agentmesh peer", || async {
         let peers = b.client.peers().await.unwrap();
         peers.iter().any(|p| {
             p.peer_id == a.peer()
@@ -613,7 +589,7 @@ async fn listen_addrs_name_the_peer_and_bootstrap_another_node() {
         })
     })
     .await;
-    wait_for("a to see b", || async { a.connected_to(&b).await }).await;
+    wait_until("a to see b", || async { a.connected_to(&b).await }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -633,7 +609,7 @@ async fn bootstrap_is_retried_until_the_peer_comes_up() {
         TestHandler::default(),
     )
     .await;
-    wait_for("b's first dial of a to fail", || async {
+    wait_until("b's first dial of a to fail", || async {
         b.client.stats().dial_failures >= 1
     })
     .await;
@@ -641,7 +617,7 @@ async fn bootstrap_is_retried_until_the_peer_comes_up() {
     let mut a_config = config(Vec::new());
     a_config.listen = vec![a_addr];
     let a = TestNode::start_config(a_key, a_config, TestHandler::default()).await;
-    wait_for("b to reach a on a later dial", || async {
+    wait_until("b to reach a on a later dial", || async {
         b.connected_to(&a).await
     })
     .await;
@@ -694,7 +670,7 @@ async fn slow_handlers_are_bounded_and_timed_out() {
         let bytes = record("ok", &agent, &[]);
         a.client.publish(bytes, agent, vec![]).await.unwrap();
     }
-    wait_for(
+    wait_until(
         "b to give up on a slow verdict and to shed load",
         || async {
             let s = b.client.stats();
@@ -753,7 +729,7 @@ async fn the_default_policy_never_dials_loopback_peers() {
     for addr in [open_addr.clone(), by_name] {
         let failures = strict.client.stats().dial_failures;
         strict.client.dial(addr).await.unwrap();
-        wait_for("the refused dial to fail", || async {
+        wait_until("the refused dial to fail", || async {
             strict.client.stats().dial_failures > failures
         })
         .await;
@@ -764,7 +740,7 @@ async fn the_default_policy_never_dials_loopback_peers() {
     // Inbound connections are accepted, but the peer's loopback listen
     // addresses do not enter the strict node's routing table.
     let joiner = TestNode::start(vec![strict.addr().await], TestHandler::default()).await;
-    wait_for("the strict node to identify the joiner", || async {
+    wait_until("the strict node to identify the joiner", || async {
         strict
             .client
             .peers()
@@ -788,12 +764,12 @@ async fn b_publishes_and_c_finds_it(nodes: &[TestNode; 3], agent: &str, capabili
         .publish(rec.clone(), agent.into(), vec![capability.into()])
         .await
         .unwrap();
-    wait_for("the record to reach node c", || async {
+    wait_until("the record to reach node c", || async {
         nodes[2].handler.holds(agent)
     })
     .await;
     let want = vec![nodes[1].peer()];
-    wait_for("node c to find node b providing the capability", || async {
+    wait_until("node c to find node b providing the capability", || async {
         nodes[2].client.providers(capability).await.unwrap() == want
     })
     .await;
@@ -870,7 +846,7 @@ async fn a_stopped_node_listens_on_its_memory_address_again() {
         TestHandler::default(),
     )
     .await;
-    wait_for("the peer to connect to the first incarnation", || async {
+    wait_until("the peer to connect to the first incarnation", || async {
         peer.connected_to(&first).await
     })
     .await;
@@ -888,7 +864,7 @@ async fn a_stopped_node_listens_on_its_memory_address_again() {
     .await;
     assert_eq!(again.addr().await, addr, "the same address as before");
     peer.client.dial(addr).await.unwrap();
-    wait_for("the peer to connect to the second incarnation", || async {
+    wait_until("the peer to connect to the second incarnation", || async {
         peer.connected_to(&again).await
     })
     .await;
@@ -938,7 +914,7 @@ async fn three_nodes_gossip_and_search_over_the_memory_transport() {
     .await;
     let failures = strict.client.stats().dial_failures;
     strict.client.dial(a_addr.clone()).await.unwrap();
-    wait_for("the strict node's memory dial to fail", || async {
+    wait_until("the strict node's memory dial to fail", || async {
         strict.client.stats().dial_failures > failures
     })
     .await;
@@ -982,7 +958,7 @@ async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
         .expect("one key in eight has a's shard");
     let b =
         TestNode::start_config(b_key, config(vec![a.addr().await]), TestHandler::default()).await;
-    wait_for("b to store a's provider announcement", || async {
+    wait_until("b to store a's provider announcement", || async {
         b.client.stats().providers_stored >= 1
     })
     .await;
@@ -990,7 +966,7 @@ async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
     // C joins after that announcement, through B.
     let c = TestNode::start(vec![b.addr().await], TestHandler::default()).await;
     for (name, node) in [("b", &b), ("c", &c)] {
-        wait_for(
+        wait_until(
             &format!("{name} to have the two others in its routing table"),
             || async { node.client.status().await.unwrap().routing_table_peers >= 2 },
         )
@@ -1010,7 +986,7 @@ async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
         report.capabilities,
         vec![("fraud".to_owned(), DhtOutcome::Stored)]
     );
-    wait_for("c to find both a and b providing fraud", || async {
+    wait_until("c to find both a and b providing fraud", || async {
         let found = c.client.providers("fraud").await.unwrap();
         found.contains(&a.peer()) && found.contains(&b.peer())
     })
@@ -1041,7 +1017,7 @@ async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
         TestHandler::default(),
     )
     .await;
-    wait_for("the hub to reach its bootstrap peer", || async {
+    wait_until("the hub to reach its bootstrap peer", || async {
         hub.connected_to(&anchor).await
     })
     .await;
@@ -1053,12 +1029,12 @@ async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
         leaves.push(leaf);
     }
     if trim {
-        wait_for("the hub to trim over its high-water mark", || async {
+        wait_until("the hub to trim over its high-water mark", || async {
             hub.client.stats().connections_trimmed > 0
         })
         .await;
     } else {
-        wait_for("the hub to refuse a leaf at its limit", || async {
+        wait_until("the hub to refuse a leaf at its limit", || async {
             hub.client.stats().incoming_failures > 0
         })
         .await;
@@ -1126,7 +1102,7 @@ async fn a_full_hub_that_does_not_trim_refuses_a_newcomer() {
 /// Waits until `node` has counted `n` incoming connections refused for
 /// `reason`.
 async fn refused_for(node: &TestNode, reason: &str, n: u64) {
-    wait_for(
+    wait_until(
         &format!("{n} incoming connections refused as {reason}"),
         || async {
             node.client
@@ -1169,7 +1145,7 @@ async fn one_address_cannot_take_more_than_its_share_of_a_nodes_connections() {
         sybils.push(s);
     }
     refused_for(&hub, "per_ip", 3).await;
-    wait_for("three of the six to be connected", || async {
+    wait_until("three of the six to be connected", || async {
         connected_count(&hub, &sybils).await == 3
     })
     .await;
@@ -1177,7 +1153,7 @@ async fn one_address_cannot_take_more_than_its_share_of_a_nodes_connections() {
     // The cap is on what comes in: the hub's own dials still go out.
     let other = TestNode::start(Vec::new(), TestHandler::default()).await;
     hub.client.dial(other.addr().await).await.unwrap();
-    wait_for("the hub to reach a peer it dials", || async {
+    wait_until("the hub to reach a peer it dials", || async {
         hub.connected_to(&other).await
     })
     .await;
@@ -1190,7 +1166,7 @@ async fn one_address_cannot_take_more_than_its_share_of_a_nodes_connections() {
     }
     drop(sybils.remove(inside.expect("three are connected")));
     let late = TestNode::start(Vec::new(), TestHandler::default()).await;
-    wait_for(
+    wait_until(
         "a newcomer from the address to get the freed place",
         || async {
             let _ = late.client.dial(hub_addr.clone()).await;
@@ -1227,14 +1203,14 @@ async fn a_node_full_of_strangers_still_dials_out_and_lets_its_partners_in() {
         strangers.push(s);
     }
     refused_for(&hub, "connection_limit", 1).await;
-    wait_for("seven strangers to be connected", || async {
+    wait_until("seven strangers to be connected", || async {
         connected_count(&hub, &strangers).await == 7
     })
     .await;
     // The slot kept for the hub's own dials.
     let other = TestNode::start(Vec::new(), TestHandler::default()).await;
     hub.client.dial(other.addr().await).await.unwrap();
-    wait_for("the full hub to reach a peer it dials", || async {
+    wait_until("the full hub to reach a peer it dials", || async {
         hub.connected_to(&other).await
     })
     .await;
@@ -1242,7 +1218,7 @@ async fn a_node_full_of_strangers_still_dials_out_and_lets_its_partners_in() {
     let partner =
         TestNode::start_config(partner_key, config(Vec::new()), TestHandler::default()).await;
     partner.client.dial(hub_addr.clone()).await.unwrap();
-    wait_for("the hub to let its trusted partner in", || async {
+    wait_until("the hub to let its trusted partner in", || async {
         hub.connected_to(&partner).await
     })
     .await;
@@ -1263,7 +1239,7 @@ async fn a_peer_flooding_provider_announcements_gets_its_quarter_and_the_node_ke
     )
     .await;
     let flooder = TestNode::start(vec![victim.addr().await], TestHandler::default()).await;
-    wait_for("the flooder to reach the node", || async {
+    wait_until("the flooder to reach the node", || async {
         flooder.connected_to(&victim).await
             && flooder.client.status().await.unwrap().routing_table_peers >= 1
     })
@@ -1279,7 +1255,7 @@ async fn a_peer_flooding_provider_announcements_gets_its_quarter_and_the_node_ke
             .publish(record("ok", &agent, &refs), agent.clone(), caps)
             .await;
     }
-    wait_for(
+    wait_until(
         "the node to refuse the flood past the flooder's quarter",
         || async {
             victim

@@ -4,7 +4,7 @@
 //! testbed, requests that fail, a peer's records), the `X-Request-Id` of
 //! every response, and `--log-format json`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Instant;

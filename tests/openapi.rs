@@ -7,7 +7,7 @@
 //! Without schemathesis the fuzzing test says so and passes, except under
 //! CI, where it fails.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

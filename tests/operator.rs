@@ -2,7 +2,7 @@
 //! agent-host, verify) over a real DNS server and real TLS on loopback,
 //! and a node crawling a testbed population through `POST /crawl`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};

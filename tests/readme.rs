@@ -17,7 +17,7 @@
 //! -c` from the repository root; the port is substituted, and `-o <file>
 //! -w '%{http_code}'` captures the body and the status.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -12,7 +12,7 @@
 //!   the node's search, and `run(n)`, which
 //!   `benches/relevance.rs` calls at 100,000 agents.
 //!
-//! `cargo test --test relevance -- --nocapture` prints the scores.
+//! `cargo test --test integration -- relevance:: --nocapture` prints the scores.
 
 #[path = "relevance/eval.rs"]
 mod eval;

@@ -14,8 +14,8 @@
 //!   `judge.py`);
 //! - `relevance/eval.rs`: the metrics, shared with `tests/relevance.rs`.
 //!
-//! `cargo test --test relevance_mcp -- --nocapture` prints the scores;
-//! `AGENTMESH_RELEVANCE_POOL=FILE cargo test --test relevance_mcp -- --ignored`
+//! `cargo test --test integration -- relevance_mcp:: --nocapture` prints the scores;
+//! `AGENTMESH_RELEVANCE_POOL=FILE cargo test --test integration -- relevance_mcp:: --ignored`
 //! writes the judging pool (the top 20 of each ranker per query) to FILE.
 
 #[path = "relevance/eval.rs"]
@@ -30,7 +30,7 @@ use eval::{evaluate, Asked, Judged, Report};
 use mcp::{Query, Server};
 
 /// Floors measured over the 3,129 servers and 256 queries (printed by
-/// `cargo test --test relevance_mcp -- --nocapture`; BENCHMARKS.md,
+/// `cargo test --test integration -- relevance_mcp:: --nocapture`; BENCHMARKS.md,
 /// section 7): precision@1 0.688, nDCG@10 0.678 (0.680 and 0.682 before
 /// the servers the vector index's answers brought were judged too, in
 /// December 2026: more relevant servers known, a higher ideal), the same run after run

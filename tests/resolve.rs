@@ -4,7 +4,7 @@
 //! agent that fails it while a compliant one is answered; the reasons;
 //! the invocation metadata; the bounds and every refusal.
 
-mod common;
+use crate::common;
 
 use agentmesh::testbed::Testbed;
 use common::{testbed_with_ca, Api, TestNode};

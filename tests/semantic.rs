@@ -6,11 +6,11 @@
 //! the model answers the same requests, for comparison. Also: every way a
 //! model directory can be refused.
 //!
-//! `cargo test --features semantic --test semantic` (CI runs it; without
+//! `cargo test --features semantic --test integration -- semantic::` (CI runs it; without
 //! the feature this file is empty).
 #![cfg(feature = "semantic")]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -14,7 +14,8 @@
 //!   take over a registration, and a forged ADP record it stores is a
 //!   claim, never proven trust.
 
-mod common;
+use crate::common;
+use crate::common::{wait_until, DEADLINE};
 
 use std::time::{Duration, Instant};
 
@@ -29,8 +30,6 @@ use libp2p::swarm::dial_opts::DialOpts;
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{identify, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use serde_json::json;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A DHT client: Kademlia in server mode on agentmesh's protocol, inbound
 /// records and provider announcements handed to the test (`FilterBoth`),
@@ -121,18 +120,6 @@ async fn register(node: &Node, id: &str, capability: &str) {
         .unwrap()
         .status();
     assert!(status.is_success(), "registration answered {status}");
-}
-
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(Instant::now() < until, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Drives `swarm` until `pick` returns something, for at most [`DEADLINE`].

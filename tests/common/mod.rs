@@ -34,8 +34,26 @@ use std::time::{Duration, Instant};
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use serde_json::{json, Value};
 
-/// How long any single wait may take.
-pub const DEADLINE: Duration = Duration::from_secs(10);
+/// How long any single wait may take: generous, because the tests share
+/// two cores with each other; a wait ends as soon as its condition holds.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits until `check` holds, polling every 50 ms, for at most
+/// [`DEADLINE`]; panics naming `what` when it does not.
+pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = tokio::time::Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "timed out after {DEADLINE:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 /// Where `name` is on the `PATH` (`command -v`), if it is.
 pub fn on_path(name: &str) -> Option<PathBuf> {

@@ -1,0 +1,32 @@
+//! The integration tests, one binary: each file under `tests/` is a
+//! module of it (one link of the crate instead of one per file, and one
+//! harness, `common`). Run one file's tests with a filter, e.g.
+//! `cargo test --test integration -- hostile::`.
+
+mod bind;
+mod common;
+
+mod api;
+mod cli;
+mod crawl;
+mod dnssec_bind;
+mod dnssec_in_process;
+mod explorer;
+mod federation;
+mod formats;
+mod freshness;
+mod hostile;
+mod import_mcp;
+mod layers;
+mod mesh;
+mod nginx;
+mod observe;
+mod openapi;
+mod operator;
+mod readme;
+mod relevance;
+mod relevance_mcp;
+mod resolve;
+#[cfg(feature = "semantic")]
+mod semantic;
+mod third_party;
