@@ -494,7 +494,8 @@ impl CrawlerOptions {
             };
             let pem = std::fs::read(path).map_err(|e| setup(e.to_string()))?;
             let mut added = 0;
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+            use rustls::pki_types::pem::PemObject;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
                 let cert = cert.map_err(|e| setup(e.to_string()))?;
                 roots.add(cert).map_err(|e| setup(e.to_string()))?;
                 added += 1;

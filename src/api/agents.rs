@@ -39,7 +39,7 @@ pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
                 "this node requires 'Authorization: Bearer <token>' for writes",
             )
         })?;
-    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+    if bool::from(subtle::ConstantTimeEq::ct_eq(presented.as_bytes(), token.as_bytes())) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -54,10 +54,6 @@ pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
 /// token shows every caller the redacted one).
 pub(super) fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
     state.config().admin_token.is_some() && authorize(state, headers).is_ok()
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// `POST /agents`: registers an AIDIP document.

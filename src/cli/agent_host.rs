@@ -44,10 +44,10 @@ pub struct AgentHostArgs {
 }
 
 fn tls_config(cert: &PathBuf, key: &PathBuf) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let chain: Vec<_> = rustls_pemfile::certs(
-        &mut std::fs::read(cert)
-            .with_context(|| format!("reading {}", cert.display()))?
-            .as_slice(),
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(
+        &std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?,
     )
     .collect::<Result<_, _>>()
     .with_context(|| format!("{} holds no PEM certificate", cert.display()))?;
@@ -56,12 +56,9 @@ fn tls_config(cert: &PathBuf, key: &PathBuf) -> anyhow::Result<Arc<rustls::Serve
         "{} holds no PEM certificate",
         cert.display()
     );
-    let key = rustls_pemfile::private_key(
-        &mut std::fs::read(key)
-            .with_context(|| format!("reading {}", key.display()))?
-            .as_slice(),
+    let key = PrivateKeyDer::from_pem_slice(
+        &std::fs::read(key).with_context(|| format!("reading {}", key.display()))?,
     )
-    .with_context(|| format!("{} holds no PEM private key", key.display()))?
     .with_context(|| format!("{} holds no PEM private key", key.display()))?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

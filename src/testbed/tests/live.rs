@@ -69,7 +69,8 @@ fn resolver(addr: SocketAddr) -> TokioResolver {
 /// would), with the ring provider, no redirects, every domain on loopback.
 fn http_client(bed: &Testbed) -> reqwest::Client {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut bed.ca_pem().as_bytes()) {
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(bed.ca_pem().as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
