@@ -660,7 +660,7 @@ mod tests {
             orders.insert(c[4..].to_vec());
         }
         assert!(orders.len() > 1, "the providers asked vary");
-        assert!(!orders.contains(&providers[..12].to_vec()));
+        assert!(!orders.contains(&providers[..12]));
     }
 
     #[test]
