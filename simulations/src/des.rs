@@ -22,7 +22,7 @@ mod lookup;
 pub mod queue;
 mod search;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use agentmesh::config::Replication;
 use agentmesh::mesh::capability_key;
@@ -35,7 +35,7 @@ use kad::{Id, Iter, Sorted};
 use queue::Queue;
 
 use crate::population::{capability_name, plan_outages, rng_for, Packed, Population};
-use crate::scenario::{Behaviour, NodeParams, Scenario};
+use crate::scenario::{Behaviour, EclipseProviders, JudgeRule, NodeParams, Scenario};
 use crate::swarm::Outage;
 pub use crate::swarm::SearchRecord;
 
@@ -95,6 +95,15 @@ pub struct Counters {
     pub reprovide_messages_estimated: u64,
     /// Routing-table entries replaced after a timeout.
     pub table_repairs: u64,
+    /// Takeover: a forger's version of an id an asker stored (an id it
+    /// did not hold, or, under `judge = "highest_seq"`, one it held).
+    pub takeover_stored: u64,
+    /// Takeover: a forger's version an asker's judge refused (the id held
+    /// from its owner: `not_owner` or `local_registration`).
+    pub takeover_refused: u64,
+    /// Takeover: an owner's version refused because the asker holds a
+    /// forger's version of the id (a lower seq, or not the holder's signer).
+    pub owner_refused: u64,
     /// Bytes of every message above.
     pub bytes: u64,
 }
@@ -146,6 +155,8 @@ enum Role {
     Honest,
     Drop,
     Forge,
+    /// Signs honest agents' ids with its own key (`behaviour = "takeover"`).
+    Takeover,
     /// A sybil of the eclipse, placed next to the shard key it eclipses.
     Sybil(u32),
 }
@@ -220,6 +231,10 @@ struct Sim<'a> {
     cap_agents: Packed,
     node_agents: Packed,
     stored: HashMap<u32, Vec<u32>>,
+    /// Per node, the agents it holds in a forger's version (takeover).
+    forged: HashMap<u32, HashSet<u32>>,
+    /// Who may write an id an asker holds (takeover).
+    judge: JudgeRule,
     keys: Vec<ProviderKey>,
     key_index: HashMap<(u32, u32), u32>,
     /// Eclipse sybils per shard: the shard key they surround, and who they are.
@@ -306,6 +321,7 @@ impl<'a> Sim<'a> {
             let kind = match a.behaviour {
                 Behaviour::Drop => Role::Drop,
                 Behaviour::Forge => Role::Forge,
+                Behaviour::Takeover => Role::Takeover,
             };
             for i in rand::seq::index::sample(&mut rng, honest, bad) {
                 role[i] = kind;
@@ -369,6 +385,12 @@ impl<'a> Sim<'a> {
             cap_agents,
             node_agents,
             stored: HashMap::new(),
+            forged: HashMap::new(),
+            judge: sc
+                .adversarial
+                .as_ref()
+                .map(|a| a.judge_rule())
+                .unwrap_or_default(),
             keys: Vec::new(),
             key_index: HashMap::new(),
             sybils,
@@ -423,7 +445,7 @@ impl<'a> Sim<'a> {
             .into_iter()
             .map(|h| {
                 let list = if matches!(self.role[h as usize], Role::Sybil(_)) {
-                    Vec::new()
+                    self.sybil_providers(h)
                 } else {
                     providers.iter().copied().take(max).collect()
                 };
@@ -438,6 +460,29 @@ impl<'a> Sim<'a> {
         });
         self.key_index.insert((c, s), idx);
         idx
+    }
+
+    /// The provider records an eclipse's sybil holds for the key it
+    /// surrounds: none, or (`providers = "sybils"`) its fellow sybils.
+    fn sybil_providers(&self, sybil: u32) -> Vec<u32> {
+        let Role::Sybil(s) = self.role[sybil as usize] else {
+            return Vec::new();
+        };
+        let names = self
+            .sc
+            .adversarial
+            .as_ref()
+            .and_then(|a| a.eclipse.as_ref())
+            .is_some_and(|e| e.providers == EclipseProviders::Sybils);
+        if !names {
+            return Vec::new();
+        }
+        self.sybils[&s]
+            .1
+            .iter()
+            .copied()
+            .take(self.np.max_providers_per_key)
+            .collect()
     }
 
     fn closest_online(&self, target: Id, k: usize) -> Vec<u32> {

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::des::{Counters, DesOutcome, LookupRecord};
 use crate::population::SearchKind;
-use crate::scenario::{NodeParams, Scenario};
+use crate::scenario::{Behaviour, NodeParams, Scenario};
 use crate::swarm::{SearchRecord, SearchSample, SwarmOutcome};
 
 /// What the CSV series and the plots are drawn from, either engine's.
@@ -168,6 +168,16 @@ pub struct Summary {
     pub revocation_coverage: Option<f64>,
     /// Results that were revoked agents.
     pub stale_results: usize,
+    /// Id takeover (`adversarial.behaviour = "takeover"`, DES only; else
+    /// null): the share of all results (page entries) that were a
+    /// forger's version of the agent. `recall` counts the owners'
+    /// versions only.
+    pub taken_over: Option<f64>,
+    /// The same share per kind of search (null: none ran).
+    pub taken_over_by_kind: Option<serde_json::Map<String, Value>>,
+    /// Id takeover: the share of searches with at least one forger's
+    /// version among their results.
+    pub searches_taken_over: Option<f64>,
     /// Plain Kademlia lookups (DES only).
     pub lookups: Option<LookupSummary>,
     /// Messages per node per simulated hour (DES only).
@@ -254,6 +264,14 @@ fn coverage(reached: usize, unreached: usize) -> Option<f64> {
     (all > 0).then(|| reached as f64 / all as f64)
 }
 
+/// The kinds of search, as the summary names them.
+const KINDS: [(&str, SearchKind); 4] = [
+    ("normal", SearchKind::Normal),
+    ("flash", SearchKind::Flash),
+    ("eclipsed", SearchKind::Eclipsed),
+    ("revoked", SearchKind::Revoked),
+];
+
 struct Common<'a> {
     samples: Vec<(&'a SearchSample, Option<SearchKind>)>,
     propagation: &'a [f64],
@@ -270,12 +288,7 @@ fn base(
 ) -> Summary {
     let samples = &c.samples;
     let mut by_kind = serde_json::Map::new();
-    for (name, kind) in [
-        ("normal", SearchKind::Normal),
-        ("flash", SearchKind::Flash),
-        ("eclipsed", SearchKind::Eclipsed),
-        ("revoked", SearchKind::Revoked),
-    ] {
+    for (name, kind) in KINDS {
         let v: Vec<f64> = samples
             .iter()
             .filter(|(_, k)| *k == Some(kind))
@@ -324,6 +337,9 @@ fn base(
         revocation_ms: Percentiles::of(c.revocation),
         revocation_coverage: None,
         stale_results: stale,
+        taken_over: None,
+        taken_over_by_kind: None,
+        searches_taken_over: None,
         lookups: None,
         messages_per_node_per_hour: None,
         bytes_per_node_per_hour: None,
@@ -391,6 +407,32 @@ impl Summary {
                 finished_ms: Percentiles::of(
                     &o.lookups.iter().map(|l| l.latency_ms).collect::<Vec<_>>(),
                 ),
+            });
+        }
+        let takeover = sc
+            .adversarial
+            .as_ref()
+            .is_some_and(|a| a.behaviour == Behaviour::Takeover);
+        if takeover {
+            let share = |rs: &mut dyn Iterator<Item = &SearchRecord>| {
+                let (over, all) = rs.fold((0usize, 0usize), |(o, a), r| {
+                    (
+                        o + r.taken_over,
+                        a + r.taken_over + r.sample.found + r.stale,
+                    )
+                });
+                (all > 0).then(|| over as f64 / all as f64)
+            };
+            s.taken_over = share(&mut o.searches.iter());
+            let mut by_kind = serde_json::Map::new();
+            for (name, kind) in KINDS {
+                let v = share(&mut o.searches.iter().filter(|r| r.kind == kind));
+                by_kind.insert(name.into(), v.map_or(Value::Null, |x| serde_json::json!(x)));
+            }
+            s.taken_over_by_kind = Some(by_kind);
+            s.searches_taken_over = (!o.searches.is_empty()).then(|| {
+                o.searches.iter().filter(|r| r.taken_over > 0).count() as f64
+                    / o.searches.len() as f64
             });
         }
         s.reference = references(&s);
@@ -475,6 +517,16 @@ impl Summary {
             probes(&self.revocation_ms, self.revocation_coverage),
             self.stale_results
         );
+        if let (Some(share), Some(n)) = (self.taken_over, self.searches_taken_over) {
+            t += &format!(
+                "  taken over           {share:.4} of the results a forger's version ({n:.4} of the searches had one)\n"
+            );
+            for (k, v) in self.taken_over_by_kind.iter().flatten() {
+                if let Some(x) = v.as_f64() {
+                    t += &format!("    {k:<18} {x:.4}\n");
+                }
+            }
+        }
         if let Some(l) = &self.lookups {
             t += &format!(
                 "  Kademlia lookups     {}: hops to closest {}, {:.1} requests, closest answered in {} ms ({:.0} % within 500 ms)\n",
@@ -586,13 +638,13 @@ pub fn write_csv(dir: &Path, o: &Series<'_>) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("searches.csv"))?);
     writeln!(
         f,
-        "at_s,kind,found,expected,recall,latency_ms,lookup_requests,lookup_failed,lookup_hops,messages,bytes,stale,asked,answered,asked_providers"
+        "at_s,kind,found,expected,recall,latency_ms,lookup_requests,lookup_failed,lookup_hops,messages,bytes,stale,asked,answered,asked_providers,taken_over"
     )?;
     for r in o.searches {
         let s = &r.sample;
         writeln!(
             f,
-            "{:.6},{:?},{},{},{:.4},{:.3},{},{},{},{},{},{},{},{},{}",
+            "{:.6},{:?},{},{},{:.4},{:.3},{},{},{},{},{},{},{},{},{},{}",
             r.at_s,
             r.kind,
             s.found,
@@ -607,7 +659,8 @@ pub fn write_csv(dir: &Path, o: &Series<'_>) -> std::io::Result<()> {
             r.stale,
             r.asked,
             r.answered,
-            r.asked_providers
+            r.asked_providers,
+            r.taken_over
         )?;
     }
     f.flush()?;
@@ -656,6 +709,10 @@ pub fn side_by_side(a: &Value, b: &Value) -> String {
         ("agents", "/agents"),
         ("searches", "/searches"),
         ("recall", "/recall"),
+        ("  normal", "/recall_by_kind/normal"),
+        ("  eclipsed", "/recall_by_kind/eclipsed"),
+        ("taken over", "/taken_over"),
+        ("searches taken over", "/searches_taken_over"),
         ("latency p50 ms", "/latency_ms/p50"),
         ("latency p95 ms", "/latency_ms/p95"),
         ("latency p99 ms", "/latency_ms/p99"),

@@ -336,6 +336,55 @@ pub enum Behaviour {
     Drop,
     /// Answer searches with forged records only (the asker's judge refuses them).
     Forge,
+    /// Answer searches with records of honest agents' ids signed by the
+    /// adversary's own key, its own endpoint and a seq above the owner's:
+    /// an id takeover attempt, judged by `adversarial.judge`.
+    Takeover,
+}
+
+/// Whom an asker's judge lets write an id it already holds (what
+/// `adversarial.behaviour = "takeover"` is judged by).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeRule {
+    /// The node since issue 44 (`federation.rs`): a record for an id held
+    /// is accepted only from the signer of the held record, and never over
+    /// a local registration; an id not held is taken from its first
+    /// signer (as a claim).
+    #[default]
+    Owner,
+    /// The node before issue 44: any signer's record with a higher seq
+    /// replaces the held one, a local registration included.
+    HighestSeq,
+}
+
+/// Which providers an eclipse's sybils name for the keys they surround.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EclipseProviders {
+    /// None: a lookup of the key finds no providers, so a search falls
+    /// back to its connected peers.
+    #[default]
+    None,
+    /// The sybils themselves (they announced themselves and kept the
+    /// honest providers' announcements out), who then answer no search.
+    Sybils,
+}
+
+/// Whom a search asks, of the providers its lookup found and the peers
+/// it is connected to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchChoice {
+    /// The node since issue 44 (`search/ask.rs`, `choose`): a quarter of
+    /// the fan-out kept for connected peers (trusted first, then at
+    /// random), the rest the providers in random order; with no
+    /// providers, the connected peers fill the fan-out.
+    #[default]
+    Mixed,
+    /// The node before issue 44: the providers in the order the lookup
+    /// found them; the connected peers only when it found none.
+    ProvidersFirst,
 }
 
 /// Misbehaving nodes.
@@ -348,9 +397,20 @@ pub struct Adversarial {
     /// What they do.
     #[serde(default = "drop_b")]
     pub behaviour: Behaviour,
+    /// Who may write an id the asker holds (only with `behaviour =
+    /// "takeover"`; default `"owner"`, today's node).
+    #[serde(default)]
+    pub judge: Option<JudgeRule>,
     /// An eclipse of one capability's shard keys.
     #[serde(default)]
     pub eclipse: Option<Eclipse>,
+}
+
+impl Adversarial {
+    /// The judge rule the askers run (today's node unless told).
+    pub fn judge_rule(&self) -> JudgeRule {
+        self.judge.unwrap_or_default()
+    }
 }
 
 fn drop_b() -> Behaviour {
@@ -372,6 +432,9 @@ pub struct Eclipse {
     /// Share of the searches that ask for the eclipsed capability, 0..1.
     #[serde(default = "share_02")]
     pub search_share: f64,
+    /// The providers the sybils name: `"none"` (default) or `"sybils"`.
+    #[serde(default)]
+    pub providers: EclipseProviders,
 }
 
 fn twenty() -> usize {
@@ -391,6 +454,9 @@ pub struct NodeOverrides {
     pub search_fanout: Option<usize>,
     /// One search's deadline, ms (`p2p.search_timeout`).
     pub search_timeout_ms: Option<u64>,
+    /// Whom a search asks (DES only): `"mixed"`, the node's since issue
+    /// 44 (default), or `"providers_first"`, the node's before.
+    pub search_choice: Option<SearchChoice>,
 }
 
 /// Node settings only the real-swarm engine has a meaning for: the DES
@@ -440,6 +506,9 @@ pub struct NodeParams {
     pub fanout: usize,
     /// One search's deadline (`p2p.search_timeout`).
     pub search_timeout_ms: u64,
+    /// Whom a search asks of its providers and connected peers (the
+    /// swarm engine runs the node's own, `mixed`).
+    pub search_choice: SearchChoice,
     /// Kademlia's k (libp2p's `K_VALUE`, the node's `max_providers_per_key`).
     pub k: usize,
     /// Kademlia's alpha (libp2p's `ALPHA_VALUE`).
@@ -723,6 +792,14 @@ impl Scenario {
                 )?;
                 range("adversarial.eclipse.search_share", e.search_share, 0.0, 1.0)?;
             }
+            if a.judge.is_some() && a.behaviour != Behaviour::Takeover {
+                return Err((
+                    "adversarial.judge",
+                    "only behaviour = \"takeover\" writes records for ids the askers hold: \
+                     remove it, or set behaviour = \"takeover\""
+                        .into(),
+                ));
+            }
         }
         if let Some(s) = self.node.shards {
             range("node.shards", s, 1, 1024)?;
@@ -737,13 +814,14 @@ impl Scenario {
             // What the swarm engine does not model is refused, not
             // silently run without: a researcher would read churn (or
             // loss, or adversaries) into figures that have none.
-            let unmodelled: [(&'static str, bool); 6] = [
+            let unmodelled: [(&'static str, bool); 7] = [
                 ("partitions", !self.partitions.is_empty()),
                 ("loss", self.loss > 0.0),
                 ("lost_announcements", self.lost_announcements > 0.0),
                 ("adversarial", self.adversarial.is_some()),
                 ("node.shards", self.node.shards.is_some()),
                 ("node.search_fanout", self.node.search_fanout.is_some()),
+                ("node.search_choice", self.node.search_choice.is_some()),
             ];
             if let Some((key, _)) = unmodelled.iter().find(|(_, set)| *set) {
                 return Err((
@@ -843,6 +921,7 @@ impl Scenario {
                 .node
                 .search_timeout_ms
                 .unwrap_or(p2p.search_timeout.as_millis() as u64),
+            search_choice: self.node.search_choice.unwrap_or_default(),
             k: libp2p::kad::K_VALUE.get(),
             alpha: libp2p::kad::ALPHA_VALUE.get(),
             max_providers_per_key: limits.max_providers_per_key,

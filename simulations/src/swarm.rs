@@ -274,6 +274,10 @@ pub struct SearchRecord {
     pub sample: SearchSample,
     /// Revoked agents among its results.
     pub stale: usize,
+    /// Results in a forger's version of the agent (DES takeover scenarios;
+    /// 0 in a swarm, which runs no adversaries). `sample.found` counts the
+    /// owners' versions only.
+    pub taken_over: usize,
     /// Peers asked.
     pub asked: u32,
     /// Peers that answered in time.
@@ -1438,6 +1442,7 @@ async fn search_once(
         kind: SearchKind::Normal,
         sample,
         stale,
+        taken_over: 0,
         asked: u32::try_from(asked).unwrap_or(u32::MAX),
         answered: u32::try_from(answered).unwrap_or(u32::MAX),
         asked_providers: report.as_ref().is_some_and(|r| r.whom == Asked::Providers),

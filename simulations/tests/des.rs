@@ -6,7 +6,7 @@ use std::path::Path;
 
 use agentmesh_sim::population::Population;
 use agentmesh_sim::report::Summary;
-use agentmesh_sim::scenario::Scenario;
+use agentmesh_sim::scenario::{Scenario, SearchChoice};
 use agentmesh_sim::{run, RunOptions};
 
 fn scenario(extra: &str) -> Scenario {
@@ -141,6 +141,79 @@ fn an_eclipsed_capability_is_found_less_than_the_others() {
     let eclipsed = s.recall_by_kind["eclipsed"].as_f64().unwrap();
     let normal = s.recall_by_kind["normal"].as_f64().unwrap();
     assert!(eclipsed < normal, "{}", s.text());
+}
+
+#[test]
+fn an_eclipse_naming_sybil_providers_leaves_searches_the_quarter_of_connected_peers() {
+    let eclipse = "[adversarial]\nshare = 0.0\n[adversarial.eclipse]\ncapability_rank = 5\n\
+                   search_share = 0.3\nproviders = \"sybils\"\n";
+    let mixed = summary(&scenario(eclipse), None);
+    let before = summary(
+        &scenario(&format!(
+            "{eclipse}[node]\nsearch_choice = \"providers_first\"\n"
+        )),
+        None,
+    );
+    let recall = |s: &Summary| s.recall_by_kind["eclipsed"].as_f64().unwrap();
+    // Before, every peer asked was a sybil that answers nothing: only
+    // what the asker held itself was found.
+    assert!(recall(&before) < 0.2, "{}", before.text());
+    assert!(
+        recall(&mixed) > recall(&before) + 0.2,
+        "{}\n{}",
+        mixed.text(),
+        before.text()
+    );
+    assert_eq!(mixed.node.search_choice, SearchChoice::Mixed);
+}
+
+#[test]
+fn the_search_choice_of_before_issue_44_asks_only_providers_when_it_has_them() {
+    let s = |choice: &str| {
+        let sc = scenario(&format!("[node]\nsearch_choice = \"{choice}\"\n"));
+        summary(&sc, None)
+    };
+    let (mixed, before) = (s("mixed"), s("providers_first"));
+    // A converged network finds everything either way.
+    assert_eq!(mixed.recall, 1.0, "{}", mixed.text());
+    assert_eq!(before.recall, 1.0, "{}", before.text());
+    assert_ne!(figures(&mixed), figures(&before));
+}
+
+#[test]
+fn a_takeover_is_judged_by_the_askers_rule() {
+    let takeover = |judge: &str| {
+        let sc = scenario(&format!(
+            "[adversarial]\nshare = 0.2\nbehaviour = \"takeover\"\njudge = \"{judge}\"\n"
+        ));
+        summary(&sc, None)
+    };
+    let (owner, highest) = (takeover("owner"), takeover("highest_seq"));
+    let share = |s: &Summary| s.taken_over.expect("a takeover scenario reports it");
+    assert!(
+        share(&owner) > 0.0,
+        "an id met first is the first signer's: {}",
+        owner.text()
+    );
+    assert!(
+        share(&highest) > share(&owner),
+        "{}\n{}",
+        highest.text(),
+        owner.text()
+    );
+    assert!(
+        owner.recall > highest.recall,
+        "{}\n{}",
+        owner.text(),
+        highest.text()
+    );
+    let (o, h) = (owner.counters.unwrap(), highest.counters.unwrap());
+    assert!(o.takeover_refused > 0, "{o:?}");
+    assert_eq!(h.takeover_refused, 0, "{h:?}");
+    // Without the behaviour there is no such figure.
+    let plain = summary(&scenario(""), None);
+    assert_eq!(plain.taken_over, None);
+    assert_eq!(plain.searches_taken_over, None);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use agentmesh_sim::population::Population;
-use agentmesh_sim::scenario::{Scenario, Security};
+use agentmesh_sim::scenario::{
+    Behaviour, EclipseProviders, JudgeRule, Scenario, SearchChoice, Security,
+};
 
 const GOOD: &str = r#"
 name = "t"
@@ -155,6 +157,16 @@ fn a_swarm_scenario_refuses_what_the_swarm_engine_does_not_model() {
         ("lost_announcements = 0.2\n", "lost_announcements"),
         ("[node]\nshards = 4\n", "node.shards"),
         ("[node]\nsearch_fanout = 4\n", "node.search_fanout"),
+        ("[node]\nsearch_choice = \"mixed\"\n", "node.search_choice"),
+        ("[adversarial]\nshare = 0.2\n", "adversarial"),
+        (
+            "[adversarial]\nshare = 0.2\nbehaviour = \"takeover\"\n",
+            "adversarial",
+        ),
+        (
+            "[adversarial]\nshare = 0.2\nbehaviour = \"takeover\"\njudge = \"highest_seq\"\n",
+            "adversarial",
+        ),
     ] {
         let (got, reason) = refused(&format!("{swarm}\n{extra}"));
         assert_eq!(got, key, "{extra}: {reason}");
@@ -315,4 +327,62 @@ fn a_swarm_names_its_connections_security_noise_unless_told_plaintext() {
             .security,
         None
     );
+}
+
+#[test]
+fn the_takeover_and_fan_out_keys_take_only_their_values() {
+    for (extra, key) in [
+        (
+            "[adversarial]\nbehaviour = \"steal\"\n",
+            "adversarial.behaviour",
+        ),
+        (
+            "[adversarial]\nbehaviour = \"takeover\"\njudge = \"first_come\"\n",
+            "adversarial.judge",
+        ),
+        (
+            "[adversarial.eclipse]\nproviders = \"honest\"\n",
+            "adversarial.eclipse.providers",
+        ),
+        ("[node]\nsearch_choice = \"random\"\n", "node.search_choice"),
+    ] {
+        let (got, reason) = refused(&format!("{GOOD}\n{extra}"));
+        assert_eq!(got, key, "{extra}: {reason}");
+        assert!(reason.contains("unknown variant"), "{extra}: {reason}");
+    }
+    // A judge rule means something only to the takeover behaviour.
+    let (got, reason) = refused(&format!(
+        "{GOOD}\n[adversarial]\nbehaviour = \"forge\"\njudge = \"owner\"\n"
+    ));
+    assert_eq!(got, "adversarial.judge", "{reason}");
+    assert!(reason.contains("takeover"), "{reason}");
+    // What they take.
+    let sc = Scenario::parse(
+        &format!(
+            "{GOOD}\n[node]\nsearch_choice = \"providers_first\"\n[adversarial]\n\
+             behaviour = \"takeover\"\njudge = \"highest_seq\"\n[adversarial.eclipse]\n\
+             providers = \"sybils\"\n"
+        ),
+        Path::new("good.toml"),
+    )
+    .unwrap();
+    let a = sc.adversarial.as_ref().unwrap();
+    assert_eq!(a.behaviour, Behaviour::Takeover);
+    assert_eq!(a.judge_rule(), JudgeRule::HighestSeq);
+    assert_eq!(
+        a.eclipse.as_ref().unwrap().providers,
+        EclipseProviders::Sybils
+    );
+    assert_eq!(sc.node().search_choice, SearchChoice::ProvidersFirst);
+    // The defaults: today's node.
+    let sc = Scenario::parse(
+        &format!("{GOOD}\n[adversarial]\nbehaviour = \"takeover\"\n"),
+        Path::new("good.toml"),
+    )
+    .unwrap();
+    assert_eq!(
+        sc.adversarial.as_ref().unwrap().judge_rule(),
+        JudgeRule::Owner
+    );
+    assert_eq!(sc.node().search_choice, SearchChoice::Mixed);
 }

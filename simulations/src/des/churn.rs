@@ -109,7 +109,7 @@ impl Sim<'_> {
                 .into_iter()
                 .map(|h| {
                     if matches!(self.role[h as usize], Role::Sybil(_)) {
-                        return (h, now, Vec::new());
+                        return (h, now, self.sybil_providers(h));
                     }
                     match old
                         .iter()

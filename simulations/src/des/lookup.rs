@@ -2,7 +2,8 @@
 //! driven by the closest-peers iterator (`des/kad.rs`), one request per
 //! message with its answer or its timeout as an event; the answers a node
 //! gives (its closest table entries, the provider records it holds, an
-//! eclipse sybil's fellow sybils); the routing repairs a timeout causes.
+//! eclipse sybil's fellow sybils and the providers it names); the routing
+//! repairs a timeout causes.
 
 use rand::Rng;
 
@@ -110,7 +111,8 @@ impl Sim<'_> {
         self.maybe_insert(from, requester);
         let closer = match self.role[from as usize] {
             // Eclipse: a lookup of the key it surrounds gets only fellow
-            // sybils and no providers; other lookups an honest answer.
+            // sybils, and the sybil's provider records (none, or fellow
+            // sybils: `sybil_providers`); other lookups an honest answer.
             Role::Sybil(s) if self.sybils[&s].0 == target => {
                 kad::closest_in(&self.sybils[&s].1, &self.ids, target, self.np.k, requester)
             }

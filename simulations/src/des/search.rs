@@ -3,20 +3,76 @@
 //! shard query ends at its first network answer with providers; the call
 //! answers once `fanout` providers are known, all shard queries ended, or
 //! at 30 % of the budget), the `known` list, the fan-out to at most
-//! `fanout` providers (else connected peers) until 70 % of the budget,
-//! answers from each peer's own holdings minus `known`, judging, then the
-//! asker's local ranking over everything it holds.
+//! `fanout` peers until 70 % of the budget ([`choose`]: a quarter of them
+//! connected peers, the rest providers in random order, as the node since
+//! issue 44; or, `node.search_choice = "providers_first"`, the providers as
+//! found and connected peers only without any, as before), answers from
+//! each peer's own holdings minus `known`, judging (who may write an id:
+//! `adversarial.judge`), then the asker's local ranking over everything
+//! it holds.
+//!
+//! "Connected peers" are the asker's live routing-table entries on its
+//! side of any partition: the model has no connection set, and a node's
+//! Kademlia peers are among its connections. Every one of them speaks the
+//! search protocol. No peer is trusted (`p2p.trusted_peers` is empty by
+//! default), so the quarter goes to connected peers chosen at random.
 
 use std::collections::HashSet;
 
 use agentmesh::config::Replication;
 use rand::seq::SliceRandom;
+use rand::Rng;
 
 use super::{
     Ev, Owner, Role, SearchRecord, Sim, KNOWN_ENTRY_BYTES, RECORD_BYTES, SEARCH_REQUEST_BYTES,
 };
 use crate::population::SearchKind;
+use crate::scenario::{JudgeRule, SearchChoice};
 use crate::swarm::SearchSample;
+
+/// Whom a search asks, as `search/ask.rs`'s `choose` decides over peer
+/// ids, here over node indices: at most `fanout` peers; a quarter of the
+/// slots (`fanout.div_ceil(4)`, at least one) for `speakers` (the
+/// connected peers that speak search), the `trusted` among them first,
+/// then the others at random; the remaining slots for `providers` in
+/// random order. With no providers the speakers fill the whole fan-out.
+/// Each peer is asked once; speakers are not added beyond the quarter
+/// when providers are few.
+pub(super) fn choose(
+    providers: &[u32],
+    speakers: &[u32],
+    trusted: &[u32],
+    fanout: usize,
+    rng: &mut impl Rng,
+) -> Vec<u32> {
+    let mut chosen: Vec<u32> = Vec::with_capacity(fanout);
+    let take = |chosen: &mut Vec<u32>, p: u32, cap: usize| {
+        if chosen.len() < cap && !chosen.contains(&p) {
+            chosen.push(p);
+        }
+    };
+    let mut others: Vec<u32> = speakers
+        .iter()
+        .filter(|p| !trusted.contains(p))
+        .copied()
+        .collect();
+    others.shuffle(rng);
+    let mut shuffled = providers.to_vec();
+    shuffled.shuffle(rng);
+    let own_quarter = if providers.is_empty() {
+        fanout
+    } else {
+        fanout.div_ceil(4).min(fanout)
+    };
+    let vouched = speakers.iter().filter(|p| trusted.contains(p));
+    for &p in vouched.chain(others.iter()) {
+        take(&mut chosen, p, own_quarter);
+    }
+    for p in shuffled {
+        take(&mut chosen, p, fanout);
+    }
+    chosen
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -41,7 +97,8 @@ pub(super) struct SearchState {
     all_answer: bool,
     answered: u32,
     asked_providers: bool,
-    received: Vec<u32>,
+    /// What the answers carried, in arrival order: (agent, a forger's version).
+    received: Vec<(u32, bool)>,
     search_messages: u32,
     bytes: u64,
     expected: usize,
@@ -177,19 +234,31 @@ impl Sim<'_> {
             let st = &self.searches[search as usize];
             (st.from, st.cap)
         };
-        let mut peers = self.searches[search as usize].providers.clone();
-        let asked_providers = !peers.is_empty();
-        if peers.is_empty() {
-            // The connected peers that speak the protocol: live table entries.
-            let mut c: Vec<u32> = self.tables[from as usize]
+        let providers = self.searches[search as usize].providers.clone();
+        let asked_providers = !providers.is_empty();
+        // The connected peers that speak the protocol: live table entries.
+        let connected = |sim: &Self| -> Vec<u32> {
+            sim.tables[from as usize]
                 .iter()
                 .copied()
-                .filter(|&p| self.online[p as usize] && self.reachable(from, p))
-                .collect();
-            c.shuffle(&mut self.rng);
-            peers = c;
-        }
-        peers.truncate(self.np.fanout);
+                .filter(|&p| sim.online[p as usize] && sim.reachable(from, p))
+                .collect()
+        };
+        let peers = match self.np.search_choice {
+            SearchChoice::Mixed => {
+                let speakers = connected(self);
+                choose(&providers, &speakers, &[], self.np.fanout, &mut self.rng)
+            }
+            SearchChoice::ProvidersFirst => {
+                let mut peers = providers;
+                if peers.is_empty() {
+                    peers = connected(self);
+                    peers.shuffle(&mut self.rng);
+                }
+                peers.truncate(self.np.fanout);
+                peers
+            }
+        };
         let mut known = HashSet::new();
         self.held(from, cap, now, |a| {
             known.insert(a);
@@ -260,17 +329,23 @@ impl Sim<'_> {
             return;
         }
         let (cap, limit) = (self.searches[search as usize].cap, self.sc.limit);
-        let mut records: Vec<u32> = Vec::new();
+        let asker = self.searches[search as usize].from;
+        let mut records: Vec<(u32, bool)> = Vec::new();
         let forged = self.role[from as usize] == Role::Forge;
-        if !forged {
-            let known = std::mem::take(&mut self.searches[search as usize].known);
+        if self.role[from as usize] == Role::Takeover {
+            records = self.takeover_answer(cap, limit, now);
+        } else if !forged {
+            let known = &self.searches[search as usize].known;
             self.held(from, cap, now, |a| {
-                if !known.contains(&a) {
-                    records.push(a);
+                // `known` leaves out what the asker holds at the same or a
+                // higher seq: a forger's version (its seq above the
+                // owner's) still goes to an asker holding the owner's.
+                let theirs = self.is_forged(from, a);
+                if !known.contains(&a) || (theirs && !self.is_forged(asker, a)) {
+                    records.push((a, theirs));
                 }
                 records.len() < limit
             });
-            self.searches[search as usize].known = known;
         }
         let n = if forged { limit } else { records.len() };
         let bytes = 100 + RECORD_BYTES * n as u64;
@@ -320,19 +395,22 @@ impl Sim<'_> {
             (st.from, st.cap)
         };
         let received = std::mem::take(&mut self.searches[search as usize].received);
-        for a in received {
-            if self.tombstoned_at(from, a, now) || self.holds(from, a, now) {
+        for (a, forged) in received {
+            if self.tombstoned_at(from, a, now) {
                 continue;
             }
-            self.stored.entry(from).or_default().push(a);
+            self.judge_record(from, a, forged, now);
         }
         let mut found = 0;
         let mut stale = 0;
+        let mut taken_over = 0;
         let mut taken = 0;
         let limit = self.sc.limit;
         self.held(from, cap, now, |a| {
             taken += 1;
-            if self.revoked_by(a, now) {
+            if self.is_forged(from, a) {
+                taken_over += 1;
+            } else if self.revoked_by(a, now) {
                 stale += 1;
             } else {
                 found += 1;
@@ -364,11 +442,67 @@ impl Sim<'_> {
                         * (2 * super::KAD_REQUEST_BYTES + super::KAD_PEER_BYTES * self.np.k as u64),
             },
             stale,
+            taken_over,
             asked: st.asked,
             answered: st.answered,
             asked_providers: st.asked_providers,
         };
         self.out.searches.push(record);
+    }
+
+    /// The asker's judge on one record a search brought back (not a
+    /// tombstoned agent's): an id it does not hold is stored, from whoever
+    /// signed it (a claim: the judge cannot tell the owner of an id it
+    /// meets first); for an id it holds, a forger's version (its seq above
+    /// the owner's) replaces the owner's only under `judge =
+    /// "highest_seq"` (the node before issue 44), local registrations
+    /// included; under `"owner"` (`federation.rs`: only the held record's
+    /// signer, never over a local registration) it is refused. The owner's
+    /// version never replaces a forger's held one: its seq is lower, and
+    /// under `"owner"` its signer is not the holder's.
+    fn judge_record(&mut self, node: u32, agent: u32, forged: bool, now: u64) {
+        if !self.holds(node, agent, now) {
+            self.stored.entry(node).or_default().push(agent);
+            if forged {
+                self.forged.entry(node).or_default().insert(agent);
+                self.out.counters.takeover_stored += 1;
+            }
+            return;
+        }
+        match (forged, self.is_forged(node, agent)) {
+            (true, false) => match self.judge {
+                JudgeRule::HighestSeq => {
+                    self.forged.entry(node).or_default().insert(agent);
+                    self.out.counters.takeover_stored += 1;
+                }
+                JudgeRule::Owner => self.out.counters.takeover_refused += 1,
+            },
+            (false, true) => self.out.counters.owner_refused += 1,
+            // The same version again (or another forger's): a duplicate.
+            _ => {}
+        }
+    }
+
+    /// Whether `node` holds `agent` in a forger's version.
+    pub(super) fn is_forged(&self, node: u32, agent: u32) -> bool {
+        self.forged.get(&node).is_some_and(|s| s.contains(&agent))
+    }
+
+    /// A takeover adversary's answer: up to `limit` agents with `cap`,
+    /// chosen at random, each in its own version (the adversary's key and
+    /// endpoint, a seq above the owner's). `known` does not apply: its
+    /// seq is above any the asker lists.
+    fn takeover_answer(&mut self, cap: u32, limit: usize, now: u64) -> Vec<(u32, bool)> {
+        let all = self.cap_agents.get(cap as usize);
+        let n = all.len();
+        let picks = rand::seq::index::sample(&mut self.rng, n, limit.min(n));
+        let all = self.cap_agents.get(cap as usize);
+        picks
+            .into_iter()
+            .map(|i| all[i])
+            .filter(|&a| !self.revoked_by(a, now))
+            .map(|a| (a, true))
+            .collect()
     }
 
     // --- what a node holds ----------------------------------------------
@@ -480,5 +614,152 @@ impl Sim<'_> {
             .filter(|p| p.at_us <= now && p.capabilities.contains(&cap))
             .count();
         self.cap_agents.get(cap as usize).len() - revoked + published
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::super::Sim;
+    use super::choose;
+    use crate::population::Population;
+    use crate::scenario::Scenario;
+
+    /// The node's own cases (`src/search/tests.rs`), over node indices.
+    #[test]
+    fn a_quarter_of_the_fan_out_goes_to_connected_peers_trusted_first() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let providers: Vec<u32> = (0..40).collect();
+        let speakers: Vec<u32> = (100..130).collect();
+        let trusted = [105, 117];
+        let chosen = choose(&providers, &speakers, &trusted, 16, &mut rng);
+        assert_eq!(chosen.len(), 16);
+        let unique: std::collections::HashSet<_> = chosen.iter().collect();
+        assert_eq!(unique.len(), 16, "each peer asked once");
+        assert!(
+            trusted.iter().all(|t| chosen[..2].contains(t)),
+            "{chosen:?}"
+        );
+        assert!(
+            chosen[..4].iter().all(|p| speakers.contains(p)),
+            "{chosen:?}"
+        );
+        assert!(
+            chosen[4..].iter().all(|p| providers.contains(p)),
+            "{chosen:?}"
+        );
+        // The providers asked are drawn at random, not the first found.
+        let mut orders = std::collections::HashSet::new();
+        for _ in 0..8 {
+            let c = choose(&providers, &speakers, &[], 16, &mut rng);
+            assert!(c[..4].iter().all(|p| speakers.contains(p)), "{c:?}");
+            orders.insert(c[4..].to_vec());
+        }
+        assert!(orders.len() > 1, "the providers asked vary");
+        assert!(!orders.contains(&providers[..12]));
+    }
+
+    #[test]
+    fn few_providers_are_all_asked_with_the_quarter_only_and_none_leaves_the_connected_peers() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let providers = [1, 2, 3];
+        // A provider the asker is connected to is asked once.
+        let speakers: Vec<u32> = (100..120).chain([1]).collect();
+        let chosen = choose(&providers, &speakers, &[], 16, &mut rng);
+        assert!(providers.iter().all(|p| chosen.contains(p)), "{chosen:?}");
+        let extra = chosen.iter().filter(|p| !providers.contains(p)).count();
+        assert!(
+            extra <= 4,
+            "no connected peers beyond the quarter: {chosen:?}"
+        );
+        assert!(chosen.len() == 6 || chosen.len() == 7, "{chosen:?}");
+        // No providers: the connected peers fill the fan-out, trusted first.
+        let chosen = choose(&[], &speakers, &[105], 16, &mut rng);
+        assert_eq!(chosen.len(), 16);
+        assert_eq!(chosen[0], 105);
+        assert!(chosen.iter().all(|p| speakers.contains(p)));
+        // A fan-out of one keeps its one slot for a connected peer.
+        assert_eq!(
+            choose(&providers, &speakers, &[105], 1, &mut rng),
+            vec![105]
+        );
+        let one = choose(&providers, &speakers, &[], 1, &mut rng);
+        assert!(one.len() == 1 && speakers.contains(&one[0]), "{one:?}");
+        // Nobody connected: the providers, all of them up to the fan-out.
+        let chosen = choose(&providers, &[], &[], 16, &mut rng);
+        assert_eq!(chosen.len(), 3);
+    }
+
+    fn small(judge: &str) -> Scenario {
+        let text = format!(
+            r#"
+name = "t"
+engine = "des"
+seed = 5
+nodes = 40
+agents = 400
+searches = 4
+probe_lookups = 0
+replication = "lookups"
+[capabilities]
+vocabulary = 10
+[adversarial]
+share = 0.1
+behaviour = "takeover"
+judge = "{judge}"
+"#
+        );
+        Scenario::parse(&text, Path::new("test.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_forgers_version_is_judged_by_the_rule() {
+        for (rule, replaces) in [("owner", false), ("highest_seq", true)] {
+            let sc = small(rule);
+            let pop = Population::generate(&sc, 5);
+            let mut sim = Sim::place(&sc, &pop, 5);
+            let n = 0u32;
+            let own = pop
+                .home
+                .iter()
+                .position(|&h| h == n)
+                .expect("node 0 homes an agent") as u32;
+            let mut others = (0..pop.home.len() as u32).filter(|&a| pop.home[a as usize] != n);
+            let (first_met, held_before) = (others.next().unwrap(), others.next().unwrap());
+
+            // Its own registration: replaced only under the highest seq.
+            sim.judge_record(n, own, true, 0);
+            assert_eq!(
+                sim.is_forged(n, own),
+                replaces,
+                "{rule}: a local registration"
+            );
+
+            // An id it meets first in a forger's version: kept, whoever
+            // signed it; the owner's version then loses.
+            sim.judge_record(n, first_met, true, 0);
+            assert!(sim.is_forged(n, first_met), "{rule}: first met");
+            sim.judge_record(n, first_met, false, 0);
+            assert!(sim.is_forged(n, first_met), "{rule}: the owner's after");
+
+            // An id it holds from its owner: the forger's replaces it only
+            // under the highest seq.
+            sim.judge_record(n, held_before, false, 0);
+            assert!(!sim.is_forged(n, held_before));
+            sim.judge_record(n, held_before, true, 0);
+            assert_eq!(sim.is_forged(n, held_before), replaces, "{rule}: held");
+
+            let c = &sim.out.counters;
+            assert_eq!(c.owner_refused, 1, "{rule}");
+            if replaces {
+                assert_eq!((c.takeover_stored, c.takeover_refused), (3, 0), "{rule}");
+            } else {
+                assert_eq!((c.takeover_stored, c.takeover_refused), (1, 2), "{rule}");
+            }
+        }
     }
 }
