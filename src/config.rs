@@ -180,7 +180,9 @@ pub struct P2pConfig {
     /// partners); records from others are marked "attested by" and their
     /// ADP agents re-verified here.
     pub trusted_peers: Vec<String>,
-    /// Most peers one mesh search asks.
+    /// Most providers one mesh search asks (and a quarter as many peers
+    /// of this node's own choice besides; with no provider, most
+    /// connected peers).
     pub search_fanout: usize,
     /// How long a mesh search may take, end to end: provider lookup,
     /// peers' answers, judging them and ranking (a peer that has not

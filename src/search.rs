@@ -72,7 +72,8 @@ pub struct MeshAsk {
     pub client: MeshClient,
     /// Judges (and stores) what peers answer.
     pub admit: Arc<dyn Admit>,
-    /// Most peers one search asks (`p2p.search_fanout`).
+    /// Most providers one search asks, and a quarter as many peers of its
+    /// own choice besides (`p2p.search_fanout`).
     pub fanout: usize,
     /// The peers of `p2p.trusted_peers`: when connected, a search asks
     /// them first among the slots it keeps for peers of its own choice.

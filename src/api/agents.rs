@@ -39,7 +39,10 @@ pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
                 "this node requires 'Authorization: Bearer <token>' for writes",
             )
         })?;
-    if bool::from(subtle::ConstantTimeEq::ct_eq(presented.as_bytes(), token.as_bytes())) {
+    if bool::from(subtle::ConstantTimeEq::ct_eq(
+        presented.as_bytes(),
+        token.as_bytes(),
+    )) {
         Ok(())
     } else {
         Err(ApiError::new(

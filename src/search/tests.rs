@@ -115,7 +115,7 @@ fn peers(n: usize) -> Vec<libp2p::PeerId> {
 }
 
 #[test]
-fn a_search_keeps_a_quarter_of_its_fan_out_for_peers_it_chose_itself() {
+fn a_search_asks_its_providers_and_a_quarter_more_peers_it_chose_itself() {
     use rand::SeedableRng;
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     // An eclipse: the lookup found 40 providers (Sybils, say); this node
@@ -124,49 +124,45 @@ fn a_search_keeps_a_quarter_of_its_fan_out_for_peers_it_chose_itself() {
     let speakers = peers(10);
     let trusted: std::collections::HashSet<_> = speakers[..2].iter().copied().collect();
     let chosen = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
-    assert_eq!(chosen.len(), 16);
+    assert_eq!(chosen.len(), 20, "16 providers and 4 more");
     let unique: std::collections::HashSet<_> = chosen.iter().collect();
-    assert_eq!(unique.len(), 16, "each peer asked once");
+    assert_eq!(unique.len(), 20, "each peer asked once");
+    assert!(chosen[..16].iter().all(|p| providers.contains(p)));
     // Both trusted peers, then two more of this node's own connections.
     assert!(
-        trusted.iter().all(|t| chosen[..2].contains(t)),
+        trusted.iter().all(|t| chosen[16..18].contains(t)),
         "{chosen:?}"
     );
-    assert_eq!(
-        chosen[..4].iter().filter(|p| speakers.contains(p)).count(),
-        4
-    );
-    // The other twelve are providers, not the first twelve the lookup found.
-    assert!(chosen[4..].iter().all(|p| providers.contains(p)));
+    assert!(chosen[16..].iter().all(|p| speakers.contains(p)));
+    // Not the first sixteen the lookup found, and not the same each time.
     let mut orders = std::collections::HashSet::new();
     for _ in 0..8 {
         let c = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
-        orders.insert(c[4..].to_vec());
+        orders.insert(c[..16].to_vec());
     }
     assert!(
         orders.len() > 1,
         "the providers asked vary between searches"
     );
-    assert!(!orders.contains(&providers[..12]));
+    assert!(!orders.contains(&providers[..16]));
 }
 
 #[test]
-fn a_search_with_few_providers_asks_them_all_and_its_quarter_only() {
+fn a_search_with_few_providers_asks_them_all_and_a_quarter_more() {
     use rand::SeedableRng;
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let providers = peers(3);
     let mut speakers = peers(20);
-    // A provider this node is connected to is asked once.
+    // A provider this node is connected to is asked once, as a provider.
     speakers.push(providers[0]);
     let none = std::collections::HashSet::new();
     let chosen = super::ask::choose(&providers, &speakers, &none, 16, &mut rng);
-    assert!(providers.iter().all(|p| chosen.contains(p)), "{chosen:?}");
-    let extra = chosen.iter().filter(|p| !providers.contains(p)).count();
+    assert_eq!(chosen.len(), 7, "{chosen:?}");
     assert!(
-        extra <= 4,
-        "at most a quarter beyond the providers: {chosen:?}"
+        providers.iter().all(|p| chosen[..3].contains(p)),
+        "{chosen:?}"
     );
-    assert!(chosen.len() >= 6 && chosen.len() <= 7, "{chosen:?}");
+    assert!(chosen[3..].iter().all(|p| !providers.contains(p)));
 
     // No provider: the connected speakers, trusted first, up to the fan-out.
     let trusted: std::collections::HashSet<_> = [speakers[5]].into_iter().collect();
@@ -174,7 +170,9 @@ fn a_search_with_few_providers_asks_them_all_and_its_quarter_only() {
     assert_eq!(chosen.len(), 16);
     assert_eq!(chosen[0], speakers[5]);
     assert!(chosen.iter().all(|p| speakers.contains(p)));
-    // A fan-out of one asks a trusted peer over a provider.
+    // A fan-out of one: a provider, and a trusted peer besides.
     let chosen = super::ask::choose(&providers, &speakers, &trusted, 1, &mut rng);
-    assert_eq!(chosen, vec![speakers[5]]);
+    assert_eq!(chosen.len(), 2);
+    assert!(providers.contains(&chosen[0]));
+    assert_eq!(chosen[1], speakers[5]);
 }

@@ -31,13 +31,11 @@ use crate::scenario::{JudgeRule, SearchChoice};
 use crate::swarm::SearchSample;
 
 /// Whom a search asks, as `search/ask.rs`'s `choose` decides over peer
-/// ids, here over node indices: at most `fanout` peers; a quarter of the
-/// slots (`fanout.div_ceil(4)`, at least one) for `speakers` (the
-/// connected peers that speak search), the `trusted` among them first,
-/// then the others at random; the remaining slots for `providers` in
-/// random order. With no providers the speakers fill the whole fan-out.
-/// Each peer is asked once; speakers are not added beyond the quarter
-/// when providers are few.
+/// ids, here over node indices: at most `fanout` of `providers` in random
+/// order, and besides them up to `fanout.div_ceil(4)` `speakers` (the
+/// connected peers that speak search) that are not providers, the
+/// `trusted` first, then the others at random. With no providers, at most
+/// `fanout` speakers. Each peer is asked once.
 pub(super) fn choose(
     providers: &[u32],
     speakers: &[u32],
@@ -45,31 +43,47 @@ pub(super) fn choose(
     fanout: usize,
     rng: &mut impl Rng,
 ) -> Vec<u32> {
-    let mut chosen: Vec<u32> = Vec::with_capacity(fanout);
-    let take = |chosen: &mut Vec<u32>, p: u32, cap: usize| {
-        if chosen.len() < cap && !chosen.contains(&p) {
-            chosen.push(p);
-        }
-    };
     let mut others: Vec<u32> = speakers
         .iter()
         .filter(|p| !trusted.contains(p))
         .copied()
         .collect();
     others.shuffle(rng);
+    let own_choice = speakers
+        .iter()
+        .filter(|p| trusted.contains(p))
+        .chain(others.iter())
+        .copied();
+    let mut chosen: Vec<u32> = Vec::with_capacity(fanout + fanout.div_ceil(4));
+    if providers.is_empty() {
+        for p in own_choice {
+            if chosen.len() == fanout {
+                break;
+            }
+            if !chosen.contains(&p) {
+                chosen.push(p);
+            }
+        }
+        return chosen;
+    }
     let mut shuffled = providers.to_vec();
     shuffled.shuffle(rng);
-    let own_quarter = if providers.is_empty() {
-        fanout
-    } else {
-        fanout.div_ceil(4).min(fanout)
-    };
-    let vouched = speakers.iter().filter(|p| trusted.contains(p));
-    for &p in vouched.chain(others.iter()) {
-        take(&mut chosen, p, own_quarter);
-    }
     for p in shuffled {
-        take(&mut chosen, p, fanout);
+        if chosen.len() == fanout {
+            break;
+        }
+        if !chosen.contains(&p) {
+            chosen.push(p);
+        }
+    }
+    let asked_providers = chosen.len();
+    for p in own_choice {
+        if chosen.len() == asked_providers + fanout.div_ceil(4) {
+            break;
+        }
+        if !chosen.contains(&p) && !providers.contains(&p) {
+            chosen.push(p);
+        }
     }
     chosen
 }
@@ -631,64 +645,54 @@ mod tests {
 
     /// The node's own cases (`src/search/tests.rs`), over node indices.
     #[test]
-    fn a_quarter_of_the_fan_out_goes_to_connected_peers_trusted_first() {
+    fn the_providers_and_a_quarter_more_connected_peers_trusted_first() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let providers: Vec<u32> = (0..40).collect();
         let speakers: Vec<u32> = (100..130).collect();
         let trusted = [105, 117];
         let chosen = choose(&providers, &speakers, &trusted, 16, &mut rng);
-        assert_eq!(chosen.len(), 16);
+        assert_eq!(chosen.len(), 20, "16 providers and 4 more");
         let unique: std::collections::HashSet<_> = chosen.iter().collect();
-        assert_eq!(unique.len(), 16, "each peer asked once");
+        assert_eq!(unique.len(), 20, "each peer asked once");
+        assert!(chosen[..16].iter().all(|p| providers.contains(p)));
         assert!(
-            trusted.iter().all(|t| chosen[..2].contains(t)),
+            trusted.iter().all(|t| chosen[16..18].contains(t)),
             "{chosen:?}"
         );
-        assert!(
-            chosen[..4].iter().all(|p| speakers.contains(p)),
-            "{chosen:?}"
-        );
-        assert!(
-            chosen[4..].iter().all(|p| providers.contains(p)),
-            "{chosen:?}"
-        );
+        assert!(chosen[16..].iter().all(|p| speakers.contains(p)));
         // The providers asked are drawn at random, not the first found.
         let mut orders = std::collections::HashSet::new();
         for _ in 0..8 {
             let c = choose(&providers, &speakers, &[], 16, &mut rng);
-            assert!(c[..4].iter().all(|p| speakers.contains(p)), "{c:?}");
-            orders.insert(c[4..].to_vec());
+            assert!(c[16..].iter().all(|p| speakers.contains(p)), "{c:?}");
+            orders.insert(c[..16].to_vec());
         }
         assert!(orders.len() > 1, "the providers asked vary");
-        assert!(!orders.contains(&providers[..12]));
+        assert!(!orders.contains(&providers[..16]));
     }
 
     #[test]
-    fn few_providers_are_all_asked_with_the_quarter_only_and_none_leaves_the_connected_peers() {
+    fn few_providers_are_all_asked_with_a_quarter_more_and_none_leaves_the_connected_peers() {
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let providers = [1, 2, 3];
-        // A provider the asker is connected to is asked once.
+        // A provider the asker is connected to is asked once, as one.
         let speakers: Vec<u32> = (100..120).chain([1]).collect();
         let chosen = choose(&providers, &speakers, &[], 16, &mut rng);
-        assert!(providers.iter().all(|p| chosen.contains(p)), "{chosen:?}");
-        let extra = chosen.iter().filter(|p| !providers.contains(p)).count();
+        assert_eq!(chosen.len(), 7, "{chosen:?}");
         assert!(
-            extra <= 4,
-            "no connected peers beyond the quarter: {chosen:?}"
+            providers.iter().all(|p| chosen[..3].contains(p)),
+            "{chosen:?}"
         );
-        assert!(chosen.len() == 6 || chosen.len() == 7, "{chosen:?}");
+        assert!(chosen[3..].iter().all(|p| !providers.contains(p)));
         // No providers: the connected peers fill the fan-out, trusted first.
         let chosen = choose(&[], &speakers, &[105], 16, &mut rng);
         assert_eq!(chosen.len(), 16);
         assert_eq!(chosen[0], 105);
         assert!(chosen.iter().all(|p| speakers.contains(p)));
-        // A fan-out of one keeps its one slot for a connected peer.
-        assert_eq!(
-            choose(&providers, &speakers, &[105], 1, &mut rng),
-            vec![105]
-        );
-        let one = choose(&providers, &speakers, &[], 1, &mut rng);
-        assert!(one.len() == 1 && speakers.contains(&one[0]), "{one:?}");
+        // A fan-out of one: a provider, and a trusted peer besides.
+        let one = choose(&providers, &speakers, &[105], 1, &mut rng);
+        assert_eq!(one.len(), 2);
+        assert!(providers.contains(&one[0]) && one[1] == 105, "{one:?}");
         // Nobody connected: the providers, all of them up to the fan-out.
         let chosen = choose(&providers, &[], &[], 16, &mut rng);
         assert_eq!(chosen.len(), 3);
