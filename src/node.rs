@@ -20,16 +20,17 @@ use crate::crawl::probe::Prober;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
-use crate::federation::handler::{NodeHandler, SharedHandler};
-use crate::federation::reverify::{Reverifier, ReverifyLimits};
-use crate::federation::{ClaimQuotas, Judge};
 use crate::identity::{self, KeyError};
-use crate::issuer::{outbox, republish, Issuer, Outbox};
-use crate::mesh::{Mesh, MeshClient, MeshConfig, MeshError};
+use crate::issuer::{Issuer, Outbox};
+use crate::mesh::{MeshClient, MeshConfig, MeshError};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::search::{FederatedSearch, MeshAsk};
+use crate::search::FederatedSearch;
 use crate::store::{Store, StoreError};
+
+mod wiring;
+
+pub use wiring::{start_mesh, MeshParts, MeshWiring};
 
 /// How often this node's registrations are checked for renewal.
 const RENEW_EVERY: Duration = Duration::from_secs(600);
@@ -232,27 +233,6 @@ pub fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
     })
 }
 
-/// The Ed25519 keys of `peers` (peer ids of Ed25519 keys embed the key);
-/// ids of other key types are skipped with a warning.
-/// The peer ids of `p2p.trusted_peers` (config validation refused any
-/// that does not parse).
-fn trusted_peer_ids(peers: &[String]) -> std::collections::HashSet<libp2p::PeerId> {
-    peers.iter().filter_map(|p| p.parse().ok()).collect()
-}
-
-fn trusted_keys(peers: &[String]) -> Vec<ed25519_dalek::VerifyingKey> {
-    peers
-        .iter()
-        .filter_map(|p| {
-            let key = identity::key_of_peer_id(p);
-            if key.is_none() {
-                tracing::warn!(peer = %p, "trusted peer is not an Ed25519 peer id; ignored");
-            }
-            key
-        })
-        .collect()
-}
-
 impl Node {
     /// Opens the data directory and starts serving.
     ///
@@ -350,16 +330,28 @@ impl Node {
             None => seeds,
         };
 
-        let (mesh, judge, reverify) = start_mesh(
-            &config,
-            &key,
-            &store,
-            &registry,
-            &crawl_queue,
-            outbox_rx,
-            &mut stages,
-        )
+        // Step 4: the mesh. Records from peers are judged by the node's
+        // handler; what the issuer stores goes out through the publisher;
+        // after a restart the republisher puts this node's records back
+        // in the DHT.
+        let cancel = stages.token(Stage::Mesh);
+        let parts = start_mesh(MeshWiring {
+            p2p: &config.p2p,
+            mesh: MeshConfig::from_p2p(&config.p2p)?,
+            key: &key,
+            store: &store,
+            registry: &registry,
+            crawl_queue: Some(crawl_queue.clone()),
+            outbox: outbox_rx,
+            republish: true,
+            cancel,
+        })
         .await?;
+        stages.adopt(Stage::Mesh, "mesh", parts.event_loop);
+        for (name, task) in parts.tasks {
+            stages.adopt(Stage::Mesh, name, task);
+        }
+        let (mesh, judge, reverify) = (parts.mesh, parts.judge, parts.reverify);
         let listen_addrs: Vec<String> = mesh
             .listen_addrs()
             .await?
@@ -374,17 +366,7 @@ impl Node {
             }
         }
 
-        let search = FederatedSearch::new(
-            registry.clone(),
-            Some(MeshAsk {
-                client: mesh.clone(),
-                admit: judge.clone(),
-                fanout: config.p2p.search_fanout,
-                trusted: trusted_peer_ids(&config.p2p.trusted_peers),
-                budget: config.p2p.search_timeout,
-            }),
-        )
-        .with_metrics(metrics.clone());
+        let search = parts.search.with_metrics(metrics.clone());
         metrics.watch(
             registry.clone(),
             key.verifying_key().to_bytes(),
@@ -483,67 +465,14 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
         .expect("the store-open task does not panic")?;
     // The evidence held counts only from this node and its trusted peers:
     // classified again whenever that set changed since the last start.
-    let mut vouched: std::collections::BTreeSet<[u8; 32]> = trusted_keys(&config.p2p.trusted_peers)
-        .iter()
-        .map(|k| k.to_bytes())
-        .collect();
+    let mut vouched: std::collections::BTreeSet<[u8; 32]> =
+        wiring::trusted_keys(&config.p2p.trusted_peers)
+            .iter()
+            .map(|k| k.to_bytes())
+            .collect();
     vouched.insert(key.verifying_key().to_bytes());
     store.reassess(vouched).await?;
     Ok((store, Arc::new(key)))
-}
-
-/// Step 4: the mesh. Records from peers are judged by the node's handler;
-/// what the issuer stores goes out through the publisher; after a restart
-/// the republisher puts this node's records back in the DHT.
-async fn start_mesh(
-    config: &Config,
-    key: &Arc<SigningKey>,
-    store: &Store,
-    registry: &Registry,
-    crawl_queue: &CrawlQueue,
-    outbox_rx: tokio::sync::mpsc::Receiver<crate::issuer::Published>,
-    stages: &mut Stages,
-) -> Result<(MeshClient, Arc<Judge>, Arc<Reverifier>), NodeError> {
-    let trusted = trusted_keys(&config.p2p.trusted_peers);
-    let judge = Arc::new(
-        Judge::new(store.clone(), key.verifying_key(), trusted)
-            .with_replication(config.p2p.replication)
-            .with_max_lifetime(config.p2p.max_record_lifetime)
-            .with_claim_quotas(ClaimQuotas {
-                per_signer: config.p2p.max_claims_per_signer,
-                total: config.p2p.max_claims,
-            }),
-    );
-    let reverify = Arc::new(Reverifier::new(
-        Some(crawl_queue.clone()),
-        ReverifyLimits {
-            per_minute: config.p2p.reverify_per_minute,
-            per_peer_per_minute: config.p2p.reverify_per_peer_per_minute,
-            per_signer_per_minute: config.p2p.reverify_per_signer_per_minute,
-            ..ReverifyLimits::default()
-        },
-    ));
-    let handler = NodeHandler::new(judge.clone(), registry.clone(), reverify.clone());
-    let cancel = stages.token(Stage::Mesh);
-    let (mesh, mesh_task) = Mesh::spawn(
-        MeshConfig::from_p2p(&config.p2p)?,
-        identity::libp2p_keypair(key),
-        Arc::new(SharedHandler(Arc::new(handler))),
-        cancel.clone(),
-    )
-    .await?;
-    stages.adopt(Stage::Mesh, "mesh", mesh_task);
-    stages.adopt(
-        Stage::Mesh,
-        "publisher",
-        outbox::spawn_publisher(mesh.clone(), outbox_rx, cancel.clone()),
-    );
-    stages.adopt(
-        Stage::Mesh,
-        "republisher",
-        republish::spawn_republisher(store.clone(), mesh.clone(), key.verifying_key(), cancel),
-    );
-    Ok((mesh, judge, reverify))
 }
 
 /// Step 5: the HTTP API, served until its stage stops.

@@ -15,7 +15,7 @@
 //! `cargo test --test integration -- relevance:: --nocapture` prints the scores.
 
 #[path = "relevance/eval.rs"]
-mod eval;
+pub(crate) mod eval;
 #[path = "relevance/harness.rs"]
 mod harness;
 #[path = "relevance/population.rs"]

@@ -18,10 +18,10 @@
 //! `AGENTMESH_RELEVANCE_POOL=FILE cargo test --test integration -- relevance_mcp:: --ignored`
 //! writes the judging pool (the top 20 of each ranker per query) to FILE.
 
-#[path = "relevance/eval.rs"]
-mod eval;
 #[path = "relevance/mcp.rs"]
 mod mcp;
+
+use crate::relevance::eval;
 
 use std::collections::BTreeSet;
 use std::time::Instant;

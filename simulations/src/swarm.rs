@@ -1,10 +1,10 @@
 //! The real-swarm engine: N agentmesh nodes in one process, each made of
-//! the node's own parts (the ones `Node::spawn` wires in `src/node.rs`'s
-//! `start_mesh`): a sled [`Store`] with its text index, an [`Issuer`]
-//! with its outbox and publisher, the [`Registry`], the federation
-//! [`Judge`] behind the node's [`NodeHandler`], the mesh event loop
-//! ([`Mesh::spawn`]) and the federated search ([`FederatedSearch`] with
-//! the node's fan-out). What a node runs that is left out: the HTTP API,
+//! the node's own parts: a sled [`Store`] with its text index, an
+//! [`Issuer`] with its outbox, the [`Registry`], and the mesh half as
+//! `Node::spawn` assembles it, through the same function
+//! ([`agentmesh::node::start_mesh`]: the federation judge behind the
+//! node's handler, the mesh event loop, the publisher and the federated
+//! search with the node's fan-out). What a node runs that is left out: the HTTP API,
 //! the crawler and its schedulers (no agent here is crawled) and the
 //! renewer (no record ages past half its lifetime during a run). The
 //! republisher runs when a node starts again after an outage, as
@@ -125,16 +125,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use agentmesh::config::{Config, P2pConfig, Replication};
-use agentmesh::federation::handler::{NodeHandler, SharedHandler};
-use agentmesh::federation::Judge;
-use agentmesh::issuer::{outbox, republish, Issuer, Outbox};
+use agentmesh::issuer::{Issuer, Outbox};
 use agentmesh::mesh::{
-    Mesh, MeshClient, MeshConfig, MeshStatus, MeshTransport, Multiaddr, StatsSnapshot,
+    MeshClient, MeshConfig, MeshStatus, MeshTransport, Multiaddr, StatsSnapshot,
 };
+use agentmesh::node::{start_mesh, MeshWiring};
 use agentmesh::record::RecordBody;
 use agentmesh::registry::import::{ImportLimits, Importer, SERVING_ISSUE_CHUNK};
 use agentmesh::registry::{Registry, SearchQuery};
-use agentmesh::search::{Asked, FederatedSearch, MeshAsk, Scope};
+use agentmesh::search::{Asked, FederatedSearch, Scope};
 use agentmesh::store::{Filter, Store, StoreOptions, TextIndexOpen};
 use anyhow::{bail, Context, Result};
 use ed25519_dalek::SigningKey;
@@ -805,46 +804,29 @@ async fn run_node(
     let issuer =
         Issuer::new(store.clone(), key.clone(), node_defaults.store.record_ttl).with_outbox(outbox);
     let registry = Registry::new(issuer);
-    let judge = Arc::new(
-        Judge::new(store.clone(), key.verifying_key(), Vec::new())
-            .with_replication(params.replication),
-    );
-    let handler = NodeHandler::new(
-        judge.clone(),
-        registry.clone(),
-        Arc::new(agentmesh::federation::reverify::Reverifier::new(
-            None,
-            Default::default(),
-        )),
-    );
-    let (mesh, task) = Mesh::spawn(
-        mesh_config(listen, bootstrap, params)?,
-        agentmesh::identity::libp2p_keypair(&key),
-        Arc::new(SharedHandler(Arc::new(handler))),
-        cancel.clone(),
-    )
+    // The node's own assembly of its mesh half (node::start_mesh), with
+    // the run's replication and search budget; no crawler behind it.
+    let p2p = P2pConfig {
+        replication: params.replication,
+        search_timeout: params.search_timeout,
+        ..node_defaults.p2p
+    };
+    let parts = start_mesh(MeshWiring {
+        p2p: &p2p,
+        mesh: mesh_config(listen, bootstrap, params)?,
+        key: &key,
+        store: &store,
+        registry: &registry,
+        crawl_queue: None,
+        outbox: outbox_rx,
+        republish: restart,
+        cancel: cancel.clone(),
+    })
     .await
     .with_context(|| format!("node {i}: starting its mesh"))?;
-    outbox::spawn_publisher(mesh.clone(), outbox_rx, cancel.clone());
-    if restart {
-        republish::spawn_republisher(
-            store.clone(),
-            mesh.clone(),
-            key.verifying_key(),
-            cancel.clone(),
-        );
-    }
-    let search = FederatedSearch::new(
-        registry.clone(),
-        Some(MeshAsk {
-            client: mesh.clone(),
-            admit: judge,
-            fanout: node_defaults.p2p.search_fanout,
-            // The simulated nodes trust no peer (the default).
-            trusted: Default::default(),
-            budget: params.search_timeout,
-        }),
-    );
+    // The publisher and republisher end with `cancel`.
+    drop(parts.tasks);
+    let (mesh, search, task) = (parts.mesh, parts.search, parts.event_loop);
     let addr = mesh
         .listen_addrs()
         .await?

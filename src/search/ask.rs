@@ -148,7 +148,6 @@ fn budget_ms(budget: Budget) -> u64 {
 /// providers hold few agents each and some are silent, every provider
 /// asked counts (the simulator measured 3.5 points of recall lost when
 /// they shared the fan-out).
-
 pub(super) fn choose(
     providers: &[PeerId],
     speakers: &[PeerId],
