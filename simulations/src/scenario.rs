@@ -376,10 +376,11 @@ pub enum EclipseProviders {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchChoice {
-    /// The node since issue 44 (`search/ask.rs`, `choose`): a quarter of
-    /// the fan-out kept for connected peers (trusted first, then at
-    /// random), the rest the providers in random order; with no
-    /// providers, the connected peers fill the fan-out.
+    /// The node since issue 44 (`search/ask.rs`, `choose`): at most the
+    /// fan-out of providers in random order, and besides them a quarter
+    /// as many connected peers that are not providers (trusted first,
+    /// then at random); with no providers, the connected peers fill the
+    /// fan-out.
     #[default]
     Mixed,
     /// The node before issue 44: the providers in the order the lookup
