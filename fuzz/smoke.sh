@@ -29,5 +29,6 @@ for t in "${targets[@]}"; do
     echo "fuzz target $t failed: the input is in fuzz/artifacts/$t/" >&2
     exit 1
   fi
-  grep -E '^#[0-9]+ *DONE|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$log" || true
+  grep -E 'cov: ' "$log" | tail -n 1 | cut -d' ' -f1-9 || true
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
 done
