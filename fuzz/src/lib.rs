@@ -35,27 +35,38 @@ pub fn challenge_nonce() -> String {
     agentmesh::adp::handshake::nonce(&[0; 32], VERIFIER, 1_700_000_000_000, &[0; 16])
 }
 
-/// The judge of this process, over one store in a temporary directory
-/// (opened once: a store per input would measure sled, not the judge).
-/// Records it accepts stay, so later inputs meet a held record.
+/// The judge of this process, over one store (opened once: a store per
+/// input would measure sled, not the judge). Records it accepts stay, so
+/// later inputs meet a held record. libFuzzer ends the process with
+/// `exit`, which drops no static, so the store's directory is named after
+/// the process and the directories of processes that have ended are
+/// removed here, at the next start.
 pub fn judge() -> &'static Judge {
-    static JUDGE: OnceLock<(tempfile::TempDir, Judge)> = OnceLock::new();
-    &JUDGE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("a temporary directory for the fuzz store");
-            let options = StoreOptions {
-                cache_bytes: 16 << 20,
-                text_index: TextIndexOpen::AtFirstSearch,
-            };
-            let store = Store::open_with(dir.path(), &options).expect("the fuzz store opens");
-            let judge = Judge::new(
-                store,
-                node_key().verifying_key(),
-                [trusted_key().verifying_key()],
-            );
-            (dir, judge)
-        })
-        .1
+    static JUDGE: OnceLock<Judge> = OnceLock::new();
+    JUDGE.get_or_init(|| {
+        let parent = std::env::temp_dir().join("agentmesh-fuzz-judge");
+        if let Ok(entries) = std::fs::read_dir(&parent) {
+            for e in entries.flatten() {
+                let pid = e.file_name().to_string_lossy().into_owned();
+                if !std::path::Path::new("/proc").join(&pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let dir = parent.join(std::process::id().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a directory for the fuzz store");
+        let options = StoreOptions {
+            cache_bytes: 16 << 20,
+            text_index: TextIndexOpen::AtFirstSearch,
+        };
+        let store = Store::open_with(&dir, &options).expect("the fuzz store opens");
+        Judge::new(
+            store,
+            node_key().verifying_key(),
+            [trusted_key().verifying_key()],
+        )
+    })
 }
 
 /// `data` as text records, one a line (a DNS answer's TXT strings, as the
