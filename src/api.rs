@@ -35,6 +35,8 @@ use serde_json::{json, Value};
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
+#[doc(hidden)]
+pub use agents::parse_search_body;
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 pub use openapi::{openapi_document, openapi_json};

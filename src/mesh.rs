@@ -57,6 +57,8 @@ mod unsent;
 pub mod wire;
 
 pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
+#[doc(hidden)]
+pub use codec::{read_request, read_response};
 pub use config::{MeshConfig, MeshLimits, MeshTimeouts, MeshTransport};
 pub use libp2p::{Multiaddr, PeerId};
 pub use quota::{Rate, Rates};

@@ -334,10 +334,14 @@ fn check_term_count(field: &str, n: usize) -> Result<(), ApiError> {
         .with_details(json!([{"field": field, "message": message}])))
 }
 
-fn bounded_limit(state: &AppState, asked: Option<usize>, field: &str) -> Result<usize, ApiError> {
-    let max = state.config().max_limit;
+fn bounded_limit(
+    config: &crate::config::ApiConfig,
+    asked: Option<usize>,
+    field: &str,
+) -> Result<usize, ApiError> {
+    let max = config.max_limit;
     match asked {
-        None => Ok(state.config().default_limit),
+        None => Ok(config.default_limit),
         Some(n) if (1..=max).contains(&n) => Ok(n),
         Some(n) => Err(ApiError::new(
             ErrorCode::InvalidInput,
@@ -446,7 +450,7 @@ pub(super) async fn list(
         filter,
         query: None,
         after: decode_cursor(p.cursor.as_deref())?,
-        limit: bounded_limit(&state, p.limit, "limit")?,
+        limit: bounded_limit(state.config(), p.limit, "limit")?,
     };
     let started = std::time::Instant::now();
     let page = state.registry().search(&query).await?;
@@ -551,6 +555,37 @@ pub(super) async fn search(
     body: Result<Json<SearchBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(b) = body?;
+    let (query, scope) = search_query(b, state.config())?;
+    // The search asks the mesh first (a first page in mesh scope) and
+    // ranks everything this node then holds.
+    let outcome = state.search().search(&query, scope).await?;
+    let mut response = page_response(outcome.page);
+    if let Some(report) = &outcome.mesh {
+        write_mesh_headers(report, outcome.elapsed, response.headers_mut());
+    }
+    Ok(response)
+}
+
+/// Reads a `POST /agents/search` body as the handler does (the JSON
+/// extractor, then [`search_query`]), without a node: for the fuzz target
+/// `fuzz/fuzz_targets/aidip_bodies.rs`.
+///
+/// # Errors
+/// The [`ApiError`] the handler would answer with.
+#[doc(hidden)]
+pub fn parse_search_body(
+    bytes: &[u8],
+    config: &crate::config::ApiConfig,
+) -> Result<(SearchQuery, Scope), ApiError> {
+    let Json(b) = Json::<SearchBody>::from_bytes(bytes)?;
+    search_query(b, config)
+}
+
+/// The query and scope a search body asks for, every bound checked.
+fn search_query(
+    b: SearchBody,
+    config: &crate::config::ApiConfig,
+) -> Result<(SearchQuery, Scope), ApiError> {
     let f = &b.filters;
     let (languages, language_pointer) = f.languages()?;
     for (name, n) in [
@@ -582,20 +617,9 @@ pub(super) async fn search(
         filter,
         query: b.query.filter(|q| !q.trim().is_empty()),
         after: decode_cursor(b.cursor.as_deref())?,
-        limit: bounded_limit(
-            &state,
-            b.top.or(Some(10.min(state.config().max_limit))),
-            "top",
-        )?,
+        limit: bounded_limit(config, b.top.or(Some(10.min(config.max_limit))), "top")?,
     };
-    // The search asks the mesh first (a first page in mesh scope) and
-    // ranks everything this node then holds.
-    let outcome = state.search().search(&query, scope).await?;
-    let mut response = page_response(outcome.page);
-    if let Some(report) = &outcome.mesh {
-        write_mesh_headers(report, outcome.elapsed, response.headers_mut());
-    }
-    Ok(response)
+    Ok((query, scope))
 }
 
 /// The `x-agentmesh-*` headers of a mesh search: whom it asked, who

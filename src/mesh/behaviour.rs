@@ -66,7 +66,6 @@ use sha2::{Digest, Sha256};
 
 use super::codec::CountingCodec;
 use super::stats::MeshStats;
-use super::wire::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 use super::{
     MeshConfig, MeshError, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC, SEARCH_PROTOCOL,
 };
@@ -220,10 +219,7 @@ fn kademlia(key: &Keypair, config: &MeshConfig) -> kad::Behaviour<MemoryStore> {
 }
 
 fn search(config: &MeshConfig, stats: &MeshStats) -> SearchBehaviour {
-    let cbor = request_response::cbor::codec::Codec::default()
-        .set_request_size_maximum(MAX_REQUEST_BYTES)
-        .set_response_size_maximum(MAX_RESPONSE_BYTES);
-    let codec = CountingCodec::new(cbor, stats.clone());
+    let codec = CountingCodec::bounded(stats.clone());
     let rc = request_response::Config::default()
         .with_request_timeout(config.timeouts.request)
         .with_max_concurrent_streams(SEARCH_MAX_STREAMS);

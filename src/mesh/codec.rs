@@ -14,7 +14,7 @@ use libp2p::request_response::{self, cbor};
 use libp2p::StreamProtocol;
 
 use super::stats::MeshStats;
-use super::wire::{SearchRequest, SearchResponse};
+use super::wire::{SearchRequest, SearchResponse, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 
 /// The CBOR search codec, counting what it moves.
 #[derive(Clone)]
@@ -30,6 +30,56 @@ impl CountingCodec {
         stats: MeshStats,
     ) -> Self {
         Self { inner, stats }
+    }
+
+    /// The codec the search behaviour runs: CBOR, a request at most
+    /// [`MAX_REQUEST_BYTES`] and a response at most [`MAX_RESPONSE_BYTES`].
+    pub(crate) fn bounded(stats: MeshStats) -> Self {
+        let cbor = cbor::codec::Codec::default()
+            .set_request_size_maximum(MAX_REQUEST_BYTES)
+            .set_response_size_maximum(MAX_RESPONSE_BYTES);
+        Self::new(cbor, stats)
+    }
+}
+
+/// Reads `bytes` as one search stream's request, with the node's codec and
+/// its bounds (the event loop then runs [`SearchRequest::check`]). For the
+/// fuzz target `fuzz/fuzz_targets/mesh_wire.rs`.
+///
+/// # Errors
+/// The codec's error: over the size bound, or not a request.
+#[doc(hidden)]
+pub fn read_request(bytes: &[u8]) -> io::Result<SearchRequest> {
+    use request_response::Codec as _;
+    let mut codec = CountingCodec::bounded(MeshStats::default());
+    let p = StreamProtocol::new(super::SEARCH_PROTOCOL);
+    let mut io = libp2p::futures::io::Cursor::new(bytes);
+    now(codec.read_request(&p, &mut io))
+}
+
+/// Reads `bytes` as one search stream's response, as [`read_request`]
+/// reads a request (the caller then runs [`SearchResponse::bound`]).
+///
+/// # Errors
+/// The codec's error: over the size bound, or not a response.
+#[doc(hidden)]
+pub fn read_response(bytes: &[u8]) -> io::Result<SearchResponse> {
+    use request_response::Codec as _;
+    let mut codec = CountingCodec::bounded(MeshStats::default());
+    let p = StreamProtocol::new(super::SEARCH_PROTOCOL);
+    let mut io = libp2p::futures::io::Cursor::new(bytes);
+    now(codec.read_response(&p, &mut io))
+}
+
+/// Runs a read from memory, which never waits, to its end.
+fn now<T>(read: impl std::future::Future<Output = T>) -> T {
+    let mut read = std::pin::pin!(read);
+    match read
+        .as_mut()
+        .poll(&mut Context::from_waker(std::task::Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("a read from an in-memory cursor never waits"),
     }
 }
 
@@ -148,6 +198,33 @@ mod tests {
     use super::*;
     use libp2p::futures::io::Cursor;
     use libp2p::request_response::Codec as _;
+
+    #[test]
+    fn reads_from_memory_as_the_node_reads_a_stream_and_keeps_its_bounds() {
+        let request = SearchRequest {
+            capabilities: vec!["translation".into()],
+            limit: 10,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        ciborium::into_writer(&request, &mut bytes).unwrap();
+        assert_eq!(read_request(&bytes).unwrap(), request);
+        assert!(
+            read_response(&bytes).is_err(),
+            "a request is not a response"
+        );
+        let long = SearchRequest {
+            query: Some("x".repeat(MAX_REQUEST_BYTES as usize)),
+            ..request.clone()
+        };
+        let mut over = Vec::new();
+        ciborium::into_writer(&long, &mut over).unwrap();
+        assert!(read_request(&over).is_err(), "over the request bound");
+        assert!(
+            read_request(&bytes[..bytes.len() - 1]).is_err(),
+            "cut short"
+        );
+    }
 
     #[tokio::test]
     async fn counts_what_it_writes_and_reads() {
