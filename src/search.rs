@@ -37,6 +37,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 pub use answer::answer;
+pub use ask::choose;
 
 use crate::mesh::MeshClient;
 use crate::metrics::Metrics;

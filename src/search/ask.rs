@@ -17,7 +17,6 @@
 //!    until its share ends; then the text index catches up with what was
 //!    stored, so the local ranking that follows sees it.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -74,7 +73,7 @@ pub(super) async fn ask(
     let peers = choose(
         &providers,
         &speakers,
-        &mesh.trusted,
+        |p| mesh.trusted.contains(p),
         mesh.fanout,
         &mut rand::thread_rng(),
     );
@@ -148,26 +147,26 @@ fn budget_ms(budget: Budget) -> u64 {
 /// providers hold few agents each and some are silent, every provider
 /// asked counts (the simulator measured 3.5 points of recall lost when
 /// they shared the fan-out).
-pub(super) fn choose(
-    providers: &[PeerId],
-    speakers: &[PeerId],
-    trusted: &HashSet<PeerId>,
+pub fn choose<P: Copy + PartialEq>(
+    providers: &[P],
+    speakers: &[P],
+    is_trusted: impl Fn(&P) -> bool,
     fanout: usize,
     rng: &mut impl rand::Rng,
-) -> Vec<PeerId> {
+) -> Vec<P> {
     use rand::seq::SliceRandom;
-    let mut others: Vec<PeerId> = speakers
+    let mut others: Vec<P> = speakers
         .iter()
-        .filter(|p| !trusted.contains(p))
+        .filter(|p| !is_trusted(p))
         .copied()
         .collect();
     others.shuffle(rng);
     let own_choice = speakers
         .iter()
-        .filter(|p| trusted.contains(p))
+        .filter(|p| is_trusted(p))
         .chain(others.iter())
         .copied();
-    let mut chosen: Vec<PeerId> = Vec::with_capacity(fanout + fanout.div_ceil(4));
+    let mut chosen: Vec<P> = Vec::with_capacity(fanout + fanout.div_ceil(4));
     if providers.is_empty() {
         for p in own_choice {
             if chosen.len() == fanout {
@@ -179,7 +178,7 @@ pub(super) fn choose(
         }
         return chosen;
     }
-    let mut shuffled: Vec<PeerId> = providers.to_vec();
+    let mut shuffled: Vec<P> = providers.to_vec();
     shuffled.shuffle(rng);
     for p in shuffled {
         if chosen.len() == fanout {

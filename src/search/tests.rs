@@ -123,7 +123,7 @@ fn a_search_asks_its_providers_and_a_quarter_more_peers_it_chose_itself() {
     let providers = peers(40);
     let speakers = peers(10);
     let trusted: std::collections::HashSet<_> = speakers[..2].iter().copied().collect();
-    let chosen = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
+    let chosen = super::ask::choose(&providers, &speakers, |p| trusted.contains(p), 16, &mut rng);
     assert_eq!(chosen.len(), 20, "16 providers and 4 more");
     let unique: std::collections::HashSet<_> = chosen.iter().collect();
     assert_eq!(unique.len(), 20, "each peer asked once");
@@ -137,7 +137,7 @@ fn a_search_asks_its_providers_and_a_quarter_more_peers_it_chose_itself() {
     // Not the first sixteen the lookup found, and not the same each time.
     let mut orders = std::collections::HashSet::new();
     for _ in 0..8 {
-        let c = super::ask::choose(&providers, &speakers, &trusted, 16, &mut rng);
+        let c = super::ask::choose(&providers, &speakers, |p| trusted.contains(p), 16, &mut rng);
         orders.insert(c[..16].to_vec());
     }
     assert!(
@@ -155,8 +155,8 @@ fn a_search_with_few_providers_asks_them_all_and_a_quarter_more() {
     let mut speakers = peers(20);
     // A provider this node is connected to is asked once, as a provider.
     speakers.push(providers[0]);
-    let none = std::collections::HashSet::new();
-    let chosen = super::ask::choose(&providers, &speakers, &none, 16, &mut rng);
+    let none: std::collections::HashSet<libp2p::PeerId> = std::collections::HashSet::new();
+    let chosen = super::ask::choose(&providers, &speakers, |p| none.contains(p), 16, &mut rng);
     assert_eq!(chosen.len(), 7, "{chosen:?}");
     assert!(
         providers.iter().all(|p| chosen[..3].contains(p)),
@@ -166,12 +166,12 @@ fn a_search_with_few_providers_asks_them_all_and_a_quarter_more() {
 
     // No provider: the connected speakers, trusted first, up to the fan-out.
     let trusted: std::collections::HashSet<_> = [speakers[5]].into_iter().collect();
-    let chosen = super::ask::choose(&[], &speakers, &trusted, 16, &mut rng);
+    let chosen = super::ask::choose(&[], &speakers, |p| trusted.contains(p), 16, &mut rng);
     assert_eq!(chosen.len(), 16);
     assert_eq!(chosen[0], speakers[5]);
     assert!(chosen.iter().all(|p| speakers.contains(p)));
     // A fan-out of one: a provider, and a trusted peer besides.
-    let chosen = super::ask::choose(&providers, &speakers, &trusted, 1, &mut rng);
+    let chosen = super::ask::choose(&providers, &speakers, |p| trusted.contains(p), 1, &mut rng);
     assert_eq!(chosen.len(), 2);
     assert!(providers.contains(&chosen[0]));
     assert_eq!(chosen[1], speakers[5]);

@@ -21,7 +21,6 @@ use std::collections::HashSet;
 
 use agentmesh::config::Replication;
 use rand::seq::SliceRandom;
-use rand::Rng;
 
 use super::{
     Ev, Owner, Role, SearchRecord, Sim, KNOWN_ENTRY_BYTES, RECORD_BYTES, SEARCH_REQUEST_BYTES,
@@ -29,64 +28,7 @@ use super::{
 use crate::population::SearchKind;
 use crate::scenario::{JudgeRule, SearchChoice};
 use crate::swarm::SearchSample;
-
-/// Whom a search asks, as `search/ask.rs`'s `choose` decides over peer
-/// ids, here over node indices: at most `fanout` of `providers` in random
-/// order, and besides them up to `fanout.div_ceil(4)` `speakers` (the
-/// connected peers that speak search) that are not providers, the
-/// `trusted` first, then the others at random. With no providers, at most
-/// `fanout` speakers. Each peer is asked once.
-pub(super) fn choose(
-    providers: &[u32],
-    speakers: &[u32],
-    trusted: &[u32],
-    fanout: usize,
-    rng: &mut impl Rng,
-) -> Vec<u32> {
-    let mut others: Vec<u32> = speakers
-        .iter()
-        .filter(|p| !trusted.contains(p))
-        .copied()
-        .collect();
-    others.shuffle(rng);
-    let own_choice = speakers
-        .iter()
-        .filter(|p| trusted.contains(p))
-        .chain(others.iter())
-        .copied();
-    let mut chosen: Vec<u32> = Vec::with_capacity(fanout + fanout.div_ceil(4));
-    if providers.is_empty() {
-        for p in own_choice {
-            if chosen.len() == fanout {
-                break;
-            }
-            if !chosen.contains(&p) {
-                chosen.push(p);
-            }
-        }
-        return chosen;
-    }
-    let mut shuffled = providers.to_vec();
-    shuffled.shuffle(rng);
-    for p in shuffled {
-        if chosen.len() == fanout {
-            break;
-        }
-        if !chosen.contains(&p) {
-            chosen.push(p);
-        }
-    }
-    let asked_providers = chosen.len();
-    for p in own_choice {
-        if chosen.len() == asked_providers + fanout.div_ceil(4) {
-            break;
-        }
-        if !chosen.contains(&p) && !providers.contains(&p) {
-            chosen.push(p);
-        }
-    }
-    chosen
-}
+use agentmesh::search::choose;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -261,7 +203,15 @@ impl Sim<'_> {
         let peers = match self.np.search_choice {
             SearchChoice::Mixed => {
                 let speakers = connected(self);
-                choose(&providers, &speakers, &[], self.np.fanout, &mut self.rng)
+                // The node's own choice (no trusted peers, the node's default),
+                // over node indices.
+                choose(
+                    &providers,
+                    &speakers,
+                    |_| false,
+                    self.np.fanout,
+                    &mut self.rng,
+                )
             }
             SearchChoice::ProvidersFirst => {
                 let mut peers = providers;
@@ -650,7 +600,7 @@ mod tests {
         let providers: Vec<u32> = (0..40).collect();
         let speakers: Vec<u32> = (100..130).collect();
         let trusted = [105, 117];
-        let chosen = choose(&providers, &speakers, &trusted, 16, &mut rng);
+        let chosen = choose(&providers, &speakers, |p| trusted.contains(p), 16, &mut rng);
         assert_eq!(chosen.len(), 20, "16 providers and 4 more");
         let unique: std::collections::HashSet<_> = chosen.iter().collect();
         assert_eq!(unique.len(), 20, "each peer asked once");
@@ -663,7 +613,7 @@ mod tests {
         // The providers asked are drawn at random, not the first found.
         let mut orders = std::collections::HashSet::new();
         for _ in 0..8 {
-            let c = choose(&providers, &speakers, &[], 16, &mut rng);
+            let c = choose(&providers, &speakers, |_| false, 16, &mut rng);
             assert!(c[16..].iter().all(|p| speakers.contains(p)), "{c:?}");
             orders.insert(c[..16].to_vec());
         }
@@ -677,7 +627,7 @@ mod tests {
         let providers = [1, 2, 3];
         // A provider the asker is connected to is asked once, as one.
         let speakers: Vec<u32> = (100..120).chain([1]).collect();
-        let chosen = choose(&providers, &speakers, &[], 16, &mut rng);
+        let chosen = choose(&providers, &speakers, |_| false, 16, &mut rng);
         assert_eq!(chosen.len(), 7, "{chosen:?}");
         assert!(
             providers.iter().all(|p| chosen[..3].contains(p)),
@@ -685,16 +635,16 @@ mod tests {
         );
         assert!(chosen[3..].iter().all(|p| !providers.contains(p)));
         // No providers: the connected peers fill the fan-out, trusted first.
-        let chosen = choose(&[], &speakers, &[105], 16, &mut rng);
+        let chosen = choose(&[], &speakers, |p| *p == 105, 16, &mut rng);
         assert_eq!(chosen.len(), 16);
         assert_eq!(chosen[0], 105);
         assert!(chosen.iter().all(|p| speakers.contains(p)));
         // A fan-out of one: a provider, and a trusted peer besides.
-        let one = choose(&providers, &speakers, &[105], 1, &mut rng);
+        let one = choose(&providers, &speakers, |p| *p == 105, 1, &mut rng);
         assert_eq!(one.len(), 2);
         assert!(providers.contains(&one[0]) && one[1] == 105, "{one:?}");
         // Nobody connected: the providers, all of them up to the fan-out.
-        let chosen = choose(&providers, &[], &[], 16, &mut rng);
+        let chosen = choose(&providers, &[], |_| false, 16, &mut rng);
         assert_eq!(chosen.len(), 3);
     }
 
