@@ -31,17 +31,16 @@ use agentmesh::crawl::StepOutcome;
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::verify::TrustLevel;
 use bind::{
-    assert_bogus, assert_secure, bind_available, crawl, crawler, ds_anchor, fingerprint_of, sign,
+    assert_bogus, assert_secure, crawl, crawler, ds_anchor, fingerprint_of, require_bind, sign,
     sign_chain, tamper, tampered_copy, verify_cli, without_txt_signature, zone_text, Named, ZONE,
 };
 use common::TestNode;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
 async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
-    if !bind_available() {
-        return;
-    }
+    require_bind();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -133,10 +132,9 @@ async fn a_zone_signed_by_bind_validates_and_a_tampered_record_is_bogus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
 async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
-    if !bind_available() {
-        return;
-    }
+    require_bind();
     let dir = tempfile::tempdir().unwrap();
     let population = Population::generate(&PopulationConfig::healthy(18, 4));
     let bed = Testbed::start(population, TestbedOptions::default())
@@ -305,10 +303,9 @@ async fn testbed(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
 async fn a_ds_anchor_for_the_root_validates_and_a_tampered_record_is_bogus() {
-    if !bind_available() {
-        return;
-    }
+    require_bind();
     let dir = tempfile::tempdir().unwrap();
     let (bed, ca, domain) = testbed(21, 3, dir.path()).await;
     let (mut zones, root_key) = sign_chain(dir.path(), &zone_text(&bed));
@@ -329,10 +326,9 @@ async fn a_ds_anchor_for_the_root_validates_and_a_tampered_record_is_bogus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
 async fn an_island_of_trust_validates_without_its_parents() {
-    if !bind_available() {
-        return;
-    }
+    require_bind();
     let dir = tempfile::tempdir().unwrap();
     let (bed, ca, domain) = testbed(22, 3, dir.path()).await;
     // org1.test alone is signed; its anchor in both forms.
@@ -383,10 +379,9 @@ async fn an_island_of_trust_validates_without_its_parents() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
 async fn stripped_signatures_under_an_anchor_are_bogus() {
-    if !bind_available() {
-        return;
-    }
+    require_bind();
     let dir = tempfile::tempdir().unwrap();
     let (bed, ca, domain) = testbed(23, 3, dir.path()).await;
 

@@ -54,15 +54,9 @@ fn headless(browser: &Path, profile: &Path, url: &str, extra: &[&str], budget_ms
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium (apt-get install chromium)"]
 async fn a_browser_searches_the_explorer_and_opens_an_agent_page() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have Chromium (.ci/run installs it)"
-        );
-        eprintln!("SKIPPED: no chromium here (apt-get install chromium)");
-        return;
-    };
+    let browser = common::needs(chromium(), "Chromium", "apt-get install chromium");
     let (testbed, dir, ca) = testbed_with_ca(33, 12).await;
     let node = tokio::task::block_in_place(|| TestNode::builder().crawling(&testbed, &ca).start());
     let api = node.api();

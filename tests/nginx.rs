@@ -118,15 +118,9 @@ fn logged(dir: &Path) -> usize {
 }
 
 #[tokio::test]
+#[ignore = "needs nginx (apt-get install nginx-light)"]
 async fn nginx_etags_answer_304_and_its_retry_after_holds_the_host() {
-    let Some(binary) = nginx_binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have nginx (.ci/run installs nginx-light)"
-        );
-        eprintln!("SKIPPED: no nginx here (apt-get install nginx-light)");
-        return;
-    };
+    let binary = crate::common::needs(nginx_binary(), "nginx", "apt-get install nginx-light");
     let dir = tempfile::tempdir().unwrap();
     let ca = certificates(dir.path());
     let www = dir.path().join("www/.well-known");

@@ -65,6 +65,17 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
     (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
 }
 
+/// What a test that needs an outside tool (BIND, nginx, Chromium,
+/// schemathesis) gets from `found`, or a failure that says how to install
+/// it. Those tests are `#[ignore = "needs …"]`: a plain `cargo test` lists
+/// them as ignored instead of passing them unseen, and `.ci/run`, which
+/// installs the tools, runs them with `-- --ignored`.
+pub fn needs<T>(found: Option<T>, tool: &str, install: &str) -> T {
+    found.unwrap_or_else(|| {
+        panic!("this test needs {tool}, which is not installed here ({install})")
+    })
+}
+
 /// The bound on a whole command that does real work (a demo, a crawl of
 /// a testbed): long enough for a loaded 2-core CI machine running other
 /// tests beside it, short enough that a hang still ends the test.
