@@ -24,6 +24,8 @@ use std::path::Path;
 use common::{repo_root, run, TestNode, DEADLINE};
 use serde_json::Value;
 
+mod reference;
+
 /// The address the README's commands use.
 const README_ADDR: &str = "127.0.0.1:7700";
 /// The heading of the section that is run.
@@ -50,15 +52,14 @@ struct Block<'a> {
     lines: Vec<&'a str>,
 }
 
-/// The fenced blocks of the `## Walkthrough` section.
-fn section_blocks(readme: &str) -> Result<Vec<Block<'_>>, String> {
+/// The fenced blocks of the README section under `heading` (a `## `
+/// line), up to the next heading of the same or a higher level.
+fn section_blocks<'a>(readme: &'a str, heading: &str) -> Result<Vec<Block<'a>>, String> {
     let lines: Vec<&str> = readme.lines().collect();
     let start = lines
         .iter()
-        .position(|l| l.trim_end() == HEADING)
-        .ok_or_else(|| {
-            format!("README.md has no {HEADING:?} section (the walkthrough this test runs)")
-        })?;
+        .position(|l| l.trim_end() == heading)
+        .ok_or_else(|| format!("README.md has no {heading:?} section"))?;
     let mut blocks = Vec::new();
     let mut open: Option<Block> = None;
     for (i, line) in lines.iter().enumerate().skip(start + 1) {
@@ -98,7 +99,9 @@ fn status_comment(line: &str) -> Option<u16> {
 /// Parses the walkthrough into steps.
 fn walkthrough(readme: &str) -> Result<Vec<Step>, String> {
     let mut steps: Vec<Step> = Vec::new();
-    for block in section_blocks(readme)? {
+    let blocks = section_blocks(readme, HEADING)
+        .map_err(|e| format!("{e} (the walkthrough this test runs)"))?;
+    for block in blocks {
         match block.lang {
             "sh" | "bash" | "shell" | "console" => {
                 let mut lines = block.lines.clone();
