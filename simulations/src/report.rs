@@ -11,9 +11,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::des::{Counters, DesOutcome, LookupRecord};
-use crate::population::SearchKind;
+use crate::model::{SearchKind, SearchRecord, SearchSample};
 use crate::scenario::{Behaviour, NodeParams, Scenario};
-use crate::swarm::{SearchRecord, SearchSample, SwarmOutcome};
+use crate::swarm::SwarmOutcome;
 
 /// What the CSV series and the plots are drawn from, either engine's.
 #[derive(Debug, Clone, Copy)]

@@ -25,9 +25,8 @@ use rand::seq::SliceRandom;
 use super::{
     Ev, Owner, Role, SearchRecord, Sim, KNOWN_ENTRY_BYTES, RECORD_BYTES, SEARCH_REQUEST_BYTES,
 };
-use crate::population::SearchKind;
+use crate::model::{SearchKind, SearchSample};
 use crate::scenario::{JudgeRule, SearchChoice};
-use crate::swarm::SearchSample;
 use agentmesh::search::choose;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
