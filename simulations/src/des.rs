@@ -34,10 +34,10 @@ use rand_chacha::ChaCha8Rng;
 use kad::{Id, Iter, Sorted};
 use queue::Queue;
 
+use crate::model::Outage;
+pub use crate::model::SearchRecord;
 use crate::population::{capability_name, plan_outages, rng_for, Packed, Population};
 use crate::scenario::{Behaviour, EclipseProviders, JudgeRule, NodeParams, Scenario};
-use crate::swarm::Outage;
-pub use crate::swarm::SearchRecord;
 
 /// Bytes of a Kademlia request (key, type, framing).
 const KAD_REQUEST_BYTES: u64 = 100;

@@ -2,16 +2,20 @@
 //! registries and a million agents, before anyone deploys it.
 //!
 //! Two engines share one scenario format ([`scenario`]), one population
-//! generator ([`population`]) and one report ([`report`], [`plot`]):
+//! generator ([`population`]), the types of the work and its samples
+//! ([`model`]) and one report ([`report`], [`plot`]):
 //! - [`des`], the discrete-event engine: 10,000–100,000 nodes in virtual
 //!   time, Kademlia and the node's search modelled message by message,
 //!   with the node's own key derivation and constants;
 //! - [`swarm`], the real-swarm engine: the node's own mesh code, N swarms
 //!   in one process over libp2p's memory transport, in wall-clock time.
 //!
-//! [`run`] runs one scenario and writes its outputs; `main.rs` is the CLI.
+//! [`run`] runs one scenario and writes its outputs; `main.rs` is the CLI,
+//! which also owns the signal handling: the library installs no handler
+//! and only watches the cancellation token it is given.
 
 pub mod des;
+pub mod model;
 pub mod plot;
 pub mod population;
 pub mod report;
@@ -22,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 
 use population::Population;
 use report::Summary;
@@ -70,13 +75,17 @@ pub fn default_out(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("out").join(name)
 }
 
-/// Runs `scenario` and, when asked, writes its outputs.
+/// Runs `scenario` and, when asked, writes its outputs. A swarm run
+/// watches `cancel` (it stops and removes its node stores when it is
+/// cancelled, answering [`swarm::Cancelled`]); the DES, which holds
+/// nothing to clean up, does not.
 ///
 /// # Errors
 /// The swarm engine's error, or an output that cannot be written.
 pub fn run(
     scenario: &Scenario,
     opts: &RunOptions,
+    cancel: &CancellationToken,
     status: &mut dyn FnMut(Status),
 ) -> anyhow::Result<Summary> {
     let started = Instant::now();
@@ -111,7 +120,9 @@ pub fn run(
         Engine::Swarm => {
             let params = pop.swarm_params(scenario, seed);
             drop(pop);
-            let outcome = swarm::run(&params, &mut |line| status(Status::Phase(line.to_owned())))?;
+            let outcome = swarm::run(&params, cancel, &mut |line| {
+                status(Status::Phase(line.to_owned()))
+            })?;
             if opts.write {
                 write_series(&out_dir, &scenario.name, &(&outcome).into())?;
             }

@@ -16,8 +16,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
 
+use crate::model::{Outage, SearchKind, SwarmAgent, SwarmParams, SwarmSearch};
 use crate::scenario::{NodeParams, Scenario};
-use crate::swarm::{Outage, SwarmAgent, SwarmParams, SwarmSearch};
 
 /// The capability name of popularity rank `rank` (`cap-0` most popular).
 pub fn capability_name(rank: u32) -> String {
@@ -68,19 +68,6 @@ impl Packed {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// What a search is for (the report splits recall by it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SearchKind {
-    /// The base workload.
-    Normal,
-    /// Inside a flash crowd, for its capability.
-    Flash,
-    /// For the eclipsed capability.
-    Eclipsed,
-    /// For a revoked agent's capability, while revocation propagates.
-    Revoked,
 }
 
 /// One planned search.

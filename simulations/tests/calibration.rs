@@ -24,6 +24,7 @@ use agentmesh_sim::population::Population;
 use agentmesh_sim::report::{side_by_side, Summary};
 use agentmesh_sim::scenario::Scenario;
 use agentmesh_sim::{run, swarm, RunOptions};
+use tokio_util::sync::CancellationToken;
 
 const SCENARIO: &str = r#"
 name = "calibration-small"
@@ -63,6 +64,7 @@ fn the_model_and_real_swarms_agree_on_a_small_mesh() {
             out: None,
             write: false,
         },
+        &CancellationToken::new(),
         &mut |_| {},
     )
     .expect("the DES runs");
@@ -74,8 +76,10 @@ fn the_model_and_real_swarms_agree_on_a_small_mesh() {
     .expect("the swarm variant is valid");
     let seed = swarm_scenario.seed;
     let params = Population::generate(&swarm_scenario, seed).swarm_params(&swarm_scenario, seed);
-    let outcome =
-        swarm::run(&params, &mut |line| eprintln!("swarm: {line}")).expect("the swarms run");
+    let outcome = swarm::run(&params, &CancellationToken::new(), &mut |line| {
+        eprintln!("swarm: {line}")
+    })
+    .expect("the swarms run");
     let real = Summary::from_swarm(&swarm_scenario, seed, &outcome);
 
     let (d, s) = (

@@ -8,6 +8,7 @@ use agentmesh_sim::population::Population;
 use agentmesh_sim::report::Summary;
 use agentmesh_sim::scenario::{Scenario, SearchChoice};
 use agentmesh_sim::{run, RunOptions};
+use tokio_util::sync::CancellationToken;
 
 fn scenario(extra: &str) -> Scenario {
     let text = format!(
@@ -35,7 +36,7 @@ fn summary(sc: &Scenario, seed: Option<u64>) -> Summary {
         out: None,
         write: false,
     };
-    run(sc, &opts, &mut |_| {}).unwrap()
+    run(sc, &opts, &CancellationToken::new(), &mut |_| {}).unwrap()
 }
 
 /// The summary without what depends on the machine (wall time, memory).
@@ -248,7 +249,7 @@ fn a_run_writes_its_summary_series_and_plots() {
         out: Some(dir.clone()),
         write: true,
     };
-    let s = run(&sc, &opts, &mut |_| {}).unwrap();
+    let s = run(&sc, &opts, &CancellationToken::new(), &mut |_| {}).unwrap();
     for f in [
         "summary.json",
         "searches.csv",
@@ -302,7 +303,7 @@ fn lookup_requests_per_search(sc: &Scenario) -> Vec<u32> {
         out: Some(dir.path().to_path_buf()),
         write: true,
     };
-    run(sc, &opts, &mut |_| {}).unwrap();
+    run(sc, &opts, &CancellationToken::new(), &mut |_| {}).unwrap();
     let csv = std::fs::read_to_string(dir.path().join("searches.csv")).unwrap();
     let mut lines = csv.lines();
     let column = lines

@@ -1,20 +1,22 @@
 //! A swarm run stopped by SIGTERM removes its node stores and exits with
 //! 143, as a shell reports a process SIGTERM killed (Ctrl-C: 130); and a
-//! Ctrl-C after a run has ended (while the report is written) still ends
-//! the process, although the run's signal handler stays installed.
+//! Ctrl-C after a run has ended still ends the process: the library
+//! installs no signal handler (the CLI does), so none outlives a run.
 
 #![cfg(unix)]
 
 use std::io::BufRead;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentmesh::config::Replication;
-use agentmesh_sim::population::SearchKind;
+use agentmesh_sim::model::{SearchKind, SwarmAgent, SwarmParams, SwarmSearch};
 use agentmesh_sim::scenario::Security;
-use agentmesh_sim::swarm::{self, SwarmAgent, SwarmParams, SwarmSearch};
+use agentmesh_sim::swarm;
+use tokio_util::sync::CancellationToken;
 
 /// Enough searches that the run is still searching when the signal comes
 /// (it is sent as soon as the swarm has bootstrapped).
@@ -66,8 +68,8 @@ fn first_line<T>(
 }
 
 /// Sends `signal` (`INT`, `TERM`) to the run and waits up to 60 s for it
-/// to exit; its exit code.
-fn signal_and_wait(run: &mut Run, signal: &str) -> Option<i32> {
+/// to exit; how it exited.
+fn signal_and_wait(run: &mut Run, signal: &str) -> ExitStatus {
     let pid = run.0.id().to_string();
     let sent = Command::new("kill")
         .args([format!("-{signal}"), pid.clone()])
@@ -77,7 +79,7 @@ fn signal_and_wait(run: &mut Run, signal: &str) -> Option<i32> {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = run.0.try_wait().unwrap() {
-            return status.code();
+            return status;
         }
         assert!(
             Instant::now() < until,
@@ -114,7 +116,7 @@ fn sigterm_removes_the_node_stores_and_exits_143() {
         stores.display()
     );
 
-    assert_eq!(signal_and_wait(&mut run, "TERM"), Some(143));
+    assert_eq!(signal_and_wait(&mut run, "TERM").code(), Some(143));
     assert!(
         !stores.exists(),
         "{} is left after SIGTERM",
@@ -129,12 +131,14 @@ const CHILD: &str = "AGENTMESH_SIM_AFTER_RUN_CHILD";
 /// The child's line once its run has ended.
 const RAN: &str = "the swarm run ended";
 
+/// The library's run leaves SIGINT its default fate: the child is killed
+/// by it (a shell reports 130), not left running.
 #[test]
-fn ctrl_c_after_a_swarm_run_ends_the_process_with_130() {
+fn ctrl_c_after_a_swarm_run_ends_the_process() {
     if std::env::var_os(CHILD).is_some() {
         after_a_run();
     }
-    let name = "ctrl_c_after_a_swarm_run_ends_the_process_with_130";
+    let name = "ctrl_c_after_a_swarm_run_ends_the_process";
     let mut run = Run(Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
@@ -148,7 +152,7 @@ fn ctrl_c_after_a_swarm_run_ends_the_process_with_130() {
         line.trim_end().ends_with(RAN).then_some(())
     });
     // The child waits 120 s for the signal before it exits 0 of itself.
-    assert_eq!(signal_and_wait(&mut run, "INT"), Some(130));
+    assert_eq!(signal_and_wait(&mut run, "INT").signal(), Some(2));
 }
 
 /// The child's part: a run of four nodes, then a wait for the signal.
@@ -181,7 +185,9 @@ fn after_a_run() -> ! {
         outages: Vec::new(),
         seed: 5,
     };
-    let outcome = swarm::run(&params, &mut |line| eprintln!("[child] {line}"));
+    let outcome = swarm::run(&params, &CancellationToken::new(), &mut |line| {
+        eprintln!("[child] {line}")
+    });
     assert!(outcome.is_ok(), "the child's run: {:?}", outcome.err());
     println!("{RAN}");
     std::thread::sleep(Duration::from_secs(120));

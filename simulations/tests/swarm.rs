@@ -11,11 +11,14 @@
 use std::time::Duration;
 
 use agentmesh::config::Replication;
-use agentmesh_sim::population::SearchKind;
+use agentmesh_sim::model::{
+    Outage, SearchKind, SearchSample, SwarmAgent, SwarmParams, SwarmSearch,
+};
 use agentmesh_sim::scenario::Security;
-use agentmesh_sim::swarm::{self, Outage, SwarmAgent, SwarmParams, SwarmSearch};
+use agentmesh_sim::swarm;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio_util::sync::CancellationToken;
 
 /// A population of `agents` agents over `nodes` nodes, each with one or
 /// two of `vocabulary` capabilities, and `searches` searches from random
@@ -87,7 +90,8 @@ fn search(from: usize, capability: &str, ms: u64) -> SwarmSearch {
 
 fn run(p: &SwarmParams) -> swarm::SwarmOutcome {
     let mut log = |line: &str| eprintln!("[swarm {}] {line}", p.nodes);
-    swarm::run(p, &mut log).unwrap_or_else(|e| panic!("the swarm runs: {e:#}"))
+    swarm::run(p, &CancellationToken::new(), &mut log)
+        .unwrap_or_else(|e| panic!("the swarm runs: {e:#}"))
 }
 
 #[test]
@@ -343,7 +347,9 @@ fn under_churn_probes_go_out_on_the_timeline_and_wait_for_a_down_home() {
 fn a_bad_parameter_is_refused_before_any_node_starts() {
     let mut p = params(4, 8, 3, 1, 1);
     p.searches[0].from = 9;
-    let e = swarm::run(&p, &mut |_| {}).unwrap_err().to_string();
+    let e = swarm::run(&p, &CancellationToken::new(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("searches[0].from"), "{e}");
 }
 
@@ -380,7 +386,7 @@ fn measure() {
             .sum::<f64>()
             / out.searches.len() as f64;
         let lat: Vec<f64> = out.searches.iter().map(|r| r.sample.latency_ms).collect();
-        let mean = |f: &dyn Fn(&swarm::SearchSample) -> f64| {
+        let mean = |f: &dyn Fn(&SearchSample) -> f64| {
             out.searches.iter().map(|r| f(&r.sample)).sum::<f64>() / out.searches.len() as f64
         };
         println!(
@@ -438,7 +444,8 @@ probes = 1
         out: Some(out.path().to_owned()),
         write: true,
     };
-    let summary = agentmesh_sim::run(&scenario, &opts, &mut |_| {}).expect("the swarm runs");
+    let summary = agentmesh_sim::run(&scenario, &opts, &CancellationToken::new(), &mut |_| {})
+        .expect("the swarm runs");
     let read = |name: &str| {
         std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
