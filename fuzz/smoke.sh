@@ -2,6 +2,9 @@
 # A short run of every fuzz target from its seeds (CI's smoke step; the
 # long runs are in fuzz/README.md). Usage: fuzz/smoke.sh [SECONDS] [TARGET...]
 # Fails on the first crash; its input is left in fuzz/artifacts/<target>/.
+# FUZZ_PROFILE=release (the default) builds optimised, for long runs;
+# FUZZ_PROFILE=dev builds without optimisation: minutes less to build,
+# fewer executions per second, the right trade for CI's seconds per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-15}
@@ -12,7 +15,14 @@ export RUSTC_BOOTSTRAP=1
 # The fuzz build's own target directory (instrumented, release), kept
 # between runs; never the node's.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/fuzz/target}"
-flags=(--sanitizer none --debug-assertions)
+case "${FUZZ_PROFILE:-release}" in
+release) flags=(--sanitizer none --debug-assertions) ;;
+dev) flags=(--sanitizer none --dev) ;;
+*)
+  echo "FUZZ_PROFILE is release or dev, not ${FUZZ_PROFILE}" >&2
+  exit 2
+  ;;
+esac
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo fuzz list | grep -vx seeds)
