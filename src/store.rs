@@ -95,6 +95,13 @@ pub enum StoreError {
     /// The record was refused (stale seq, malformed...).
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The store could not be closed ([`Store::close`]).
+    #[error("store not closed: {reason}")]
+    Close {
+        /// Why: other handles are still alive, or the data directory
+        /// stayed locked.
+        reason: String,
+    },
     /// The data directory holds another layout version.
     #[error("store schema version {found} is not the supported version {expected}")]
     SchemaVersion {
@@ -348,6 +355,8 @@ pub struct BlockingStore {
 }
 
 struct Inner {
+    /// The data directory, which [`Store::close`] waits for sled to let go of.
+    dir: std::path::PathBuf,
     db: sled::Db,
     records: sled::Tree,
     local: sled::Tree,
@@ -605,6 +614,7 @@ impl Store {
         Ok(Self {
             sync: BlockingStore {
                 inner: Arc::new(Inner {
+                    dir: dir.to_path_buf(),
                     db,
                     records,
                     local,
@@ -706,6 +716,30 @@ impl Store {
     /// Every suspension, by agent id.
     pub fn suspensions(&self) -> Vec<(String, Suspension)> {
         self.sync.suspensions()
+    }
+
+    /// Closes the store: every write made durable and searchable, the
+    /// text index's writer thread ended (after its last commit and
+    /// merges), and sled's hold on the data directory released, so that
+    /// the directory can be opened again at once (a restart in the same
+    /// process). It takes the last handle: a clone still alive elsewhere
+    /// keeps the store open.
+    ///
+    /// # Errors
+    /// [`StoreError::Close`] when other handles are alive (the writes are
+    /// flushed, nothing is closed) or sled still holds the directory
+    /// after [`CLOSE_WAIT`]; [`StoreError::Sled`] and [`StoreError::Text`]
+    /// from the flush; [`StoreError::TaskFailed`].
+    pub async fn close(self) -> Result<(), StoreError> {
+        unblock("close", move || self.sync.close()).await?
+    }
+
+    /// As [`Store::close`], on this thread: only from a blocking context.
+    ///
+    /// # Errors
+    /// As [`Store::close`], without [`StoreError::TaskFailed`].
+    pub fn close_blocking(self) -> Result<(), StoreError> {
+        self.sync.close()
     }
 
     /// The blocking face of this store. Only from a blocking context
@@ -996,6 +1030,54 @@ impl Store {
             }
         })
     }
+}
+
+/// Longest [`Store::close`] waits for sled to let go of the data
+/// directory once the last handle is dropped.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until nobody holds the lock sled takes on its `db` file in
+/// `dir` (its I/O threads let go of the file a moment after the last
+/// handle is dropped), at most `wait`.
+fn wait_unlocked(dir: &Path, wait: std::time::Duration) -> Result<(), StoreError> {
+    let file = dir.join("db");
+    let deadline = std::time::Instant::now() + wait;
+    while is_locked(&file)? {
+        if std::time::Instant::now() >= deadline {
+            return Err(StoreError::Close {
+                reason: format!("{} still locked after {wait:?}", file.display()),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Whether another open file holds `file`'s lock (sled's: `flock`,
+/// exclusive). Taking it here releases it at once, with the file.
+#[cfg(unix)]
+fn is_locked(file: &Path) -> Result<bool, StoreError> {
+    use std::os::fd::AsRawFd as _;
+    let f = match std::fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => {
+            return Err(StoreError::Close {
+                reason: format!("{}: {e}", file.display()),
+            })
+        }
+    };
+    // SAFETY: `f` is an open file this function owns for the whole call;
+    // flock only takes (or fails to take) a lock on it, which closing `f`
+    // releases.
+    let taken = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    Ok(!taken)
+}
+
+/// Elsewhere the lock is not looked at: the drop is all there is.
+#[cfg(not(unix))]
+fn is_locked(_file: &Path) -> Result<bool, StoreError> {
+    Ok(false)
 }
 
 #[cfg(test)]

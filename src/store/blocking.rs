@@ -352,6 +352,26 @@ impl BlockingStore {
         self.inner.text.sync_blocking()
     }
 
+    /// As [`Store::close`], on this thread.
+    ///
+    /// # Errors
+    /// As [`Store::close`], without [`StoreError::TaskFailed`].
+    pub fn close(self) -> Result<(), StoreError> {
+        self.flush()?;
+        let inner = Arc::try_unwrap(self.inner).map_err(|inner| StoreError::Close {
+            reason: format!(
+                "{} other handles to the store are alive",
+                Arc::strong_count(&inner) - 1
+            ),
+        })?;
+        let dir = inner.dir.clone();
+        // Dropping the text index joins its writer thread (after a last
+        // commit and the merges), which releases tantivy's writer lock;
+        // dropping the trees and the database closes sled's side.
+        drop(inner);
+        wait_unlocked(&dir, CLOSE_WAIT)
+    }
+
     /// As [`Store::text_search`], on this thread.
     ///
     /// # Errors

@@ -63,21 +63,14 @@ fn ids(found: &[StoredAgent]) -> Vec<&str> {
     found.iter().map(|a| a.body.agent_id()).collect()
 }
 
-/// Opens the store in `dir`. A reopen right after a drop may find the
-/// files still locked for a moment (sled's and tantivy's background
-/// threads let go of them after the handles are gone): retried until a
-/// deadline.
+/// Opens the store in `dir`.
 fn open(dir: &Path) -> Store {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match Store::open(dir, 16 << 20) {
-            Ok(store) => return store,
-            Err(e) if e.to_string().contains("lock") && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("opening the store: {e}"),
-        }
-    }
+    Store::open(dir, 16 << 20).expect("the store opens")
+}
+
+/// Closes `store`, so that its directory can be opened again at once.
+fn close(store: Store) {
+    store.close_blocking().expect("the store closes");
 }
 
 fn filter(caps: &[&str], tags: &[&str], langs: &[&str]) -> Filter {
@@ -495,8 +488,9 @@ fn reopening_restores_records_indexes_and_counts() {
     let before = {
         let s = open(dir.path());
         write_changing_terms(&s);
-        s.blocking().flush().unwrap();
-        postings_of(&s)
+        let postings = postings_of(&s);
+        close(s);
+        postings
     };
     let s = open(dir.path());
     // The lists loaded from the compact records are the ones the commits
@@ -535,18 +529,9 @@ fn a_store_of_another_schema_version_is_refused() {
             .unwrap();
         db.flush().unwrap();
     }
-    // sled's file lock can outlive the drop by a moment under load (its
-    // threads wind down on their own): the refusal is what is tested, so
-    // a lock still held is waited out, with a deadline.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let err = loop {
-        let err = Store::open(dir.path(), 1 << 20).unwrap_err();
-        let locked = err.to_string().contains("lock");
-        if !locked || std::time::Instant::now() > deadline {
-            break err;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    // sled's threads let go of the directory a moment after the drop.
+    wait_unlocked(dir.path(), CLOSE_WAIT).unwrap();
+    let err = Store::open(dir.path(), 1 << 20).unwrap_err();
     assert!(
         matches!(
             err,
@@ -557,6 +542,32 @@ fn a_store_of_another_schema_version_is_refused() {
         ),
         "{err}"
     );
+}
+
+/// A closed store's directory opens again at once, with every write;
+/// a store with another handle alive is flushed but not closed.
+#[test]
+fn a_closed_store_opens_again_at_once_and_a_shared_one_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    for seq in 1..=5 {
+        let s = open(dir.path());
+        put(
+            &s,
+            descriptor("a", &["ocr"], &[], &[]),
+            seq,
+            Origin::Local,
+            Expect::Any,
+        )
+        .unwrap();
+        close(s);
+    }
+    let s = open(dir.path());
+    assert_eq!(s.blocking().get("a").unwrap().unwrap().body.seq(), 5);
+    let other = s.clone();
+    let err = s.close_blocking().unwrap_err();
+    assert!(matches!(err, StoreError::Close { .. }), "{err}");
+    assert_eq!(other.blocking().get("a").unwrap().unwrap().body.seq(), 5);
+    close(other);
 }
 
 fn signed(d: Descriptor, seq: u64) -> (SignedRecord, RecordBody) {
@@ -709,6 +720,7 @@ fn reasons_of_older_data_directories_are_filled_from_their_reports() {
             .unwrap();
         db.flush().unwrap();
     }
+    wait_unlocked(dir.path(), CLOSE_WAIT).unwrap();
     let s = open(dir.path());
     let b = s.blocking();
     assert_eq!(
@@ -1300,6 +1312,7 @@ fn a_crash_between_the_store_and_the_index_is_repaired_at_open() {
             ["agent:a.test"],
             "the index is behind"
         );
+        close(store);
     }
     // Same number of documents, so the agents still marked pending are
     // re-applied.
@@ -1340,13 +1353,14 @@ fn a_missing_or_disagreeing_text_index_is_rebuilt_from_the_store() {
             "Recipes and menus",
             &["cooking"],
         );
-        store.blocking().flush().unwrap();
+        close(store);
     }
     // A new agent the index never saw: the counts differ, so it is rebuilt.
     {
         let store = open(dir.path());
         assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
         assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
+        close(store);
     }
     // The index deleted: rebuilt too.
     std::fs::remove_dir_all(dir.path().join("text-index")).unwrap();
@@ -1426,7 +1440,7 @@ fn a_text_index_opened_at_the_first_search_is_absent_until_then_and_has_every_wr
     assert!(store.sync.inner.pending.is_empty());
 
     // A store reopened with its index at open finds the same.
-    drop(store);
+    close(store);
     let store = open(dir.path());
     assert_eq!(ranked_ids(&store, "recipes"), ["agent:c.test"]);
     assert_eq!(ranked_ids(&store, "translates"), ["agent:a.test"]);
