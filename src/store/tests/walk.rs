@@ -2,6 +2,7 @@
 //! first arrival and cursors, trust floors, compact records, concurrent
 //! writers, and the migration of version 1 and 2 data directories.
 
+use super::super::stored::KIND_DESCRIPTOR;
 use super::*;
 use crate::verify::TrustLevel;
 
