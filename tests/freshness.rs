@@ -412,9 +412,10 @@ async fn the_schedule_and_freshness_survive_a_restart() {
         key,
         clock,
     } = rig;
-    drop((store, issuer));
+    drop(issuer);
+    store.close().await.expect("the store closes");
     // The same data directory, opened again.
-    let store = wait_reopen(&dir.path().join("store")).await;
+    let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
     let rig = Rig {
         issuer: Issuer::new(store.clone(), key.clone(), Duration::from_secs(24 * 3600)),
         store,
@@ -441,21 +442,6 @@ async fn the_schedule_and_freshness_survive_a_restart() {
     let round = scheduler.run_due().await.unwrap();
     assert_eq!((round.visited, round.not_modified), (2, 2));
     rig.testbed.shutdown().await;
-}
-
-/// Opens the store at `path` once the last handle's file lock is gone.
-async fn wait_reopen(path: &std::path::Path) -> Store {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match Store::open(path, 16 << 20) {
-            Ok(store) => return store,
-            Err(e) if tokio::time::Instant::now() < deadline => {
-                tracing::debug!(error = %e, "the store is still locked");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("the store did not reopen within 10 s: {e}"),
-        }
-    }
 }
 
 #[tokio::test]

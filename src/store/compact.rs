@@ -13,7 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{StoreError, KIND_DESCRIPTOR, KIND_TOMBSTONE};
+use super::error::StoreError;
+use super::stored::{KIND_DESCRIPTOR, KIND_TOMBSTONE};
 use crate::descriptor::DocumentFormat;
 use crate::record::{DescriptorRecord, SignedRecord};
 use crate::verify::{EvidenceFlags, TrustLevel};

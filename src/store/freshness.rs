@@ -19,7 +19,8 @@
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
-use super::{postings, StoreError};
+use super::error::StoreError;
+use super::postings;
 
 /// How fresh an agent is, from this node's last confirmation of it
 /// (ordered: fresh, stale, dropped).

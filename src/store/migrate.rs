@@ -15,10 +15,17 @@
 //! open. Nothing in `records`, `local`, `reports` or `reasons` is touched;
 //! the old `index` tree is dropped once the version is raised.
 
-use super::blocking::decode_stored;
-use super::compact::{encode_live, encode_tombstone};
+use super::compact::{encode_live, encode_tombstone, CompactAgent};
+use super::error::StoreError;
 use super::postings::decode_ord;
-use super::{CompactAgent, RecordBody, StoreError};
+use super::stored::decode_stored;
+use crate::record::RecordBody;
+
+/// The on-disk layout version this code reads and writes. Versions 1
+/// (index keys by agent id, no ordinals or compact records) and 2 (an
+/// `index` tree of one key per term and ordinal; compact records without
+/// tags and languages) are migrated at open (`store/migrate.rs`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Records migrated per batch of tree writes.
 const BATCH: usize = 10_000;
@@ -54,7 +61,7 @@ pub(super) fn rebuild(
         records = records.len(),
         ordinals = ?from,
         "migrating the store to layout version {}",
-        super::SCHEMA_VERSION
+        SCHEMA_VERSION
     );
     if from == Ordinals::Assign {
         ordinals.clear()?;
@@ -107,6 +114,6 @@ pub(super) fn rebuild(
     ordinals.apply_batch(ob)?;
     compact.apply_batch(cb)?;
     db.flush()?;
-    tracing::info!("store migrated to layout version {}", super::SCHEMA_VERSION);
+    tracing::info!("store migrated to layout version {}", SCHEMA_VERSION);
     Ok(())
 }

@@ -23,8 +23,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use roaring::RoaringBitmap;
 
+use super::claims::ClaimCounts;
 use super::compact::{decode_as, Filed};
-use super::{descriptor, Descriptor, RecordBody, StoreError};
+use super::error::StoreError;
+use crate::descriptor::{self, Descriptor};
+use crate::record::RecordBody;
 use crate::verify::TrustLevel;
 
 pub(super) const FIELD_CAPABILITY: u8 = b'c';
@@ -136,11 +139,9 @@ impl Postings {
     /// The lists of a `compact` tree, read record by record, and the
     /// live claimed records by signer. Keys come in ordinal order, so each
     /// list grows at its end.
-    pub(super) fn load(
-        compact: &sled::Tree,
-    ) -> Result<(Self, super::trust::ClaimCounts), StoreError> {
+    pub(super) fn load(compact: &sled::Tree) -> Result<(Self, ClaimCounts), StoreError> {
         let mut out = Self::default();
-        let mut claims = super::trust::ClaimCounts::default();
+        let mut claims = ClaimCounts::default();
         for entry in compact.iter() {
             let (key, value) = entry?;
             let ord = decode_ord("compact", &key)?;

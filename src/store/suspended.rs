@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
-use super::{postings, StoreError};
+use super::error::StoreError;
+use super::postings;
 
 /// Longest suspension reason kept, characters.
 pub const MAX_REASON_CHARS: usize = 500;

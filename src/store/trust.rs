@@ -22,39 +22,17 @@
 //! issuer puts it in every record it signs for the id, so a node that
 //! still holds the old owner's record accepts the new one.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::record::Transfer;
 
-use super::{compact, BlockingStore, Expect, Origin, Store, StoreError, Write};
-
-/// Live claimed records by signer: what the judge's quotas on untrusted
-/// signers read (a hostile signer cannot fill a replicating node).
-#[derive(Debug, Default, Clone)]
-pub(super) struct ClaimCounts {
-    by_signer: HashMap<[u8; 32], u64>,
-    total: u64,
-}
-
-impl ClaimCounts {
-    pub(super) fn add(&mut self, signer: [u8; 32]) {
-        *self.by_signer.entry(signer).or_default() += 1;
-        self.total += 1;
-    }
-
-    pub(super) fn remove(&mut self, signer: [u8; 32]) {
-        if let Some(n) = self.by_signer.get_mut(&signer) {
-            *n -= 1;
-            self.total -= 1;
-            if *n == 0 {
-                self.by_signer.remove(&signer);
-            }
-        }
-    }
-}
+use super::compact;
+use super::error::StoreError;
+use super::handles::{BlockingStore, Store};
+use super::write::{Expect, Origin, Write};
 
 /// The `meta` key of the trusted set's digest.
 const TRUSTED_DIGEST: &str = "trusted_signers";
@@ -151,15 +129,11 @@ impl BlockingStore {
     /// Live records held as claims of `signer` (a key this node does not
     /// trust), and of every untrusted signer together.
     pub fn claims(&self, signer: &[u8; 32]) -> (u64, u64) {
-        let claims = self
-            .inner
+        self.inner
             .claims
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (
-            claims.by_signer.get(signer).copied().unwrap_or(0),
-            claims.total,
-        )
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .count(signer)
     }
 
     /// Notes that `fingerprint` (an agent key's, `ed25519:…`) was revoked

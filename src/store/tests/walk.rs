@@ -2,6 +2,7 @@
 //! first arrival and cursors, trust floors, compact records, concurrent
 //! writers, and the migration of version 1 and 2 data directories.
 
+use super::super::stored::KIND_DESCRIPTOR;
 use super::*;
 use crate::verify::TrustLevel;
 
@@ -158,8 +159,7 @@ fn compact_records_follow_updates_tombstones_and_the_local_mark() {
     tombstone(&s, "mine", 3, Expect::LocalLive).unwrap();
     assert_eq!(s.blocking().compact("mine").unwrap(), None);
     assert_eq!(s.blocking().compact("nobody").unwrap(), None);
-    s.blocking().flush().unwrap();
-    drop(s);
+    close(s);
     let s = open(dir.path());
     assert_eq!(s.blocking().compact("mine").unwrap(), None);
     assert_eq!(
@@ -256,6 +256,10 @@ fn write_v1(dir: &Path, agents: &[(&str, &[&str], bool)]) {
         .insert("schema_version", &1u32.to_be_bytes())
         .unwrap();
     db.flush().unwrap();
+    // Every handle gone (the trees hold the database too), sled's threads
+    // let go of the directory a moment later.
+    drop((db, records, index, local));
+    wait_unlocked(dir, CLOSE_WAIT).unwrap();
 }
 
 #[test]
@@ -300,8 +304,7 @@ fn a_version_1_data_directory_is_migrated_at_open_and_loses_nothing() {
         walk_ids(&s, &filter(&["ocr"], &[], &[]), None, 10).0,
         ["a", "b", "d"]
     );
-    s.blocking().flush().unwrap();
-    drop(s);
+    close(s);
     // Migrated once: the next open reads the current version as it is.
     let s = open(dir.path());
     assert_eq!(
@@ -313,18 +316,11 @@ fn a_version_1_data_directory_is_migrated_at_open_and_loses_nothing() {
 /// Turns a data directory of this version back into version 2: compact
 /// records without tags and languages, an `index` tree, schema version 2.
 fn downgrade_to_v2(dir: &Path) {
-    // The store just dropped may hold its file lock a moment longer.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let db = loop {
-        match sled::Config::new().path(dir).flush_every_ms(None).open() {
-            Ok(db) => break db,
-            Err(e) if std::time::Instant::now() < deadline => {
-                assert!(e.to_string().contains("lock"), "{e}");
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("opening the data directory: {e}"),
-        }
-    };
+    let db = sled::Config::new()
+        .path(dir)
+        .flush_every_ms(None)
+        .open()
+        .expect("the closed store's directory opens");
     let compact = db.open_tree("compact").unwrap();
     for entry in compact.iter() {
         let (key, value) = entry.unwrap();
@@ -345,6 +341,10 @@ fn downgrade_to_v2(dir: &Path) {
         .insert("schema_version", &2u32.to_be_bytes())
         .unwrap();
     db.flush().unwrap();
+    // Every handle gone (the trees hold the database too), sled's threads
+    // let go of the directory a moment later.
+    drop((db, compact));
+    wait_unlocked(dir, CLOSE_WAIT).unwrap();
 }
 
 #[test]
@@ -353,11 +353,12 @@ fn a_version_2_data_directory_is_migrated_at_open_and_its_filters_are_kept() {
     let (before, order) = {
         let s = open(dir.path());
         write_changing_terms(&s);
-        s.blocking().flush().unwrap();
-        (
+        let before = (
             postings_of(&s),
             walk_ids(&s, &Filter::default(), None, 100).0,
-        )
+        );
+        close(s);
+        before
     };
     downgrade_to_v2(dir.path());
     let s = open(dir.path());
@@ -382,7 +383,7 @@ fn a_version_2_data_directory_is_migrated_at_open_and_its_filters_are_kept() {
         !names.contains(&b"index".to_vec()),
         "the index tree is dropped"
     );
-    drop(s);
+    close(s);
     let s = open(dir.path());
     assert_eq!(postings_of(&s), before);
     assert_eq!(

@@ -18,8 +18,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use super::{TextIndex, TextQuery};
-use crate::store::StoreError;
+use super::index::TextIndex;
+use super::query::TextQuery;
+use crate::store::error::StoreError;
 
 /// When a store's text index opens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

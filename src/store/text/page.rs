@@ -22,7 +22,7 @@ use tantivy::index::SegmentId;
 use tantivy::query::{BitSetDocSet, BooleanQuery, EnableScoring, Query};
 use tantivy::{BitSet, DocAddress, DocId, DocSet, Score, Searcher, TERMINATED};
 
-use super::text_err;
+use super::schema::text_err;
 use crate::store::StoreError;
 
 /// Most hits tying the page's last place that one search judges by their
