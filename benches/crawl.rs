@@ -113,7 +113,7 @@ fn main() {
         let mut split: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
         for r in &reports {
             for s in &r.steps {
-                let bucket = match s.step {
+                let bucket = match s.step.as_str() {
                     "dns_txt" | "dns_srv" | "dns_address" => "dns",
                     "fetch" => "fetch (TCP + TLS + HTTP)",
                     "challenge" => "challenge (DNS + TCP + TLS + WS)",

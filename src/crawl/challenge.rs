@@ -18,8 +18,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::Connector;
 use url::Url;
 
+use super::error::CrawlError;
 use super::polite::HostLimiter;
-use super::CrawlError;
 use crate::adp::handshake::{HandshakeFrame, MAX_FRAME_BYTES};
 
 /// Opens challenge connections. Cheap to clone.
@@ -36,7 +36,7 @@ pub struct Challenger {
     /// The User-Agent of the upgrade request.
     pub user_agent: String,
     /// The ports a challenge may connect to.
-    pub allowed_ports: super::AllowedPorts,
+    pub allowed_ports: super::options::AllowedPorts,
 }
 
 impl Challenger {

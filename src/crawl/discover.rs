@@ -1,8 +1,8 @@
-//! One domain, every format: [`Crawler::discover`] runs the ADP chain and
-//! reads what the domain publishes in the other discovery formats (an A2A
-//! Agent Card, an ARD catalog, DNS-AID SVCB records, an AID TXT record),
-//! each into its own [`CrawlOutcome`] with its source format, under the
-//! same address policy, TLS, limits and timeouts as ADP.
+//! One domain, every other format: what a domain publishes besides ADP
+//! (an A2A Agent Card, an ARD catalog, DNS-AID SVCB records, an AID TXT
+//! record), each agent read into its own [`CrawlOutcome`] with its source
+//! format, under the same address policy, TLS, limits and timeouts as ADP;
+//! the crawler runs these beside the ADP chain and [`merge`]s the two.
 //!
 //! Absence is not a failure: a domain that publishes no card (no HTTPS
 //! server, an error status, a redirect elsewhere, an HTML page where the
@@ -16,10 +16,11 @@
 use serde_json::Value;
 use url::Url;
 
-use super::dns::DnsError;
-use super::fetch::{self, DocumentKind, Fetched, A2A_CARD, AI_CATALOG, JWKS};
-use super::report::{CrawlOutcome, Run, Verified};
-use super::{CrawlError, Crawler, Held};
+use super::dns::{Dns, DnsError};
+use super::error::CrawlError;
+use super::fetch::{self, DocumentKind, Fetched, Fetcher, A2A_CARD, AI_CATALOG, JWKS};
+use super::options::CrawlerOptions;
+use super::report::{CrawlOutcome, Run, StepName, Verified};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
 use crate::verify::{Evidence, Reason};
@@ -28,28 +29,41 @@ use crate::verify::{Evidence, Reason};
 /// the protocol names).
 pub(super) const MAX_DNS_AID_NAMES: usize = 16;
 
-impl Crawler {
-    /// Every agent `domain` publishes in the formats this crawler reads
-    /// (`CrawlerOptions::formats`). The ADP outcome comes first; it is
-    /// left out when the domain publishes no ADP record but something in
-    /// another format.
-    pub async fn discover(&self, domain: &str) -> Vec<CrawlOutcome> {
-        self.discover_with(domain, None).await
-    }
+/// The readers of the formats besides ADP, over the crawler's DNS and
+/// HTTPS clients and under its options.
+pub(super) struct OtherFormats<'a> {
+    /// The crawler's resolver.
+    pub(super) dns: &'a Dns,
+    /// The crawler's HTTPS client.
+    pub(super) fetcher: &'a Fetcher,
+    /// Which formats are read, the address policy, the HTTPS port.
+    pub(super) options: &'a CrawlerOptions,
+}
 
-    /// As [`Crawler::discover`], as a revisit: `held` is the ADP document
-    /// held from the last visit ([`Crawler::crawl_with`]).
-    pub async fn discover_with(&self, domain: &str, held: Option<&Held>) -> Vec<CrawlOutcome> {
+/// A domain's outcomes in every format: the ADP one first, left out when
+/// the domain publishes no ADP record but something in another format.
+pub(super) fn merge(adp: Option<CrawlOutcome>, others: Vec<CrawlOutcome>) -> Vec<CrawlOutcome> {
+    let mut out = Vec::with_capacity(others.len() + 1);
+    if let Some(adp) = adp {
+        let absent = matches!(
+            adp.report.reasons.first(),
+            Some(Reason::TxtMissing | Reason::DnsNxdomain | Reason::DnsNoRecords)
+        );
+        if !absent || others.is_empty() {
+            out.push(adp);
+        }
+    }
+    out.extend(others);
+    out
+}
+
+impl OtherFormats<'_> {
+    /// Every agent `domain` publishes in the formats besides ADP that the
+    /// options name, read at once: the card, the catalog's entries, the
+    /// DNS-AID records, the AID record, in that order.
+    pub(super) async fn read(&self, domain: &str) -> Vec<CrawlOutcome> {
         let wants = |f: DocumentFormat| self.options.formats.contains(&f);
-        let adp = async {
-            if wants(DocumentFormat::Adp) {
-                Some(self.crawl_with(domain, held).await)
-            } else {
-                None
-            }
-        };
-        let (adp, card, catalog, records, aid) = tokio::join!(
-            adp,
+        let (card, catalog, records, aid) = tokio::join!(
             async {
                 if wants(DocumentFormat::A2a) {
                     self.card(domain).await
@@ -79,24 +93,11 @@ impl Crawler {
                 }
             },
         );
-        let others: Vec<CrawlOutcome> = card
-            .into_iter()
+        card.into_iter()
             .chain(catalog)
             .chain(records)
             .chain(aid)
-            .collect();
-        let mut out = Vec::with_capacity(others.len() + 1);
-        if let Some(adp) = adp {
-            let absent = matches!(
-                adp.report.reasons.first(),
-                Some(Reason::TxtMissing | Reason::DnsNxdomain | Reason::DnsNoRecords)
-            );
-            if !absent || others.is_empty() {
-                out.push(adp);
-            }
-        }
-        out.extend(others);
-        out
+            .collect()
     }
 
     /// The domain's addresses under the policy; `None` when the name has
@@ -106,7 +107,7 @@ impl Crawler {
         domain: &str,
     ) -> Option<Result<Vec<std::net::IpAddr>, CrawlError>> {
         match self.dns.addresses(domain).await {
-            Ok(ips) => Some(fetch::allowed(domain, &ips, self.policy)),
+            Ok(ips) => Some(fetch::allowed(domain, &ips, self.options.policy)),
             Err(DnsError::NxDomain { .. } | DnsError::NoRecords { .. }) => None,
             Err(e) => Some(Err(e.into())),
         }
@@ -160,8 +161,8 @@ impl Crawler {
         let ips = match self.https_addresses(domain).await? {
             Ok(ips) => ips,
             Err(e) => {
-                run.fail("dns_address", ms(started), e);
-                return Some(unverified(run));
+                run.fail(StepName::DnsAddress, ms(started), e);
+                return Some(run.unverified());
             }
         };
         let (fetched, legacy) = match self
@@ -176,21 +177,21 @@ impl Crawler {
             ),
         };
         let fetched = run
-            .step("fetch", started, fetched, |f| {
+            .step(StepName::Fetch, started, fetched, |f| {
                 format!("{} bytes from {}", f.text.len(), f.url)
             })
             .ok();
         let fetched = match fetched {
             Some(f) => f,
-            None => return Some(unverified(run)),
+            None => return Some(run.unverified()),
         };
         let started = std::time::Instant::now();
         let doc: Value = match serde_json::from_str(&fetched.text) {
             Ok(v) => v,
             Err(e) => {
                 let e = FormatError::new(Reason::InvalidJson, e.to_string());
-                run.fail("card", ms(started), e.into());
-                return Some(unverified(run));
+                run.fail(StepName::Card, ms(started), e.into());
+                return Some(run.unverified());
             }
         };
         if legacy && a2a::classify(&doc) != a2a::Shape::A2a {
@@ -198,20 +199,20 @@ impl Crawler {
             return None;
         }
         let parsed = a2a::parse_card(&doc).map_err(CrawlError::from);
-        let Ok(card) = run.step("card", started, parsed, |c| {
+        let Ok(card) = run.step(StepName::Card, started, parsed, |c| {
             format!("an A2A card \"{}\" with {} skills", c.name, c.skills.len())
         }) else {
-            return Some(unverified(run));
+            return Some(run.unverified());
         };
         if let Some(signature) = card.signatures.first() {
             let started = std::time::Instant::now();
             match self.check_signature(domain, &ips, &doc, signature).await {
-                Ok(detail) => run.pass("signature", ms(started), detail),
+                Ok(detail) => run.pass(StepName::Signature, ms(started), detail),
                 Err(e) => {
                     let forged = e.reason == Reason::CardSignatureBad;
-                    run.fail("signature", ms(started), e.into());
+                    run.fail(StepName::Signature, ms(started), e.into());
                     if forged {
-                        return Some(unverified(run));
+                        return Some(run.unverified());
                     }
                 }
             }
@@ -272,8 +273,8 @@ impl Crawler {
             None => return Vec::new(),
             Some(Ok(ips)) => ips,
             Some(Err(e)) => {
-                run.fail("dns_address", ms(started), e);
-                return vec![unverified(run)];
+                run.fail(StepName::DnsAddress, ms(started), e);
+                return vec![run.unverified()];
             }
         };
         let Some(fetched) = self
@@ -282,20 +283,20 @@ impl Crawler {
         else {
             return Vec::new();
         };
-        let Ok(fetched) = run.step("fetch", started, fetched, |f| {
+        let Ok(fetched) = run.step(StepName::Fetch, started, fetched, |f| {
             format!("{} bytes from {}", f.text.len(), f.url)
         }) else {
-            return vec![unverified(run)];
+            return vec![run.unverified()];
         };
         let started = std::time::Instant::now();
         let parsed = serde_json::from_str::<Value>(&fetched.text)
             .map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
             .and_then(|doc| ard::parse_catalog(&doc, domain).map(|c| (doc, c)))
             .map_err(CrawlError::from);
-        let Ok((doc, catalog)) = run.step("catalog", started, parsed, |(_, c)| {
+        let Ok((doc, catalog)) = run.step(StepName::Catalog, started, parsed, |(_, c)| {
             format!("an ARD catalog of {} entries", c.entries.len())
         }) else {
-            return vec![unverified(run)];
+            return vec![run.unverified()];
         };
         let took = ms(started);
         let raw = doc.get("entries").and_then(Value::as_array);
@@ -310,15 +311,15 @@ impl Crawler {
                     .and_then(Value::as_str)
                     .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
                 let mut run = Run::new(domain, id, DocumentFormat::Ard);
-                run.pass("catalog", took, format!("entry {i} of {where_}"));
+                run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
                 match entry {
                     Ok(entry) => {
                         let text = raw_entry.map(Value::to_string).unwrap_or_default();
                         found(run, entry.to_descriptor(), text)
                     }
                     Err(e) => {
-                        run.fail("entry", 0.0, e.into());
-                        unverified(run)
+                        run.fail(StepName::Entry, 0.0, e.into());
+                        run.unverified()
                     }
                 }
             })
@@ -354,18 +355,18 @@ impl Crawler {
                         let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::DnsAid);
                         let took = std::time::Duration::from_secs_f64(took / 1000.0);
                         let parsed = parsed.map_err(CrawlError::from);
-                        match run.step_took("dns_svcb", took, parsed, |a| {
+                        match run.step_took(StepName::DnsSvcb, took, parsed, |a| {
                             format!("SVCB {name}: {}", a.endpoint())
                         }) {
                             Ok(agent) => out.push(found(run, agent.to_descriptor(), record)),
-                            Err(()) => out.push(unverified(run)),
+                            Err(()) => out.push(run.unverified()),
                         }
                     }
                 }
                 Err(e) => {
                     let mut run = Run::new(domain, agent_id, DocumentFormat::DnsAid);
-                    run.fail("dns_svcb", took, e);
-                    out.push(unverified(run));
+                    run.fail(StepName::DnsSvcb, took, e);
+                    out.push(run.unverified());
                 }
             }
         }
@@ -415,26 +416,17 @@ impl Crawler {
             .cloned()
             .unwrap_or_default();
         let parsed = selected.map_err(CrawlError::from);
-        match run.step("dns_txt", started, parsed, |r| {
+        match run.step(StepName::DnsTxt, started, parsed, |r| {
             format!("AID record for {} over {}", r.uri, r.proto)
         }) {
             Ok(record) => Some(found(run, record.to_descriptor(domain), text)),
-            Err(()) => Some(unverified(run)),
+            Err(()) => Some(run.unverified()),
         }
     }
 }
 
 fn ms(started: std::time::Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
-}
-
-/// An outcome with nothing to store.
-fn unverified(run: Run) -> CrawlOutcome {
-    CrawlOutcome {
-        report: run.report,
-        verified: None,
-        peers: Vec::new(),
-    }
 }
 
 /// An agent found, to be stored with no evidence (unverified, as the

@@ -12,67 +12,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_proto::dnssec::TrustAnchors;
 use hickory_proto::rr::{RData, RecordType};
-use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
-use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
 
 pub mod anchors;
+mod answer;
 mod dnssec;
+mod resolver;
 
 pub use anchors::{AnchorError, TrustAnchorSet};
+pub use answer::{
+    DnsError, Dnssec, CACHE_SIZE, MAX_ADDRESSES, MAX_SVCB_RECORDS, MAX_TTL, MAX_TXT_RECORDS,
+};
 pub use dnssec::RETRY_PRIMING;
 
-/// DNS TTLs are capped here (ADP 10.1).
-pub const MAX_TTL: u32 = 3600;
-/// Most TXT records read from one RRset.
-pub const MAX_TXT_RECORDS: usize = 16;
-/// Most SVCB records read from one RRset (DNS-AID).
-pub const MAX_SVCB_RECORDS: usize = 16;
-/// Most addresses used for one host.
-pub const MAX_ADDRESSES: usize = 8;
-
-/// Answers the crawler's resolver caches by default.
-pub const CACHE_SIZE: u64 = 4096;
-
-/// Errors from lookups.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum DnsError {
-    /// The name does not exist.
-    #[error("{name}: no such domain (NXDOMAIN)")]
-    NxDomain {
-        /// The name looked up.
-        name: String,
-        /// How long the answer may be cached (RFC 2308: the SOA's
-        /// minimum, bounded by its TTL), when the answer carried an SOA.
-        negative_ttl: Option<u32>,
-    },
-    /// The name exists but has no records of the type.
-    #[error("{name}: no {record_type} records")]
-    NoRecords {
-        /// The name looked up.
-        name: String,
-        /// The record type asked for (`TXT`, `SRV`, `A/AAAA`...).
-        record_type: &'static str,
-    },
-    /// The lookup failed (timeout, SERVFAIL, unreachable server...).
-    #[error("{name}: DNS lookup failed: {message}")]
-    Failed {
-        /// The name looked up.
-        name: String,
-        /// The resolver's message.
-        message: String,
-    },
-    /// The resolver could not be built.
-    #[error("DNS resolver setup: {message}")]
-    Setup {
-        /// Why the resolver could not be built (the system configuration
-        /// could not be read, for one).
-        message: String,
-    },
-}
+use answer::joined;
+use resolver::build;
 
 /// The crawler's resolver. Cheap to clone.
 ///
@@ -94,34 +49,6 @@ impl std::fmt::Debug for Dns {
     }
 }
 
-/// What DNSSEC validation says of an RRset (RFC 4035 4.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dnssec {
-    /// A chain of signed DNSKEY and DS records from a trust anchor to
-    /// the RRset, and its signature verifies.
-    Secure {
-        /// The TXT records that validated (each record's strings joined,
-        /// at most [`MAX_TXT_RECORDS`]): what the crawl reads, rather
-        /// than an unvalidated answer to another query.
-        records: Vec<String>,
-    },
-    /// Provably unsigned (a zone without DNSSEC, or under one).
-    Insecure,
-    /// It should validate and does not: a signature that fails, or
-    /// DNSSEC records the chain says exist are missing. Possibly an attack.
-    Bogus {
-        /// What failed, as the validator says.
-        detail: String,
-    },
-    /// Not validated: no trust anchor covers the name, or (with the
-    /// built-in root anchor only) the resolvers serve no root key to
-    /// start a chain from.
-    Indeterminate {
-        /// Why, as the validator says.
-        detail: String,
-    },
-}
-
 /// The trust anchors `files` hold (DS or DNSKEY records in zone-file
 /// syntax, or IANA's `root-anchors.xml`), or the root's built-in anchor
 /// when there are none.
@@ -133,52 +60,6 @@ pub fn trust_anchors(files: &[PathBuf]) -> Result<TrustAnchorSet, DnsError> {
     TrustAnchorSet::load(files).map_err(|e| DnsError::Setup {
         message: e.to_string(),
     })
-}
-
-/// A resolver asking `servers` (the system's when empty), validating
-/// DNSSEC from `anchors` when given.
-fn build(
-    servers: &[SocketAddr],
-    timeout: Duration,
-    anchors: Option<TrustAnchors>,
-    cache_size: u64,
-) -> Result<TokioResolver, DnsError> {
-    let mut builder = if servers.is_empty() {
-        TokioResolver::builder_tokio().map_err(|e| DnsError::Setup {
-            message: e.to_string(),
-        })?
-    } else {
-        let mut config = ResolverConfig::default();
-        for server in servers {
-            let mut ns = NameServerConfig::udp_and_tcp(server.ip());
-            for connection in &mut ns.connections {
-                connection.port = server.port();
-            }
-            config.add_name_server(ns);
-        }
-        TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
-    };
-    let opts: &mut ResolverOpts = builder.options_mut();
-    opts.timeout = timeout;
-    opts.attempts = 2;
-    opts.ndots = 0;
-    opts.cache_size = cache_size;
-    if let Some(anchors) = anchors {
-        builder = builder.with_trust_anchor(Arc::new(anchors));
-    }
-    builder.build().map_err(|e| DnsError::Setup {
-        message: e.to_string(),
-    })
-}
-
-/// A TXT record's strings, joined.
-fn joined(txt: &hickory_proto::rr::rdata::TXT) -> String {
-    let bytes: Vec<u8> = txt
-        .txt_data
-        .iter()
-        .flat_map(|s| s.iter().copied())
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 impl Dns {

@@ -45,7 +45,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::CrawlError;
+use super::error::CrawlError;
 
 /// The User-Agent of every request without an operator contact.
 pub const USER_AGENT: &str = concat!(

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::CrawlError;
+use super::error::CrawlError;
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
@@ -25,12 +25,107 @@ pub enum StepOutcome {
     Skipped,
 }
 
+/// Which step of a crawl a [`Step`] reports. Its name (`as_str`) is what
+/// reports show, in JSON and on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StepName {
+    /// The name given is a domain name.
+    Domain,
+    /// The `_agent` TXT record (ADP), or an AID record.
+    DnsTxt,
+    /// DNSSEC validation of the TXT RRset.
+    Dnssec,
+    /// The optional `_agent._tcp` SRV record.
+    DnsSrv,
+    /// A host's addresses, checked under the address policy.
+    DnsAddress,
+    /// The document fetched over HTTPS.
+    Fetch,
+    /// The ADP document checked: JSON, protocol, schema, identity.
+    Document,
+    /// The fingerprint chain from DNS to the document's key.
+    Fingerprint,
+    /// The challenge over WebSocket, or the held proof that stands.
+    Challenge,
+    /// The key is not one its holder revoked.
+    Revocation,
+    /// The key is the one held, or a rotation from it signed by it.
+    Rotation,
+    /// The record signed and stored, or the held one left standing.
+    Record,
+    /// Mutual verified peers.
+    Peers,
+    /// An A2A Agent Card read.
+    Card,
+    /// An A2A Agent Card's signature checked.
+    Signature,
+    /// An ARD catalog read.
+    Catalog,
+    /// One entry of an ARD catalog.
+    Entry,
+    /// A DNS-AID SVCB record.
+    DnsSvcb,
+}
+
+impl StepName {
+    /// The name reports show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Domain => "domain",
+            Self::DnsTxt => "dns_txt",
+            Self::Dnssec => "dnssec",
+            Self::DnsSrv => "dns_srv",
+            Self::DnsAddress => "dns_address",
+            Self::Fetch => "fetch",
+            Self::Document => "document",
+            Self::Fingerprint => "fingerprint",
+            Self::Challenge => "challenge",
+            Self::Revocation => "revocation",
+            Self::Rotation => "rotation",
+            Self::Record => "record",
+            Self::Peers => "peers",
+            Self::Card => "card",
+            Self::Signature => "signature",
+            Self::Catalog => "catalog",
+            Self::Entry => "entry",
+            Self::DnsSvcb => "dns_svcb",
+        }
+    }
+}
+
+impl std::fmt::Display for StepName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that width and alignment apply (the CLI's columns).
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for StepName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for StepName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for StepName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One step of the chain.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Step {
     /// `dns_txt`, `dns_srv`, `dns_address`, `fetch`, `document`,
     /// `fingerprint`, `challenge`, `peers`, `record`.
-    pub step: &'static str,
+    #[schema(value_type = String)]
+    pub step: StepName,
     /// Its outcome.
     pub outcome: StepOutcome,
     /// What happened, for people.
@@ -155,6 +250,48 @@ impl CrawlReport {
     pub fn level(&self) -> TrustLevel {
         self.trust.level
     }
+
+    /// Adds a step that passed; `detail` says what it found.
+    pub(super) fn passed(&mut self, step: StepName, ms: f64, detail: impl Into<String>) {
+        self.steps.push(Step {
+            step,
+            outcome: StepOutcome::Ok,
+            detail: detail.into(),
+            reason: None,
+            ms,
+        });
+    }
+
+    /// Adds a step that did not apply; `detail` says why.
+    pub(super) fn skipped(&mut self, step: StepName, ms: f64, detail: impl Into<String>) {
+        self.steps.push(Step {
+            step,
+            outcome: StepOutcome::Skipped,
+            detail: detail.into(),
+            reason: None,
+            ms,
+        });
+    }
+
+    /// Adds a step that failed with `e`, and its reason code to the
+    /// report's reasons.
+    pub(super) fn failed(&mut self, step: StepName, ms: f64, e: &CrawlError) {
+        self.failed_aside(step, ms, e);
+        self.reasons.push(e.reason());
+    }
+
+    /// Adds a step that failed with `e` without adding its reason code to
+    /// the report's reasons: a failure beside a crawl whose outcome stands
+    /// (the mutual-peer lookup after the record was stored).
+    pub(super) fn failed_aside(&mut self, step: StepName, ms: f64, e: &CrawlError) {
+        self.steps.push(Step {
+            step,
+            outcome: StepOutcome::Failed,
+            detail: e.to_string(),
+            reason: Some(e.reason()),
+            ms,
+        });
+    }
 }
 
 /// A crawl in progress: the report being written.
@@ -182,10 +319,19 @@ impl Run {
         }
     }
 
+    /// The outcome of a crawl that ends with nothing to store.
+    pub(super) fn unverified(self) -> CrawlOutcome {
+        CrawlOutcome {
+            report: self.report,
+            verified: None,
+            peers: Vec::new(),
+        }
+    }
+
     /// Records a step that started at `started` and ends now.
     pub(super) fn step<T>(
         &mut self,
-        step: &'static str,
+        step: StepName,
         started: Instant,
         result: Result<T, CrawlError>,
         ok: impl FnOnce(&T) -> String,
@@ -196,7 +342,7 @@ impl Run {
     /// Records a step that took `took` (for steps run concurrently).
     pub(super) fn step_took<T>(
         &mut self,
-        step: &'static str,
+        step: StepName,
         took: std::time::Duration,
         result: Result<T, CrawlError>,
         ok: impl FnOnce(&T) -> String,
@@ -204,13 +350,7 @@ impl Run {
         let ms = took.as_secs_f64() * 1000.0;
         match result {
             Ok(v) => {
-                self.report.steps.push(Step {
-                    step,
-                    outcome: StepOutcome::Ok,
-                    detail: ok(&v),
-                    reason: None,
-                    ms,
-                });
+                self.report.passed(step, ms, ok(&v));
                 Ok(v)
             }
             Err(e) => {
@@ -220,7 +360,10 @@ impl Run {
         }
     }
 
-    pub(super) fn fail(&mut self, step: &'static str, ms: f64, e: CrawlError) {
+    /// Records a step that failed with `e`; what the error says about the
+    /// next visit (`Retry-After`, an NXDOMAIN's negative TTL) goes to the
+    /// report's [`Visit`].
+    pub(super) fn fail(&mut self, step: StepName, ms: f64, e: CrawlError) {
         if let Some(wait) = e.retry_after() {
             self.report.visit.retry_after_secs = Some(wait.as_secs());
         }
@@ -234,37 +377,19 @@ impl Run {
         let reason = e.reason();
         // The full detail, addresses included, stays in the log; what a
         // public report shows of it is redacted ([`redact_report`]).
-        tracing::info!(step, reason = reason.as_str(), detail = %e, "crawl step failed");
-        self.report.steps.push(Step {
-            step,
-            outcome: StepOutcome::Failed,
-            detail: e.to_string(),
-            reason: Some(reason),
-            ms,
-        });
-        self.report.reasons.push(reason);
+        tracing::info!(step = step.as_str(), reason = reason.as_str(), detail = %e, "crawl step failed");
+        self.report.failed(step, ms, &e);
     }
 
     /// Records a step that passed without a value to show (`detail` says
     /// what it found).
-    pub(super) fn pass(&mut self, step: &'static str, ms: f64, detail: impl Into<String>) {
-        self.report.steps.push(Step {
-            step,
-            outcome: StepOutcome::Ok,
-            detail: detail.into(),
-            reason: None,
-            ms,
-        });
+    pub(super) fn pass(&mut self, step: StepName, ms: f64, detail: impl Into<String>) {
+        self.report.passed(step, ms, detail);
     }
 
-    pub(super) fn skip(&mut self, step: &'static str, detail: impl Into<String>) {
-        self.report.steps.push(Step {
-            step,
-            outcome: StepOutcome::Skipped,
-            detail: detail.into(),
-            reason: None,
-            ms: 0.0,
-        });
+    /// Records a step that did not apply (`detail` says why).
+    pub(super) fn skip(&mut self, step: StepName, detail: impl Into<String>) {
+        self.report.skipped(step, 0.0, detail);
     }
 }
 

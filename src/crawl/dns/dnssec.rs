@@ -63,7 +63,8 @@ use hickory_resolver::TokioResolver;
 use tokio::sync::Mutex;
 
 use super::anchors::TrustAnchorSet;
-use super::{Dnssec, MAX_TTL, MAX_TXT_RECORDS};
+use super::answer::{joined, Dnssec, MAX_TTL, MAX_TXT_RECORDS};
+use super::resolver::build;
 
 /// How soon a zone whose priming failed is primed again.
 pub const RETRY_PRIMING: Duration = Duration::from_secs(30);
@@ -168,7 +169,7 @@ impl Validator {
                         records: txt
                             .iter()
                             .filter_map(|r| match &r.data {
-                                RData::TXT(t) => Some(super::joined(t)),
+                                RData::TXT(t) => Some(joined(t)),
                                 _ => None,
                             })
                             .take(MAX_TXT_RECORDS)
@@ -234,7 +235,7 @@ impl Validator {
             }
         }
         let resolver = if zones.iter().any(|(_, r)| r.is_ok()) {
-            match super::build(&self.servers, self.timeout, Some(trusted), self.cache_size) {
+            match build(&self.servers, self.timeout, Some(trusted), self.cache_size) {
                 Ok(r) => Some(Arc::new(r)),
                 Err(e) => {
                     for (_, r) in &mut zones {
@@ -275,8 +276,8 @@ impl Validator {
         if !any {
             return Err(format!("no DNSKEY RRset at {zone}"));
         }
-        let probe = super::build(&self.servers, self.timeout, Some(provisional), 0)
-            .map_err(|e| e.to_string())?;
+        let probe =
+            build(&self.servers, self.timeout, Some(provisional), 0).map_err(|e| e.to_string())?;
         let signed = probe
             .lookup(zone.clone(), RecordType::DNSKEY)
             .await
