@@ -24,11 +24,35 @@
 //! [`agent_key`]; a node that holds agents with capability `c` provides
 //! [`capability_key`]`(c, shard)` with `shard =` [`shard_of`]`(own peer id)`.
 //!
-//! Files: `mesh/behaviour.rs` (the swarm and its limits), `mesh/config.rs`
-//! ([`MeshConfig`]), `mesh/client.rs` ([`MeshClient`]), `mesh/event_loop.rs`
-//! `mesh/commands.rs` and `mesh/events.rs` (the loop), `mesh/pending.rs` (in-flight queries),
-//! `mesh/stats.rs` ([`MeshStats`]), `mesh/trim.rs` (which connections to
-//! close over the high-water mark), `mesh/wire.rs` (search wire types).
+//! Files, one idea each:
+//! - `mesh/admission.rs`: who may connect (incoming connections per IP).
+//! - `mesh/behaviour.rs`: the swarm and its combined behaviour, with every
+//!   limit chosen there.
+//! - `mesh/client.rs`: [`MeshClient`], the handle, and the commands it sends.
+//! - `mesh/codec.rs`: the search protocol's CBOR codec, counting what it
+//!   writes and reads.
+//! - `mesh/commands.rs`: the client's commands as the event loop runs them.
+//! - `mesh/config.rs`: [`MeshConfig`], its limits and timeouts, and their
+//!   validation.
+//! - `mesh/connections.rs`: connection and listener events (the peer table,
+//!   bootstrap dials, listen addresses).
+//! - `mesh/event_loop.rs`: the loop that owns the swarm, its state, and the
+//!   handler tasks it spawns.
+//! - `mesh/events.rs`: behaviour events (identify, Kademlia, gossipsub,
+//!   search) as the loop handles them.
+//! - `mesh/external.rs`: which of our addresses are confirmed external.
+//! - `mesh/pending.rs`: client calls in flight (publishes, lookups,
+//!   searches).
+//! - `mesh/providers.rs`: quotas on the provider records peers announce to
+//!   us.
+//! - `mesh/quota.rs`: fair shares of the handler tasks per peer and per
+//!   kind of work ([`Rates`]).
+//! - `mesh/stats.rs`: [`MeshStats`], the counters.
+//! - `mesh/transport.rs`: TCP, QUIC or memory transports under the address
+//!   policy, and address helpers.
+//! - `mesh/trim.rs`: which connections to close over the high-water mark.
+//! - `mesh/unsent.rs`: records that could not be gossiped yet, retried.
+//! - `mesh/wire.rs`: the search protocol's wire types and their bounds.
 
 use std::sync::Arc;
 
@@ -44,6 +68,7 @@ mod client;
 mod codec;
 mod commands;
 mod config;
+mod connections;
 mod event_loop;
 mod events;
 mod external;

@@ -85,12 +85,40 @@ const LABEL_WIDTH: usize = 11;
 
 /// The text layout: one `label  value` line each, values aligned.
 fn text(s: &Value, now: u64) -> String {
-    let mut lines: Vec<(String, String)> = Vec::new();
-    let mut line = |label: &str, value: String| lines.push((label.to_owned(), value));
-    let str_of = |v: &Value| v.as_str().unwrap_or("?").to_owned();
-    line("node", str_of(&s["api"]));
-    line("status", str_of(&s["status"]));
-    line(
+    let mut lines = Lines::default();
+    node(&mut lines, s);
+    records(&mut lines, s);
+    peers(&mut lines, s);
+    crawl(&mut lines, s, now);
+    semantic(&mut lines, s);
+    lines
+        .0
+        .iter()
+        .map(|(label, value)| format!("{label:<LABEL_WIDTH$}  {value}\n"))
+        .collect()
+}
+
+/// The report's lines so far, label and value; a label left empty
+/// continues the line above.
+#[derive(Default)]
+struct Lines(Vec<(String, String)>);
+
+impl Lines {
+    fn line(&mut self, label: &str, value: String) {
+        self.0.push((label.to_owned(), value));
+    }
+}
+
+/// A JSON string as shown, `?` when it is missing.
+fn str_of(v: &Value) -> String {
+    v.as_str().unwrap_or("?").to_owned()
+}
+
+/// The node: its API, health, versions, peer id and addresses.
+fn node(lines: &mut Lines, s: &Value) {
+    lines.line("node", str_of(&s["api"]));
+    lines.line("status", str_of(&s["status"]));
+    lines.line(
         "version",
         format!(
             "{} (this CLI {})",
@@ -98,7 +126,7 @@ fn text(s: &Value, now: u64) -> String {
             str_of(&s["cli_version"])
         ),
     );
-    line("peer id", str_of(&s["peer_id"]));
+    lines.line("peer id", str_of(&s["peer_id"]));
     for (label, key) in [
         ("listening", "listen_addrs"),
         ("external", "external_addrs"),
@@ -110,12 +138,16 @@ fn text(s: &Value, now: u64) -> String {
             .map(str_of)
             .collect();
         if addrs.is_empty() {
-            line(label, "none".into());
+            lines.line(label, "none".into());
         }
         for (i, a) in addrs.into_iter().enumerate() {
-            line(if i == 0 { label } else { "" }, a);
+            lines.line(if i == 0 { label } else { "" }, a);
         }
     }
+}
+
+/// The records held, by trust level.
+fn records(lines: &mut Lines, s: &Value) {
     let by_trust: Vec<String> = TrustLevel::ALL
         .iter()
         .filter_map(|l| {
@@ -127,7 +159,7 @@ fn text(s: &Value, now: u64) -> String {
         })
         .collect();
     let records = s["records"].as_u64().map_or("?".into(), |n| n.to_string());
-    line(
+    lines.line(
         "records",
         if by_trust.is_empty() {
             records
@@ -135,14 +167,18 @@ fn text(s: &Value, now: u64) -> String {
             format!("{records} ({})", by_trust.join(", "))
         },
     );
+}
+
+/// The mesh: connected peers, and what the node made of their records.
+fn peers(lines: &mut Lines, s: &Value) {
     let count = s["peers"].as_u64().map_or("?".into(), |n| n.to_string());
     match s["connected"].as_array() {
-        None => line("peers", format!("{count} (this node runs no mesh)")),
+        None => lines.line("peers", format!("{count} (this node runs no mesh)")),
         Some(peers) => {
-            line("peers", format!("{count} connected"));
+            lines.line("peers", format!("{count} connected"));
             for p in peers {
                 let addr = p["addrs"][0].as_str().unwrap_or_default();
-                line(
+                lines.line(
                     "",
                     format!("{} {addr}", str_of(&p["peer_id"]))
                         .trim_end()
@@ -158,7 +194,7 @@ fn text(s: &Value, now: u64) -> String {
             .flatten()
             .filter_map(|(_, n)| n.as_u64())
             .sum();
-        line(
+        lines.line(
             "from peers",
             format!(
                 "{} records accepted, {refused} refused",
@@ -166,54 +202,58 @@ fn text(s: &Value, now: u64) -> String {
             ),
         );
     }
-    match s["crawl"].as_object() {
-        None => line("crawl", "this node does not crawl".into()),
-        Some(c) => {
-            line(
-                "crawl queue",
-                format!(
-                    "{} jobs waiting (room for {})",
-                    c["jobs_waiting"].as_u64().unwrap_or(0),
-                    c["capacity"].as_u64().unwrap_or(0)
-                ),
-            );
-            let schedule = c["schedule"].as_object().map_or_else(
-                || "off".to_owned(),
-                |r| {
-                    let next = match r["next_at"].as_u64() {
-                        None => String::new(),
-                        Some(at) if at <= now => ", next now".into(),
-                        Some(at) => format!(", next in {}", span(at - now)),
-                    };
-                    format!(
-                        "{} domains, {} due{next}",
-                        r["domains"].as_u64().unwrap_or(0),
-                        r["due"].as_u64().unwrap_or(0)
-                    )
-                },
-            );
-            line("recrawl", schedule);
-        }
-    }
-    // Only a node with a semantic model has a vector index.
-    if let Some(v) = s["semantic"].as_object() {
-        let agents = v["agents"].as_u64().unwrap_or(0);
-        let state = if v["stopped"].as_bool() == Some(true) {
+}
+
+/// The crawler: its queue and its recrawl schedule, `now` in Unix
+/// seconds.
+fn crawl(lines: &mut Lines, s: &Value, now: u64) {
+    let Some(c) = s["crawl"].as_object() else {
+        lines.line("crawl", "this node does not crawl".into());
+        return;
+    };
+    lines.line(
+        "crawl queue",
+        format!(
+            "{} jobs waiting (room for {})",
+            c["jobs_waiting"].as_u64().unwrap_or(0),
+            c["capacity"].as_u64().unwrap_or(0)
+        ),
+    );
+    let schedule = c["schedule"].as_object().map_or_else(
+        || "off".to_owned(),
+        |r| {
+            let next = match r["next_at"].as_u64() {
+                None => String::new(),
+                Some(at) if at <= now => ", next now".into(),
+                Some(at) => format!(", next in {}", span(at - now)),
+            };
             format!(
-                "STOPPED with {agents} agents: searches by meaning no longer follow the \
-                 store (see the node's log; a restart reads it again)"
+                "{} domains, {} due{next}",
+                r["domains"].as_u64().unwrap_or(0),
+                r["due"].as_u64().unwrap_or(0)
             )
-        } else if v["ready"].as_bool() == Some(true) {
-            format!("{agents} agents")
-        } else {
-            format!("reading the store, {agents} agents so far")
-        };
-        line("semantic", state);
-    }
-    lines
-        .iter()
-        .map(|(label, value)| format!("{label:<LABEL_WIDTH$}  {value}\n"))
-        .collect()
+        },
+    );
+    lines.line("recrawl", schedule);
+}
+
+/// The vector index, which only a node with a semantic model has.
+fn semantic(lines: &mut Lines, s: &Value) {
+    let Some(v) = s["semantic"].as_object() else {
+        return;
+    };
+    let agents = v["agents"].as_u64().unwrap_or(0);
+    let state = if v["stopped"].as_bool() == Some(true) {
+        format!(
+            "STOPPED with {agents} agents: searches by meaning no longer follow the \
+             store (see the node's log; a restart reads it again)"
+        )
+    } else if v["ready"].as_bool() == Some(true) {
+        format!("{agents} agents")
+    } else {
+        format!("reading the store, {agents} agents so far")
+    };
+    lines.line("semantic", state);
 }
 
 /// `45s`, `12m`, `3h 5m`, `2d 4h`.

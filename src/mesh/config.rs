@@ -387,7 +387,7 @@ impl MeshConfig {
             }
         }
         for addr in &self.external_addresses {
-            let reason = if super::events::is_unspecified(addr) {
+            let reason = if super::transport::is_unspecified(addr) {
                 "an unspecified address cannot be dialled"
             } else if addr.iter().any(|p| matches!(p, Protocol::P2p(_))) {
                 "an external address names no peer: drop the /p2p component"

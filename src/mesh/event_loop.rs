@@ -1,8 +1,9 @@
 //! The event loop: the one task that owns the swarm. It `select!`s over
-//! swarm events (handled in `events.rs`), client [`Command`]s, internal
-//! messages (handler verdicts, deadlines) and a `CancellationToken`; a
-//! 500 ms tick re-dials bootstrap peers (exponential backoff 1 s -> 60 s)
-//! and re-announces provided capability keys.
+//! swarm events (handled in `events.rs` and `connections.rs`), client
+//! [`Command`]s, internal messages (handler verdicts, deadlines) and a
+//! `CancellationToken`; a 500 ms tick re-dials bootstrap peers
+//! (exponential backoff 1 s -> 60 s) and re-announces provided capability
+//! keys.
 //!
 //! It never runs the [`MeshHandler`] inline: [`EventLoop::spawn_task`]
 //! runs each handler call in its own task (a semaphore bounds how many are
@@ -212,7 +213,7 @@ impl EventLoop {
         for addr in self.config.listen.clone() {
             match self.swarm.listen_on(addr.clone()) {
                 Ok(id) => {
-                    if super::events::is_unspecified(&addr) {
+                    if super::transport::is_unspecified(&addr) {
                         self.wildcard_listeners.insert(id);
                     }
                     self.starting_listeners.insert(id, addr);

@@ -1,12 +1,13 @@
-//! Swarm events, as the event loop sees them: connections and listeners
-//! (peer table, bootstrap state), identify (feeds Kademlia addresses),
-//! Kademlia (query progress for pending calls; inbound `PutRecord` and
-//! `AddProvider` under record filtering), gossipsub (messages to validate)
-//! and the search protocol (inbound requests, responses, failures).
-//! Anything the node must judge is handed to a handler task; events we do
-//! not act on are traced, never panicked on.
+//! Swarm events, as the event loop sees them: [`EventLoop::on_swarm_event`]
+//! sends connection and listener events to `connections.rs` (peer table,
+//! bootstrap state, listen addresses) and handles the behaviours' events
+//! here: identify (feeds Kademlia addresses), Kademlia (query progress for
+//! pending calls; inbound `PutRecord` and `AddProvider` under record
+//! filtering), gossipsub (messages to validate) and the search protocol
+//! (inbound requests, responses, failures). Anything the node must judge is
+//! handed to a handler task; events we do not act on are traced, never
+//! panicked on.
 
-use libp2p::core::ConnectedPoint;
 use libp2p::gossipsub;
 use libp2p::identify;
 use libp2p::kad::{self, store::RecordStore, GetProvidersOk, GetRecordOk, QueryResult};
@@ -17,10 +18,10 @@ use tracing::{debug, info, trace, warn};
 
 use super::behaviour::{MeshBehaviourEvent, DHT_MAX_VALUE_BYTES};
 use super::client::DhtOutcome;
-use super::event_loop::{EventLoop, Internal, PeerState};
+use super::event_loop::{EventLoop, Internal};
 use super::quota::Work;
 use super::stats::Path;
-use super::transport::dialable;
+use super::transport::{dialable, is_unspecified};
 use super::wire::SearchResponse;
 use super::{RecordOrigin, Verdict, KAD_PROTOCOL};
 use crate::record::MAX_RECORD_BYTES;
@@ -33,15 +34,6 @@ const REPROVIDE_WHILE_UNDER: usize = 20;
 /// How soon after a new peer the re-announcement runs; arrivals within it
 /// share one round.
 const REPROVIDE_DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(2);
-
-pub(super) fn is_unspecified(addr: &Multiaddr) -> bool {
-    use libp2p::multiaddr::Protocol;
-    addr.iter().any(|p| match p {
-        Protocol::Ip4(ip) => ip.is_unspecified(),
-        Protocol::Ip6(ip) => ip.is_unspecified(),
-        _ => false,
-    })
-}
 
 /// The counter name of a query of ours.
 fn query_kind(result: &QueryResult) -> &'static str {
@@ -111,114 +103,55 @@ fn request_kind(request: &kad::InboundRequest) -> &'static str {
 impl EventLoop {
     pub(super) fn on_swarm_event(&mut self, event: SwarmEvent<MeshBehaviourEvent>) {
         match event {
-            SwarmEvent::Behaviour(MeshBehaviourEvent::Identify(e)) => self.on_identify(e),
-            SwarmEvent::Behaviour(MeshBehaviourEvent::Kad(e)) => self.on_kad(e),
-            SwarmEvent::Behaviour(MeshBehaviourEvent::Gossipsub(e)) => self.on_gossip(e),
-            SwarmEvent::Behaviour(MeshBehaviourEvent::Search(e)) => self.on_search(e),
+            SwarmEvent::Behaviour(e) => self.on_behaviour(e),
             SwarmEvent::ConnectionEstablished {
                 peer_id,
                 connection_id,
                 endpoint,
                 ..
-            } => {
-                let addr = match &endpoint {
-                    ConnectedPoint::Dialer { address, .. } => address.clone(),
-                    ConnectedPoint::Listener { send_back_addr, .. } => send_back_addr.clone(),
-                };
-                debug!(peer = %peer_id, %addr, "connected");
-                let state = self
-                    .peers
-                    .entry(peer_id)
-                    .or_insert_with(|| PeerState::new(tokio::time::Instant::now()));
-                if !state.conn_addrs.contains(&addr) {
-                    state.conn_addrs.push(addr);
-                }
-                let min = self.config.timeouts.bootstrap_backoff_min;
-                for b in &mut self.bootstrap {
-                    if b.peer == Some(peer_id) || b.dialing == Some(connection_id) {
-                        b.peer = Some(peer_id);
-                        b.connected = true;
-                        b.dialing = None;
-                        b.backoff = min;
-                    }
-                }
-            }
+            } => self.on_connection_established(peer_id, connection_id, &endpoint),
             SwarmEvent::ConnectionClosed {
                 peer_id,
                 num_established,
                 cause,
                 ..
-            } => {
-                debug!(peer = %peer_id, ?cause, remaining = num_established, "connection closed");
-                if num_established == 0 {
-                    self.peers.remove(&peer_id);
-                    let now = tokio::time::Instant::now();
-                    for b in &mut self.bootstrap {
-                        if b.peer == Some(peer_id) {
-                            b.connected = false;
-                            b.next_dial = now + b.backoff;
-                        }
-                    }
-                }
-            }
+            } => self.on_connection_closed(peer_id, num_established, cause),
             SwarmEvent::OutgoingConnectionError {
                 peer_id,
                 connection_id,
                 error,
-            } => {
-                self.stats.dial_failure();
-                for b in &mut self.bootstrap {
-                    if b.dialing == Some(connection_id) {
-                        b.dialing = None;
-                        debug!(addr = %b.addr, error = %error, "bootstrap dial failed");
-                    }
-                }
-                debug!(peer = ?peer_id, error = %error, "outgoing connection failed");
-            }
-            SwarmEvent::NewListenAddr {
-                listener_id,
-                address,
-            } => {
-                info!(%address, "listening");
-                self.starting_listeners.remove(&listener_id);
-                let wildcard = self.wildcard_listeners.contains(&listener_id);
-                if let Some(addr) = self.external.on_listen(&address, wildcard) {
-                    debug!(%addr, "external address (listening)");
-                    self.swarm.add_external_address(addr);
-                }
-            }
-            SwarmEvent::ExpiredListenAddr { address, .. } => {
-                if self.external.on_listen_expired(&address) {
-                    self.swarm.remove_external_address(&address);
-                }
-            }
-            SwarmEvent::ListenerClosed {
-                listener_id,
-                addresses,
-                reason,
-            } => {
-                warn!(?addresses, ?reason, "listener closed");
-                self.listeners.remove(&listener_id);
-                if let Some(addr) = self.starting_listeners.remove(&listener_id) {
-                    let reason = match reason {
-                        Ok(()) => "closed".to_owned(),
-                        Err(e) => e.to_string(),
-                    };
-                    self.failed_listeners.push((addr, reason));
-                }
-            }
+            } => self.on_outgoing_error(peer_id, connection_id, &error),
             SwarmEvent::IncomingConnectionError {
                 send_back_addr,
                 error,
                 ..
-            } => {
-                self.stats.incoming_failure(refusal_reason(&error));
-                debug!(addr = %send_back_addr, %error, "incoming connection failed");
-            }
+            } => self.on_incoming_error(&send_back_addr, &error),
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => self.on_new_listen_addr(listener_id, &address),
+            SwarmEvent::ExpiredListenAddr { address, .. } => self.on_expired_listen_addr(&address),
+            SwarmEvent::ListenerClosed {
+                listener_id,
+                addresses,
+                reason,
+            } => self.on_listener_closed(listener_id, &addresses, reason),
             SwarmEvent::ListenerError { listener_id, error } => {
                 warn!(?listener_id, %error, "listener error");
             }
             other => trace!(event = ?other, "swarm event"),
+        }
+    }
+
+    /// An event of one of the behaviours, to its own handler.
+    fn on_behaviour(&mut self, event: MeshBehaviourEvent) {
+        match event {
+            MeshBehaviourEvent::Identify(e) => self.on_identify(e),
+            MeshBehaviourEvent::Kad(e) => self.on_kad(e),
+            MeshBehaviourEvent::Gossipsub(e) => self.on_gossip(e),
+            MeshBehaviourEvent::Search(e) => self.on_search(e),
+            MeshBehaviourEvent::Limits(never) => match never {},
+            MeshBehaviourEvent::PerIp(never) => match never {},
         }
     }
 
@@ -650,26 +583,5 @@ impl EventLoop {
             }
             request_response::Event::ResponseSent { .. } => {}
         }
-    }
-}
-
-/// Why this node refused an incoming connection (`None`: it failed, as a
-/// handshake that did not complete).
-fn refusal_reason(error: &libp2p::swarm::ListenError) -> Option<&'static str> {
-    let libp2p::swarm::ListenError::Denied { cause } = error else {
-        return None;
-    };
-    if cause
-        .downcast_ref::<super::admission::PerIpExceeded>()
-        .is_some()
-    {
-        Some("per_ip")
-    } else if cause
-        .downcast_ref::<libp2p::connection_limits::Exceeded>()
-        .is_some()
-    {
-        Some("connection_limit")
-    } else {
-        Some("other")
     }
 }

@@ -30,6 +30,16 @@ use libp2p::{noise, plaintext, quic, tcp, yamux, Multiaddr, PeerId};
 use super::MeshTransport;
 use crate::net::AddressPolicy;
 
+/// Whether an address names the unspecified IP (`0.0.0.0` or `::`): a
+/// wildcard to listen on, never an address to dial or to announce.
+pub(super) fn is_unspecified(addr: &Multiaddr) -> bool {
+    addr.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}
+
 /// The IP an address dials first, if it starts with one.
 pub(crate) fn first_ip(addr: &Multiaddr) -> Option<IpAddr> {
     match addr.iter().next()? {

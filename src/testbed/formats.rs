@@ -28,9 +28,9 @@ use sha2::{Digest, Sha256};
 
 use super::publish::{origin, Ports};
 use super::web::Served;
-use crate::descriptor::DocumentFormat;
+use crate::descriptor::DocumentFormat::{self, A2a, Aid, Ard, DnsAid};
 use crate::formats::a2a;
-use crate::verify::TrustLevel;
+use crate::verify::TrustLevel::{self, Unverified};
 
 /// The zone of the formats organisation.
 pub const ZONE: &str = "formats.test";
@@ -127,218 +127,277 @@ fn svcb(priority: u16, target: &str, params: Vec<(SvcParamKey, SvcParamValue)>) 
 /// `advertise`; `adp_domain` (an ADP agent of the population) also gets
 /// an AID record.
 pub fn formats_org(ports: Ports, advertise: Ipv4Addr, adp_domain: Option<&str>) -> FormatsOrg {
-    let (mut records, mut documents, mut expected) = (Vec::new(), Vec::new(), Vec::new());
-    let add_host = |records: &mut Vec<(String, RData)>, h: &str| {
-        records.push((h.to_owned(), RData::A(advertise.into())));
+    let mut org = Builder {
+        ports,
+        advertise,
+        records: Vec::new(),
+        documents: Vec::new(),
+        expected: Vec::new(),
     };
-    let card_path = a2a::WELL_KNOWN_PATH.to_owned();
-    use DocumentFormat::{A2a, Aid, Ard, DnsAid};
-    use TrustLevel::Unverified;
-
     // A2A: signed, legacy, forged, broken.
-    let signed = host("a2a");
-    add_host(&mut records, &signed);
-    let jku = format!("{}{JWKS_PATH}", origin("https", &signed, ports.https));
-    let body = card(
-        &signed,
-        ports,
-        "Route Planner",
-        ("route_planning", "Route planning", &["maps", "routing"]),
-    );
-    let key = card_key();
-    documents.push((
-        (signed.clone(), card_path.clone()),
-        json_doc(&a2a::sign_card(&body, &key, KID, Some(&jku))),
-    ));
-    documents.push((
-        (signed.clone(), JWKS_PATH.to_owned()),
-        json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
-    ));
-    expected.push(expect(
-        &signed,
-        &format!("a2a:{signed}"),
-        A2a,
-        Ok(Unverified),
-    ));
-
-    let legacy = host("a2a-legacy");
-    add_host(&mut records, &legacy);
-    let base = origin("https", &legacy, ports.https);
-    let old = json!({
-        "name": "Legacy Summariser",
-        "description": "Summarises documents; an A2A 0.2 card.",
-        "url": format!("{base}/a2a"),
-        "protocolVersion": "0.2.5",
-        "preferredTransport": "JSONRPC",
-        "version": "0.9.0",
-        "capabilities": {"streaming": false},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [{"id": "summarization", "name": "Summarise", "description": "Summarises text.", "tags": ["text"]}],
-    });
-    documents.push((
-        (legacy.clone(), a2a::LEGACY_WELL_KNOWN_PATH.to_owned()),
-        json_doc(&old),
-    ));
-    expected.push(expect(
-        &legacy,
-        &format!("a2a:{legacy}"),
-        A2a,
-        Ok(Unverified),
-    ));
-
-    let forged = host("a2a-forged");
-    add_host(&mut records, &forged);
-    let jku = format!("{}{JWKS_PATH}", origin("https", &forged, ports.https));
-    let body = card(
-        &forged,
-        ports,
-        "Payments Agent",
-        ("payments", "Payments", &["finance"]),
-    );
-    let mut tampered = a2a::sign_card(&body, &key, KID, Some(&jku));
-    tampered["name"] = json!("Payments Agent (changed after signing)");
-    documents.push(((forged.clone(), card_path.clone()), json_doc(&tampered)));
-    documents.push((
-        (forged.clone(), JWKS_PATH.to_owned()),
-        json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
-    ));
-    expected.push(expect(
-        &forged,
-        &format!("a2a:{forged}"),
-        A2a,
-        Err("card_signature_bad"),
-    ));
-
-    let broken = host("a2a-broken");
-    add_host(&mut records, &broken);
-    let mut no_skills = card(&broken, ports, "Broken Card", ("x", "X", &[]));
-    no_skills
-        .as_object_mut()
-        .expect("a card is an object")
-        .remove("skills");
-    documents.push(((broken.clone(), card_path), json_doc(&no_skills)));
-    expected.push(expect(
-        &broken,
-        &format!("a2a:{broken}"),
-        A2a,
-        Err("card_invalid"),
-    ));
-
+    org.a2a_signed();
+    org.a2a_legacy();
+    org.a2a_forged();
+    org.a2a_broken();
     // ARD: a catalog with a bad entry, and a catalog of another version.
-    let catalog = host("catalog");
-    add_host(&mut records, &catalog);
-    let base = origin("https", &catalog, ports.https);
-    let weather = format!("urn:air:{catalog}:weather");
-    let files = format!("urn:air:{catalog}:tools:files");
-    let doc = json!({
-        "specVersion": "1.0",
-        "host": {"displayName": "Formats Test Catalog"},
-        "entries": [
-            {"identifier": weather, "displayName": "Weather Agent", "type": "application/a2a-agent-card+json",
-             "url": format!("{base}/weather/agent-card.json"), "description": "Forecasts the weather.",
-             "capabilities": ["weather_forecast"], "tags": ["weather"]},
-            {"identifier": files, "displayName": "File Tools", "type": "application/mcp-server-card+json",
-             "url": format!("{base}/mcp/files.json"), "description": "Reads and writes files over MCP.",
-             "capabilities": ["file_access"]},
-            {"identifier": "urn:air:elsewhere.test:spoof", "displayName": "Not Ours",
-             "type": "application/a2a-agent-card+json", "url": "https://elsewhere.test/card.json"}
-        ],
-    });
-    documents.push((
-        (
-            catalog.clone(),
-            crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
-        ),
-        json_doc(&doc),
-    ));
-    expected.push(expect(&catalog, &weather, Ard, Ok(Unverified)));
-    expected.push(expect(&catalog, &files, Ard, Ok(Unverified)));
-    expected.push(expect(
-        &catalog,
-        "urn:air:elsewhere.test:spoof",
-        Ard,
-        Err("catalog_entry_invalid"),
-    ));
-
-    let bad_catalog = host("catalog-broken");
-    add_host(&mut records, &bad_catalog);
-    let doc = json!({"specVersion": "2.0", "entries": []});
-    documents.push((
-        (
-            bad_catalog.clone(),
-            crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
-        ),
-        json_doc(&doc),
-    ));
-    expected.push(expect(
-        &bad_catalog,
-        &format!("{bad_catalog}/.well-known/ai-catalog.json"),
-        Ard,
-        Err("catalog_invalid"),
-    ));
-
+    org.ard_catalogs();
     // AID: a record, a broken one, and one beside an ADP record.
-    let aid = host("aid");
-    records.push((
-        format!("_agent.{aid}"),
-        txt(&format!(
-            "v=aid1;u=https://{aid}/mcp;p=mcp;a=pat;s=Files over MCP"
-        )),
-    ));
-    expected.push(expect(&aid, &format!("aid:{aid}"), Aid, Ok(Unverified)));
-    let aid_broken = host("aid-broken");
-    records.push((format!("_agent.{aid_broken}"), txt("v=aid1;p=mcp;s=No URI")));
-    expected.push(expect(
-        &aid_broken,
-        &format!("aid:{aid_broken}"),
-        Aid,
-        Err("aid_malformed"),
-    ));
-    if let Some(d) = adp_domain {
-        records.push((
-            format!("_agent.{d}"),
-            txt(&format!("v=aid1;u=https://{d}/a2a;p=a2a;s=Also over A2A")),
-        ));
-        expected.push(expect(d, &format!("aid:{d}"), Aid, Ok(Unverified)));
+    org.aid_records(adp_domain);
+    // DNS-AID: a service record, and an alias to nowhere.
+    org.dns_aid_records();
+    FormatsOrg {
+        records: org.records,
+        documents: org.documents,
+        expected: org.expected,
+    }
+}
+
+/// The formats organisation while [`formats_org`] builds it, one format
+/// at a time, in the order its records, documents and expectations are
+/// listed.
+struct Builder {
+    ports: Ports,
+    advertise: Ipv4Addr,
+    records: Vec<(String, RData)>,
+    documents: Vec<((String, String), Served)>,
+    expected: Vec<Expected>,
+}
+
+impl Builder {
+    /// An A record for `h`, at the advertised address.
+    fn add_host(&mut self, h: &str) {
+        self.records
+            .push((h.to_owned(), RData::A(self.advertise.into())));
     }
 
-    // DNS-AID: a service record, and an alias to nowhere.
-    let dnsaid = host("dnsaid");
-    add_host(&mut records, &dnsaid);
-    let owner = format!("_mcp._agents.{dnsaid}");
-    let params = vec![
-        (
-            SvcParamKey::Alpn,
-            SvcParamValue::Alpn(Alpn(vec!["h2".into()])),
-        ),
-        (SvcParamKey::Port, SvcParamValue::Port(ports.https)),
-        (
-            SvcParamKey::Key(65402),
-            SvcParamValue::Unknown(Unknown(b"mcp".to_vec())),
-        ),
-    ];
-    records.push((owner.clone(), svcb(1, &format!("{dnsaid}."), params)));
-    expected.push(expect(
-        &dnsaid,
-        &format!("dns-aid:{owner}"),
-        DnsAid,
-        Ok(Unverified),
-    ));
-    let dnsaid_broken = host("dnsaid-broken");
-    let owner = format!("_a2a._agents.{dnsaid_broken}");
-    records.push((owner.clone(), svcb(0, ".", Vec::new())));
-    expected.push(expect(
-        &dnsaid_broken,
-        &format!("dns-aid:{owner}"),
-        DnsAid,
-        Err("dns_aid_malformed"),
-    ));
+    /// A 1.0 card signed with [`card_key`], its key set beside it.
+    fn a2a_signed(&mut self) {
+        let signed = host("a2a");
+        self.add_host(&signed);
+        let jku = format!("{}{JWKS_PATH}", origin("https", &signed, self.ports.https));
+        let body = card(
+            &signed,
+            self.ports,
+            "Route Planner",
+            ("route_planning", "Route planning", &["maps", "routing"]),
+        );
+        let key = card_key();
+        self.documents.push((
+            (signed.clone(), a2a::WELL_KNOWN_PATH.to_owned()),
+            json_doc(&a2a::sign_card(&body, &key, KID, Some(&jku))),
+        ));
+        self.documents.push((
+            (signed.clone(), JWKS_PATH.to_owned()),
+            json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
+        ));
+        self.expected.push(expect(
+            &signed,
+            &format!("a2a:{signed}"),
+            A2a,
+            Ok(Unverified),
+        ));
+    }
 
-    FormatsOrg {
-        records,
-        documents,
-        expected,
+    /// A 0.2 card at the legacy well-known path.
+    fn a2a_legacy(&mut self) {
+        let legacy = host("a2a-legacy");
+        self.add_host(&legacy);
+        let base = origin("https", &legacy, self.ports.https);
+        let old = json!({
+            "name": "Legacy Summariser",
+            "description": "Summarises documents; an A2A 0.2 card.",
+            "url": format!("{base}/a2a"),
+            "protocolVersion": "0.2.5",
+            "preferredTransport": "JSONRPC",
+            "version": "0.9.0",
+            "capabilities": {"streaming": false},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "summarization", "name": "Summarise", "description": "Summarises text.", "tags": ["text"]}],
+        });
+        self.documents.push((
+            (legacy.clone(), a2a::LEGACY_WELL_KNOWN_PATH.to_owned()),
+            json_doc(&old),
+        ));
+        self.expected.push(expect(
+            &legacy,
+            &format!("a2a:{legacy}"),
+            A2a,
+            Ok(Unverified),
+        ));
+    }
+
+    /// A signed card changed after signing.
+    fn a2a_forged(&mut self) {
+        let forged = host("a2a-forged");
+        self.add_host(&forged);
+        let jku = format!("{}{JWKS_PATH}", origin("https", &forged, self.ports.https));
+        let body = card(
+            &forged,
+            self.ports,
+            "Payments Agent",
+            ("payments", "Payments", &["finance"]),
+        );
+        let key = card_key();
+        let mut tampered = a2a::sign_card(&body, &key, KID, Some(&jku));
+        tampered["name"] = json!("Payments Agent (changed after signing)");
+        self.documents.push((
+            (forged.clone(), a2a::WELL_KNOWN_PATH.to_owned()),
+            json_doc(&tampered),
+        ));
+        self.documents.push((
+            (forged.clone(), JWKS_PATH.to_owned()),
+            json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
+        ));
+        self.expected.push(expect(
+            &forged,
+            &format!("a2a:{forged}"),
+            A2a,
+            Err("card_signature_bad"),
+        ));
+    }
+
+    /// A card without skills.
+    fn a2a_broken(&mut self) {
+        let broken = host("a2a-broken");
+        self.add_host(&broken);
+        let mut no_skills = card(&broken, self.ports, "Broken Card", ("x", "X", &[]));
+        no_skills
+            .as_object_mut()
+            .expect("a card is an object")
+            .remove("skills");
+        self.documents.push((
+            (broken.clone(), a2a::WELL_KNOWN_PATH.to_owned()),
+            json_doc(&no_skills),
+        ));
+        self.expected.push(expect(
+            &broken,
+            &format!("a2a:{broken}"),
+            A2a,
+            Err("card_invalid"),
+        ));
+    }
+
+    /// An ARD catalog with a bad entry, and a catalog of another version.
+    fn ard_catalogs(&mut self) {
+        let catalog = host("catalog");
+        self.add_host(&catalog);
+        let base = origin("https", &catalog, self.ports.https);
+        let weather = format!("urn:air:{catalog}:weather");
+        let files = format!("urn:air:{catalog}:tools:files");
+        let doc = json!({
+            "specVersion": "1.0",
+            "host": {"displayName": "Formats Test Catalog"},
+            "entries": [
+                {"identifier": weather, "displayName": "Weather Agent", "type": "application/a2a-agent-card+json",
+                 "url": format!("{base}/weather/agent-card.json"), "description": "Forecasts the weather.",
+                 "capabilities": ["weather_forecast"], "tags": ["weather"]},
+                {"identifier": files, "displayName": "File Tools", "type": "application/mcp-server-card+json",
+                 "url": format!("{base}/mcp/files.json"), "description": "Reads and writes files over MCP.",
+                 "capabilities": ["file_access"]},
+                {"identifier": "urn:air:elsewhere.test:spoof", "displayName": "Not Ours",
+                 "type": "application/a2a-agent-card+json", "url": "https://elsewhere.test/card.json"}
+            ],
+        });
+        self.documents.push((
+            (
+                catalog.clone(),
+                crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
+            ),
+            json_doc(&doc),
+        ));
+        self.expected
+            .push(expect(&catalog, &weather, Ard, Ok(Unverified)));
+        self.expected
+            .push(expect(&catalog, &files, Ard, Ok(Unverified)));
+        self.expected.push(expect(
+            &catalog,
+            "urn:air:elsewhere.test:spoof",
+            Ard,
+            Err("catalog_entry_invalid"),
+        ));
+
+        let bad_catalog = host("catalog-broken");
+        self.add_host(&bad_catalog);
+        let doc = json!({"specVersion": "2.0", "entries": []});
+        self.documents.push((
+            (
+                bad_catalog.clone(),
+                crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
+            ),
+            json_doc(&doc),
+        ));
+        self.expected.push(expect(
+            &bad_catalog,
+            &format!("{bad_catalog}/.well-known/ai-catalog.json"),
+            Ard,
+            Err("catalog_invalid"),
+        ));
+    }
+
+    /// An AID record, a broken one, and one beside `adp_domain`'s ADP record.
+    fn aid_records(&mut self, adp_domain: Option<&str>) {
+        let aid = host("aid");
+        self.records.push((
+            format!("_agent.{aid}"),
+            txt(&format!(
+                "v=aid1;u=https://{aid}/mcp;p=mcp;a=pat;s=Files over MCP"
+            )),
+        ));
+        self.expected
+            .push(expect(&aid, &format!("aid:{aid}"), Aid, Ok(Unverified)));
+        let aid_broken = host("aid-broken");
+        self.records
+            .push((format!("_agent.{aid_broken}"), txt("v=aid1;p=mcp;s=No URI")));
+        self.expected.push(expect(
+            &aid_broken,
+            &format!("aid:{aid_broken}"),
+            Aid,
+            Err("aid_malformed"),
+        ));
+        if let Some(d) = adp_domain {
+            self.records.push((
+                format!("_agent.{d}"),
+                txt(&format!("v=aid1;u=https://{d}/a2a;p=a2a;s=Also over A2A")),
+            ));
+            self.expected
+                .push(expect(d, &format!("aid:{d}"), Aid, Ok(Unverified)));
+        }
+    }
+
+    /// A DNS-AID service record, and an alias to nowhere.
+    fn dns_aid_records(&mut self) {
+        let dnsaid = host("dnsaid");
+        self.add_host(&dnsaid);
+        let owner = format!("_mcp._agents.{dnsaid}");
+        let params = vec![
+            (
+                SvcParamKey::Alpn,
+                SvcParamValue::Alpn(Alpn(vec!["h2".into()])),
+            ),
+            (SvcParamKey::Port, SvcParamValue::Port(self.ports.https)),
+            (
+                SvcParamKey::Key(65402),
+                SvcParamValue::Unknown(Unknown(b"mcp".to_vec())),
+            ),
+        ];
+        self.records
+            .push((owner.clone(), svcb(1, &format!("{dnsaid}."), params)));
+        self.expected.push(expect(
+            &dnsaid,
+            &format!("dns-aid:{owner}"),
+            DnsAid,
+            Ok(Unverified),
+        ));
+        let dnsaid_broken = host("dnsaid-broken");
+        let owner = format!("_a2a._agents.{dnsaid_broken}");
+        self.records.push((owner.clone(), svcb(0, ".", Vec::new())));
+        self.expected.push(expect(
+            &dnsaid_broken,
+            &format!("dns-aid:{owner}"),
+            DnsAid,
+            Err("dns_aid_malformed"),
+        ));
     }
 }
 

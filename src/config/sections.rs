@@ -1,0 +1,353 @@
+//! The sections of [`Config`](super::Config), one struct per TOML table
+//! (`[api]`, `[p2p]`, `[crawl]`, `[store]`, `[search]`), each with the
+//! defaults of a working single node, and the default values other
+//! modules name.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a node keeps of the records peers offer it unasked (gossip,
+/// DHT puts). What it looks up itself (search answers, DHT gets) is
+/// always kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replication {
+    /// Every valid record (a federation partner: searches answer locally).
+    #[default]
+    All,
+    /// Only updates and tombstones of agents already held; new agents are
+    /// validated and passed on, not stored.
+    Lookups,
+}
+
+/// `[api]`: the HTTP API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Default page size for `GET /agents` and `top` for searches.
+    pub default_limit: usize,
+    /// Largest page size or `top` a client may ask for.
+    pub max_limit: usize,
+    /// When set, writes (`POST`/`PUT`/`DELETE /agents`) need
+    /// `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+    /// Time allowed for one request, end to end.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Requests handled at once; more wait (then time out).
+    pub max_concurrent_requests: usize,
+    /// Longest line of a `POST /admin/import` body, in bytes; a longer
+    /// line is refused (the others still go in).
+    pub import_max_line_bytes: usize,
+    /// Most lines of one `POST /admin/import` body; the import stops
+    /// after them.
+    pub import_max_lines: u64,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            max_body_bytes: 256 * 1024,
+            default_limit: 20,
+            max_limit: 100,
+            admin_token: None,
+            request_timeout: Duration::from_secs(30),
+            max_concurrent_requests: 1024,
+            import_max_line_bytes: DEFAULT_IMPORT_MAX_LINE_BYTES,
+            import_max_lines: 1_000_000,
+        }
+    }
+}
+
+/// The longest lifetime of a record from another node accepted by
+/// default (`p2p.max_record_lifetime`): 30 days.
+pub const DEFAULT_MAX_RECORD_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Live records held by default from any one signer this node does not
+/// trust (`p2p.max_claims_per_signer`).
+pub const DEFAULT_MAX_CLAIMS_PER_SIGNER: u64 = 100_000;
+
+/// Live records held by default from all untrusted signers together
+/// (`p2p.max_claims`).
+pub const DEFAULT_MAX_CLAIMS: u64 = 2_000_000;
+
+/// The default longest line of an import, in bytes (`agentmesh import`,
+/// `api.import_max_line_bytes`).
+pub const DEFAULT_IMPORT_MAX_LINE_BYTES: usize = 256 * 1024;
+
+/// `[p2p]`: the mesh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct P2pConfig {
+    /// Multiaddrs to listen on.
+    pub listen: Vec<String>,
+    /// Multiaddrs (with `/p2p/<peer id>`) of peers to join through.
+    pub bootstrap: Vec<String>,
+    /// Multiaddrs peers can reach this node at (a public address behind
+    /// NAT, a `/dns4/..` name), announced in its provider records. Listen
+    /// addresses the address policy allows, and addresses two peers say
+    /// they see, are announced without being listed here.
+    pub external_addresses: Vec<String>,
+    /// Peer ids whose DNS evidence this node takes as is (federation
+    /// partners); records from others are marked "attested by" and their
+    /// ADP agents re-verified here.
+    pub trusted_peers: Vec<String>,
+    /// Most providers one mesh search asks (and a quarter as many peers
+    /// of this node's own choice besides; with no provider, most
+    /// connected peers).
+    pub search_fanout: usize,
+    /// How long a mesh search may take, end to end: provider lookup,
+    /// peers' answers, judging them and ranking (a peer that has not
+    /// answered by 70 % of it is not waited for).
+    #[serde(with = "humantime_serde")]
+    pub search_timeout: Duration,
+    /// Dial loopback, private, link-local and CGNAT addresses (peers on
+    /// one machine or a private network). Off by default: such addresses,
+    /// whether configured, advertised by a peer or resolved from a name,
+    /// are not dialled.
+    pub allow_private_addresses: bool,
+    /// What to keep of the records peers gossip: `all` (a federation
+    /// partner: searches answer from the local store) or `lookups` (only
+    /// what this node looked up, and updates of agents it holds).
+    pub replication: Replication,
+    /// The longest lifetime (`expires_at - issued_at`) of a record from
+    /// another node; a longer one is refused (`lifetime_too_long`), so no
+    /// signer can keep a record alive past the owner's next word. At
+    /// least `store.record_ttl`.
+    #[serde(with = "humantime_serde")]
+    pub max_record_lifetime: Duration,
+    /// Domains the mesh may have this node re-verify per minute (records
+    /// from untrusted signers claiming evidence), all peers together.
+    pub reverify_per_minute: u32,
+    /// Of those, per sending peer.
+    pub reverify_per_peer_per_minute: u32,
+    /// Of those, per record signer.
+    pub reverify_per_signer_per_minute: u32,
+    /// Most live records held from any one signer outside
+    /// `trusted_peers`; more are refused (`signer_quota`).
+    pub max_claims_per_signer: u64,
+    /// Most live records held from all signers outside `trusted_peers`
+    /// together; more are refused (`claims_full`). This node's own and its
+    /// trusted peers' records never count against it.
+    pub max_claims: u64,
+    /// Most incoming connections (in their handshake or established)
+    /// from one IP address; more are refused before the handshake
+    /// (`per_ip`). 0: no cap. Loopback is not capped.
+    pub max_connections_per_ip: u32,
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        Self {
+            listen: vec![
+                "/ip4/0.0.0.0/tcp/7701".into(),
+                "/ip4/0.0.0.0/udp/7701/quic-v1".into(),
+            ],
+            bootstrap: Vec::new(),
+            external_addresses: Vec::new(),
+            trusted_peers: Vec::new(),
+            search_fanout: 16,
+            search_timeout: Duration::from_secs(2),
+            allow_private_addresses: false,
+            replication: Replication::All,
+            max_record_lifetime: DEFAULT_MAX_RECORD_LIFETIME,
+            reverify_per_minute: 300,
+            reverify_per_peer_per_minute: 30,
+            reverify_per_signer_per_minute: 30,
+            max_claims_per_signer: DEFAULT_MAX_CLAIMS_PER_SIGNER,
+            max_claims: DEFAULT_MAX_CLAIMS,
+            max_connections_per_ip: 8,
+        }
+    }
+}
+
+/// `[crawl]`: where the crawler asks and what it may reach.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrawlConfig {
+    /// DNS servers to ask instead of the system's.
+    pub resolvers: Vec<SocketAddr>,
+    /// Extra PEM trust roots for HTTPS and WSS.
+    pub ca_files: Vec<PathBuf>,
+    /// Permit loopback and private targets (off by default).
+    pub allow_private_addresses: bool,
+    /// DNSSEC trust anchors beside the root's.
+    pub dnssec_trust_anchors: Vec<PathBuf>,
+    /// Domains to crawl at start.
+    pub seeds: Vec<String>,
+    /// Files of domains to crawl at start, one per line (`#` starts a
+    /// comment), read when the node starts; see
+    /// `crawl::seeds::seed_domains` for the bounds.
+    pub seed_files: Vec<PathBuf>,
+    /// Crawl the verified peers that crawled agents list.
+    pub follow_peers: bool,
+    /// Domains crawled at once.
+    pub concurrency: usize,
+    /// Most domains one crawl job may grow to by following peers.
+    pub max_domains_per_job: usize,
+    /// The discovery formats a crawl of a domain reads: `adp`, `a2a`
+    /// (Agent Cards), `ard` (`ai-catalog.json`), `dns-aid` (SVCB under
+    /// `_agents`), `aid` (`v=aid1` TXT records). All by default.
+    pub formats: Vec<crate::descriptor::DocumentFormat>,
+    /// The port the well-known documents of the other formats (A2A cards,
+    /// ARD catalogs) are fetched from: 443, unless a test server listens
+    /// elsewhere. ADP's own URLs come from its TXT and SRV records.
+    pub https_port: u16,
+    /// Ports the crawler may connect to besides 443 (and `https_port`):
+    /// a URL a domain publishes (the TXT `wk`, an SRV port, a redirect,
+    /// `endpoints.chat`) on any other port is refused with
+    /// `port_not_allowed`. Empty by default; test rigs whose servers
+    /// listen elsewhere name their port here.
+    pub allowed_ports: Vec<u16>,
+    /// Revisit crawled domains (`crawl::scheduler`): at min(DNS TTL,
+    /// HTTP max-age), with backoff on failures. On by default.
+    pub recrawl: bool,
+    /// The shortest revisit interval, however short the TTLs.
+    #[serde(with = "humantime_serde")]
+    pub min_recrawl: Duration,
+    /// How often a recrawl whose document did not change (304) re-runs
+    /// the challenge.
+    #[serde(with = "humantime_serde")]
+    pub challenge_interval: Duration,
+    /// The first retry after a failed visit; it doubles per failure.
+    #[serde(with = "humantime_serde")]
+    pub retry_base: Duration,
+    /// The longest retry interval.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+    /// An agent not confirmed for this long is `stale` in results.
+    #[serde(with = "humantime_serde")]
+    pub stale_after: Duration,
+    /// An agent not confirmed for this long leaves default results
+    /// (`include_stale` still shows it).
+    #[serde(with = "humantime_serde")]
+    pub drop_after: Duration,
+    /// Most domains the recrawl schedule holds. When it is full, a new
+    /// domain takes the place of the held domain with the most failed
+    /// visits in a row (the oldest confirmation breaks ties), if that one
+    /// failed at least once and at least as often as the new one;
+    /// otherwise the new domain is not scheduled (a schedule full of
+    /// domains that answer is never churned by new names).
+    pub max_scheduled_domains: usize,
+    /// A domain whose visits failed this many times in a row leaves the
+    /// recrawl schedule (its agents are dropped from default results);
+    /// a later crawl request schedules it again.
+    pub evict_after_failures: u32,
+    /// Requests in flight to one host at once.
+    pub per_host_concurrency: usize,
+    /// Least time between two request starts to one host.
+    #[serde(with = "humantime_serde")]
+    pub per_host_interval: Duration,
+    /// Requests in flight to one IP address at once, whatever host names
+    /// they were asked under (`crawl::polite`: many names on one address
+    /// share this budget; looser than a host's by default, as shared
+    /// hosting serves many honest domains from one address).
+    pub per_address_concurrency: usize,
+    /// Least time between two request starts to one IP address.
+    #[serde(with = "humantime_serde")]
+    pub per_address_interval: Duration,
+    /// How publishers reach this node's operator (a URL or mail address),
+    /// sent in the crawler's User-Agent.
+    pub contact: Option<String>,
+    /// Ask the endpoints of agents registered here whether they answer
+    /// (`crawl::probe`; off by default).
+    pub probe_registered: bool,
+    /// How often each registered agent's endpoint is asked.
+    #[serde(with = "humantime_serde")]
+    pub probe_interval: Duration,
+    /// Most endpoints probed per second.
+    pub probe_rate: u32,
+}
+
+impl Default for CrawlConfig {
+    fn default() -> Self {
+        Self {
+            resolvers: Vec::new(),
+            ca_files: Vec::new(),
+            allow_private_addresses: false,
+            dnssec_trust_anchors: Vec::new(),
+            seeds: Vec::new(),
+            seed_files: Vec::new(),
+            follow_peers: true,
+            concurrency: 64,
+            max_domains_per_job: 10_000,
+            formats: crate::descriptor::DocumentFormat::CRAWLED.to_vec(),
+            https_port: 443,
+            allowed_ports: Vec::new(),
+            recrawl: true,
+            min_recrawl: Duration::from_secs(60),
+            challenge_interval: Duration::from_secs(24 * 3600),
+            retry_base: Duration::from_secs(300),
+            retry_max: Duration::from_secs(24 * 3600),
+            stale_after: Duration::from_secs(6 * 3600),
+            drop_after: Duration::from_secs(3 * 24 * 3600),
+            max_scheduled_domains: 100_000,
+            evict_after_failures: 10,
+            per_host_concurrency: 2,
+            per_host_interval: Duration::from_millis(250),
+            per_address_concurrency: 4,
+            per_address_interval: Duration::from_millis(100),
+            contact: None,
+            probe_registered: false,
+            probe_interval: Duration::from_secs(3600),
+            probe_rate: 2,
+        }
+    }
+}
+
+/// `[store]`: records and the embedded database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// How long records this node signs stay valid.
+    #[serde(with = "humantime_serde")]
+    pub record_ttl: Duration,
+    /// sled page cache size, bytes.
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            record_ttl: Duration::from_secs(7 * 24 * 3600),
+            cache_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// `[search]`: how free-text searches are ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// A static embedding model in the Model2Vec format (a directory
+    /// holding `tokenizer.json`, `model.safetensors`, `config.json`): the
+    /// text index's best candidates are re-ranked by meaning as well.
+    /// Needs a build with the `semantic` feature; read once at start,
+    /// never downloaded (`scripts/semantic-model.sh` makes one). Unset: text
+    /// ranking alone.
+    pub semantic_model: Option<PathBuf>,
+    /// With a model: the weight of the text index's order in the fusion
+    /// of the two orders, 0 to 1 (1: words alone, 0: meaning alone).
+    pub semantic_weight: f64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            semantic_model: None,
+            semantic_weight: DEFAULT_SEMANTIC_WEIGHT,
+        }
+    }
+}
+
+/// The default `search.semantic_weight`, measured on the relevance sets
+/// (BENCHMARKS.md).
+pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.7;

@@ -1,0 +1,152 @@
+//! Tests of the configuration: defaults, overrides in order, unknown
+//! keys named, and every invariant `validate` checks.
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn default_is_a_working_single_node() {
+    let c = Config::default();
+    c.validate().unwrap();
+    assert_eq!(c.api.listen.to_string(), "127.0.0.1:7700");
+    assert_eq!(c.data_dir, PathBuf::from("./agentmesh-data"));
+    assert_eq!(c.p2p.listen[0], "/ip4/0.0.0.0/tcp/7701");
+    assert!(!c.crawl.allow_private_addresses);
+}
+
+#[test]
+fn file_then_environment_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "data_dir = \"/var/lib/am\"\n[api]\nlisten = \"127.0.0.1:9000\"\nmax_limit = 50\n[store]\nrecord_ttl = \"2h\"\n",
+    )
+    .unwrap();
+    let c = Config::load(
+        Some(&path),
+        env(&[
+            ("AGENTMESH_API__MAX_LIMIT", "70"),
+            ("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true"),
+            ("OTHER__X", "1"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.data_dir, PathBuf::from("/var/lib/am"));
+    assert_eq!(c.api.listen.port(), 9000);
+    assert_eq!(c.api.max_limit, 70);
+    assert_eq!(c.store.record_ttl, Duration::from_secs(7200));
+    assert!(c.crawl.allow_private_addresses);
+}
+
+#[test]
+fn a_semantic_model_needs_the_feature_and_a_path() {
+    let c = Config::load(
+        None,
+        env(&[("AGENTMESH_SEARCH__SEMANTIC_MODEL", "/opt/model")]),
+    );
+    if cfg!(feature = "semantic") {
+        let c = c.unwrap();
+        assert_eq!(c.search.semantic_model, Some(PathBuf::from("/opt/model")));
+    } else {
+        let err = c.unwrap_err().to_string();
+        assert!(err.contains("search.semantic_model"), "{err}");
+        assert!(err.contains("--features semantic"), "{err}");
+    }
+    assert_eq!(Config::default().search.semantic_model, None);
+    for bad in ["1.5", "-0.1", "nan"] {
+        let err = Config::load(None, env(&[("AGENTMESH_SEARCH__SEMANTIC_WEIGHT", bad)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("search.semantic_weight"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[api]\nlisten_addr = \"127.0.0.1:1\"\n").unwrap();
+    let err = Config::load(Some(&path), vec![]).unwrap_err().to_string();
+    assert!(err.contains("listen_addr"), "{err}");
+    let err = Config::load(None, env(&[("AGENTMESH_API__BOGUS", "1")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bogus"), "{err}");
+}
+
+#[test]
+fn a_value_that_reads_as_a_number_can_still_be_a_string() {
+    let c = Config::load(
+        None,
+        env(&[
+            ("AGENTMESH_API__ADMIN_TOKEN", "2718281828459045"),
+            ("AGENTMESH_API__MAX_LIMIT", "70"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.api.admin_token.as_deref(), Some("2718281828459045"));
+    assert_eq!(c.api.max_limit, 70);
+}
+
+#[test]
+fn per_address_limits_are_read_and_checked() {
+    let c = Config::load(
+        None,
+        env(&[
+            ("AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY", "16"),
+            ("AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL", "20ms"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.crawl.per_address_concurrency, 16);
+    assert_eq!(c.crawl.per_address_interval, Duration::from_millis(20));
+    for (key, bad, named) in [
+        (
+            "AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY",
+            "0",
+            "crawl.per_address_concurrency",
+        ),
+        (
+            "AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY",
+            "257",
+            "crawl.per_address_concurrency",
+        ),
+        (
+            "AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL",
+            "61s",
+            "crawl.per_address_interval",
+        ),
+    ] {
+        let err = Config::load(None, env(&[(key, bad)])).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { key, .. } if key == named),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_refused() {
+    let err = Config::load(None, env(&[("AGENTMESH_API__MAX_BODY_BYTES", "10")])).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::Invalid {
+                key: "api.max_body_bytes",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = Config::load(None, env(&[("AGENTMESH_API__LISTEN", "not-an-address")])).unwrap_err();
+    assert!(err.to_string().contains("AGENTMESH_API__LISTEN"), "{err}");
+    let missing = Config::load(Some(Path::new("/nonexistent/agentmesh.toml")), vec![]).unwrap_err();
+    assert!(matches!(missing, ConfigError::Read { .. }));
+}
