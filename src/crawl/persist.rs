@@ -12,7 +12,7 @@ use super::{CrawlError, Crawler};
 use crate::adp::AgentDocument;
 use crate::descriptor::Descriptor;
 use crate::identity::normalise_domain;
-use crate::issuer::{Durability, Issuer};
+use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::record::RecordBody;
 use crate::store::{Expect, Origin, Store};
 use crate::verify::TrustLevel;
@@ -422,14 +422,14 @@ async fn issue(
     evidence: crate::verify::Evidence,
 ) -> Result<(), CrawlError> {
     issuer
-        .descriptor(
+        .descriptor(DescriptorIssue {
             descriptor,
             document,
             evidence,
-            Origin::Remote,
-            Expect::Any,
-            Durability::Periodic,
-        )
+            origin: Origin::Remote,
+            expect: Expect::Any,
+            durability: Durability::Periodic,
+        })
         .await
         .map(drop)
         .map_err(|e| CrawlError::Store {
