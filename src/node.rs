@@ -21,7 +21,7 @@ use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{Crawler, CrawlerOptions};
 use crate::identity;
-use crate::issuer::{Issuer, Outbox};
+use crate::issuer::{Issuer, Outbox, Published};
 use crate::mesh::{MeshClient, MeshConfig};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -205,18 +205,10 @@ impl Node {
         let mut stages = Stages::new();
         let (store, key) = start_store(&config, &mut stages).await?;
         let peer_id = identity::peer_id_of(&key);
-        // Everything this node signs goes through the issuer, then the
-        // outbox, then (once the mesh runs) the publisher.
-        let (outbox, outbox_rx) = Outbox::new(4096);
-        let issuer =
-            Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
+        let (issuer, outbox_rx) = build_issuer(&config, &store, &key);
         let registry = build_registry(&config, &issuer).await?;
         let metrics = Metrics::new();
-        stages.adopt(
-            Stage::Crawl,
-            "renew",
-            crate::issuer::spawn_renewer(issuer.clone(), RENEW_EVERY, stages.token(Stage::Crawl)),
-        );
+        start_renewer(&issuer, &mut stages);
         let crawling = start_crawling(
             &config,
             CrawlParts {
@@ -369,7 +361,30 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     Ok((store, Arc::new(key)))
 }
 
-/// Step 2: the registry over the issuer, with the semantic model when
+/// Step 2: the issuer. Everything this node signs goes through it, then
+/// the outbox (the receiver returned), then, once the mesh runs, the
+/// publisher.
+fn build_issuer(
+    config: &Config,
+    store: &Store,
+    key: &Arc<SigningKey>,
+) -> (Issuer, tokio::sync::mpsc::Receiver<Published>) {
+    let (outbox, outbox_rx) = Outbox::new(4096);
+    let issuer =
+        Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
+    (issuer, outbox_rx)
+}
+
+/// The renewal of this node's registrations, in the crawl stage.
+fn start_renewer(issuer: &Issuer, stages: &mut Stages) {
+    stages.adopt(
+        Stage::Crawl,
+        "renew",
+        crate::issuer::spawn_renewer(issuer.clone(), RENEW_EVERY, stages.token(Stage::Crawl)),
+    );
+}
+
+/// Step 3: the registry over the issuer, with the semantic model when
 /// `search.semantic_model` names one (loaded on a blocking thread).
 async fn build_registry(config: &Config, issuer: &Issuer) -> Result<Registry, NodeError> {
     let registry = Registry::new(issuer.clone());
@@ -404,7 +419,7 @@ struct Crawling {
     scheduler: Option<Scheduler>,
 }
 
-/// Step 3: the crawler, the recrawl scheduler (`crawl.recrawl`), the
+/// Step 4: the crawler, the recrawl scheduler (`crawl.recrawl`), the
 /// liveness probe (`crawl.probe_registered`) and the crawl queue.
 async fn start_crawling(
     config: &Config,
@@ -480,7 +495,7 @@ fn unscheduled(seeds: Vec<String>, scheduler: Option<&Scheduler>) -> Vec<String>
     }
 }
 
-/// Step 4: the mesh. Records from peers are judged by the node's
+/// Step 5: the mesh. Records from peers are judged by the node's
 /// handler; what the issuer stores goes out through the publisher; after
 /// a restart the republisher puts this node's records back in the DHT.
 /// Its tasks join the mesh stage.
@@ -523,7 +538,7 @@ fn queue_seeds(crawl_queue: &CrawlQueue, seeds: Vec<String>) {
     }
 }
 
-/// Step 5: the HTTP API, served until its stage stops.
+/// Step 6: the HTTP API, served until its stage stops.
 async fn start_api(
     config: &Config,
     state: AppState,
