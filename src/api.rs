@@ -1,7 +1,15 @@
 //! The HTTP API (AIDIP registry endpoints plus agentmesh's extensions),
 //! served by axum. Handlers are thin: they parse and bound the request,
-//! call the [`Registry`], and map errors to the draft's error object
-//! through [`ApiError`].
+//! call the [`Registry`](crate::registry::Registry), and map errors to
+//! the draft's error object through [`ApiError`].
+//!
+//! The handlers live by resource (`api/agents.rs`, `api/crawl.rs`, ...)
+//! and take what they share from modules that use no handler: the state
+//! (`api/state.rs`), the admin token as an extractor (`api/auth.rs`), the
+//! JSON body as an extractor (`api/json.rs`), the error object and the
+//! error answers the OpenAPI document shares (`api/error.rs`), and the
+//! wire types and headers (`api/wire.rs`). `api/openapi.rs` assembles
+//! the document from the handlers, and this file the router.
 //!
 //! `POST /admin/import` streams: its response starts at once and the
 //! request timeout does not cover the body (see `api/import.rs`).
@@ -10,28 +18,31 @@
 //! (`api/observe.rs`), tracing (one span per request, carrying its id),
 //! a concurrency limit, a per-request timeout and the body size limit;
 //! unknown routes and methods answer the error object too. `GET /metrics`
-//! (no token) renders [`Metrics`].
+//! (no token) renders [`Metrics`](crate::metrics::Metrics).
 
 mod agents;
+mod auth;
 mod crawl;
 mod error;
+mod health;
 mod import;
+mod json;
 mod observe;
 mod openapi;
 mod records;
 mod resolve;
+mod state;
 mod suspend;
 mod transfer;
 mod ui;
+mod wire;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::{json, Value};
+use axum::Router;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
@@ -40,106 +51,7 @@ pub use agents::parse_search_body;
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 pub use openapi::{openapi_document, openapi_json};
-
-use crate::config::ApiConfig;
-use crate::crawl::queue::CrawlQueue;
-use crate::federation::Judge;
-use crate::mesh::MeshClient;
-use crate::metrics::Metrics;
-use crate::registry::Registry;
-use crate::search::FederatedSearch;
-
-/// The mesh as the API uses it beyond search (which goes through
-/// [`FederatedSearch`]): the client (`GET /health`, `GET /peers`, DHT
-/// lookups of `GET /agents/{id}`) and the judge's counters.
-#[derive(Clone)]
-pub struct MeshState {
-    /// The mesh client.
-    pub client: MeshClient,
-    /// Judges records from peers (its counters are shown by `GET /peers`).
-    pub judge: Arc<Judge>,
-    /// Queues the re-verifications records ask for, within its limits.
-    pub reverify: Arc<crate::federation::reverify::Reverifier>,
-}
-
-/// What the handlers share.
-#[derive(Clone)]
-pub struct AppState {
-    inner: Arc<StateInner>,
-}
-
-struct StateInner {
-    registry: Registry,
-    crawl_queue: Option<CrawlQueue>,
-    mesh: Option<MeshState>,
-    search: FederatedSearch,
-    metrics: Metrics,
-    config: ApiConfig,
-    peer_id: String,
-    listen_addrs: Vec<String>,
-    /// One `POST /admin/import` at a time.
-    import_gate: Arc<tokio::sync::Semaphore>,
-}
-
-impl AppState {
-    /// State for a node with `registry` (and `crawl_queue`, when it
-    /// crawls), searching with `search`, counting into `metrics`,
-    /// identified by `peer_id` and reachable at `listen_addrs` (multiaddrs
-    /// with `/p2p/<peer id>`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        registry: Registry,
-        crawl_queue: Option<CrawlQueue>,
-        mesh: Option<MeshState>,
-        search: FederatedSearch,
-        metrics: Metrics,
-        config: ApiConfig,
-        peer_id: String,
-        listen_addrs: Vec<String>,
-    ) -> Self {
-        Self {
-            inner: Arc::new(StateInner {
-                registry,
-                crawl_queue,
-                mesh,
-                search,
-                metrics,
-                config,
-                peer_id,
-                listen_addrs,
-                import_gate: Arc::new(tokio::sync::Semaphore::new(1)),
-            }),
-        }
-    }
-
-    pub(crate) fn registry(&self) -> &Registry {
-        &self.inner.registry
-    }
-
-    pub(crate) fn crawl_queue(&self) -> Option<&CrawlQueue> {
-        self.inner.crawl_queue.as_ref()
-    }
-
-    pub(crate) fn mesh(&self) -> Option<&MeshState> {
-        self.inner.mesh.as_ref()
-    }
-
-    pub(crate) fn search(&self) -> &FederatedSearch {
-        &self.inner.search
-    }
-
-    pub(crate) fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
-    }
-
-    pub(crate) fn config(&self) -> &ApiConfig {
-        &self.inner.config
-    }
-
-    pub(crate) fn import_gate(&self) -> Arc<tokio::sync::Semaphore> {
-        self.inner.import_gate.clone()
-    }
-}
+pub use state::{AppState, AppStateParts, MeshState};
 
 /// The whole router.
 pub fn router(state: AppState) -> Router {
@@ -175,8 +87,8 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(transfer::hand_over),
         )
         .route("/agents/{id}/suspension", get(suspend::one))
-        .route("/health", get(health))
-        .route("/peers", get(peers))
+        .route("/health", get(health::health))
+        .route("/peers", get(health::peers))
         .route("/metrics", get(observe::render))
         .route("/openapi.json", get(openapi::serve))
         .fallback(not_found)
@@ -270,143 +182,6 @@ async fn overloaded(err: tower::BoxError) -> ApiError {
             format!("the server could not handle the request: {err}"),
         )
     }
-}
-
-/// `GET /health`: what this node is and holds.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct Health {
-    /// Always `ok` when the node answers.
-    status: &'static str,
-    /// The node's version.
-    version: &'static str,
-    /// Its libp2p peer id.
-    peer_id: String,
-    /// Its listen multiaddrs, with `/p2p/<peer id>`.
-    listen_addrs: Vec<String>,
-    /// Addresses confirmed as external.
-    external_addrs: Vec<String>,
-    /// Records held (descriptors and tombstones).
-    records: u64,
-    /// Live descriptors by trust level.
-    #[schema(value_type = std::collections::BTreeMap<String, u64>)]
-    records_by_trust: serde_json::Map<String, Value>,
-    /// Connected peers.
-    peers: usize,
-    /// The crawl queue, when the node crawls.
-    crawl: Option<crate::crawl::queue::QueueStatus>,
-    /// The vector index, when a semantic model is configured.
-    semantic: Option<SemanticHealth>,
-}
-
-/// The vector index that semantic search finds agents by meaning in.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct SemanticHealth {
-    /// Whether it has read the store whole since the node started (until
-    /// then, searches find by meaning among the agents read so far).
-    ready: bool,
-    /// Agents it holds.
-    agents: u64,
-    /// Whether its thread has stopped (a panic, in the node's log):
-    /// searches by meaning then answer from what it held, which no longer
-    /// follows the store, until the node restarts.
-    stopped: bool,
-}
-
-fn semantic_health(registry: &crate::registry::Registry) -> Option<SemanticHealth> {
-    Some(SemanticHealth {
-        ready: registry.semantic_ready()?,
-        agents: registry.semantic_agents()?,
-        stopped: registry.semantic_stopped()?,
-    })
-}
-
-/// `GET /peers`: the connected peers and what was judged of what they sent.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct Peers {
-    /// The connected peers.
-    peers: Vec<crate::mesh::PeerInfo>,
-    /// Records received from peers.
-    records: PeerRecords,
-}
-
-/// Counts of the records peers sent.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct PeerRecords {
-    /// Stored.
-    accepted: u64,
-    /// Refused, by reason.
-    refused: std::collections::BTreeMap<&'static str, u64>,
-    /// Re-verifications records asked for: queued, and dropped by reason
-    /// (`recent`, `peer_rate`, `signer_rate`, `node_rate`,
-    /// `too_many_sources`, `queue_full`).
-    reverify: crate::federation::reverify::ReverifyCounts,
-}
-
-#[utoipa::path(get, path = "/health", tag = "node",
-    responses((status = 200, description = "The node is up", body = Health)))]
-async fn health(State(state): State<AppState>) -> Json<Health> {
-    let status = match state.mesh() {
-        Some(m) => m.client.status().await.ok(),
-        None => None,
-    };
-    let peers = status.as_ref().map_or(0, |s| s.connected_peers);
-    let external: Vec<String> = status
-        .iter()
-        .flat_map(|s| s.external_addresses.iter().map(ToString::to_string))
-        .collect();
-    // The listeners as they are now: a wildcard listener reports each
-    // interface's address as it comes up, some after the node started.
-    let listen_addrs: Vec<String> = match state.mesh() {
-        Some(m) => match m.client.listen_addrs().await {
-            Ok(addrs) if !addrs.is_empty() => addrs.iter().map(ToString::to_string).collect(),
-            _ => state.inner.listen_addrs.clone(),
-        },
-        None => state.inner.listen_addrs.clone(),
-    };
-    Json(Health {
-        status: "ok",
-        version: env!("CARGO_PKG_VERSION"),
-        peer_id: state.inner.peer_id.clone(),
-        listen_addrs,
-        external_addrs: external,
-        records: state.registry().store().len(),
-        records_by_trust: records_by_trust(state.registry().store()),
-        peers,
-        crawl: state.crawl_queue().map(CrawlQueue::status),
-        semantic: semantic_health(state.registry()),
-    })
-}
-
-/// Live descriptors by trust level, from the in-memory indexes (no read).
-fn records_by_trust(store: &crate::store::Store) -> serde_json::Map<String, Value> {
-    crate::verify::TrustLevel::ALL
-        .iter()
-        .map(|&level| (level.as_str().to_owned(), json!(store.trust_count(level))))
-        .collect()
-}
-
-#[utoipa::path(get, path = "/peers", tag = "node",
-    responses(
-        (status = 200, description = "The connected peers", body = Peers),
-        (status = 503, description = "This node runs no mesh", body = error::ErrorBody),
-    ))]
-async fn peers(State(state): State<AppState>) -> Result<Json<Peers>, ApiError> {
-    let mesh = state
-        .mesh()
-        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node runs no mesh"))?;
-    let peers = mesh
-        .client
-        .peers()
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
-    Ok(Json(Peers {
-        peers,
-        records: PeerRecords {
-            accepted: mesh.judge.accepted(),
-            refused: mesh.judge.refusals(),
-            reverify: mesh.reverify.counts(),
-        },
-    }))
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

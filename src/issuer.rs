@@ -58,6 +58,24 @@ pub enum Durability {
     Periodic,
 }
 
+/// A descriptor to issue, and how: what [`Issuer::descriptor`] takes.
+#[derive(Debug, Clone)]
+pub struct DescriptorIssue {
+    /// The normalised descriptor; its `id` names the agent.
+    pub descriptor: Descriptor,
+    /// The document as published, kept beside it.
+    pub document: String,
+    /// What was verified of the agent.
+    pub evidence: Evidence,
+    /// Whose record it is in the store: this node's registration, a
+    /// crawl or a peer's counted record.
+    pub origin: Origin,
+    /// What the store must hold for the write to go ahead.
+    pub expect: Expect,
+    /// When the record must be on disk.
+    pub durability: Durability,
+}
+
 /// Number of write-lock stripes.
 const WRITE_LOCK_STRIPES: usize = 64;
 
@@ -137,15 +155,15 @@ impl Issuer {
     /// # Errors
     /// [`IssueError::TooLarge`]; [`IssueError::Store`] when `expect` does
     /// not hold or the store fails.
-    pub async fn descriptor(
-        &self,
-        descriptor: Descriptor,
-        document: String,
-        evidence: Evidence,
-        origin: Origin,
-        expect: Expect,
-        durability: Durability,
-    ) -> Result<Issued, IssueError> {
+    pub async fn descriptor(&self, issue: DescriptorIssue) -> Result<Issued, IssueError> {
+        let DescriptorIssue {
+            descriptor,
+            document,
+            evidence,
+            origin,
+            expect,
+            durability,
+        } = issue;
         self.descriptors(
             vec![(descriptor, document, evidence)],
             origin,
@@ -389,26 +407,26 @@ mod tests {
         let issuer = issuer(&dir, ttl).with_outbox(outbox);
         let d = sample_descriptor("a");
         let first = issuer
-            .descriptor(
-                d.clone(),
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::Any,
-                Durability::Flushed,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: d.clone(),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
             .await
             .unwrap();
         assert_eq!(first.outcome, PutOutcome::Created);
         let again = issuer
-            .descriptor(
-                d.clone(),
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::Any,
-                Durability::Flushed,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: d.clone(),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
             .await
             .unwrap();
         assert!(again.seq > first.seq);
@@ -456,14 +474,14 @@ mod tests {
                 let (issuer, d) = (issuer.clone(), d.clone());
                 tokio::spawn(async move {
                     issuer
-                        .descriptor(
-                            d,
-                            "{}".into(),
-                            Evidence::default(),
-                            Origin::Remote,
-                            Expect::Any,
-                            Durability::Periodic,
-                        )
+                        .descriptor(DescriptorIssue {
+                            descriptor: d,
+                            document: "{}".into(),
+                            evidence: Evidence::default(),
+                            origin: Origin::Remote,
+                            expect: Expect::Any,
+                            durability: Durability::Periodic,
+                        })
                         .await
                 })
             })
@@ -486,14 +504,14 @@ mod tests {
         let issuer = issuer(&dir, Duration::from_secs(3600)).with_outbox(outbox);
         // "remote" is held as another registry's agent.
         issuer
-            .descriptor(
-                sample_descriptor("remote"),
-                "{}".into(),
-                Evidence::default(),
-                Origin::Remote,
-                Expect::Any,
-                Durability::Flushed,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: sample_descriptor("remote"),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Remote,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
             .await
             .unwrap();
         assert_eq!(rx.recv().await.unwrap().agent_id, "remote");

@@ -14,22 +14,24 @@ use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::api::{self, AppState, MeshState};
-use crate::config::{Config, ConfigError};
+use crate::api::{self, AppState, AppStateParts, MeshState};
+use crate::config::Config;
 use crate::crawl::probe::Prober;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
-use crate::crawl::{CrawlError, Crawler, CrawlerOptions};
-use crate::identity::{self, KeyError};
-use crate::issuer::{Issuer, Outbox};
-use crate::mesh::{MeshClient, MeshConfig, MeshError};
+use crate::crawl::{Crawler, CrawlerOptions};
+use crate::identity;
+use crate::issuer::{Issuer, Outbox, Published};
+use crate::mesh::{MeshClient, MeshConfig};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::search::FederatedSearch;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
+mod error;
 mod wiring;
 
+pub use error::NodeError;
 pub use wiring::{start_mesh, MeshParts, MeshWiring};
 
 /// How often this node's registrations are checked for renewal.
@@ -37,48 +39,6 @@ const RENEW_EVERY: Duration = Duration::from_secs(600);
 
 /// How often the recrawl scheduler looks for due domains.
 const RECRAWL_TICK: Duration = Duration::from_secs(5);
-
-/// Errors starting or stopping a node.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum NodeError {
-    /// The configuration could not be completed (a seed file).
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The data directory could not be created.
-    #[error("data directory {path}: {source}")]
-    DataDir {
-        /// The data directory.
-        path: std::path::PathBuf,
-        /// Why it could not be created.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The node key could not be loaded or created.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    /// The store could not be opened or flushed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The crawler could not be set up (TLS roots, resolver).
-    #[error(transparent)]
-    Crawl(#[from] CrawlError),
-    /// The mesh could not start.
-    #[error(transparent)]
-    Mesh(#[from] MeshError),
-    /// `search.semantic_model` could not be loaded.
-    #[error(transparent)]
-    Semantic(#[from] crate::semantic::SemanticError),
-    /// The API listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The configured `api.listen` address.
-        addr: SocketAddr,
-        /// Why it could not be bound.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// A running node. Dropping it without [`Node::shutdown`] cancels its
 /// tasks without the final flush (the last second of crawled records may
@@ -234,158 +194,70 @@ pub fn create_data_dir(path: &std::path::Path) -> Result<(), NodeError> {
 }
 
 impl Node {
-    /// Opens the data directory and starts serving.
+    /// Opens the data directory and starts serving: the store, the
+    /// registry, the crawler and its schedules, the mesh, then the API,
+    /// each step below in this order.
     ///
     /// # Errors
     /// [`NodeError`] naming the part that failed.
     pub async fn spawn(config: Config) -> Result<Self, NodeError> {
         let seeds = crate::crawl::seeds::seed_domains(&config.crawl)?;
         let mut stages = Stages::new();
-        let (store, key) = open_store(&config).await?;
+        let (store, key) = start_store(&config, &mut stages).await?;
         let peer_id = identity::peer_id_of(&key);
-        stages.adopt(
-            Stage::Store,
-            "flusher",
-            store.spawn_flusher(Duration::from_secs(1), stages.token(Stage::Store)),
-        );
-
-        // Everything this node signs goes through the issuer, then the
-        // outbox, then (once the mesh runs) the publisher.
-        let (outbox, outbox_rx) = Outbox::new(4096);
-        let issuer =
-            Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
-        let mut registry = Registry::new(issuer.clone());
-        if let Some(dir) = config.search.semantic_model.clone() {
-            let model = tokio::task::spawn_blocking(move || crate::registry::load_semantic(&dir))
-                .await
-                .expect("loading the semantic model does not panic")?;
-            tracing::info!(
-                dim = model.dim(),
-                lexical_weight = config.search.semantic_weight,
-                "semantic ranking on"
-            );
-            registry = registry.with_semantic(model, config.search.semantic_weight);
-        }
+        let (issuer, outbox_rx) = build_issuer(&config, &store, &key);
+        let registry = build_registry(&config, &issuer).await?;
         let metrics = Metrics::new();
-        stages.adopt(
-            Stage::Crawl,
-            "renew",
-            crate::issuer::spawn_renewer(issuer.clone(), RENEW_EVERY, stages.token(Stage::Crawl)),
-        );
-
-        let crawler = Crawler::new(
-            CrawlerOptions::from_config(&config.crawl),
-            key.clone(),
-            peer_id.clone(),
-        )?;
-        let scheduler = if config.crawl.recrawl {
-            let scheduler = Scheduler::load(
-                crawler.clone(),
-                issuer.clone(),
-                SchedulePolicy::from_config(&config.crawl),
-                Arc::new(SystemClock),
-            )
-            .await?;
-            scheduler.count_in(metrics.clone());
-            stages.adopt(
-                Stage::Crawl,
-                "recrawl",
-                scheduler.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
-            );
-            Some(scheduler)
-        } else {
-            None
-        };
-        if config.crawl.probe_registered {
-            let per_round = config.crawl.probe_rate as u64 * RECRAWL_TICK.as_secs();
-            let prober = Prober::new(
-                crawler.clone(),
-                store.clone(),
-                Arc::new(SystemClock),
-                config.crawl.probe_interval,
-                usize::try_from(per_round).unwrap_or(usize::MAX),
-            );
-            stages.adopt(
-                Stage::Crawl,
-                "probe",
-                prober.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
-            );
-        }
-        let (crawl_queue, crawl_task) = CrawlQueue::spawn(
-            crawler,
-            issuer,
-            QueueOptions {
-                capacity: 64,
-                follow_peers: config.crawl.follow_peers,
-                max_domains_per_job: config.crawl.max_domains_per_job,
+        start_renewer(&issuer, &mut stages);
+        let crawling = start_crawling(
+            &config,
+            CrawlParts {
+                store: &store,
+                issuer,
+                key: &key,
+                peer_id: &peer_id,
+                metrics: &metrics,
             },
-            scheduler.clone(),
-            metrics.clone(),
-            stages.token(Stage::Crawl),
-        );
-        stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
-        // Seeds the scheduler already keeps come back on its schedule.
-        let seeds: Vec<String> = match &scheduler {
-            Some(s) => seeds.into_iter().filter(|d| s.state(d).is_none()).collect(),
-            None => seeds,
-        };
-
-        // Step 4: the mesh. Records from peers are judged by the node's
-        // handler; what the issuer stores goes out through the publisher;
-        // after a restart the republisher puts this node's records back
-        // in the DHT.
-        let cancel = stages.token(Stage::Mesh);
-        let parts = start_mesh(MeshWiring {
-            p2p: &config.p2p,
-            mesh: MeshConfig::from_p2p(&config.p2p)?,
-            key: &key,
-            store: &store,
-            registry: &registry,
-            crawl_queue: Some(crawl_queue.clone()),
-            outbox: outbox_rx,
-            republish: true,
-            cancel,
-        })
+            &mut stages,
+        )
         .await?;
-        stages.adopt(Stage::Mesh, "mesh", parts.event_loop);
-        for (name, task) in parts.tasks {
-            stages.adopt(Stage::Mesh, name, task);
-        }
-        let (mesh, judge, reverify) = (parts.mesh, parts.judge, parts.reverify);
-        let listen_addrs: Vec<String> = mesh
-            .listen_addrs()
-            .await?
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let crawl_queue = crawling.queue;
+        let seeds = unscheduled(seeds, crawling.scheduler.as_ref());
+        let (mesh_state, search) = start_mesh_stage(
+            MeshWiring {
+                p2p: &config.p2p,
+                mesh: MeshConfig::from_p2p(&config.p2p)?,
+                key: &key,
+                store: &store,
+                registry: &registry,
+                crawl_queue: Some(crawl_queue.clone()),
+                outbox: outbox_rx,
+                republish: true,
+                cancel: stages.token(Stage::Mesh),
+            },
+            &mut stages,
+        )
+        .await?;
+        let mesh = mesh_state.client.clone();
+        let listen_addrs = p2p_addrs(&mesh).await?;
+        queue_seeds(&crawl_queue, seeds);
 
-        if !seeds.is_empty() {
-            tracing::info!(count = seeds.len(), "queueing seed domains");
-            if let Err(e) = crawl_queue.enqueue(seeds) {
-                tracing::warn!(error = %e, "could not queue the seed domains");
-            }
-        }
-
-        let search = parts.search.with_metrics(metrics.clone());
+        let search = search.with_metrics(metrics.clone());
         metrics.watch(
             registry.clone(),
             key.verifying_key().to_bytes(),
             Some(mesh.clone()),
         );
-        let state = AppState::new(
-            registry.clone(),
-            Some(crawl_queue.clone()),
-            Some(MeshState {
-                client: mesh.clone(),
-                judge,
-                reverify,
-            }),
-            search.clone(),
+        let state = AppState::new(AppStateParts {
+            registry: registry.clone(),
+            crawl_queue: Some(crawl_queue.clone()),
+            mesh: Some(mesh_state),
+            search: search.clone(),
             metrics,
-            config.api.clone(),
-            peer_id.clone(),
-            listen_addrs.clone(),
-        );
+            config: config.api.clone(),
+            peer_id: peer_id.clone(),
+            listen_addrs: listen_addrs.clone(),
+        });
         let api_addr = start_api(&config, state, &mut stages).await?;
         tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");
         Ok(Self {
@@ -454,7 +326,21 @@ impl Node {
     }
 }
 
-/// Step 1: the data directory, the node key and the store.
+/// Step 1: the store, opened, and its periodic flusher started.
+async fn start_store(
+    config: &Config,
+    stages: &mut Stages,
+) -> Result<(Store, Arc<SigningKey>), NodeError> {
+    let (store, key) = open_store(config).await?;
+    stages.adopt(
+        Stage::Store,
+        "flusher",
+        store.spawn_flusher(Duration::from_secs(1), stages.token(Stage::Store)),
+    );
+    Ok((store, key))
+}
+
+/// The data directory, the node key and the store.
 async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeError> {
     create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
@@ -475,7 +361,184 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     Ok((store, Arc::new(key)))
 }
 
-/// Step 5: the HTTP API, served until its stage stops.
+/// Step 2: the issuer. Everything this node signs goes through it, then
+/// the outbox (the receiver returned), then, once the mesh runs, the
+/// publisher.
+fn build_issuer(
+    config: &Config,
+    store: &Store,
+    key: &Arc<SigningKey>,
+) -> (Issuer, tokio::sync::mpsc::Receiver<Published>) {
+    let (outbox, outbox_rx) = Outbox::new(4096);
+    let issuer =
+        Issuer::new(store.clone(), key.clone(), config.store.record_ttl).with_outbox(outbox);
+    (issuer, outbox_rx)
+}
+
+/// The renewal of this node's registrations, in the crawl stage.
+fn start_renewer(issuer: &Issuer, stages: &mut Stages) {
+    stages.adopt(
+        Stage::Crawl,
+        "renew",
+        crate::issuer::spawn_renewer(issuer.clone(), RENEW_EVERY, stages.token(Stage::Crawl)),
+    );
+}
+
+/// Step 3: the registry over the issuer, with the semantic model when
+/// `search.semantic_model` names one (loaded on a blocking thread).
+async fn build_registry(config: &Config, issuer: &Issuer) -> Result<Registry, NodeError> {
+    let registry = Registry::new(issuer.clone());
+    let Some(dir) = config.search.semantic_model.clone() else {
+        return Ok(registry);
+    };
+    let model = tokio::task::spawn_blocking(move || crate::registry::load_semantic(&dir))
+        .await
+        .expect("loading the semantic model does not panic")?;
+    tracing::info!(
+        dim = model.dim(),
+        lexical_weight = config.search.semantic_weight,
+        "semantic ranking on"
+    );
+    Ok(registry.with_semantic(model, config.search.semantic_weight))
+}
+
+/// What the crawl step is built from.
+struct CrawlParts<'a> {
+    store: &'a Store,
+    issuer: Issuer,
+    key: &'a Arc<SigningKey>,
+    peer_id: &'a str,
+    metrics: &'a Metrics,
+}
+
+/// The crawl stage's running parts.
+struct Crawling {
+    /// What `POST /crawl`, the seeds and the re-verifier feed.
+    queue: CrawlQueue,
+    /// The recrawl scheduler, when `crawl.recrawl` is on.
+    scheduler: Option<Scheduler>,
+}
+
+/// Step 4: the crawler, the recrawl scheduler (`crawl.recrawl`), the
+/// liveness probe (`crawl.probe_registered`) and the crawl queue.
+async fn start_crawling(
+    config: &Config,
+    parts: CrawlParts<'_>,
+    stages: &mut Stages,
+) -> Result<Crawling, NodeError> {
+    let crawler = Crawler::new(
+        CrawlerOptions::from_config(&config.crawl),
+        parts.key.clone(),
+        parts.peer_id.to_owned(),
+    )?;
+    let scheduler = if config.crawl.recrawl {
+        let scheduler = Scheduler::load(
+            crawler.clone(),
+            parts.issuer.clone(),
+            SchedulePolicy::from_config(&config.crawl),
+            Arc::new(SystemClock),
+        )
+        .await?;
+        scheduler.count_in(parts.metrics.clone());
+        stages.adopt(
+            Stage::Crawl,
+            "recrawl",
+            scheduler.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
+        );
+        Some(scheduler)
+    } else {
+        None
+    };
+    if config.crawl.probe_registered {
+        start_prober(config, &crawler, parts.store, stages);
+    }
+    let (queue, crawl_task) = CrawlQueue::spawn(
+        crawler,
+        parts.issuer,
+        QueueOptions {
+            capacity: 64,
+            follow_peers: config.crawl.follow_peers,
+            max_domains_per_job: config.crawl.max_domains_per_job,
+        },
+        scheduler.clone(),
+        parts.metrics.clone(),
+        stages.token(Stage::Crawl),
+    );
+    stages.adopt(Stage::Crawl, "crawl_queue", crawl_task);
+    Ok(Crawling { queue, scheduler })
+}
+
+/// The liveness probe of registered agents' endpoints, at
+/// `crawl.probe_rate` probes a second.
+fn start_prober(config: &Config, crawler: &Crawler, store: &Store, stages: &mut Stages) {
+    let per_round = config.crawl.probe_rate as u64 * RECRAWL_TICK.as_secs();
+    let prober = Prober::new(
+        crawler.clone(),
+        store.clone(),
+        Arc::new(SystemClock),
+        config.crawl.probe_interval,
+        usize::try_from(per_round).unwrap_or(usize::MAX),
+    );
+    stages.adopt(
+        Stage::Crawl,
+        "probe",
+        prober.spawn(RECRAWL_TICK, stages.token(Stage::Crawl)),
+    );
+}
+
+/// The seeds the recrawl scheduler does not keep already (those come
+/// back on its schedule).
+fn unscheduled(seeds: Vec<String>, scheduler: Option<&Scheduler>) -> Vec<String> {
+    match scheduler {
+        Some(s) => seeds.into_iter().filter(|d| s.state(d).is_none()).collect(),
+        None => seeds,
+    }
+}
+
+/// Step 5: the mesh. Records from peers are judged by the node's
+/// handler; what the issuer stores goes out through the publisher; after
+/// a restart the republisher puts this node's records back in the DHT.
+/// Its tasks join the mesh stage.
+async fn start_mesh_stage(
+    wiring: MeshWiring<'_>,
+    stages: &mut Stages,
+) -> Result<(MeshState, FederatedSearch), NodeError> {
+    let parts = start_mesh(wiring).await?;
+    stages.adopt(Stage::Mesh, "mesh", parts.event_loop);
+    for (name, task) in parts.tasks {
+        stages.adopt(Stage::Mesh, name, task);
+    }
+    let mesh = MeshState {
+        client: parts.mesh,
+        judge: parts.judge,
+        reverify: parts.reverify,
+    };
+    Ok((mesh, parts.search))
+}
+
+/// The node's p2p listen addresses, each ending in `/p2p/<peer id>`.
+async fn p2p_addrs(mesh: &MeshClient) -> Result<Vec<String>, NodeError> {
+    Ok(mesh
+        .listen_addrs()
+        .await?
+        .iter()
+        .map(ToString::to_string)
+        .collect())
+}
+
+/// Queues the seed domains for a first crawl; a full queue is logged,
+/// not fatal.
+fn queue_seeds(crawl_queue: &CrawlQueue, seeds: Vec<String>) {
+    if seeds.is_empty() {
+        return;
+    }
+    tracing::info!(count = seeds.len(), "queueing seed domains");
+    if let Err(e) = crawl_queue.enqueue(seeds) {
+        tracing::warn!(error = %e, "could not queue the seed domains");
+    }
+}
+
+/// Step 6: the HTTP API, served until its stage stops.
 async fn start_api(
     config: &Config,
     state: AppState,

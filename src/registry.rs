@@ -21,7 +21,7 @@ use crate::descriptor;
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::mcp::McpServer;
 use crate::identity;
-use crate::issuer::{Durability, IssueError, Issuer};
+use crate::issuer::{DescriptorIssue, Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::store::{
     BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
@@ -327,14 +327,14 @@ impl Registry {
         let prepared = self.prepare(id, &doc)?;
         let issued = self
             .issuer
-            .descriptor(
-                prepared.descriptor,
-                prepared.document,
-                Evidence::default(),
-                Origin::Local,
+            .descriptor(DescriptorIssue {
+                descriptor: prepared.descriptor,
+                document: prepared.document,
+                evidence: Evidence::default(),
+                origin: Origin::Local,
                 expect,
-                Durability::Flushed,
-            )
+                durability: Durability::Flushed,
+            })
             .await?;
         Ok((issued.outcome, prepared.doc))
     }
@@ -707,17 +707,17 @@ mod tests {
         let registry = Registry::new(issuer.clone());
         let id = "agent:a.test";
         issuer
-            .descriptor(
-                crate::record::tests::sample_descriptor(id),
-                "{}".into(),
-                Evidence {
+            .descriptor(DescriptorIssue {
+                descriptor: crate::record::tests::sample_descriptor(id),
+                document: "{}".into(),
+                evidence: Evidence {
                     fingerprint: true,
                     ..Evidence::default()
                 },
-                Origin::Remote,
-                Expect::Any,
-                Durability::Periodic,
-            )
+                origin: Origin::Remote,
+                expect: Expect::Any,
+                durability: Durability::Periodic,
+            })
             .await
             .unwrap();
         store
@@ -764,14 +764,14 @@ mod tests {
         };
         for d in [declared, imported, unrelated] {
             issuer
-                .descriptor(
-                    d,
-                    "{}".into(),
-                    Evidence::default(),
-                    Origin::Local,
-                    Expect::Any,
-                    Durability::Periodic,
-                )
+                .descriptor(DescriptorIssue {
+                    descriptor: d,
+                    document: "{}".into(),
+                    evidence: Evidence::default(),
+                    origin: Origin::Local,
+                    expect: Expect::Any,
+                    durability: Durability::Periodic,
+                })
                 .await
                 .unwrap();
         }

@@ -606,14 +606,14 @@ async fn register(issuer: &Issuer, id: &str, endpoint: &str) {
         format: agentmesh::descriptor::DocumentFormat::Aidip,
     };
     issuer
-        .descriptor(
+        .descriptor(agentmesh::issuer::DescriptorIssue {
             descriptor,
-            "{}".into(),
-            agentmesh::verify::Evidence::default(),
-            agentmesh::store::Origin::Local,
-            agentmesh::store::Expect::LocalOrAbsent,
-            agentmesh::issuer::Durability::Flushed,
-        )
+            document: "{}".into(),
+            evidence: agentmesh::verify::Evidence::default(),
+            origin: agentmesh::store::Origin::Local,
+            expect: agentmesh::store::Expect::LocalOrAbsent,
+            durability: agentmesh::issuer::Durability::Flushed,
+        })
         .await
         .unwrap();
 }

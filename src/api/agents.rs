@@ -1,10 +1,8 @@
 //! `/agents` handlers: register, get, update, delete, list and search.
 
-use std::time::Duration;
-
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,51 +11,22 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::error::ErrorBody;
-use super::openapi::{AgentSummary, HeldRecord};
-use super::{ApiError, AppState, ErrorCode};
+use super::auth::Admin;
+use super::error::{
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
+};
+use super::json::JsonBody;
+use super::state::AppState;
+use super::transfer::OfferedTransfer;
+use super::wire::{write_mesh_headers, AgentSummary, HeldRecord};
 use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery, Summary};
-use crate::search::{MeshReport, Scope};
+use crate::search::Scope;
 use crate::store::{Filter, PutOutcome};
 use crate::verify::TrustLevel;
 
 /// Header carrying the cursor of the next page.
 pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
-
-pub(super) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(token) = &state.config().admin_token else {
-        return Ok(());
-    };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::Unauthorized,
-                "this node requires 'Authorization: Bearer <token>' for writes",
-            )
-        })?;
-    if bool::from(subtle::ConstantTimeEq::ct_eq(
-        presented.as_bytes(),
-        token.as_bytes(),
-    )) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::Unauthorized,
-            "the bearer token is not valid",
-        ))
-    }
-}
-
-/// Whether the request carries this node's admin token, when one is
-/// configured: what a full crawl report is shown to (a node without a
-/// token shows every caller the redacted one).
-pub(super) fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
-    state.config().admin_token.is_some() && authorize(state, headers).is_ok()
-}
 
 /// `POST /agents`: registers an AIDIP document.
 #[utoipa::path(post, path = "/agents", tag = "agents",
@@ -73,20 +42,18 @@ pub(super) fn is_operator(state: &AppState, headers: &HeaderMap) -> bool {
             body = ref("#/components/schemas/AidipDocument"),
             headers(("location" = String, description = "`/agents/{id}`"))),
         (status = 400, description = "Not a valid document (every problem in `details`), or an `agentmesh-transfer` header that is not a transfer token", body = ErrorBody),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 403, description = "The id belongs to an agent this node did not register, and no transfer its owner signed for this node came with it", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        BodyTooLarge,
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn register(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Json<Value>, JsonRejection>,
+    _: Admin,
+    OfferedTransfer(transfer): OfferedTransfer,
+    JsonBody(doc): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
-    let transfer = super::transfer::from_headers(&headers)?;
-    let Json(doc) = body?;
     let (outcome, stored) = match transfer {
         None => state.registry().register(doc).await?,
         Some(t) => state.registry().take_over(doc, t).await?,
@@ -117,7 +84,7 @@ pub(super) async fn register(
                 ("x-agentmesh-suspension-reason" = String, description = "The suspension's reason"),
             )),
         (status = 404, description = "Neither this node nor the DHT holds it", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn get_one(
     State(state): State<AppState>,
@@ -159,9 +126,9 @@ pub(super) async fn get_one(
 #[utoipa::path(get, path = "/agents/{id}/summary", tag = "agents",
     params(("id" = String, Path, description = "Agent id")),
     responses(
-        (status = 200, description = "Its search result and record", body = super::openapi::AgentSummary),
+        (status = 200, description = "Its search result and record", body = AgentSummary),
         (status = 404, description = "Not held here", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn summary(
     State(state): State<AppState>,
@@ -195,21 +162,19 @@ pub(super) async fn summary(
     responses(
         (status = 200, description = "Updated", body = ref("#/components/schemas/AidipDocument")),
         (status = 400, description = "Not a valid document (every problem in `details`)", body = ErrorBody),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 403, description = "This node did not register the agent", body = ErrorBody),
         (status = 404, description = "No such agent", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        BodyTooLarge,
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Json<Value>, JsonRejection>,
+    _: Admin,
+    JsonBody(doc): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    authorize(&state, &headers)?;
-    let Json(doc) = body?;
     Ok(Json(state.registry().update(&id, doc).await?))
 }
 
@@ -220,17 +185,16 @@ pub(super) async fn update(
     params(("id" = String, Path, description = "Agent id")),
     responses(
         (status = 204, description = "Deregistered"),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 403, description = "This node did not register the agent", body = ErrorBody),
         (status = 404, description = "No such agent", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    _: Admin,
 ) -> Result<StatusCode, ApiError> {
-    authorize(&state, &headers)?;
     state.registry().delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -430,7 +394,7 @@ fn page_response(page: Page) -> Response {
         (status = 200, description = "One page of summaries", body = Vec<Summary>,
             headers(("x-next-cursor" = String, description = "Set when more pages follow"))),
         (status = 400, description = "An unknown or malformed parameter", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn list(
     State(state): State<AppState>,
@@ -546,15 +510,14 @@ const MAX_FILTER_TERMS: usize = 32;
                 ("x-agentmesh-elapsed-ms" = u64, description = "Mesh scope: how long the search took"),
             )),
         (status = 400, description = "A malformed body", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        BodyTooLarge,
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn search(
     State(state): State<AppState>,
-    body: Result<Json<SearchBody>, JsonRejection>,
+    JsonBody(b): JsonBody<SearchBody>,
 ) -> Result<Response, ApiError> {
-    let Json(b) = body?;
     let (query, scope) = search_query(b, state.config())?;
     // The search asks the mesh first (a first page in mesh scope) and
     // ranks everything this node then holds.
@@ -620,35 +583,4 @@ fn search_query(
         limit: bounded_limit(config, b.top.or(Some(10.min(config.max_limit))), "top")?,
     };
     Ok((query, scope))
-}
-
-/// The `x-agentmesh-*` headers of a mesh search: whom it asked, who
-/// answered, what came back, whether the answer is partial (and who did
-/// not answer), how long the search took and whether its budget ran out.
-pub(super) fn write_mesh_headers(report: &MeshReport, elapsed: Duration, headers: &mut HeaderMap) {
-    let mut put = |name: &'static str, value: String| {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            headers.insert(name, v);
-        }
-    };
-    put("x-agentmesh-peers-asked", report.asked.to_string());
-    put("x-agentmesh-peers-answered", report.answered.to_string());
-    put(
-        "x-agentmesh-records-received",
-        report.records_received.to_string(),
-    );
-    put("x-agentmesh-partial", report.partial.to_string());
-    if !report.unanswered.is_empty() {
-        let peers: Vec<String> = report
-            .unanswered
-            .iter()
-            .map(|(peer, _)| peer.to_string())
-            .collect();
-        put("x-agentmesh-unanswered", peers.join(","));
-    }
-    put(
-        "x-agentmesh-budget-exhausted",
-        report.budget_exhausted.to_string(),
-    );
-    put("x-agentmesh-elapsed-ms", elapsed.as_millis().to_string());
 }

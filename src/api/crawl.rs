@@ -7,17 +7,20 @@
 //! address, no connection error text, the reason codes kept. The store
 //! keeps the full report and the log the full detail.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::agents::{authorize, is_operator};
-use super::error::ErrorBody;
-use super::{ApiError, AppState, ErrorCode};
+use super::auth::{Admin, Operator};
+use super::error::{
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
+};
+use super::json::JsonBody;
+use super::state::AppState;
+use super::wire::{CrawlReportView, DomainName};
 use crate::crawl::queue::QueueError;
 
 /// Most domains in one request.
@@ -28,7 +31,7 @@ const MAX_DOMAINS: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub(super) struct CrawlBody {
     /// Domain names whose `_agent` records are crawled (1 to 1,000).
-    #[schema(value_type = Vec<super::openapi::DomainName>, min_items = 1, max_items = 1000)]
+    #[schema(value_type = Vec<DomainName>, min_items = 1, max_items = 1000)]
     domains: Vec<String>,
     #[serde(default)]
     wait: bool,
@@ -70,19 +73,18 @@ pub(super) enum CrawlStarted {
         (status = 200, description = "`wait: true`: the crawl reports", body = CrawlStarted),
         (status = 202, description = "Queued", body = CrawlStarted),
         (status = 400, description = "No domains, too many, or names that are not domain names", body = ErrorBody),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        TokenRefused,
+        BodyTooLarge,
+        NotJson,
         (status = 429, description = "The crawl queue is full", body = ErrorBody),
         (status = 503, description = "This node does not crawl, or is overloaded", body = ErrorBody),
     ))]
 pub(super) async fn start(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Json<CrawlBody>, JsonRejection>,
+    _: Admin,
+    Operator(operator): Operator,
+    JsonBody(body): JsonBody<CrawlBody>,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
-    let Json(body) = body?;
     let queue = state
         .crawl_queue()
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node does not crawl"))?;
@@ -115,7 +117,7 @@ pub(super) async fn start(
         let reports = queue.crawl(domains).await?;
         let mut answer = serde_json::to_value(CrawlStarted::Reports { reports })
             .expect("crawl reports serialise");
-        if !is_operator(&state, &headers) {
+        if !operator {
             if let Some(reports) = answer.get_mut("reports").and_then(Value::as_array_mut) {
                 reports.iter_mut().for_each(crate::crawl::redact_report);
             }
@@ -130,16 +132,16 @@ pub(super) async fn start(
 /// `GET /crawl/{domain}`: the last crawl of a domain.
 #[utoipa::path(get, path = "/crawl/{domain}", tag = "crawl",
     security((), ("bearer" = [])),
-    params(("domain" = super::openapi::DomainName, Path, description = "A domain name")),
+    params(("domain" = DomainName, Path, description = "A domain name")),
     responses(
-        (status = 200, description = "The report of its last crawl; without the admin token (and on a node without one) each step's detail is redacted: no IP address, no connection error text", body = super::openapi::CrawlReportView),
+        (status = 200, description = "The report of its last crawl; without the admin token (and on a node without one) each step's detail is redacted: no IP address, no connection error text", body = CrawlReportView),
         (status = 400, description = "Not a domain name", body = ErrorBody),
         (status = 404, description = "Not crawled by this node", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn report(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Operator(operator): Operator,
     Path(domain): Path<String>,
 ) -> Result<Response, ApiError> {
     let domain = crate::identity::normalise_domain(&domain)
@@ -158,7 +160,6 @@ pub(super) async fn report(
             )
         })?;
     let schedule = state.crawl_queue().and_then(|q| q.schedule(&domain));
-    let operator = is_operator(&state, &headers);
     match serde_json::from_slice::<serde_json::Value>(&report) {
         Ok(mut report @ serde_json::Value::Object(_)) => {
             if !operator {

@@ -1,5 +1,10 @@
 //! The one error type of the HTTP API: the draft's error object
-//! `{"error":{"code","message","details"}}` with the matching status.
+//! `{"error":{"code","message","details"}}` with the matching status;
+//! and the error answers many operations share, declared once for the
+//! OpenAPI document (each handler's `#[utoipa::path]` lists them by name
+//! beside the answers of its own).
+
+use std::collections::BTreeMap;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::StatusCode;
@@ -7,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, ResponsesBuilder};
 
 use crate::registry::RegistryError;
 
@@ -168,3 +174,71 @@ impl From<QueryRejection> for ApiError {
         Self::new(ErrorCode::InvalidInput, r.body_text())
     }
 }
+
+/// One error answer of the OpenAPI document: `status`, described, with
+/// the error object as its JSON body (what `body = ErrorBody` declares).
+fn error_answer(
+    status: &str,
+    description: &str,
+) -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("ErrorBody")))
+        .build();
+    ResponsesBuilder::new()
+        .response(
+            status,
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", content),
+        )
+        .build()
+        .into()
+}
+
+/// Declares an error answer that many operations give, by name, for the
+/// `responses(...)` of their `#[utoipa::path]`.
+macro_rules! shared_error_answer {
+    ($(#[$doc:meta])* $name:ident, $status:literal, $description:literal) => {
+        $(#[$doc])*
+        pub(super) struct $name;
+
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+                error_answer($status, $description)
+            }
+        }
+    };
+}
+
+shared_error_answer!(
+    /// 401: a write without the admin token, or with a wrong one.
+    TokenRefused,
+    "401",
+    "The admin token is missing or wrong"
+);
+shared_error_answer!(
+    /// 413: a body over `api.max_body_bytes`.
+    BodyTooLarge,
+    "413",
+    "The body is too large"
+);
+shared_error_answer!(
+    /// 415: a JSON operation's body sent as something else.
+    NotJson,
+    "415",
+    "The body is not `application/json`"
+);
+shared_error_answer!(
+    /// 503: the store failed, or the concurrency limit or the request
+    /// timeout turned the request away.
+    StoreFailed,
+    "503",
+    "The store failed or the node is overloaded"
+);
+shared_error_answer!(
+    /// 503: the concurrency limit or the request timeout turned the
+    /// request away (an operation that writes nothing to the store).
+    Overloaded,
+    "503",
+    "The node is overloaded"
+);

@@ -15,7 +15,7 @@ use std::convert::Infallible;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde::Serialize;
@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 use tokio_util::io::StreamReader;
 use tracing::Instrument as _;
 
-use super::agents::authorize;
-use super::error::ErrorObject;
-use super::{ApiError, AppState, ErrorCode};
+use super::auth::Admin;
+use super::error::{ApiError, ErrorBody, ErrorCode, ErrorObject, Overloaded, TokenRefused};
+use super::state::AppState;
 use crate::registry::import::{ImportLimits, Importer, LineResult, SERVING_ISSUE_CHUNK};
 
 /// Results buffered between the import and the response.
@@ -70,16 +70,15 @@ enum ImportLine {
         (status = 200, description = "One JSON value per line (described here as the \
             array of the lines): a result per input line, then `{\"summary\": ...}`",
             body = Vec<ImportLine>, content_type = "application/x-ndjson"),
-        (status = 401, description = "The admin token is missing or wrong", body = super::error::ErrorBody),
-        (status = 429, description = "An import is already running", body = super::error::ErrorBody),
-        (status = 503, description = "The node is overloaded", body = super::error::ErrorBody),
+        TokenRefused,
+        (status = 429, description = "An import is already running", body = ErrorBody),
+        Overloaded,
     ))]
 pub(super) async fn import(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: Admin,
     body: Body,
 ) -> Result<Response, ApiError> {
-    authorize(&state, &headers)?;
     let permit = state.import_gate().try_acquire_owned().map_err(|_| {
         ApiError::new(
             ErrorCode::RateLimited,

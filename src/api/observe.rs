@@ -11,7 +11,7 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use super::state::AppState;
 use crate::metrics::{self, Metrics};
 
 /// The request id header, both ways.

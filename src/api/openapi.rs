@@ -9,7 +9,12 @@
 //! are validated against (`proto/aidip-agent.schema.json`), its `$defs`
 //! lifted into `components.schemas` as `AidipDocument.*`. Only the
 //! bodies the handlers write from stored JSON, or read with a parser of
-//! their own, are described by the doc-only types below.
+//! their own, are described by the doc-only types of `api/wire.rs`; the
+//! error answers many operations share are declared once in
+//! `api/error.rs`.
+//!
+//! This module assembles the document from the handlers; no handler
+//! uses it.
 
 use std::sync::OnceLock;
 
@@ -17,10 +22,10 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
-use super::{agents, crawl, import, observe, records, resolve, suspend, transfer, ui};
+use super::{agents, crawl, health, import, observe, records, resolve, suspend, transfer, ui};
 
 /// The name the AIDIP document schema has in `components.schemas`.
 const AIDIP_SCHEMA: &str = "AidipDocument";
@@ -56,8 +61,8 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         suspend::all,
         transfer::hand_over,
         import::import,
-        super::health,
-        super::peers,
+        health::health,
+        health::peers,
         observe::render,
         serve,
         ui::index,
@@ -168,111 +173,3 @@ pub(super) async fn serve() -> Response {
     )
         .into_response()
 }
-
-/// `GET /agents/{id}/summary`: the search result of an agent and the
-/// record held for it.
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub(super) struct AgentSummary {
-    #[serde(flatten)]
-    summary: crate::registry::Summary,
-    /// The descriptor record this node holds; `null` for a tombstone.
-    record: Option<HeldRecord>,
-}
-
-impl AgentSummary {
-    pub(super) fn new(summary: crate::registry::Summary, record: Option<HeldRecord>) -> Self {
-        Self { summary, record }
-    }
-}
-
-/// The signed record behind a summary.
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub(super) struct HeldRecord {
-    /// Its sequence number.
-    pub(super) seq: u64,
-    /// When it was signed, Unix seconds.
-    pub(super) issued_at: u64,
-    /// When it expires, Unix seconds.
-    pub(super) expires_at: u64,
-    /// Fingerprint of the key that signed it.
-    pub(super) signer: String,
-}
-
-/// `GET /crawl/{domain}`: the report of the last crawl, and the domain's
-/// revisit schedule when the node recrawls. The report is stored as
-/// JSON and served as stored.
-#[derive(Debug, serde::Serialize, ToSchema)]
-pub(super) struct CrawlReportView {
-    #[serde(flatten)]
-    report: crate::crawl::CrawlReport,
-    /// When the domain is visited next, and what the last visits found.
-    schedule: Option<crate::crawl::scheduler::DomainState>,
-}
-
-/// The body of `POST /resolve` (read by a parser of its own, which
-/// reports every problem at its JSON pointer).
-#[derive(Debug, serde::Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub(super) struct ResolveBody {
-    /// What the caller wants done, in its own words (at most 1,024 bytes).
-    #[schema(min_length = 1, max_length = 1024)]
-    intent: String,
-    /// Candidates answered, 1..=50 (10).
-    #[schema(value_type = u32, required = false, minimum = 1, maximum = 50)]
-    top: Option<u32>,
-    /// `mesh` (default) also asks peers; `local` answers from this node.
-    #[schema(value_type = crate::search::Scope, required = false)]
-    scope: Option<String>,
-    /// `language`, `languages`, `domain` and other members of the draft's
-    /// context; unknown members are ignored.
-    #[schema(value_type = Object, required = false)]
-    context: Option<Value>,
-    /// Constraints every candidate must pass: `min_trust`,
-    /// `dnssec_required`, `share_intent`, `languages`, `protocols`,
-    /// `interfaces`, `status`, `exclude`, `jurisdiction`, `max_price`,
-    /// `max_latency_ms`.
-    #[schema(value_type = Object, required = false)]
-    policy: Option<Value>,
-}
-
-/// A domain name, as `POST /crawl` and `GET /crawl/{domain}` take it
-/// (an IP address is not an agent domain).
-pub(super) struct DomainName;
-
-impl utoipa::PartialSchema for DomainName {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .min_length(Some(1))
-            .max_length(Some(253))
-            .pattern(Some(
-                r"^([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$",
-            ))
-            .description(Some("A domain name (an IP address is not an agent domain)"))
-            .into()
-    }
-}
-
-impl ToSchema for DomainName {}
-
-/// One signed record, CBOR-encoded (`proto/records.cddl`).
-pub(super) struct RecordBytes;
-
-impl utoipa::PartialSchema for RecordBytes {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
-                utoipa::openapi::KnownFormat::Binary,
-            )))
-            .content_media_type("application/cbor")
-            .max_length(Some(crate::record::MAX_RECORD_BYTES))
-            .description(Some(
-                "One signed record, CBOR-encoded (proto/records.cddl), at most 16 KiB",
-            ))
-            .into()
-    }
-}
-
-impl ToSchema for RecordBytes {}

@@ -13,8 +13,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::json;
 
-use super::error::ErrorBody;
-use super::{ApiError, AppState, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode};
+use super::state::{AppState, MeshState};
+use super::wire::RecordBytes;
 use crate::federation::{Judgement, Refusal};
 use crate::record::MAX_RECORD_BYTES;
 
@@ -34,10 +35,42 @@ pub(super) struct Submitted {
     kept: Option<bool>,
 }
 
+impl Submitted {
+    /// Stored as the record of `agent_id` (and published).
+    fn stored(agent_id: String) -> Self {
+        Self {
+            stored: true,
+            agent_id: Some(agent_id),
+            duplicate: None,
+            kept: None,
+        }
+    }
+
+    /// This node already held the same record.
+    fn duplicate() -> Self {
+        Self {
+            stored: false,
+            agent_id: None,
+            duplicate: Some(true),
+            kept: None,
+        }
+    }
+
+    /// Valid, but not kept by this node.
+    fn not_kept() -> Self {
+        Self {
+            stored: false,
+            agent_id: None,
+            duplicate: None,
+            kept: Some(false),
+        }
+    }
+}
+
 /// `POST /records`: a signed record (CBOR, `proto/records.cddl`), judged
 /// as one from a peer, stored and gossiped when valid.
 #[utoipa::path(post, path = "/records", tag = "mesh",
-    request_body(content = super::openapi::RecordBytes, content_type = "application/cbor",
+    request_body(content = RecordBytes, content_type = "application/cbor",
         description = "One signed record, at most 16 KiB"),
     responses(
         (status = 201, description = "Stored and published", body = Submitted),
@@ -54,6 +87,18 @@ pub(super) async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+    check_record_body(&headers, &body)?;
+    let mesh = state
+        .mesh()
+        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node runs no mesh"))?
+        .clone();
+    let judged = judge(&state, &mesh, &body).await?;
+    answer(&state, &mesh, judged, body).await
+}
+
+/// Refuses a body that is not sent as CBOR (415) or is larger than a
+/// record may be (413).
+fn check_record_body(headers: &HeaderMap, body: &Bytes) -> Result<(), ApiError> {
     let cbor = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -72,18 +117,31 @@ pub(super) async fn submit(
         )
         .with_status(StatusCode::PAYLOAD_TOO_LARGE));
     }
-    let mesh = state
-        .mesh()
-        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this node runs no mesh"))?
-        .clone();
+    Ok(())
+}
+
+/// The judge's verdict on the record, reached on a blocking thread (it
+/// reads and may write the store).
+async fn judge(state: &AppState, mesh: &MeshState, body: &Bytes) -> Result<Judgement, ApiError> {
     let judge = mesh.judge.clone();
     let bytes = body.to_vec();
-    let judged = state
+    state
         .registry()
         .store()
         .run_blocking(move |_| judge.judge(&bytes))
         .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// The answer to a judged record: what was stored is flushed and
+/// published, a claim this node has not proven is handed to the
+/// re-verifier, and a refusal is told with its reason code.
+async fn answer(
+    state: &AppState,
+    mesh: &MeshState,
+    judged: Judgement,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Submitted>), ApiError> {
     match judged {
         Judgement::Stored {
             agent_id,
@@ -96,34 +154,10 @@ pub(super) async fn submit(
             if let Some(domain) = reverify {
                 mesh.reverify.request(domain, None, signer);
             }
-            state.registry().store().flush().await.map_err(|e| {
-                ApiError::new(ErrorCode::Unavailable, format!("the store failed: {e}"))
-            })?;
-            let publish = mesh
-                .client
-                .publish(body.to_vec(), agent_id.clone(), Vec::new());
-            if let Err(e) = publish.await {
-                tracing::warn!(agent = %agent_id, error = %e, "publishing a submitted record failed");
-            }
-            Ok((
-                StatusCode::CREATED,
-                Json(Submitted {
-                    stored: true,
-                    agent_id: Some(agent_id),
-                    duplicate: None,
-                    kept: None,
-                }),
-            ))
+            store_and_publish(state, mesh, &agent_id, body).await?;
+            Ok((StatusCode::CREATED, Json(Submitted::stored(agent_id))))
         }
-        Judgement::Duplicate => Ok((
-            StatusCode::OK,
-            Json(Submitted {
-                stored: false,
-                agent_id: None,
-                duplicate: Some(true),
-                kept: None,
-            }),
-        )),
+        Judgement::Duplicate => Ok((StatusCode::OK, Json(Submitted::duplicate()))),
         Judgement::Stale => Err(ApiError::new(
             ErrorCode::InvalidInput,
             "stale_seq: this node holds a newer record of the agent",
@@ -139,15 +173,7 @@ pub(super) async fn submit(
             {
                 mesh.reverify.request(domain, None, signer);
             }
-            Ok((
-                StatusCode::OK,
-                Json(Submitted {
-                    stored: false,
-                    agent_id: None,
-                    duplicate: None,
-                    kept: Some(false),
-                }),
-            ))
+            Ok((StatusCode::OK, Json(Submitted::not_kept())))
         }
         // Someone else's agent: the record is well-formed, its signer may
         // not write it.
@@ -166,4 +192,27 @@ pub(super) async fn submit(
         )
         .with_details(json!([{"field": "", "message": reason.as_str()}]))),
     }
+}
+
+/// Flushes the stored record to disk, then gossips it; a failed publish
+/// is logged, not answered (the record is stored).
+async fn store_and_publish(
+    state: &AppState,
+    mesh: &MeshState,
+    agent_id: &str,
+    body: Bytes,
+) -> Result<(), ApiError> {
+    state
+        .registry()
+        .store()
+        .flush()
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the store failed: {e}")))?;
+    let publish = mesh
+        .client
+        .publish(body.to_vec(), agent_id.to_owned(), Vec::new());
+    if let Err(e) = publish.await {
+        tracing::warn!(agent = %agent_id, error = %e, "publishing a submitted record failed");
+    }
+    Ok(())
 }

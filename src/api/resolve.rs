@@ -3,15 +3,15 @@
 //! says `"scope": "mesh"` (with what [`Plan::mesh_query`] allows to leave
 //! this node), and answers the [`crate::resolve::Resolution`].
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::agents::write_mesh_headers;
-use super::error::ErrorBody;
-use super::{ApiError, AppState, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode, NotJson, StoreFailed};
+use super::json::JsonBody;
+use super::state::AppState;
+use super::wire::{write_mesh_headers, ResolveBody};
 use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
 
 /// Largest `/resolve` body, in bytes: an intent of 1 KiB, a policy of
@@ -20,7 +20,7 @@ pub(super) const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// `POST /resolve`: the candidates for an intent that pass a policy.
 #[utoipa::path(post, path = "/resolve", tag = "resolve",
-    request_body = super::openapi::ResolveBody,
+    request_body = ResolveBody,
     responses(
         (status = 200, description = "The candidates, best first", body = crate::resolve::Resolution,
             headers(
@@ -30,14 +30,13 @@ pub(super) const MAX_BODY_BYTES: usize = 64 * 1024;
             )),
         (status = 400, description = "Every problem of the request, at its JSON pointer", body = ErrorBody),
         (status = 413, description = "The body is larger than 64 KiB", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn resolve(
     State(state): State<AppState>,
-    body: Result<Json<Value>, JsonRejection>,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body?;
     let request = ResolveRequest::parse(&body).map_err(|problems| {
         let message = match problems.as_slice() {
             [one] => format!("invalid resolve request: {} {}", one.field, one.message),

@@ -5,16 +5,18 @@
 //! and leaves every search, listing, resolution and mesh answer of this
 //! node until the suspension is lifted.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::agents::authorize;
-use super::error::ErrorBody;
-use super::{ApiError, AppState, ErrorCode};
+use super::auth::Admin;
+use super::error::{
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, Overloaded, StoreFailed, TokenRefused,
+};
+use super::json::JsonBody;
+use super::state::AppState;
 use crate::store::{StoreError, Suspension, MAX_SUSPENSION_REASON_CHARS};
 
 /// Body of `PUT /admin/agents/{id}/suspension`.
@@ -82,20 +84,18 @@ fn store_error(e: StoreError) -> ApiError {
     responses(
         (status = 200, description = "Suspended", body = SuspensionView),
         (status = 400, description = "No reason, or one too long", body = ErrorBody),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 404, description = "Not held here", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        BodyTooLarge,
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn suspend(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Json<SuspendBody>, JsonRejection>,
+    _: Admin,
+    JsonBody(body): JsonBody<SuspendBody>,
 ) -> Result<Json<SuspensionView>, ApiError> {
-    authorize(&state, &headers)?;
-    let Json(body) = body?;
     let reason = body.reason.trim();
     if reason.is_empty() || reason.chars().count() > MAX_SUSPENSION_REASON_CHARS {
         let message = format!("reason must be 1 to {MAX_SUSPENSION_REASON_CHARS} characters");
@@ -114,16 +114,15 @@ pub(super) async fn suspend(
     params(("id" = String, Path, description = "Agent id")),
     responses(
         (status = 204, description = "Lifted"),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 404, description = "Not held here, or not suspended", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        StoreFailed,
     ))]
 pub(super) async fn unsuspend(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    _: Admin,
 ) -> Result<StatusCode, ApiError> {
-    authorize(&state, &headers)?;
     let lifted = state
         .registry()
         .store()
@@ -146,7 +145,7 @@ pub(super) async fn unsuspend(
     params(("id" = String, Path, description = "Agent id")),
     responses(
         (status = 200, description = "Its suspension, if any", body = SuspensionView),
-        (status = 503, description = "The node is overloaded", body = ErrorBody),
+        Overloaded,
     ))]
 pub(super) async fn one(
     State(state): State<AppState>,
@@ -160,14 +159,10 @@ pub(super) async fn one(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Every suspension of this node", body = Suspensions),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
-        (status = 503, description = "The node is overloaded", body = ErrorBody),
+        TokenRefused,
+        Overloaded,
     ))]
-pub(super) async fn all(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Json<Suspensions>, ApiError> {
-    authorize(&state, &headers)?;
+pub(super) async fn all(State(state): State<AppState>, _: Admin) -> Json<Suspensions> {
     let all: Vec<SuspensionView> = state
         .registry()
         .store()
@@ -175,5 +170,5 @@ pub(super) async fn all(
         .iter()
         .map(|(id, s)| view(id, Some(s)))
         .collect();
-    Ok(Json(Suspensions { suspensions: all }))
+    Json(Suspensions { suspensions: all })
 }

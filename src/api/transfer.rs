@@ -4,16 +4,19 @@
 //! operator registers the agent there with `POST /agents` and the token
 //! in the [`TRANSFER_HEADER`] header.
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::agents::authorize;
-use super::error::ErrorBody;
-use super::{ApiError, AppState, ErrorCode};
+use super::auth::Admin;
+use super::error::{
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
+};
+use super::json::JsonBody;
+use super::state::AppState;
 use crate::identity;
 use crate::record::Transfer;
 
@@ -54,21 +57,19 @@ pub(super) struct TransferView {
     responses(
         (status = 200, description = "The signed hand-over", body = TransferView),
         (status = 400, description = "`to` is not an Ed25519 peer id", body = ErrorBody),
-        (status = 401, description = "The admin token is missing or wrong", body = ErrorBody),
+        TokenRefused,
         (status = 403, description = "The agent was not registered here", body = ErrorBody),
         (status = 404, description = "No live agent with this id", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 503, description = "The store failed or the node is overloaded", body = ErrorBody),
+        BodyTooLarge,
+        NotJson,
+        StoreFailed,
     ))]
 pub(super) async fn hand_over(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Json<TransferBody>, JsonRejection>,
+    _: Admin,
+    JsonBody(body): JsonBody<TransferBody>,
 ) -> Result<Json<TransferView>, ApiError> {
-    authorize(&state, &headers)?;
-    let Json(body) = body?;
     let to = identity::key_of_peer_id(body.to.trim()).ok_or_else(|| {
         let message = "to must be the Ed25519 peer id of the node taking the agent over";
         ApiError::new(ErrorCode::InvalidInput, message)
@@ -85,8 +86,20 @@ pub(super) async fn hand_over(
     }))
 }
 
-/// The transfer a `POST /agents` carries in [`TRANSFER_HEADER`], if any.
-pub(super) fn from_headers(headers: &HeaderMap) -> Result<Option<Transfer>, ApiError> {
+/// The transfer a `POST /agents` carries in [`TRANSFER_HEADER`], if any;
+/// a header that is not a transfer token is refused (400).
+pub(super) struct OfferedTransfer(pub(super) Option<Transfer>);
+
+impl<S: Send + Sync> FromRequestParts<S> for OfferedTransfer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        from_headers(&parts.headers).map(OfferedTransfer)
+    }
+}
+
+/// The transfer in [`TRANSFER_HEADER`], if any.
+fn from_headers(headers: &HeaderMap) -> Result<Option<Transfer>, ApiError> {
     let Some(value) = headers.get(TRANSFER_HEADER) else {
         return Ok(None);
     };

@@ -12,7 +12,7 @@ use axum::extract::Path;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
-use super::error::{ApiError, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode};
 
 const INDEX: &str = include_str!("ui/index.html");
 const APP_JS: &str = include_str!("ui/app.js");
@@ -65,7 +65,7 @@ pub(super) async fn index() -> Response {
             (String = "text/javascript; charset=utf-8"),
             (String = "text/css; charset=utf-8"),
         )),
-        (status = 404, description = "No such asset", body = super::error::ErrorBody),
+        (status = 404, description = "No such asset", body = ErrorBody),
     ))]
 pub(super) async fn asset(Path(asset): Path<String>) -> Result<Response, ApiError> {
     match asset.as_str() {

@@ -10,7 +10,7 @@ use super::error::CrawlError;
 use super::report::{summarise, CrawlOutcome, CrawlReport, StepName, Verified};
 use crate::adp::AgentDocument;
 use crate::descriptor::{Descriptor, DocumentFormat};
-use crate::issuer::{Durability, Issuer};
+use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::record::{unix_now, DescriptorRecord, RecordBody};
 use crate::store::{Expect, Origin, Store};
 use crate::verify::{Evidence, TrustLevel};
@@ -310,14 +310,14 @@ async fn issue(
     evidence: Evidence,
 ) -> Result<(), CrawlError> {
     issuer
-        .descriptor(
+        .descriptor(DescriptorIssue {
             descriptor,
             document,
             evidence,
-            Origin::Remote,
-            Expect::Any,
-            Durability::Periodic,
-        )
+            origin: Origin::Remote,
+            expect: Expect::Any,
+            durability: Durability::Periodic,
+        })
         .await
         .map(drop)
         .map_err(|e| CrawlError::Store {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Durability, IssueError, Issuer};
+use super::{DescriptorIssue, Durability, IssueError, Issuer};
 use crate::record::RecordBody;
 use crate::store::{Expect, Origin, StoreError};
 
@@ -65,14 +65,14 @@ impl Issuer {
                 };
                 let body = *body;
                 match self
-                    .descriptor(
-                        body.descriptor,
-                        body.document,
-                        body.evidence,
-                        Origin::Local,
-                        Expect::Held(seq),
-                        Durability::Periodic,
-                    )
+                    .descriptor(DescriptorIssue {
+                        descriptor: body.descriptor,
+                        document: body.document,
+                        evidence: body.evidence,
+                        origin: Origin::Local,
+                        expect: Expect::Held(seq),
+                        durability: Durability::Periodic,
+                    })
                     .await
                 {
                     Ok(_) => renewed += 1,
@@ -121,14 +121,14 @@ mod tests {
         let mut d = sample_descriptor(id);
         d.name = name.into();
         let issued = issuer
-            .descriptor(
-                d,
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::LocalOrAbsent,
-                Durability::Periodic,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: d,
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::LocalOrAbsent,
+                durability: Durability::Periodic,
+            })
             .await
             .unwrap();
         issued.seq
@@ -175,26 +175,26 @@ mod tests {
         let mut d = sample_descriptor("a1");
         d.name = "New name".into();
         issuer
-            .descriptor(
-                d,
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::LocalLive,
-                Durability::Periodic,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: d,
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::LocalLive,
+                durability: Durability::Periodic,
+            })
             .await
             .unwrap();
         let old = held(&issuer, "a1").await;
         let refused = issuer
-            .descriptor(
-                sample_descriptor("a1"),
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::Held(read),
-                Durability::Periodic,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: sample_descriptor("a1"),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::Held(read),
+                durability: Durability::Periodic,
+            })
             .await;
         assert!(
             matches!(refused, Err(IssueError::Store(StoreError::Changed { expected, .. })) if expected == read),

@@ -12,7 +12,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::NodeError;
+use super::error::NodeError;
 use crate::config::P2pConfig;
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::handler::{NodeHandler, SharedHandler};

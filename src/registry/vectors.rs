@@ -595,14 +595,14 @@ mod tests {
             ..crate::record::tests::sample_descriptor(id)
         };
         issuer
-            .descriptor(
+            .descriptor(crate::issuer::DescriptorIssue {
                 descriptor,
-                "{}".into(),
-                crate::verify::Evidence::default(),
-                crate::store::Origin::Local,
-                crate::store::Expect::Any,
-                crate::issuer::Durability::Periodic,
-            )
+                document: "{}".into(),
+                evidence: crate::verify::Evidence::default(),
+                origin: crate::store::Origin::Local,
+                expect: crate::store::Expect::Any,
+                durability: crate::issuer::Durability::Periodic,
+            })
             .await
             .unwrap();
     }

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::descriptor::{Descriptor, DocumentFormat};
-use crate::issuer::{Durability, Issuer};
+use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::store::{Expect, Origin, Store};
 use crate::verify::Evidence;
 
@@ -463,17 +463,17 @@ async fn dnssec_and_trust_floors_answer_only_the_agents_that_prove_them() {
         let mut d = descriptor(id, DocumentFormat::Aidip);
         d.description = words.into();
         issuer
-            .descriptor(
-                d,
-                json!({"inputs": {}, "outputs": {}}).to_string(),
-                Evidence {
+            .descriptor(DescriptorIssue {
+                descriptor: d,
+                document: json!({"inputs": {}, "outputs": {}}).to_string(),
+                evidence: Evidence {
                     dnssec,
                     ..Evidence::default()
                 },
-                Origin::Remote,
-                Expect::Any,
-                Durability::Flushed,
-            )
+                origin: Origin::Remote,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
             .await
             .unwrap();
     }

@@ -5,7 +5,7 @@ use ed25519_dalek::SigningKey;
 use tokio::time::Instant;
 
 use super::{answer, Budget};
-use crate::issuer::{Durability, Issuer};
+use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::mesh::wire::{known_digest, SearchRequest};
 use crate::record::SignedRecord;
 use crate::registry::Registry;
@@ -33,14 +33,14 @@ async fn registry_with(dir: &std::path::Path, ids: &[&str]) -> (Registry, Vec<u6
     let mut seqs = Vec::new();
     for id in ids {
         let issued = issuer
-            .descriptor(
-                crate::record::tests::sample_descriptor(id),
-                "{}".into(),
-                Evidence::default(),
-                Origin::Local,
-                Expect::Any,
-                Durability::Flushed,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: crate::record::tests::sample_descriptor(id),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
             .await
             .unwrap();
         seqs.push(issued.seq);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{self, StreamExt};
 
 use agentmesh::aidip::{self, MetadataValidator};
-use agentmesh::issuer::{Durability, Issuer};
+use agentmesh::issuer::{DescriptorIssue, Durability, Issuer};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
 use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
@@ -72,14 +72,14 @@ pub(crate) async fn load(n: usize) -> anyhow::Result<Loaded> {
             .parse(&doc)
             .map_err(|p| anyhow::anyhow!("agent {} is not valid AIDIP: {p:?}", a.id))?;
         issuer
-            .descriptor(
-                meta.to_descriptor(&a.id),
-                serde_json::to_string(&doc)?,
-                evidence(a.truth.trust),
-                Origin::Local,
-                Expect::Any,
-                Durability::Periodic,
-            )
+            .descriptor(DescriptorIssue {
+                descriptor: meta.to_descriptor(&a.id),
+                document: serde_json::to_string(&doc)?,
+                evidence: evidence(a.truth.trust),
+                origin: Origin::Local,
+                expect: Expect::Any,
+                durability: Durability::Periodic,
+            })
             .await?;
     }
     store.flush().await?;

@@ -201,14 +201,14 @@ async fn a_remote_record_never_replaces_a_local_registration() {
     let mut d = crate::record::tests::sample_descriptor("weather-bot");
     d.endpoint = Some("https://weather.example".into());
     issuer
-        .descriptor(
-            d,
-            "{}".into(),
-            Evidence::default(),
-            Origin::Local,
-            Expect::LocalOrAbsent,
-            crate::issuer::Durability::Flushed,
-        )
+        .descriptor(crate::issuer::DescriptorIssue {
+            descriptor: d,
+            document: "{}".into(),
+            evidence: Evidence::default(),
+            origin: Origin::Local,
+            expect: Expect::LocalOrAbsent,
+            durability: crate::issuer::Durability::Flushed,
+        })
         .await
         .unwrap();
     let judge = f.judge();

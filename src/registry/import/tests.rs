@@ -324,14 +324,14 @@ async fn ids_held_from_elsewhere_are_refused() {
     let doc = synthetic_agent(1);
     let prepared = reg.prepare("demo-00001", &doc).unwrap();
     reg.issuer
-        .descriptor(
-            prepared.descriptor,
-            prepared.document,
-            Evidence::default(),
-            Origin::Remote,
-            Expect::Any,
-            Durability::Flushed,
-        )
+        .descriptor(crate::issuer::DescriptorIssue {
+            descriptor: prepared.descriptor,
+            document: prepared.document,
+            evidence: Evidence::default(),
+            origin: Origin::Remote,
+            expect: Expect::Any,
+            durability: Durability::Flushed,
+        })
         .await
         .unwrap();
     let importer = Importer::new(reg, ImportLimits::default());
