@@ -1,6 +1,7 @@
 # agentmesh, built from source (needs crates.io and Docker Hub):
 #
-#   docker build -t agentmesh:latest .
+#   docker build -t agentmesh:latest .                      # the node
+#   docker build --target testbed -t agentmesh-testbed:latest .   # the demo's testbed
 #   docker run --rm -p 127.0.0.1:7700:7700 -p 4001:4001 -v agentmesh-data:/data agentmesh:latest
 #
 # Without registry access, docker/build-offline.sh builds the same runtime
@@ -13,11 +14,20 @@ FROM rust:1-bookworm AS build
 # (no cmake, clang or Go needed); ring needs only a C compiler.
 WORKDIR /src
 COPY . .
+# The node without the `testbed` feature: a production node carries no
+# test DNS server, certificate authority or generated population.
+RUN cargo build --release --locked --no-default-features --bin agentmesh \
+ && cp target/release/agentmesh /usr/local/bin/agentmesh \
+ && strip --strip-debug /usr/local/bin/agentmesh
+
+# The same binary with the testbed, for the compose demo's `testbed`
+# service only (docker build --target testbed).
+FROM build AS build-testbed
 RUN cargo build --release --locked --bin agentmesh \
  && cp target/release/agentmesh /usr/local/bin/agentmesh \
  && strip --strip-debug /usr/local/bin/agentmesh
 
-FROM debian:bookworm-slim
+FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
@@ -25,7 +35,6 @@ COPY docker/runtime-setup.sh /tmp/runtime-setup.sh
 RUN sh /tmp/runtime-setup.sh && rm /tmp/runtime-setup.sh
 COPY docker/agentmesh.toml /etc/agentmesh/agentmesh.toml
 COPY docker/mesh-node.sh /usr/local/bin/mesh-node
-COPY --from=build /usr/local/bin/agentmesh /usr/local/bin/agentmesh
 ENV AGENTMESH_CONFIG=/etc/agentmesh/agentmesh.toml
 USER agentmesh
 WORKDIR /data
@@ -34,3 +43,11 @@ VOLUME /data
 EXPOSE 7700 4001 4001/udp
 ENTRYPOINT ["agentmesh"]
 CMD ["node"]
+
+# `docker build --target testbed -t agentmesh-testbed .`: the demo's testbed.
+FROM runtime AS testbed
+COPY --from=build-testbed /usr/local/bin/agentmesh /usr/local/bin/agentmesh
+
+# The default target, last: the node.
+FROM runtime AS node
+COPY --from=build /usr/local/bin/agentmesh /usr/local/bin/agentmesh

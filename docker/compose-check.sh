@@ -2,9 +2,15 @@
 # The docker-compose mesh, end to end (CI runs it from .ci/run after the
 # tests):
 #
-#   docker/compose-check.sh [BINARY]     # default: target/debug/agentmesh
+#   docker/compose-check.sh [BINARY [TESTBED_BINARY]]
 #
-# 1. builds the image offline from BINARY (docker/build-offline.sh);
+# BINARY is the node's (built with --no-default-features, as it ships),
+# TESTBED_BINARY one built with the testbed feature; both default to
+# target/debug/agentmesh.
+#
+# 1. builds the node's image from BINARY and the testbed's from
+#    TESTBED_BINARY, offline (docker/build-offline.sh), and checks that the
+#    node's image carries no testbed when BINARY was built without it;
 # 2. `docker-compose -p agentmesh-ci up -d`: the testbed and node1..3;
 # 3. waits until every node has crawled its organisation (a report for
 #    every domain of orgN.domains; healthy agents key-verified, the
@@ -21,14 +27,17 @@
 #
 # Every wait polls a condition with a deadline. Exit 0 when every check
 # passed; otherwise 1 with what failed. Variables: AGENTMESH_CI_PROJECT
-# (agentmesh-ci), AGENTMESH_IMAGE (agentmesh:ci), AGENTMESH_NET_PREFIX
+# (agentmesh-ci), AGENTMESH_IMAGE (agentmesh:ci), AGENTMESH_TESTBED_IMAGE
+# (agentmesh-testbed:ci), AGENTMESH_NET_PREFIX
 # (172.29.78, a /24 apart from the default compose mesh's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 project=${AGENTMESH_CI_PROJECT:-agentmesh-ci}
 binary=${1:-${CARGO_TARGET_DIR:-target}/debug/agentmesh}
+testbed_binary=${2:-$binary}
 export AGENTMESH_IMAGE=${AGENTMESH_IMAGE:-agentmesh:ci}
+export AGENTMESH_TESTBED_IMAGE=${AGENTMESH_TESTBED_IMAGE:-agentmesh-testbed:ci}
 export AGENTMESH_NET_PREFIX=${AGENTMESH_NET_PREFIX:-172.29.78}
 # Any free host ports, so that a mesh a developer runs does not collide.
 export AGENTMESH_NODE1_PORT="" AGENTMESH_NODE2_PORT="" AGENTMESH_NODE3_PORT=""
@@ -52,6 +61,16 @@ docker info >/dev/null 2>&1 || fail "no Docker daemon answers (docker info faile
 phase "building $AGENTMESH_IMAGE offline from $binary"
 image_started=$(date +%s)
 docker/build-offline.sh --tag "$AGENTMESH_IMAGE" "$binary"
+if [ "$testbed_binary" != "$binary" ]; then
+    phase "building $AGENTMESH_TESTBED_IMAGE offline from $testbed_binary"
+    docker/build-offline.sh --tag "$AGENTMESH_TESTBED_IMAGE" "$testbed_binary"
+    # The node's image is the one that ships: no testbed in it.
+    if docker run --rm --entrypoint agentmesh "$AGENTMESH_IMAGE" testbed --help >/dev/null 2>&1; then
+        fail "$AGENTMESH_IMAGE has the testbed subcommand: build BINARY with --no-default-features"
+    fi
+else
+    docker tag "$AGENTMESH_IMAGE" "$AGENTMESH_TESTBED_IMAGE"
+fi
 image_seconds=$(($(date +%s) - image_started))
 
 tmp=$(mktemp -d)
