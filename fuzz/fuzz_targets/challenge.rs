@@ -1,7 +1,7 @@
 //! The challenge handshake frames (ADP/1.0 over WebSocket), the crawler's
 //! side: an agent's answer frame read as `crawl::challenge` reads it (JSON
 //! into a `HandshakeFrame`, at most `MAX_FRAME_BYTES`), then judged as
-//! `crawl::pipeline` judges it (`handshake::check_answer` against the
+//! `crawl::proof` judges it (`handshake::check_answer` against the
 //! challenge's nonce and the agent's key; the mutual half's completion when
 //! the agent sent a nonce of its own). The agent is the fixed stranger key
 //! and the nonce fixed, so a correctly signed answer (a seed) passes.
