@@ -5,7 +5,9 @@ use ed25519_dalek::SigningKey;
 use serde_json::json;
 
 use super::*;
+use crate::issuer::Issuer;
 use crate::store::Store;
+use crate::verify::Reason;
 
 /// A valid document, `demo-{i:05}` (the testbed's generator is behind a
 /// feature).
