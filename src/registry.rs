@@ -15,6 +15,7 @@ pub mod import;
 mod transfer;
 mod vectors;
 
+pub(crate) use dense::Dense;
 use dense::SemanticRanking;
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
 
