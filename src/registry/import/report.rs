@@ -144,8 +144,7 @@ pub enum Stopped {
     },
     /// The input is not what its format reads (`mcp-registry`: neither
     /// one JSON document of a server list nor NDJSON of servers, or a
-    /// document over [`MAX_DOCUMENT_BYTES`](super::MAX_DOCUMENT_BYTES));
-    /// nothing was imported.
+    /// document over [`MAX_DOCUMENT_BYTES`]); nothing was imported.
     Invalid {
         /// What is wrong.
         message: String,
