@@ -10,24 +10,27 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod dense;
+mod find;
 pub mod import;
 mod transfer;
 mod vectors;
 
+pub(crate) use dense::Dense;
+use dense::SemanticRanking;
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
-use crate::descriptor;
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::mcp::McpServer;
 use crate::identity;
 use crate::issuer::{DescriptorIssue, Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
+use crate::semantic::Semantic;
 use crate::store::{
     BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
-    StoredAgent, TextQuery,
+    StoredAgent,
 };
-use crate::understand::understand;
+use crate::understand::Understood;
 use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// Errors from registry operations.
@@ -248,7 +251,7 @@ pub struct Registry {
     issuer: Issuer,
     validator: Arc<MetadataValidator>,
     /// Finds and re-ranks free-text results by meaning, when configured.
-    semantic: Option<Arc<dense::SemanticRanking>>,
+    semantic: Option<Arc<SemanticRanking>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -446,198 +449,45 @@ impl Registry {
         )
     }
 
-    /// Searches live agents: filters narrow, a free-text query ranks. The
-    /// walk, the ranking and the summaries run on a blocking thread.
-    ///
-    /// # Errors
-    /// [`RegistryError::Store`].
-    pub async fn search(&self, q: &SearchQuery) -> Result<Page, RegistryError> {
-        let (this, q) = (self.clone(), q.clone());
-        self.store
-            .run_blocking(move |store| {
-                let (found, next_after) = this.find_in(store, &q)?;
-                let items = found
-                    .into_iter()
-                    .map(|(score, a)| this.summarise(store, a, score))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Page { items, next_after })
-            })
-            .await?
+    /// The same registry, ranking free text with `model` as well, the
+    /// text index's order weighing `lexical_weight` (0..1, clamped) in
+    /// the fusion. Starts the vector index, which reads the store's agents
+    /// on a thread of its own (see [`Registry::semantic_ready`]).
+    #[must_use]
+    pub fn with_semantic(mut self, model: Arc<Semantic>, lexical_weight: f64) -> Self {
+        let ranking = SemanticRanking::start(self.store.blocking(), model, lexical_weight);
+        self.semantic = Some(Arc::new(ranking));
+        self
     }
 
-    /// The records a search selects, best first, with their scores (when a
-    /// query ranks them) and the id to continue after (filter-only
-    /// searches). What the mesh's search protocol answers peers with. The
-    /// walk and the ranking run on a blocking thread.
-    ///
-    /// # Errors
-    /// [`RegistryError::Store`].
-    pub async fn find(&self, q: &SearchQuery) -> Result<Found, RegistryError> {
-        let (this, q) = (self.clone(), q.clone());
-        self.store
-            .run_blocking(move |store| -> Result<Found, RegistryError> {
-                let (found, next_after) = this.find_in(store, &q)?;
-                let mut out = Vec::with_capacity(found.len());
-                for (score, compact) in found {
-                    // Read as it is now: replaced or deleted since is
-                    // answered as it stands, or left out.
-                    if let Some(agent) = store.get(&compact.id)? {
-                        if matches!(agent.body, RecordBody::Descriptor(_)) {
-                            out.push((score, agent));
-                        }
-                    }
-                }
-                Ok((out, next_after))
-            })
-            .await?
+    /// The semantic model, when one is configured.
+    pub fn semantic(&self) -> Option<&Arc<Semantic>> {
+        self.semantic.as_ref().map(|s| s.model())
     }
 
-    /// [`Registry::find`] on this (blocking) thread. A query's text is
-    /// understood first ([`understand`]): the languages it names narrow
-    /// (when that leaves fewer results than asked for, the rest are
-    /// filled without them, ranked after), the trust it asks for is a
-    /// floor, and its words and the capability ids it names are ranked by
-    /// the text index, inside the request's own filters (when that leaves
-    /// fewer results than asked for, all its words ranked as text fill the
-    /// rest, for the records that declare no capability ids). A query with no
-    /// word to rank with (or none) walks the filter posting lists, in
-    /// order of first arrival.
-    fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Picked, RegistryError> {
-        let Some(u) = q.query.as_deref().map(understand) else {
-            return self.walk(store, q, None);
-        };
-        let mut narrowed = q.filter.clone();
-        narrowed.languages = descriptor::normalise_languages(
-            q.filter
-                .languages
-                .iter()
-                .chain(&u.languages)
-                .map(String::as_str),
-        )
-        .unwrap_or_else(|_| q.filter.languages.clone());
-        if u.terms.is_empty() {
-            // Only languages or trust named ("agents in Chinese").
-            let walked = SearchQuery {
-                filter: narrowed,
-                ..q.clone()
-            };
-            return self.walk(store, &walked, u.min_trust);
-        }
-        // The words that named no capability rank as text; the named
-        // capabilities as ids (their words would count twice). With a
-        // semantic model, a capability the query means without naming it
-        // ranks too, and the best of a wider pool are re-ordered by
-        // meaning.
-        let now = crate::record::unix_now();
-        let dense = self.dense(&u);
-        let mut capabilities = u.capabilities.clone();
-        let mut pool = q.limit;
-        if let Some(d) = &dense {
-            capabilities.extend(d.hints.iter().cloned());
-            pool = dense::Dense::pool(q.limit);
-        }
-        let mut attempts = vec![narrowed];
-        if !u.languages.is_empty() {
-            attempts.push(q.filter.clone());
-        }
-        let mut out: Vec<(Option<f64>, CompactAgent)> = Vec::with_capacity(q.limit);
-        for filter in &attempts {
-            if out.len() >= q.limit {
-                break;
-            }
-            let ranked = store
-                .text_search(&TextQuery {
-                    text: &u.rest,
-                    filter,
-                    limit: pool,
-                    now,
-                    min_trust: u.min_trust,
-                    capabilities: &capabilities,
-                    subjects: &u.subjects,
-                })?
-                .unwrap_or_default();
-            let mut candidates = Vec::with_capacity(ranked.len());
-            for (id, score) in ranked {
-                if out.iter().any(|(_, a)| a.id == id) {
-                    continue;
-                }
-                // The index may run a commit behind the store: what it
-                // ranks is read back (its compact record), and only live
-                // descriptors answered.
-                if let Some(agent) = store.compact(&id)? {
-                    candidates.push((agent, score));
-                }
-            }
-            if let Some(d) = &dense {
-                candidates = d.rank(candidates);
-            }
-            let room = q.limit - out.len();
-            out.extend(
-                candidates
-                    .into_iter()
-                    .take(room)
-                    .map(|(agent, score)| (Some(score), agent)),
-            );
-        }
-        // The named capabilities rank by id, and records that declare no
-        // capabilities (imported MCP servers, most crawled formats) never
-        // match an id, so a query made only of capability words ("generate
-        // images") would find nothing among them: fill what is left of
-        // the page with all its words as text, inside the request's own
-        // filters, after the matches by id.
-        if out.len() < q.limit && !u.capabilities.is_empty() {
-            let ranked = store
-                .text_search(&TextQuery {
-                    text: &u.text,
-                    filter: &q.filter,
-                    limit: q.limit,
-                    now,
-                    min_trust: u.min_trust,
-                    capabilities: &[],
-                    subjects: &u.subjects,
-                })?
-                .unwrap_or_default();
-            for (id, score) in ranked {
-                if out.len() >= q.limit || out.iter().any(|(_, a)| a.id == id) {
-                    continue;
-                }
-                if let Some(agent) = store.compact(&id)? {
-                    out.push((Some(score), agent));
-                }
-            }
-        }
-        // With a semantic model, what the words left of the page goes to
-        // the agents nearest in meaning, which may share no word with
-        // the query (in the same order of filters), after every match
-        // by words.
-        if let Some(d) = &dense {
-            for filter in &attempts {
-                if out.len() >= q.limit {
-                    break;
-                }
-                let near = d.near(
-                    store,
-                    (filter, u.min_trust),
-                    now,
-                    (q.limit - out.len(), out.len()),
-                    |id| out.iter().any(|(_, a)| a.id == id),
-                )?;
-                out.extend(near.into_iter().map(|(agent, score)| (Some(score), agent)));
-            }
-        }
-        Ok((out, None))
+    /// Whether the vector index has read the store whole since the model
+    /// was given (`None` without a model). Until then, searches find by
+    /// meaning among the agents read so far.
+    pub fn semantic_ready(&self) -> Option<bool> {
+        self.semantic.as_ref().map(|s| s.vectors().ready())
     }
 
-    /// The filter walk, in order of first arrival, from `q.after`; with
-    /// `min_trust`, only the agents at that level or above.
-    fn walk(
-        &self,
-        store: &BlockingStore,
-        q: &SearchQuery,
-        min_trust: Option<TrustLevel>,
-    ) -> Result<Picked, RegistryError> {
-        let (found, next_after) = store.walk(&q.filter, min_trust, q.after.as_deref(), q.limit)?;
-        Ok((found.into_iter().map(|a| (None, a)).collect(), next_after))
+    /// Whether the vector index stopped following the store (its thread
+    /// panicked; `None` without a model): searches by meaning answer from
+    /// what it held until the node restarts.
+    pub fn semantic_stopped(&self) -> Option<bool> {
+        self.semantic.as_ref().map(|s| s.vectors().stopped())
+    }
+
+    /// How many agents the vector index holds (`None` without a model).
+    pub fn semantic_agents(&self) -> Option<u64> {
+        self.semantic.as_ref().map(|s| s.vectors().len())
+    }
+
+    /// What the model makes of `u`, when there is a model and `u` has
+    /// words it knows.
+    pub(crate) fn dense(&self, u: &Understood) -> Option<Dense<'_>> {
+        self.semantic.as_deref()?.dense(u)
     }
 
     /// The summary of `agent`, on this (blocking) thread: its compact
@@ -695,115 +545,4 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn summaries_show_the_reasons_of_the_latest_crawl() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), 8 << 20).unwrap();
-        let key = std::sync::Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
-        let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
-        let registry = Registry::new(issuer.clone());
-        let id = "agent:a.test";
-        issuer
-            .descriptor(DescriptorIssue {
-                descriptor: crate::record::tests::sample_descriptor(id),
-                document: "{}".into(),
-                evidence: Evidence {
-                    fingerprint: true,
-                    ..Evidence::default()
-                },
-                origin: Origin::Remote,
-                expect: Expect::Any,
-                durability: Durability::Periodic,
-            })
-            .await
-            .unwrap();
-        store
-            .put_report(id, b"{}".to_vec(), vec![Reason::ChallengeNoAnswer])
-            .await
-            .unwrap();
-        let summary = registry.summary(id).await.unwrap();
-        assert_eq!(summary.source, Source::Crawl);
-        assert_eq!(summary.trust.reasons, [Reason::ChallengeNoAnswer]);
-        assert!(summary.trust.evidence.fingerprint && !summary.trust.evidence.challenge);
-        let json = serde_json::to_value(&summary).unwrap();
-        assert_eq!(
-            json["trust"]["reasons"],
-            serde_json::json!(["challenge_no_answer"])
-        );
-    }
-
-    #[tokio::test]
-    async fn capability_words_also_find_records_without_capability_ids() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), 8 << 20).unwrap();
-        let key = std::sync::Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
-        let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
-        let registry = Registry::new(issuer.clone());
-        let declared = Descriptor {
-            name: "Painter".into(),
-            description: "Makes pictures".into(),
-            capabilities: vec!["image_generation".into()],
-            ..crate::record::tests::sample_descriptor("agent:painter.test")
-        };
-        // An imported MCP server: no capability ids, only its words.
-        let imported = Descriptor {
-            name: "Flux images".into(),
-            description: "Generate images from text prompts".into(),
-            capabilities: Vec::new(),
-            format: DocumentFormat::McpRegistry,
-            ..crate::record::tests::sample_descriptor("mcp:io.example/flux")
-        };
-        let unrelated = Descriptor {
-            name: "Weather".into(),
-            description: "Forecasts".into(),
-            capabilities: Vec::new(),
-            ..crate::record::tests::sample_descriptor("mcp:io.example/weather")
-        };
-        for d in [declared, imported, unrelated] {
-            issuer
-                .descriptor(DescriptorIssue {
-                    descriptor: d,
-                    document: "{}".into(),
-                    evidence: Evidence::default(),
-                    origin: Origin::Local,
-                    expect: Expect::Any,
-                    durability: Durability::Periodic,
-                })
-                .await
-                .unwrap();
-        }
-        store.flush().await.unwrap();
-        let ids = |text: &str| {
-            let registry = registry.clone();
-            let q = SearchQuery {
-                filter: Filter::default(),
-                query: Some(text.into()),
-                after: None,
-                limit: 10,
-            };
-            async move {
-                let page = registry.search(&q).await.unwrap();
-                page.items.into_iter().map(|s| s.id).collect::<Vec<_>>()
-            }
-        };
-        // The declared capability first, then the words' match; never the
-        // unrelated record.
-        assert_eq!(
-            ids("generate images").await,
-            ["agent:painter.test", "mcp:io.example/flux"]
-        );
-        // A page the id matches fill is not padded.
-        let one = SearchQuery {
-            filter: Filter::default(),
-            query: Some("generate images".into()),
-            after: None,
-            limit: 1,
-        };
-        let page = registry.search(&one).await.unwrap();
-        assert_eq!(page.items.len(), 1);
-        assert_eq!(page.items[0].id, "agent:painter.test");
-    }
-}
+mod tests;

@@ -46,7 +46,9 @@ pub use request::{Context, MaxPrice, Policy, ResolveRequest, Scope};
 
 use crate::descriptor;
 use crate::record::RecordBody;
-use crate::registry::{Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL};
+use crate::registry::{
+    Dense, Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL,
+};
 use crate::store::{BlockingStore, Filter, StoredAgent, TextQuery};
 use crate::understand::{language_matches, understand, Understood};
 use crate::verify::TrustLevel;
@@ -267,30 +269,18 @@ impl Resolver {
             .await?
     }
 
+    /// [`Resolver::resolve`] on this (blocking) thread: the records the
+    /// intent ranks (or, with nothing to rank with, the filter walk)
+    /// examined against the policy, first inside the preferred languages,
+    /// then inside the policy's own, until `top` pass or the budget is
+    /// spent.
     fn resolve_in(&self, store: &BlockingStore, plan: &Plan) -> Result<Resolution, RegistryError> {
         let req = &plan.request;
         let u = &plan.understood;
         let budget = plan.budget();
         let preferred = plan.preferred_languages();
-        let hard = Filter {
-            capabilities: Vec::new(),
-            tags: Vec::new(),
-            languages: req.policy.languages.clone(),
-            include_stale: false,
-            min_trust: None,
-        };
-        let mut attempts = Vec::new();
-        if !preferred.is_empty() {
-            let mut narrowed = hard.clone();
-            narrowed.languages = descriptor::normalise_languages(
-                hard.languages.iter().chain(&preferred).map(String::as_str),
-            )
-            .unwrap_or_else(|_| hard.languages.clone());
-            attempts.push(narrowed);
-        }
-        attempts.push(hard);
+        let attempts = attempts(&req.policy.languages, &preferred);
         let text = plan.ranked_text();
-        let now = crate::record::unix_now();
         // With a semantic model: the capability the intent means without
         // naming it ranks too, and the best candidates are re-ordered by
         // meaning before the policy walks them.
@@ -301,6 +291,11 @@ impl Resolver {
         }
         let mut intent_words = invocation::words(&u.text);
         intent_words.extend(u.capabilities.iter().flat_map(|c| invocation::words(c)));
+        let ranking = Ranking {
+            text: &text,
+            capabilities: &capabilities,
+            dense: dense.as_ref(),
+        };
 
         let mut walk = Walk {
             resolver: self,
@@ -308,7 +303,7 @@ impl Resolver {
             plan,
             preferred: &preferred,
             intent_words: &intent_words,
-            now,
+            now: crate::record::unix_now(),
             seen: HashSet::new(),
             out: Vec::new(),
             examined: 0,
@@ -320,100 +315,50 @@ impl Resolver {
             if walk.out.len() >= req.top || walk.examined >= budget {
                 break;
             }
-            let ranked = store.text_search(&TextQuery {
-                text: &text,
-                filter,
-                limit: budget,
-                now,
-                min_trust: plan.trust_floor(),
-                capabilities: &capabilities,
-                subjects: &u.subjects,
-            })?;
-            let ranked = match (ranked, &dense) {
-                (Some(mut ranked), Some(d)) => {
-                    let tail = ranked.split_off(ranked.len().min(SEMANTIC_POOL));
-                    let mut head = d.rank_ids(store, ranked)?;
-                    head.extend(tail);
-                    // After every match by words, the agents nearest in
-                    // meaning inside the policy's filters.
-                    let room = budget.saturating_sub(head.len());
-                    let listed: HashSet<&str> = head.iter().map(|(id, _)| id.as_str()).collect();
-                    let placed = listed.len() + walk.seen.len();
-                    let near = d.near(
-                        store,
-                        (filter, plan.trust_floor()),
-                        now,
-                        (room, placed),
-                        |id| listed.contains(id) || walk.seen.contains(id),
-                    )?;
-                    head.extend(near.into_iter().map(|(a, score)| (a.id, score)));
-                    Some(head)
-                }
-                (ranked, _) => ranked,
+            let more_possible = match walk.ranked(filter, &ranking)? {
+                Some(ranked) => walk.examine_ranked(ranked)?,
+                None => walk.examine_walked(filter)?,
             };
-            let more_possible;
-            match ranked {
-                Some(ranked) => {
-                    more_possible = ranked.len() >= budget;
-                    for (id, score) in ranked {
-                        if walk.seen.contains(&id) {
-                            continue;
-                        }
-                        if !walk.wants_more() {
-                            break;
-                        }
-                        if let Some(agent) = store.get(&id)? {
-                            walk.examine(&agent, Some(score))?;
-                        }
-                    }
-                }
-                None => {
-                    // Nothing to rank with: the filter walk, in order of first arrival.
-                    let found = store.search(filter, None, budget)?;
-                    more_possible = found.len() >= budget;
-                    for agent in found {
-                        if walk.seen.contains(agent.body.agent_id()) {
-                            continue;
-                        }
-                        if !walk.wants_more() {
-                            break;
-                        }
-                        walk.examine(&agent, None)?;
-                    }
-                }
-            }
             if walk.out.len() < req.top && more_possible {
                 walk.bound_reached = true;
             }
         }
-        let Walk {
-            out,
-            examined,
-            bound_reached,
-            refused,
-            ..
-        } = walk;
-        let bound_reached = bound_reached && out.len() < req.top;
-        Ok(Resolution {
-            candidates: out,
-            understood: UnderstoodView {
-                text: u.text.clone(),
-                capabilities: u.capabilities.clone(),
-                languages: u.languages.clone(),
-                min_trust: u.min_trust,
-                preferred_languages: preferred,
-                domain: req.context.domain.clone(),
-                trust_floor: plan.trust_floor(),
-                context_ignored: req.context.ignored.clone(),
-                truncated: u.truncated,
-            },
-            examined,
-            examine_limit: budget,
-            bound_reached,
-            refused,
-            mesh: None,
-        })
+        Ok(walk.into_resolution())
     }
+}
+
+/// The filters a resolution tries in turn: the policy's languages with
+/// the preferred ones added (when any are), then the policy's alone.
+fn attempts(policy_languages: &[String], preferred: &[String]) -> Vec<Filter> {
+    let hard = Filter {
+        capabilities: Vec::new(),
+        tags: Vec::new(),
+        languages: policy_languages.to_vec(),
+        include_stale: false,
+        min_trust: None,
+    };
+    let mut attempts = Vec::new();
+    if !preferred.is_empty() {
+        let mut narrowed = hard.clone();
+        narrowed.languages = descriptor::normalise_languages(
+            hard.languages.iter().chain(preferred).map(String::as_str),
+        )
+        .unwrap_or_else(|_| hard.languages.clone());
+        attempts.push(narrowed);
+    }
+    attempts.push(hard);
+    attempts
+}
+
+/// What one resolution ranks with, the same for every filter it tries.
+struct Ranking<'a> {
+    /// The intent's text, with the context's domain.
+    text: &'a str,
+    /// The capability ids ranked as ids: those named, and with a semantic
+    /// model those meant.
+    capabilities: &'a [String],
+    /// The query as the semantic model sees it, when there is one.
+    dense: Option<&'a Dense<'a>>,
 }
 
 /// One resolution's walk over ranked records.
@@ -433,6 +378,110 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// The records the intent ranks inside `filter`, best first, with
+    /// their scores; with a semantic model the best are re-ordered by
+    /// meaning and the agents nearest in meaning follow. `None` when there
+    /// is nothing to rank with.
+    fn ranked(
+        &self,
+        filter: &Filter,
+        by: &Ranking<'_>,
+    ) -> Result<Option<Vec<(String, f64)>>, RegistryError> {
+        let u = &self.plan.understood;
+        let ranked = self.store.text_search(&TextQuery {
+            text: by.text,
+            filter,
+            limit: self.budget,
+            now: self.now,
+            min_trust: self.plan.trust_floor(),
+            capabilities: by.capabilities,
+            subjects: &u.subjects,
+        })?;
+        let (mut ranked, d) = match (ranked, by.dense) {
+            (Some(ranked), Some(d)) => (ranked, d),
+            (ranked, _) => return Ok(ranked),
+        };
+        let tail = ranked.split_off(ranked.len().min(SEMANTIC_POOL));
+        let mut head = d.rank_ids(self.store, ranked)?;
+        head.extend(tail);
+        // After every match by words, the agents nearest in
+        // meaning inside the policy's filters.
+        let room = self.budget.saturating_sub(head.len());
+        let listed: HashSet<&str> = head.iter().map(|(id, _)| id.as_str()).collect();
+        let placed = listed.len() + self.seen.len();
+        let near = d.near(
+            self.store,
+            (filter, self.plan.trust_floor()),
+            self.now,
+            (room, placed),
+            |id| listed.contains(id) || self.seen.contains(id),
+        )?;
+        head.extend(near.into_iter().map(|(a, score)| (a.id, score)));
+        Ok(Some(head))
+    }
+
+    /// Examines the ranked records in order until no more are wanted;
+    /// whether more may have matched than were ranked.
+    fn examine_ranked(&mut self, ranked: Vec<(String, f64)>) -> Result<bool, RegistryError> {
+        let more_possible = ranked.len() >= self.budget;
+        for (id, score) in ranked {
+            if self.seen.contains(&id) {
+                continue;
+            }
+            if !self.wants_more() {
+                break;
+            }
+            if let Some(agent) = self.store.get(&id)? {
+                self.examine(&agent, Some(score))?;
+            }
+        }
+        Ok(more_possible)
+    }
+
+    /// Nothing to rank with: examines the filter walk, in order of first
+    /// arrival; whether more may have matched than were walked.
+    fn examine_walked(&mut self, filter: &Filter) -> Result<bool, RegistryError> {
+        let found = self.store.search(filter, None, self.budget)?;
+        let more_possible = found.len() >= self.budget;
+        for agent in found {
+            if self.seen.contains(agent.body.agent_id()) {
+                continue;
+            }
+            if !self.wants_more() {
+                break;
+            }
+            self.examine(&agent, None)?;
+        }
+        Ok(more_possible)
+    }
+
+    /// The answer: the candidates, what the intent was understood as,
+    /// and what the walk examined and refused.
+    fn into_resolution(self) -> Resolution {
+        let plan = self.plan;
+        let (req, u) = (&plan.request, &plan.understood);
+        let bound_reached = self.bound_reached && self.out.len() < req.top;
+        Resolution {
+            candidates: self.out,
+            understood: UnderstoodView {
+                text: u.text.clone(),
+                capabilities: u.capabilities.clone(),
+                languages: u.languages.clone(),
+                min_trust: u.min_trust,
+                preferred_languages: self.preferred.to_vec(),
+                domain: req.context.domain.clone(),
+                trust_floor: plan.trust_floor(),
+                context_ignored: req.context.ignored.clone(),
+                truncated: u.truncated,
+            },
+            examined: self.examined,
+            examine_limit: self.budget,
+            bound_reached,
+            refused: self.refused,
+            mesh: None,
+        }
+    }
+
     /// Whether another record may be examined: `top` not reached, and the
     /// budget not spent (when it is, the bound was reached).
     fn wants_more(&mut self) -> bool {

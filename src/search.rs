@@ -9,7 +9,7 @@
 //!   fans the request out, hands every record that comes back to an
 //!   [`Admit`] (the node's federation `Judge`: nothing from a peer is
 //!   ranked before it is judged and stored), then ranks everything it
-//!   holds with its own index ([`Registry::search`]). One `Budget` bounds
+//!   holds with its own index ([`Registry::search_local`]). One `Budget` bounds
 //!   the whole of it: each stage ends at its share of one deadline, and a
 //!   peer that does not answer in time is reported, not waited for;
 //! - answering ([`answer`], `search/answer.rs`): a peer's request is
@@ -228,7 +228,7 @@ impl FederatedSearch {
             Scope::Mesh if query.after.is_none() => self.ask(query).await,
             _ => None,
         };
-        let page = self.registry.search(query).await?;
+        let page = self.registry.search_local(query).await?;
         let elapsed = started.elapsed();
         let mesh = mesh.map(|mut report| {
             report.budget_exhausted |= elapsed > report.budget;

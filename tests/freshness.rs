@@ -155,9 +155,9 @@ impl Rig {
         let ids = |page: agentmesh::registry::Page| {
             page.items.into_iter().map(|s| s.id).collect::<Vec<_>>()
         };
-        let default = ids(registry.search(&query).await.unwrap());
+        let default = ids(registry.search_local(&query).await.unwrap());
         query.filter.include_stale = true;
-        (default, ids(registry.search(&query).await.unwrap()))
+        (default, ids(registry.search_local(&query).await.unwrap()))
     }
 }
 

@@ -174,7 +174,7 @@ impl Workloads {
                 limit: 10,
             };
             let t = Instant::now();
-            let page = rt.block_on(reg.search(&q))?;
+            let page = rt.block_on(reg.search_local(&q))?;
             samples.push(t.elapsed());
             ensure!(
                 !name.starts_with("empty") || page.items.is_empty(),

@@ -254,7 +254,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         let matches_all =
             |ids: &[String]| ids.len() == expected && ids.iter().all(|id| all_matches.contains(id));
         let got: Vec<String> = rt
-            .block_on(registry.search(&q))?
+            .block_on(registry.search_local(&q))?
             .items
             .into_iter()
             .map(|s| s.id)
@@ -272,7 +272,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         );
         let matches = all_matches.len();
         let api = measure(10, 200, 5_000, Duration::from_secs(2), |_| {
-            rt.block_on(registry.search(&q))?;
+            rt.block_on(registry.search_local(&q))?;
             Ok(())
         })?;
         let raw = measure(10, 200, 5_000, Duration::from_secs(1), |_| {
@@ -309,7 +309,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
         mix.push(q);
     }
     let all = measure(10, 500, 7_000, Duration::from_secs(3), |k| {
-        rt.block_on(registry.search(&mix[k % mix.len()]))?;
+        rt.block_on(registry.search_local(&mix[k % mix.len()]))?;
         Ok(())
     })?;
     println!(

@@ -417,7 +417,7 @@ pub(super) async fn list(
         limit: bounded_limit(state.config(), p.limit, "limit")?,
     };
     let started = std::time::Instant::now();
-    let page = state.registry().search(&query).await?;
+    let page = state.registry().search_local(&query).await?;
     state.metrics().searched(false, started.elapsed());
     Ok(page_response(page))
 }

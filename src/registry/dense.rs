@@ -22,7 +22,6 @@ use crate::understand::{Lexicon, Understood};
 use crate::verify::TrustLevel;
 
 use super::vectors::VectorIndex;
-use super::Registry;
 
 /// How many of the text index's best candidates the model re-orders (at
 /// least a page). Measured on the relevance sets: see BENCHMARKS.md.
@@ -40,7 +39,8 @@ pub const HINT_MIN_COSINE: f32 = 0.6;
 pub const NEAR_MIN_COSINE: f32 = 0.2;
 
 /// Reads the model in `dir` and embeds the query-understanding lexicon's
-/// capabilities with it, ready for [`Registry::with_semantic`]. Reads up
+/// capabilities with it, ready for
+/// [`Registry::with_semantic`](super::Registry::with_semantic). Reads up
 /// to a few hundred MB: call it off the async runtime's workers.
 ///
 /// # Errors
@@ -59,56 +59,37 @@ pub(crate) struct SemanticRanking {
     vectors: VectorIndex,
 }
 
-impl Registry {
-    /// The same registry, ranking free text with `model` as well, the
-    /// text index's order weighing `lexical_weight` (0..1, clamped) in
-    /// the fusion. Starts the vector index, which reads the store's agents
-    /// on a thread of its own (see [`Registry::semantic_ready`]).
-    #[must_use]
-    pub fn with_semantic(mut self, model: Arc<Semantic>, lexical_weight: f64) -> Self {
+impl SemanticRanking {
+    /// Ranking with `model`, the text index's order weighing
+    /// `lexical_weight` (0..1, clamped) in the fusion. Starts the vector
+    /// index, which reads `store`'s agents on a thread of its own.
+    pub(crate) fn start(store: &BlockingStore, model: Arc<Semantic>, lexical_weight: f64) -> Self {
         let vectors = {
             let model = model.clone();
-            VectorIndex::start(self.store.blocking().clone(), model.dim(), move |agent| {
+            VectorIndex::start(store.clone(), model.dim(), move |agent| {
                 model.embed(&agent_text(agent))
             })
         };
-        self.semantic = Some(Arc::new(SemanticRanking {
+        SemanticRanking {
             model,
             lexical_weight: lexical_weight.clamp(0.0, 1.0),
             vectors,
-        }));
-        self
+        }
     }
 
-    /// The semantic model, when one is configured.
-    pub fn semantic(&self) -> Option<&Arc<Semantic>> {
-        self.semantic.as_ref().map(|s| &s.model)
+    /// The semantic model.
+    pub(crate) fn model(&self) -> &Arc<Semantic> {
+        &self.model
     }
 
-    /// Whether the vector index has read the store whole since the model
-    /// was given (`None` without a model). Until then, searches find by
-    /// meaning among the agents read so far.
-    pub fn semantic_ready(&self) -> Option<bool> {
-        self.semantic.as_ref().map(|s| s.vectors.ready())
+    /// The vector index of the store's agents.
+    pub(crate) fn vectors(&self) -> &VectorIndex {
+        &self.vectors
     }
 
-    /// Whether the vector index stopped following the store (its thread
-    /// panicked; `None` without a model): searches by meaning answer from
-    /// what it held until the node restarts.
-    pub fn semantic_stopped(&self) -> Option<bool> {
-        self.semantic.as_ref().map(|s| s.vectors.stopped())
-    }
-
-    /// How many agents the vector index holds (`None` without a model).
-    pub fn semantic_agents(&self) -> Option<u64> {
-        self.semantic.as_ref().map(|s| s.vectors.len())
-    }
-
-    /// What the model makes of `u`, when there is a model and `u` has
-    /// words it knows.
+    /// What the model makes of `u`, when `u` has words it knows.
     pub(crate) fn dense(&self, u: &Understood) -> Option<Dense<'_>> {
-        let s = self.semantic.as_deref()?;
-        let model = s.model.as_ref();
+        let model = self.model.as_ref();
         let query = model.embed(&u.text);
         if query.iter().all(|x| *x == 0.0) {
             return None;
@@ -124,8 +105,8 @@ impl Registry {
         };
         Some(Dense {
             model,
-            lexical_weight: s.lexical_weight,
-            vectors: &s.vectors,
+            lexical_weight: self.lexical_weight,
+            vectors: &self.vectors,
             query,
             hints,
         })

@@ -7,7 +7,7 @@
 //!
 //! Each document is validated as `POST /agents` validates it
 //! (`Registry::prepare`: the AIDIP schema, every problem reported at its
-//! JSON pointer) and issued through the node's one [`Issuer`] (signed with
+//! JSON pointer) and issued through the node's one [`Issuer`](crate::issuer::Issuer) (signed with
 //! the node key for `store.record_ttl`), as a local registration
 //! ([`Origin::Local`], [`Expect::LocalOrAbsent`]: an id crawled or received
 //! from a peer is refused, as `POST /agents` refuses it). Lines are taken in
@@ -42,25 +42,29 @@
 //! what is issued differs, and the same unchanged check, issuer batches
 //! and flushes follow.
 
+mod canonical;
+mod input;
 mod mcp;
+mod report;
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use futures_util::StreamExt as _;
-use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
+use tokio::io::AsyncBufRead;
 use tokio::sync::mpsc;
 
-use super::{generated_id, Prepared, Registry, RegistryError};
+use self::canonical::derived_id;
+pub use self::input::MAX_DOCUMENT_BYTES;
+use self::input::{Checked, Entry, LineReader, Read, Source, Unit};
+pub use self::report::{ImportSummary, LineResult, Outcome, Stopped};
+use super::{Prepared, Registry, RegistryError};
 use crate::aidip::FieldProblem;
 use crate::descriptor::Descriptor;
-use crate::formats::FormatError;
-use crate::issuer::{Durability, Issuer};
+use crate::issuer::Durability;
 use crate::record::{self, RecordBody};
 use crate::store::{Expect, Origin, PutOutcome, StoreError};
-use crate::verify::{Evidence, Reason};
+use crate::verify::Evidence;
 
 /// The default longest line, in bytes (the newline aside).
 pub const DEFAULT_MAX_LINE_BYTES: usize = crate::config::DEFAULT_IMPORT_MAX_LINE_BYTES;
@@ -78,10 +82,6 @@ pub const SERVING_ISSUE_CHUNK: usize = 16;
 /// Chunks issued at once within a batch (one is checked for unchanged
 /// documents while another is signed and stored).
 const IN_FLIGHT: usize = 2;
-
-/// Largest input read as one JSON document (an `mcp-registry` list), in
-/// bytes; larger lists are given as NDJSON, one server per line.
-pub const MAX_DOCUMENT_BYTES: usize = 128 << 20;
 
 /// What the input of an import holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,200 +115,6 @@ impl Default for ImportLimits {
     }
 }
 
-/// What became of one line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[schema(as = ImportOutcome)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// A new local registration (no live descriptor was held).
-    Created,
-    /// A live local registration was replaced (or re-signed).
-    Updated,
-    /// The document equals the one held; nothing was written.
-    Unchanged,
-    /// The line was not imported; `problems` says why.
-    Refused,
-    /// A server the registry deleted was held here and is now deleted
-    /// (`mcp-registry`).
-    Deleted,
-    /// Nothing to do (`mcp-registry`: a deleted server not held here, a
-    /// version that is not the latest, an item a later one supersedes);
-    /// `problems` says why.
-    Skipped,
-}
-
-impl Outcome {
-    /// The outcome as it appears in results.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Created => "created",
-            Self::Updated => "updated",
-            Self::Unchanged => "unchanged",
-            Self::Refused => "refused",
-            Self::Deleted => "deleted",
-            Self::Skipped => "skipped",
-        }
-    }
-}
-
-/// The result of one document line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct LineResult {
-    /// Its line number, from 1 (for one JSON document: its item's number,
-    /// from 1).
-    pub line: u64,
-    /// The agent id, when the line got as far as having one.
-    pub id: Option<String>,
-    /// What became of it.
-    pub outcome: Outcome,
-    /// Why it was refused or skipped (empty otherwise), each at its JSON
-    /// pointer.
-    pub problems: Vec<FieldProblem>,
-    /// The reason code of a refusal, when the format has one
-    /// (`mcp-registry`: `mcp_server_invalid`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
-}
-
-impl LineResult {
-    fn refused(line: u64, id: Option<String>, problems: Vec<FieldProblem>) -> Self {
-        Self {
-            line,
-            id,
-            outcome: Outcome::Refused,
-            problems,
-            reason: None,
-        }
-    }
-
-    /// A refusal of a format's parser: its reason code, its message split
-    /// into the member it names and what is wrong.
-    fn refused_as(line: u64, id: Option<String>, e: FormatError) -> Self {
-        let problem = match e.message.split_once(": ") {
-            Some((field, message)) if field.starts_with('/') => FieldProblem {
-                field: field.into(),
-                message: message.into(),
-            },
-            _ => FieldProblem {
-                field: String::new(),
-                message: e.message,
-            },
-        };
-        Self {
-            reason: Some(e.reason),
-            ..Self::refused(line, id, vec![problem])
-        }
-    }
-
-    fn skipped(line: u64, id: String, why: impl Into<String>) -> Self {
-        Self {
-            line,
-            id: Some(id),
-            outcome: Outcome::Skipped,
-            problems: vec![FieldProblem {
-                field: String::new(),
-                message: why.into(),
-            }],
-            reason: None,
-        }
-    }
-
-    fn done(line: u64, id: String, outcome: Outcome) -> Self {
-        Self {
-            line,
-            id: Some(id),
-            outcome,
-            problems: Vec::new(),
-            reason: None,
-        }
-    }
-}
-
-/// Why an import stopped before the end of its input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[schema(as = ImportStopped)]
-#[serde(tag = "code", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Stopped {
-    /// The input has more lines than [`ImportLimits::max_lines`].
-    TooManyLines {
-        /// The limit.
-        max_lines: u64,
-    },
-    /// Reading the input failed.
-    Read {
-        /// The read error.
-        message: String,
-    },
-    /// The store failed; lines from this one on were not imported.
-    Store {
-        /// The store error.
-        message: String,
-    },
-    /// The input is not what its format reads (`mcp-registry`: neither
-    /// one JSON document of a server list nor NDJSON of servers, or a
-    /// document over [`MAX_DOCUMENT_BYTES`]); nothing was imported.
-    Invalid {
-        /// What is wrong.
-        message: String,
-    },
-    /// Nobody takes the results any more (the client went away).
-    Cancelled,
-}
-
-/// The counts of a finished import.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ImportSummary {
-    /// Lines read, blank ones included (for one JSON document: its
-    /// items).
-    pub lines: u64,
-    /// Blank lines skipped.
-    pub blank: u64,
-    /// Agents created.
-    pub created: u64,
-    /// Agents updated.
-    pub updated: u64,
-    /// Documents already held as they are.
-    pub unchanged: u64,
-    /// Lines refused.
-    pub refused: u64,
-    /// Agents deleted (`mcp-registry`; left out when 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub deleted: u64,
-    /// Lines skipped (`mcp-registry`; left out when 0).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub skipped: u64,
-    /// The refused lines that carry a reason code, by code (left out
-    /// when none does).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub refused_reasons: BTreeMap<Reason, u64>,
-    /// Why the import stopped early; `None` when it read all its input.
-    pub stopped: Option<Stopped>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl ImportSummary {
-    /// Counts one result.
-    pub fn count(&mut self, r: &LineResult) {
-        match r.outcome {
-            Outcome::Created => self.created += 1,
-            Outcome::Updated => self.updated += 1,
-            Outcome::Unchanged => self.unchanged += 1,
-            Outcome::Refused => {
-                self.refused += 1;
-                if let Some(reason) = r.reason {
-                    *self.refused_reasons.entry(reason).or_default() += 1;
-                }
-            }
-            Outcome::Deleted => self.deleted += 1,
-            Outcome::Skipped => self.skipped += 1,
-        }
-    }
-}
-
 /// Imports NDJSON into a registry. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Importer {
@@ -316,71 +122,6 @@ pub struct Importer {
     limits: ImportLimits,
     issue_chunk: usize,
     format: ImportFormat,
-}
-
-/// A line waiting in a batch.
-enum Entry {
-    /// Already decided (too long, superseded).
-    Done(LineResult),
-    /// A document line to parse, validate and issue.
-    Line { line: u64, bytes: Vec<u8> },
-    /// An item of one JSON document, already parsed, numbered from 1.
-    Item { line: u64, item: Value },
-}
-
-/// A line after validation.
-enum Checked {
-    Done(LineResult),
-    Ready {
-        line: u64,
-        id: String,
-        prepared: Box<Prepared>,
-    },
-    /// An agent to delete when it is held here (a server the MCP
-    /// Registry deleted).
-    Delete {
-        line: u64,
-        id: String,
-    },
-}
-
-impl Checked {
-    /// The agent this issues or deletes.
-    fn id(&self) -> Option<&str> {
-        match self {
-            Self::Ready { id, .. } | Self::Delete { id, .. } => Some(id),
-            Self::Done(_) => None,
-        }
-    }
-}
-
-/// Where the lines of an import come from.
-enum Source {
-    /// The input's lines (after these, read already).
-    Lines(VecDeque<Read>),
-    /// The items of one JSON document, read whole.
-    Items(std::vec::IntoIter<Entry>),
-}
-
-/// One unit of input: a line, or an item of a document.
-enum Unit {
-    Read(Read),
-    Entry(Entry),
-}
-
-impl Source {
-    async fn next<R: AsyncBufRead + Unpin>(
-        &mut self,
-        reader: &mut LineReader<R>,
-    ) -> std::io::Result<Option<Unit>> {
-        match self {
-            Self::Lines(before) => match before.pop_front() {
-                Some(read) => Ok(Some(Unit::Read(read))),
-                None => Ok(reader.next_line().await?.map(Unit::Read)),
-            },
-            Self::Items(items) => Ok(items.next().map(Unit::Entry)),
-        }
-    }
 }
 
 impl Importer {
@@ -666,12 +407,29 @@ impl Importer {
     /// transaction) for the rest; then deletes the agents to delete
     /// (through the registry's delete path). A store failure is an `Err`
     /// among the results; refusals are refused lines.
+    ///
+    /// [`Issuer::descriptors`]: crate::issuer::Issuer::descriptors
     async fn apply(&self, chunk: Vec<Checked>) -> Vec<Result<LineResult, StoreError>> {
-        let issuer: &Issuer = &self.registry.issuer;
+        let held = match self.held(&chunk).await {
+            Ok(held) => held,
+            Err(e) => return vec![Err(e)],
+        };
+        let mut out = Vec::with_capacity(chunk.len());
+        let sorted = sort_chunk(chunk, held, &mut out);
+        self.issue(sorted.issuing, sorted.items, &mut out).await;
+        self.delete(sorted.deleting, &mut out).await;
+        out
+    }
+
+    /// What is held for each ready line of `chunk`, in order: the
+    /// document and descriptor of a local agent with more than half of
+    /// its record's lifetime left, else `None` (it is issued whatever it
+    /// says).
+    async fn held(&self, chunk: &[Checked]) -> Result<Vec<Option<Held>>, StoreError> {
         // Only a local, fresh agent can be left unchanged: its compact
         // record says so without the whole record, which is read (for its
         // document) only then.
-        let half_life = issuer.ttl().as_secs() / 2;
+        let half_life = self.registry.issuer.ttl().as_secs() / 2;
         let ids: Vec<String> = chunk
             .iter()
             .filter_map(|c| match c {
@@ -679,8 +437,7 @@ impl Importer {
                 Checked::Done(_) | Checked::Delete { .. } => None,
             })
             .collect();
-        let held = self
-            .registry
+        self.registry
             .store
             .run_blocking(move |s| -> Result<Vec<Option<Held>>, StoreError> {
                 let now = record::unix_now();
@@ -700,41 +457,20 @@ impl Importer {
                     .collect()
             })
             .await
-            .and_then(|r| r);
-        let mut held = match held {
-            Ok(held) => held.into_iter(),
-            Err(e) => return vec![Err(e)],
-        };
-        let mut out = Vec::with_capacity(chunk.len());
-        let mut issuing: Vec<(u64, String)> = Vec::new();
-        let mut items = Vec::new();
-        let mut deleting: Vec<(u64, String)> = Vec::new();
-        for c in chunk {
-            let (line, id, prepared) = match c {
-                Checked::Done(r) => {
-                    out.push(Ok(r));
-                    continue;
-                }
-                Checked::Delete { line, id } => {
-                    deleting.push((line, id));
-                    continue;
-                }
-                Checked::Ready { line, id, prepared } => (line, id, prepared),
-            };
-            let held = held.next().expect("one held document per ready line");
-            if held.is_some_and(|held| held.says(&prepared)) {
-                out.push(Ok(LineResult::done(line, id, Outcome::Unchanged)));
-                continue;
-            }
-            let Prepared {
-                descriptor,
-                document,
-                ..
-            } = *prepared;
-            issuing.push((line, id));
-            items.push((descriptor, document, Evidence::default()));
-        }
-        let issued = issuer
+            .and_then(|r| r)
+    }
+
+    /// Issues the `items` of the `issuing` lines in one store transaction
+    /// and reports each: created or updated, refused, or a store failure.
+    async fn issue(
+        &self,
+        issuing: Vec<(u64, String)>,
+        items: Vec<(Descriptor, String, Evidence)>,
+        out: &mut Vec<Result<LineResult, StoreError>>,
+    ) {
+        let issued = self
+            .registry
+            .issuer
             .descriptors(
                 items,
                 Origin::Local,
@@ -756,6 +492,16 @@ impl Importer {
                 Err(e) => Ok(LineResult::refused(line, Some(id), problems_of(e))),
             });
         }
+    }
+
+    /// Deletes the agents of the `deleting` lines that are held here and
+    /// reports each: deleted, skipped when not held, refused, or a store
+    /// failure.
+    async fn delete(
+        &self,
+        deleting: Vec<(u64, String)>,
+        out: &mut Vec<Result<LineResult, StoreError>>,
+    ) {
         for (line, id) in deleting {
             let deleted = self.registry.delete_with(&id, Durability::Periodic).await;
             out.push(match deleted {
@@ -769,8 +515,61 @@ impl Importer {
                 Err(e) => Ok(LineResult::refused(line, Some(id), problems_of(e))),
             });
         }
-        out
     }
+}
+
+/// A chunk's lines sorted by what is left to do with them.
+struct Sorted {
+    /// The lines to issue (line, id), in order.
+    issuing: Vec<(u64, String)>,
+    /// What each of them issues.
+    items: Vec<(Descriptor, String, Evidence)>,
+    /// The lines that delete an agent (line, id).
+    deleting: Vec<(u64, String)>,
+}
+
+/// Sorts a chunk: lines already done and documents unchanged from what is
+/// `held` (one per ready line, in order) are reported into `out`; the
+/// rest are to issue or to delete.
+fn sort_chunk(
+    chunk: Vec<Checked>,
+    held: Vec<Option<Held>>,
+    out: &mut Vec<Result<LineResult, StoreError>>,
+) -> Sorted {
+    let mut held = held.into_iter();
+    let mut sorted = Sorted {
+        issuing: Vec::new(),
+        items: Vec::new(),
+        deleting: Vec::new(),
+    };
+    for c in chunk {
+        let (line, id, prepared) = match c {
+            Checked::Done(r) => {
+                out.push(Ok(r));
+                continue;
+            }
+            Checked::Delete { line, id } => {
+                sorted.deleting.push((line, id));
+                continue;
+            }
+            Checked::Ready { line, id, prepared } => (line, id, prepared),
+        };
+        let held = held.next().expect("one held document per ready line");
+        if held.is_some_and(|held| held.says(&prepared)) {
+            out.push(Ok(LineResult::done(line, id, Outcome::Unchanged)));
+            continue;
+        }
+        let Prepared {
+            descriptor,
+            document,
+            ..
+        } = *prepared;
+        sorted.issuing.push((line, id));
+        sorted
+            .items
+            .push((descriptor, document, Evidence::default()));
+    }
+    sorted
 }
 
 /// What is held for an agent a line would issue.
@@ -858,123 +657,6 @@ fn problems_of(e: RegistryError) -> Vec<FieldProblem> {
 /// Whether the held document text says what `new` says, as JSON values.
 fn same_document(held: &str, new: &Prepared) -> bool {
     held == new.document || serde_json::from_str::<Value>(held).is_ok_and(|v| v == new.doc)
-}
-
-/// The id of a document given without one: `agent-` and the first 16
-/// bytes of the SHA-256 of its canonical JSON (members sorted, the `id`
-/// member left out).
-fn derived_id(doc: &Value) -> String {
-    let mut canonical = Vec::new();
-    match doc {
-        Value::Object(map) => {
-            let mut without_id = map.clone();
-            without_id.remove("id");
-            write_canonical(&Value::Object(without_id), &mut canonical);
-        }
-        other => write_canonical(other, &mut canonical),
-    }
-    let digest = Sha256::digest(&canonical);
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    generated_id(bytes)
-}
-
-/// JSON with object members in key order, no whitespace.
-fn write_canonical(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Object(map) => {
-            let mut members: Vec<_> = map.iter().collect();
-            members.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut *out, k).expect("writing to a Vec cannot fail");
-                out.push(b':');
-                write_canonical(v, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => serde_json::to_writer(&mut *out, scalar).expect("writing to a Vec cannot fail"),
-    }
-}
-
-/// One line as read.
-#[derive(Debug, PartialEq, Eq)]
-enum Read {
-    /// The line's bytes, without its `\n` (or `\r\n`).
-    Line(Vec<u8>),
-    /// Over the limit: skipped to its end, not held.
-    TooLong { bytes: u64 },
-}
-
-/// Splits input into lines, holding at most `max` bytes of one.
-struct LineReader<R> {
-    inner: R,
-    max: usize,
-}
-
-impl<R: AsyncBufRead + Unpin> LineReader<R> {
-    fn new(inner: R, max: usize) -> Self {
-        Self { inner, max }
-    }
-
-    /// The next line; `None` at the end of input. A last line without a
-    /// newline is a line.
-    async fn next_line(&mut self) -> std::io::Result<Option<Read>> {
-        let mut buf = Vec::new();
-        let mut bytes: u64 = 0;
-        let mut too_long = false;
-        let mut any = false;
-        loop {
-            let available = self.inner.fill_buf().await?;
-            if available.is_empty() {
-                if !any {
-                    return Ok(None);
-                }
-                break;
-            }
-            any = true;
-            let (chunk, used, end) = match available.iter().position(|&b| b == b'\n') {
-                Some(i) => (&available[..i], i + 1, true),
-                None => (available, available.len(), false),
-            };
-            bytes += chunk.len() as u64;
-            if !too_long {
-                if buf.len() + chunk.len() > self.max.saturating_add(1) {
-                    // One byte over is kept so that a `\r` before the
-                    // newline does not count against the limit.
-                    too_long = true;
-                    buf = Vec::new();
-                } else {
-                    buf.extend_from_slice(chunk);
-                }
-            }
-            self.inner.consume(used);
-            if end {
-                break;
-            }
-        }
-        if !too_long && buf.last() == Some(&b'\r') {
-            buf.pop();
-            bytes -= 1;
-        }
-        if too_long || buf.len() > self.max {
-            return Ok(Some(Read::TooLong { bytes }));
-        }
-        Ok(Some(Read::Line(buf)))
-    }
 }
 
 #[cfg(test)]

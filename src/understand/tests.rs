@@ -1,4 +1,11 @@
+#[cfg(feature = "testbed")]
+use super::lexicon::Table;
+use super::lexicon::SYNONYMS;
+use super::phrases::within_one_edit;
 use super::*;
+use crate::verify::TrustLevel;
+#[cfg(feature = "testbed")]
+use std::collections::BTreeSet;
 
 fn caps(q: &str) -> Vec<String> {
     understand(q).capabilities

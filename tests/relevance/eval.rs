@@ -18,7 +18,7 @@ use agentmesh::semantic::Semantic;
 /// search as the API calls it.
 pub(crate) async fn search_ids(registry: &Registry, search: &SearchQuery) -> Vec<String> {
     registry
-        .search(search)
+        .search_local(search)
         .await
         .expect("a search over a healthy store succeeds")
         .items

@@ -27,7 +27,8 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncReadExt as _};
 
-use super::{Checked, Entry, LineReader, LineResult, Read, Source, Stopped, MAX_DOCUMENT_BYTES};
+use super::input::{Checked, Entry, LineReader, Read, Source, MAX_DOCUMENT_BYTES};
+use super::report::{LineResult, Stopped};
 use crate::formats::mcp::{self, Status};
 use crate::formats::FormatError;
 use crate::registry::Prepared;

@@ -5,7 +5,9 @@ use ed25519_dalek::SigningKey;
 use serde_json::json;
 
 use super::*;
+use crate::issuer::Issuer;
 use crate::store::Store;
+use crate::verify::Reason;
 
 /// A valid document, `demo-{i:05}` (the testbed's generator is behind a
 /// feature).
@@ -175,7 +177,7 @@ async fn every_imported_line_is_searchable_by_text_when_the_import_answers() {
     // the number only its description holds.
     for i in [0, BATCH_LINES + 7, n - 1] {
         let page = reg
-            .search(&crate::registry::SearchQuery {
+            .search_local(&crate::registry::SearchQuery {
                 filter: crate::store::Filter::default(),
                 query: Some(i.to_string()),
                 after: None,
