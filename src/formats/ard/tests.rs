@@ -1,0 +1,444 @@
+use serde_json::json;
+
+use super::*;
+
+/// An entry that passes every check for `example.com`.
+fn good(name: &str) -> Value {
+    json!({
+        "identifier": format!("urn:air:example.com:{name}"),
+        "displayName": name,
+        "type": "application/a2a-agent-card+json",
+        "url": format!("https://example.com/{name}/agent-card.json"),
+    })
+}
+
+fn catalog(entries: Vec<Value>) -> Value {
+    json!({"specVersion": "1.0", "entries": entries})
+}
+
+/// The refusal of the single entry `entry` in a catalog of `domain`.
+fn entry_error(entry: Value, domain: &str) -> FormatError {
+    let mut c = parse_catalog(&catalog(vec![entry]), domain).unwrap();
+    assert_eq!(c.entries.len(), 1);
+    c.entries.pop().unwrap().unwrap_err()
+}
+
+fn with(mut entry: Value, key: &str, value: Value) -> Value {
+    entry[key] = value;
+    entry
+}
+
+fn without(mut entry: Value, key: &str) -> Value {
+    entry.as_object_mut().unwrap().remove(key);
+    entry
+}
+
+#[test]
+fn the_minimal_example_reads_and_maps() {
+    // spec/ard.md section 4.4, its publisher github.com read from
+    // github.com.
+    let doc = json!({
+      "specVersion": "1.0",
+      "host": { "displayName": "Alice's AI Tools" },
+      "entries": [{
+          "identifier": "urn:air:github.com:alice-dev:pptx-creator",
+          "displayName": "pptx-creator",
+          "type": "application/ai-skill",
+          "url": "https://github.com/alice-dev/pptx-creator",
+          "description": "Create professional PowerPoint presentations following brand guidelines."
+      }]
+    });
+    let c = parse_catalog(&doc, "GitHub.com.").unwrap();
+    assert_eq!(c.host.as_deref(), Some("Alice's AI Tools"));
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.kind(), EntryKind::Other);
+    assert_eq!(e.publisher(), "github.com");
+    let d = e.to_descriptor();
+    assert_eq!(d.id, "urn:air:github.com:alice-dev:pptx-creator");
+    assert_eq!(d.name, "pptx-creator");
+    assert_eq!(d.format, DocumentFormat::Ard);
+    assert_eq!(
+        d.endpoint.as_deref(),
+        Some("https://github.com/alice-dev/pptx-creator")
+    );
+    assert!(d.tags.is_empty(), "a skill has no kind tag: {:?}", d.tags);
+    assert!(d.description.starts_with("Create professional"));
+}
+
+#[test]
+fn the_fda_example_reads_and_maps() {
+    // conformance/examples/fda-ndc, shortened as in the notes, read
+    // from fda.gov (its publisher).
+    let doc = json!({
+      "specVersion": "1.0",
+      "host": {
+        "displayName": "U.S. Food and Drug Administration",
+        "identifier": "did:web:fda.gov",
+        "documentationUrl": "https://open.fda.gov/apis/drug/ndc/"
+      },
+      "entries": [{
+          "identifier": "urn:air:fda.gov:api:drug-ndc",
+          "displayName": "FDA Drug NDC Directory API",
+          "type": "application/mcp-server-card+json",
+          "url": "https://api.fda.gov/drug/ndc.json",
+          "description": "Official FDA National Drug Code Directory API ...",
+          "representativeQueries": [
+            "find drug information by NDC code 1234-5678-90",
+            "search for all aspirin products with dosage form tablet"
+          ],
+          "capabilities": ["DrugLookup", "ManufacturerSearch"],
+          "trustManifest": {
+            "identity": "did:web:fda.gov",
+            "identityType": "did",
+            "attestations": [{ "type": "Official-Government-API",
+                "uri": "https://www.fda.gov/regulatory-information/foia/electronic-reading-room",
+                "mediaType": "text/html" }]
+          }
+      }]
+    });
+    let c = parse_catalog(&doc, "fda.gov").unwrap();
+    assert_eq!(c.host.as_deref(), Some("U.S. Food and Drug Administration"));
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.kind(), EntryKind::McpServer);
+    let d = e.to_descriptor();
+    assert_eq!(d.capabilities, ["druglookup", "manufacturersearch"]);
+    assert_eq!(d.tags, ["mcp"]);
+    assert_eq!(d.publisher.as_deref(), Some("fda.gov"));
+    assert_eq!(d.name, "FDA Drug NDC Directory API");
+    assert_eq!(
+        d.endpoint.as_deref(),
+        Some("https://api.fda.gov/drug/ndc.json")
+    );
+}
+
+#[test]
+fn one_bad_entry_leaves_the_others() {
+    let bad = without(good("b"), "displayName");
+    let c = parse_catalog(&catalog(vec![good("a"), bad, good("c")]), "example.com").unwrap();
+    let ok: Vec<&str> = c
+        .entries
+        .iter()
+        .filter_map(|e| e.as_ref().ok())
+        .map(|e| e.display_name.as_str())
+        .collect();
+    assert_eq!(ok, ["a", "c"]);
+    let err = c.entries[1].as_ref().unwrap_err();
+    assert_eq!(err.reason, Reason::CatalogEntryInvalid);
+    assert!(err.message.starts_with("/entries/1/displayName"), "{err}");
+}
+
+#[test]
+fn catalogs_that_are_not_catalogs_are_refused() {
+    let many: Vec<Value> = (0..=MAX_ENTRIES).map(|i| good(&format!("a{i}"))).collect();
+    let cases = [
+        (json!([]), "not a JSON object"),
+        (json!({"entries": []}), "/specVersion is missing"),
+        (
+            json!({"specVersion": "2.0", "entries": []}),
+            "not a 1.x version",
+        ),
+        (
+            json!({"specVersion": "1.x", "entries": []}),
+            "not a 1.x version",
+        ),
+        (
+            json!({"specVersion": "10.0", "entries": []}),
+            "not a 1.x version",
+        ),
+        (
+            json!({"specVersion": 1.0, "entries": []}),
+            "/specVersion is not a string",
+        ),
+        (json!({"specVersion": "1.0"}), "/entries is missing"),
+        (
+            json!({"specVersion": "1.0", "entries": {}}),
+            "/entries is not an array",
+        ),
+        (catalog(many), "at most 1000"),
+    ];
+    for (doc, says) in cases {
+        let err = parse_catalog(&doc, "example.com").unwrap_err();
+        assert_eq!(err.reason, Reason::CatalogInvalid, "{doc}");
+        assert!(err.message.contains(says), "{err} should say {says:?}");
+    }
+}
+
+#[test]
+fn lenient_where_the_spec_sources_disagree() {
+    // Unknown top-level members (the ARD schema forbids them), a
+    // minor version above 0, no entries, `mediaType` for `type`.
+    let doc = json!({"specVersion": "1.3", "metadata": {"x": 1}, "entries": []});
+    assert!(parse_catalog(&doc, "example.com")
+        .unwrap()
+        .entries
+        .is_empty());
+    let entry = with(
+        without(good("a"), "type"),
+        "mediaType",
+        json!("Application/A2A-Agent-Card+JSON; v=1"),
+    );
+    let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.kind(), EntryKind::A2aCard);
+    assert_eq!(e.to_descriptor().tags, ["a2a"]);
+    assert_eq!(
+        EntryKind::Other,
+        Entry {
+            media_type: None,
+            ..e.clone()
+        }
+        .kind()
+    );
+}
+
+#[test]
+fn kinds_follow_the_media_type() {
+    let e = parse_catalog(&catalog(vec![good("a")]), "example.com")
+        .unwrap()
+        .entries
+        .pop()
+        .unwrap()
+        .unwrap();
+    for (media_type, kind) in [
+        ("application/agent-card+json", EntryKind::A2aCard),
+        ("application/mcp-server+json", EntryKind::McpServer),
+        ("application/ai-catalog+json", EntryKind::Catalog),
+        ("application/ai-registry", EntryKind::Registry),
+        ("application/ai-registry+json", EntryKind::Registry),
+        ("application/parquet", EntryKind::Other),
+    ] {
+        let e = Entry {
+            media_type: Some(media_type.into()),
+            ..e.clone()
+        };
+        assert_eq!(e.kind(), kind, "{media_type}");
+    }
+}
+
+#[test]
+fn inline_data_is_an_entry_without_endpoint() {
+    let entry = with(
+        without(good("bundle"), "url"),
+        "data",
+        json!({"specVersion": "1.0", "entries": []}),
+    );
+    let entry = with(entry, "type", json!("application/ai-catalog+json"));
+    let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.data.as_ref().unwrap()["specVersion"], "1.0");
+    let d = e.to_descriptor();
+    assert_eq!(d.endpoint, None);
+    assert_eq!(d.tags, ["catalog"]);
+}
+
+#[test]
+fn identifiers_follow_the_schema_pattern() {
+    for ok in [
+        "urn:air:acme.com:assistant",
+        "urn:air:acme.com:ns.one:sub_ns:agent-2",
+        "urn:air:Agents.Example.com:A",
+    ] {
+        assert!(is_urn_air(ok), "{ok} is valid");
+    }
+    for bad in [
+        "urn:AIR:acme.com:a",
+        "urn:air:acme.com",
+        "urn:air:acme.com:",
+        "urn:air:acme.com:a::b",
+        "urn:air::a",
+        "urn:air:ac_me.com:a",
+        "urn:air:acme.com:a@1",
+        "urn:air:acme.com:a b",
+        "urn:air:sdxl:checkpoint:civitai:101055@128078",
+        "urn:ai:acme.com:a",
+    ] {
+        assert!(!is_urn_air(bad), "{bad} is invalid");
+    }
+}
+
+#[test]
+fn the_publisher_must_be_the_catalog_domain_or_below_it() {
+    for (publisher, ok) in [
+        ("example.com", true),
+        ("EXAMPLE.com.", true),
+        ("agents.example.com", true),
+        ("evilexample.com", false),
+        ("example.com.evil.net", false),
+        ("com", false),
+    ] {
+        let entry = with(
+            good("a"),
+            "identifier",
+            json!(format!("urn:air:{publisher}:a")),
+        );
+        let c = parse_catalog(&catalog(vec![entry]), "Example.COM.").unwrap();
+        match &c.entries[0] {
+            Ok(_) => assert!(ok, "{publisher} is not example.com's"),
+            Err(e) => {
+                assert!(!ok, "{publisher} is example.com's: {e}");
+                assert_eq!(e.reason, Reason::CatalogEntryInvalid);
+                assert!(e.message.starts_with("/entries/0/identifier"), "{e}");
+                assert!(e.message.contains("publisher"), "{e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_entries_are_refused_naming_the_member() {
+    let long = format!("urn:air:example.com:{}", "a".repeat(MAX_IDENTIFIER_CHARS));
+    let cases = [
+        (json!("urn:air:example.com:a"), "/entries/0:"),
+        (
+            without(good("a"), "identifier"),
+            "/entries/0/identifier: missing",
+        ),
+        (
+            with(good("a"), "identifier", json!(7)),
+            "/entries/0/identifier: not a string",
+        ),
+        (
+            with(good("a"), "identifier", json!("urn:air:example.com")),
+            "/entries/0/identifier: not a urn:air",
+        ),
+        (
+            with(good("a"), "identifier", json!(long)),
+            "/entries/0/identifier: longer than 256",
+        ),
+        (
+            without(good("a"), "displayName"),
+            "/entries/0/displayName: missing",
+        ),
+        (
+            without(good("a"), "url"),
+            "/entries/0: neither url nor data",
+        ),
+        (
+            with(good("a"), "data", json!({})),
+            "/entries/0: both url and data",
+        ),
+        (
+            with(without(good("a"), "url"), "data", json!([1])),
+            "/entries/0/data: not an object",
+        ),
+        (
+            with(good("a"), "url", json!("http://example.com/a")),
+            "/entries/0/url: not an https URL",
+        ),
+        (
+            with(good("a"), "url", json!("example.com/a")),
+            "/entries/0/url: not an https URL",
+        ),
+        (
+            with(
+                good("a"),
+                "url",
+                json!(format!("https://example.com/{}", "a".repeat(MAX_URL_CHARS))),
+            ),
+            "/entries/0/url: longer than",
+        ),
+        (
+            with(good("a"), "type", json!(["x"])),
+            "/entries/0/type: not a string",
+        ),
+        (
+            with(good("a"), "tags", json!("nlp")),
+            "/entries/0/tags: not an array of strings",
+        ),
+        (
+            with(good("a"), "capabilities", json!(["a", 1])),
+            "/entries/0/capabilities: not an array of strings",
+        ),
+        (
+            with(
+                good("a"),
+                "version",
+                json!("1".repeat(MAX_VERSION_CHARS + 1)),
+            ),
+            "/entries/0/version: longer than",
+        ),
+        (
+            with(good("a"), "updatedAt", json!(20260101)),
+            "/entries/0/updatedAt: not a string",
+        ),
+    ];
+    for (entry, says) in cases {
+        let err = entry_error(entry, "example.com");
+        assert_eq!(err.reason, Reason::CatalogEntryInvalid, "{err}");
+        assert!(err.message.starts_with(says), "{err} should start {says:?}");
+    }
+}
+
+#[test]
+fn an_identifier_listed_twice_keeps_the_first() {
+    let second = with(good("a"), "version", json!("2"));
+    let c = parse_catalog(&catalog(vec![good("a"), good("b"), second]), "example.com").unwrap();
+    assert!(c.entries[0].is_ok() && c.entries[1].is_ok());
+    let err = c.entries[2].as_ref().unwrap_err();
+    assert_eq!(err.reason, Reason::CatalogEntryInvalid);
+    assert!(err.message.contains("of /entries/0 again"), "{err}");
+}
+
+#[test]
+fn descriptors_carry_the_entry() {
+    let entry = json!({
+        "identifier": "urn:air:agents.example.com:travel:planner",
+        "displayName": "  ",
+        "type": "application/a2a-agent-card+json",
+        "url": "https://agents.example.com/planner/card.json",
+        "description": "Plans trips.",
+        "tags": ["Travel", "travel", "Route Planning"],
+        "capabilities": ["BookFlight", "book flight"],
+        "version": "1.2.0",
+        "updatedAt": "2026-07-01T00:00:00Z"
+    });
+    let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.updated_at.as_deref(), Some("2026-07-01T00:00:00Z"));
+    let d = e.to_descriptor();
+    assert_eq!(
+        d,
+        Descriptor {
+            id: "urn:air:agents.example.com:travel:planner".into(),
+            // A blank display name falls back to the id.
+            name: "urn:air:agents.example.com:travel:planner".into(),
+            description: "Plans trips.".into(),
+            version: Some("1.2.0".into()),
+            publisher: Some("agents.example.com".into()),
+            endpoint: Some("https://agents.example.com/planner/card.json".into()),
+            capabilities: vec!["book_flight".into(), "bookflight".into()],
+            tags: vec!["a2a".into(), "route_planning".into(), "travel".into()],
+            languages: Vec::new(),
+            status: None,
+            auth: None,
+            format: DocumentFormat::Ard,
+        }
+    );
+}
+
+#[test]
+fn tags_are_bounded() {
+    let many: Vec<String> = (0..200).map(|i| format!("a{i:03}")).collect();
+    let c = parse_catalog(
+        &catalog(vec![with(good("a"), "tags", json!(many))]),
+        "example.com",
+    )
+    .unwrap();
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.tags.len(), MAX_TERMS);
+    assert_eq!(e.tags.last().map(String::as_str), Some("a063"));
+    // The kind's tag sorts after the a0.. tags and is kept.
+    for (media_type, tag) in [
+        ("application/a2a-agent-card+json", "a2a"),
+        ("application/mcp-server-card+json", "mcp"),
+    ] {
+        let e = Entry {
+            media_type: Some(media_type.into()),
+            ..e.clone()
+        };
+        let tags = e.to_descriptor().tags;
+        assert_eq!(tags.len(), MAX_TERMS);
+        assert_eq!(tags.last().map(String::as_str), Some(tag));
+        assert!(tags.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+    }
+}
