@@ -1,5 +1,5 @@
 //! The load a recrawling node puts on publishers' DNS and HTTPS servers
-//! (issue 10): N healthy testbed agents (`AGENTMESH_BENCH_AGENTS`,
+//!: N healthy testbed agents (`AGENTMESH_BENCH_AGENTS`,
 //! default 300) crawled once, then revisited by the recrawl scheduler
 //! with the node's default schedule (`[crawl]` defaults: TTL 300 s and
 //! max-age 300 s give a visit every 300 s ±10 %; the challenge every 24

@@ -1,4 +1,4 @@
-//! The relevance set at scale (issue 12): the queries of
+//! The relevance set at scale: the queries of
 //! `tests/relevance.rs` over `AGENTMESH_RELEVANCE_AGENTS` generated agents
 //! (default 100000), scored for the node's search (`Registry::search`:
 //! query understanding and the text index): precision@1, nDCG@10, the

@@ -181,7 +181,7 @@ pub struct NodeArgs {
     pub crawl: CrawlArgs,
 }
 
-/// Flags of every crawling command (DESIGN.md section 1).
+/// Flags of every crawling command (docs/protocol.md#cli).
 #[derive(Debug, Clone, Default, Args)]
 pub struct CrawlArgs {
     /// DNS server to ask instead of the system's (repeatable).

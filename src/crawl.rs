@@ -1,4 +1,4 @@
-//! Crawling DNS-anchored agents (ADP, DESIGN.md section 4): from a domain
+//! Crawling DNS-anchored agents (ADP, docs/protocol.md#crawl): from a domain
 //! name to a verified, signed descriptor record, which the registry finds
 //! beside registered ones. [`Crawler`] is the one handle; its entry points
 //! are [`Crawler::crawl`] (one domain, nothing stored),

@@ -1,6 +1,6 @@
 //! Judging records that arrive from other nodes (gossip, the DHT, search
 //! answers, `POST /records`) before anything stores or shows them
-//! (`docs/protocol.md`'s records and trust sections; DESIGN.md section 5).
+//! (docs/protocol.md#records, #trust-across-nodes and #ownership).
 //!
 //! [`Judge::judge`] is pure with respect to the network: it decodes the
 //! envelope (size, canonical form, signature), checks the window (issued

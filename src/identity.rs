@@ -57,7 +57,7 @@ pub enum KeyError {
 }
 
 /// The fingerprint of a public key: `ed25519:` + lowercase hex of
-/// SHA-256 over the raw 32-byte key (DESIGN.md section 3).
+/// SHA-256 over the raw 32-byte key (docs/protocol.md#identity).
 pub fn fingerprint(key: &VerifyingKey) -> String {
     format!("ed25519:{}", hex::encode(Sha256::digest(key.as_bytes())))
 }
@@ -177,7 +177,7 @@ pub fn load_or_create(path: &Path) -> Result<SigningKey, KeyError> {
     }
 }
 
-/// The id prefix of agents found through DNS (DESIGN.md section 3).
+/// The id prefix of agents found through DNS (docs/protocol.md#identity).
 pub const AGENT_ID_PREFIX: &str = "agent:";
 
 /// A domain that is not a usable agent domain.

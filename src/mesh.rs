@@ -20,7 +20,7 @@
 //! gossip validation result, stores the Kademlia record, or answers the
 //! search. Everything is counted in [`MeshStats`].
 //!
-//! Keys (DESIGN.md section 6): an agent's record lives in the DHT under
+//! Keys (docs/protocol.md#dht-keys): an agent's record lives in the DHT under
 //! [`agent_key`]; a node that holds agents with capability `c` provides
 //! [`capability_key`]`(c, shard)` with `shard =` [`shard_of`]`(own peer id)`.
 //!

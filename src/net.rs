@@ -1,4 +1,4 @@
-//! The network address policy (DESIGN.md 4.9): which addresses the crawler
+//! The network address policy (docs/protocol.md#address-policy): which addresses the crawler
 //! and the mesh may connect to. A leaf: it imports nothing of the crate.
 //!
 //! By default a crawler never connects to loopback, private, link-local,

@@ -28,7 +28,7 @@ use cbor::{from_cbor_exact, to_cbor};
 pub use error::RecordError;
 pub use transfer::{Transfer, TransferError, TRANSFER_CONTEXT};
 
-/// Largest encoded record, in bytes (DESIGN.md 5).
+/// Largest encoded record, in bytes (docs/protocol.md#record-limits).
 pub const MAX_RECORD_BYTES: usize = 16 * 1024;
 /// The domain-separation prefix of every record signature.
 pub const SIGNING_CONTEXT: &[u8] = b"agentmesh/record/v1\n";

@@ -1,4 +1,4 @@
-//! The testbed (DESIGN.md section 8): a synthetic population of ADP agents
+//! The testbed (docs/protocol.md#testbed): a synthetic population of ADP agents
 //! served over real protocols on loopback, in process.
 //!
 //! [`Testbed::start`] binds, on 127.0.0.1 by default:

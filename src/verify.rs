@@ -1,4 +1,4 @@
-//! Trust levels and the evidence behind them (ADP 7.2, DESIGN.md 4.6).
+//! Trust levels and the evidence behind them (ADP 7.2, docs/protocol.md#trust-levels).
 //!
 //! This module is pure code: it says what a set of evidence proves. The
 //! crawler (which gathers evidence) and the record layer (which carries it
@@ -95,7 +95,7 @@ pub struct Evidence {
 
 /// A transferable challenge signature: anyone can recompute the nonce from
 /// these fields and the descriptor hash, and check the signature
-/// (DESIGN.md 4.5).
+/// (docs/protocol.md#crawl-challenge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChallengeProof {

@@ -1,4 +1,4 @@
-//! Trust that holds over time (issue 10 points 4 and 5), against the
+//! Trust that holds over time, against the
 //! testbed's real DNS, HTTPS and WebSocket servers on loopback: the
 //! recrawl scheduler's conditional revisits (ETag, 304), backoff, stale
 //! and dropped agents, negative caching of NXDOMAIN, `Retry-After`, the

@@ -1,4 +1,4 @@
-//! The relevance set (issue 12): natural-language queries with graded
+//! The relevance set: natural-language queries with graded
 //! judgements over a generated population, scored as precision@1, nDCG@10
 //! and the queries answered with nothing though relevant agents exist.
 //!
@@ -38,7 +38,7 @@ use queries::{capabilities_asked, grade, judge, queries, Intent, Query};
 /// imply ("patient files": medical) 0.904, 0.859 and none; with ties at a
 /// page's last place settled in a fixed order, misspelt words corrected,
 /// the translations table and subjects weighing more in tags 0.912,
-/// 0.855 and none. Issue 12's targets: 0.9,
+/// 0.855 and none. The targets: 0.9,
 /// 0.85, none, at 100k agents.
 const CURRENT_MIN_P1: f64 = 0.90;
 const CURRENT_MIN_NDCG: f64 = 0.85;

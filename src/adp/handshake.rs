@@ -1,4 +1,4 @@
-//! The ADP WebSocket challenge, as agentmesh profiles it (DESIGN.md 4.5).
+//! The ADP WebSocket challenge, as agentmesh profiles it (docs/protocol.md#crawl-challenge).
 //!
 //! The verifier opens the agent's `endpoints.chat` WebSocket and sends an
 //! `adp_handshake` frame carrying its own id `V`, its public key and a

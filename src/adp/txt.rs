@@ -1,4 +1,4 @@
-//! The `_agent.{domain}` TXT record (ADP 4.1, DESIGN.md 4.1):
+//! The `_agent.{domain}` TXT record (ADP 4.1, docs/protocol.md#crawl-txt):
 //! `v=ADP1; pk=<fingerprint>; wk=<url>`.
 //!
 //! The strings of each record are joined, split on `;`, trimmed, and read

@@ -201,7 +201,7 @@ pub(super) async fn delete(
 
 /// Query string of `GET /agents`. `capabilities`, `tags` and `language`
 /// may repeat: `capabilities=a&capabilities=b` means `capabilities=a,b`
-/// (DESIGN.md section 7); `limit` and `cursor` may appear once.
+/// (docs/protocol.md#api-agents); `limit` and `cursor` may appear once.
 #[derive(Debug, Default)]
 struct ListParams {
     capabilities: Vec<String>,

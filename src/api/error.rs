@@ -16,7 +16,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, ResponsesBuil
 
 use crate::registry::RegistryError;
 
-/// The error codes of DESIGN.md section 7.
+/// The error codes of docs/protocol.md#api-errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[non_exhaustive]
 pub enum ErrorCode {

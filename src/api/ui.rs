@@ -1,4 +1,4 @@
-//! The web explorer (`GET /`, DESIGN.md section 7): plain HTML, CSS and
+//! The web explorer (`GET /`, docs/protocol.md#api-health): plain HTML, CSS and
 //! JavaScript compiled into the binary (no build step, no CDN, no
 //! external fonts), talking to this node's own API. It reads only what
 //! needs no admin token, and never holds one.

@@ -1,4 +1,4 @@
-//! The WebSocket side of the key challenge (DESIGN.md 4.5): connect to the
+//! The WebSocket side of the key challenge (docs/protocol.md#crawl-challenge): connect to the
 //! agent's `endpoints.chat` (wss only) at an address the SSRF guard
 //! checked, send the challenge frame, read one answer frame within a
 //! deadline, hand it to the caller's judge, and send the judge's closing

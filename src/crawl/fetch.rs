@@ -1,4 +1,4 @@
-//! The HTTPS fetch of `agent.json` with every limit of DESIGN.md 4.3:
+//! The HTTPS fetch of `agent.json` with every limit of docs/protocol.md#crawl-fetch:
 //! https only, TLS 1.3 by default, at most 3 redirects to the same host,
 //! a body of at most 64 KiB, `application/json` or `application/adp+json`,
 //! bounded JSON depth and size, and timeouts on connect and on the whole
@@ -55,7 +55,7 @@ pub struct DocumentKind {
     pub headers: &'static [(&'static str, &'static str)],
 }
 
-/// An ADP `agent.json` (DESIGN.md 4.3).
+/// An ADP `agent.json` (docs/protocol.md#crawl-fetch).
 pub const ADP_DOCUMENT: DocumentKind = DocumentKind {
     what: "agent.json",
     accept: "application/adp+json, application/json",

@@ -1,4 +1,4 @@
-//! The crawler as a polite client (issue 10 point 5): at most
+//! The crawler as a polite client: at most
 //! `per_host_concurrency` requests to one host at a time, request starts
 //! to one host at least `per_host_interval` apart, a host's `Retry-After`
 //! honoured (nothing is asked of it until it runs out), and a User-Agent
@@ -10,8 +10,8 @@
 //! [`HostPermit`] first. Several names on one shared server are several
 //! hosts; the rate is per name, as publishers see it in their logs.
 //!
-//! The address is limited too (the hostile-peer issue, finding 6): a
-//! thousand names that all resolve to one victim's address would
+//! The address is limited too, so that hostile peers cannot aim the
+//! crawler at one address: a thousand names that all resolve to one victim's address would
 //! otherwise each get a host's budget, and one gossiped record could aim
 //! thousands of fetches at it. Each request is pinned to one checked
 //! address ([`super::fetch`] and [`super::challenge`] try a host's

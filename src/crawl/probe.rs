@@ -1,5 +1,5 @@
 //! The liveness probe of agents registered through this node's API
-//! (issue 10 point 5; off by default, `crawl.probe_registered`): crawled
+//! (off by default, `crawl.probe_registered`): crawled
 //! agents prove they work by answering the challenge on each revisit, but
 //! a registration is only a document, so an operator may have the node
 //! ask each registered agent's `endpoint` now and then whether it

@@ -1,4 +1,4 @@
-//! Revisiting what was crawled (ADP 10, REQ-DISC-6; issue 10 point 4).
+//! Revisiting what was crawled (ADP 10, REQ-DISC-6).
 //!
 //! Every domain a crawl reaches gets a [`DomainState`], kept in the
 //! store's `schedule` tree so it survives restarts. After each visit:

@@ -63,7 +63,7 @@ pub struct MeshConfig {
     /// Dial loopback, private, link-local and CGNAT addresses
     /// ([`transport`](super::transport)); off by default.
     pub allow_private_addresses: bool,
-    /// The number of capability shards S (DESIGN.md 6); default 8.
+    /// The number of capability shards S (docs/protocol.md#capability-shards); default 8.
     pub shards: u32,
     /// The identify agent version, e.g. `agentmesh/0.1.0`.
     pub agent_version: String,

@@ -6,7 +6,7 @@
 //!
 //! [`AddressFilter`] sits below the DNS layer, so it sees the address a
 //! name resolved to, and refuses to dial what the node's
-//! [`AddressPolicy`] refuses (DESIGN.md 4.9, the same policy the crawler
+//! [`AddressPolicy`] refuses (docs/protocol.md#address-policy, the same policy the crawler
 //! uses): by default loopback, private, link-local, CGNAT, multicast and
 //! unspecified addresses, whether a peer advertised them (identify,
 //! Kademlia, provider records) or a `/dns4/` name resolved to them.

@@ -1,5 +1,5 @@
 //! What this node knows of how fresh each crawled agent is, and the
-//! recrawl scheduler's own state (issue 10 points 4 and 5).
+//! recrawl scheduler's own state.
 //!
 //! Two sled trees:
 //! - `freshness`: agent id -> JSON [`Freshness`] (state, when the chain

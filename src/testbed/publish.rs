@@ -100,7 +100,7 @@ impl Population {
 
     /// The TXT records at `_agent.{domain}`, each as its character-strings.
     /// Every fourth healthy agent splits its record into two strings, so
-    /// that clients must join them (DESIGN.md 4.1).
+    /// that clients must join them (docs/protocol.md#crawl-txt).
     pub fn txt_records(&self, agent: &Agent, ports: Ports) -> Vec<Vec<String>> {
         let fp = agent.fingerprint();
         let wk = self.published_well_known(agent, ports);

@@ -1,6 +1,6 @@
 //! The agents' sites: `GET /.well-known/agent.json`, the HTML landing page
 //! `GET /` (ADP 6.1), and the `/agent/chat` WebSocket that answers the
-//! ADP challenge (DESIGN.md 4.5), with each HTTP-visible [`Behaviour`].
+//! ADP challenge (docs/protocol.md#crawl-challenge), with each HTTP-visible [`Behaviour`].
 //!
 //! An [`AgentSite`] is one agent (its document and key), independent of
 //! any population: `agentmesh agent-host` serves a single one with
@@ -42,7 +42,7 @@ use super::population::Behaviour;
 use crate::adp::AgentDocument;
 use crate::adp::{CHAT_PATH, WELL_KNOWN_PATH};
 
-/// The 64 KiB document limit of DESIGN.md 4.3, and how far past it an
+/// The 64 KiB document limit of docs/protocol.md#crawl-fetch, and how far past it an
 /// `Oversized` document goes.
 pub const OVERSIZED_BYTES: usize = 64 * 1024 + 4096;
 /// How deep a `DeepNesting` document nests.

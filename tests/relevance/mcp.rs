@@ -7,7 +7,7 @@
 //!   `agentmesh import --format mcp-registry` brings it in;
 //! - [`node`]: the node's search (`Registry::search`, text and filter as
 //!   the API sends them);
-//! - [`Bm25`]: the baseline issue 12 names, a plain BM25 (tantivy's
+//! - [`Bm25`]: the baseline the targets are measured against, a plain BM25 (tantivy's
 //!   default tokenizer, no stemming, no boosts) over name, title and
 //!   description;
 //! - [`grep`]: a keyword grep, the third ranker the judging pool is drawn

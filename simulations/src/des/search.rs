@@ -4,8 +4,8 @@
 //! answers once `fanout` providers are known, all shard queries ended, or
 //! at 30 % of the budget), the `known` list, the fan-out to at most
 //! `fanout` peers until 70 % of the budget ([`choose`]: a quarter of them
-//! connected peers, the rest providers in random order, as the node since
-//! issue 44; or, `node.search_choice = "providers_first"`, the providers as
+//! connected peers, the rest providers in random order, as the node does
+//! today; or, `node.search_choice = "providers_first"`, the providers as
 //! found and connected peers only without any, as before), answers from
 //! each peer's own holdings minus `known`, judging (who may write an id:
 //! `adversarial.judge`), then the asker's local ranking over everything
@@ -418,7 +418,7 @@ impl Sim<'_> {
     /// signed it (a claim: the judge cannot tell the owner of an id it
     /// meets first); for an id it holds, a forger's version (its seq above
     /// the owner's) replaces the owner's only under `judge =
-    /// "highest_seq"` (the node before issue 44), local registrations
+    /// "highest_seq"` (the node before the hostile-peer checks), local registrations
     /// included; under `"owner"` (`federation.rs`: only the held record's
     /// signer, never over a local registration) it is refused. The owner's
     /// version never replaces a forger's held one: its seq is lower, and

@@ -229,13 +229,13 @@ pub enum Behaviour {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JudgeRule {
-    /// The node since issue 44 (`federation.rs`): a record for an id held
+    /// The node since the hostile-peer checks (`federation.rs`): a record for an id held
     /// is accepted only from the signer of the held record, and never over
     /// a local registration; an id not held is taken from its first
     /// signer (as a claim).
     #[default]
     Owner,
-    /// The node before issue 44: any signer's record with a higher seq
+    /// The node before the hostile-peer checks: any signer's record with a higher seq
     /// replaces the held one, a local registration included.
     HighestSeq,
 }
@@ -258,14 +258,14 @@ pub enum EclipseProviders {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchChoice {
-    /// The node since issue 44 (`search/ask.rs`, `choose`): at most the
+    /// The node since the hostile-peer checks (`search/ask.rs`, `choose`): at most the
     /// fan-out of providers in random order, and besides them a quarter
     /// as many connected peers that are not providers (trusted first,
     /// then at random); with no providers, the connected peers fill the
     /// fan-out.
     #[default]
     Mixed,
-    /// The node before issue 44: the providers in the order the lookup
+    /// The node before the hostile-peer checks: the providers in the order the lookup
     /// found them; the connected peers only when it found none.
     ProvidersFirst,
 }

@@ -96,7 +96,7 @@ fn example_agent_key(label: &str) -> SigningKey {
 }
 
 /// Alice's ADP example, key-verified: fingerprint chain and a challenge
-/// signed by Alice's key, computed as DESIGN.md 4.5 says.
+/// signed by Alice's key, computed as docs/protocol.md#crawl-challenge says.
 fn alice_body() -> DescriptorRecord {
     let doc = example("adp/valid/alice-draft-example.json");
     let alice = example_agent_key("alice.agent");
