@@ -11,9 +11,9 @@
 //! hosts; the rate is per name, as publishers see it in their logs.
 //!
 //! The address is limited too, so that hostile peers cannot aim the
-//! crawler at one address: a thousand names that all resolve to one victim's address would
-//! otherwise each get a host's budget, and one gossiped record could aim
-//! thousands of fetches at it. Each request is pinned to one checked
+//! crawler at one address: a thousand names that all resolve to one
+//! victim's address would otherwise each get a host's budget, and one
+//! gossiped record could aim thousands of fetches at it. Each request is pinned to one checked
 //! address ([`super::fetch`] and [`super::challenge`] try a host's
 //! addresses one at a time), and its [`HostPermit`] holds a slot of that
 //! address as well: at most `per_address_concurrency` requests in flight
