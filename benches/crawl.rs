@@ -15,7 +15,7 @@ use agentmesh::crawl::{AllowedPorts, Crawler, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
 use agentmesh::store::Store;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)

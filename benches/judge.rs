@@ -46,7 +46,7 @@ use agentmesh::identity;
 use agentmesh::record::{self, DescriptorRecord, SignedRecord, TombstoneReason, TombstoneRecord};
 use agentmesh::store::Store;
 use agentmesh::testbed::{synthetic_agent, Population, Ports};
-use agentmesh::verify::{ChallengeProof, Evidence};
+use agentmesh::trust::{ChallengeProof, Evidence};
 use ed25519_dalek::SigningKey;
 use rand::seq::SliceRandom as _;
 use rand::SeedableRng as _;

@@ -1,6 +1,6 @@
 //! The relevance set at scale: the queries of
 //! `tests/relevance.rs` over `AGENTMESH_RELEVANCE_AGENTS` generated agents
-//! (default 100000), scored for the node's search (`Registry::search`:
+//! (default 100000), scored for the node's search (`Registry::search_local`:
 //! query understanding and the text index): precision@1, nDCG@10, the
 //! queries answered with nothing though relevant agents exist, time per
 //! query.

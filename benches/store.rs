@@ -42,7 +42,7 @@ use agentmesh::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use agentmesh::registry::Registry;
 use agentmesh::store::{Expect, Origin, Store};
 use agentmesh::testbed::synthetic_agent;
-use agentmesh::verify::Evidence;
+use agentmesh::trust::Evidence;
 use anyhow::{ensure, Context as _};
 use ed25519_dalek::SigningKey;
 use serde_json::Value;

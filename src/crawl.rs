@@ -83,7 +83,7 @@ use crate::adp::check::DocumentChecker;
 use crate::descriptor::DocumentFormat;
 use crate::identity;
 use crate::issuer::Issuer;
-use crate::verify::{ChallengeProof, Evidence};
+use crate::trust::{ChallengeProof, Evidence};
 
 /// Crawls agents. Cheap to clone.
 #[derive(Clone)]

@@ -22,7 +22,7 @@ pub mod ard;
 pub mod dns_aid;
 pub mod mcp;
 
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Why a document of one of these formats is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

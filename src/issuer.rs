@@ -30,7 +30,7 @@ use crate::record::{
     TombstoneRecord, Transfer,
 };
 use crate::store::{failed_batch, BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
-use crate::verify::Evidence;
+use crate::trust::Evidence;
 
 /// Why a record could not be issued.
 #[derive(Debug, thiserror::Error)]

@@ -1,37 +1,45 @@
 //! agentmesh: a federated, peer-to-peer discovery node for AI agents.
 //!
-//! Module map (see `ARCHITECTURE.md` for how a record flows):
-//! - [`config`]: the TOML + environment + flags configuration;
-//! - [`net`]: the address policy (which addresses may be connected to);
-//! - [`periodic`]: the one loop of the node's periodic background jobs.
-//! - [`priority`]: background threads yield the CPU to the ones answering
-//!   queries;
+//! Module map, from the bottom layer up (`ARCHITECTURE.md` gives the
+//! layers, what each file holds and how a record flows):
 //! - [`identity`]: Ed25519 keys, fingerprints, key files, agent ids and
 //!   domains, peer ids;
-//! - [`descriptor`]: the normalised agent view both formats map into;
+//! - [`trust`]: trust levels, the evidence behind them, the crawl's
+//!   reason codes;
+//! - [`descriptor`]: the normalised agent view every format maps into;
+//! - [`net`]: the address policy (which addresses may be connected to);
+//! - [`priority`]: background threads yield the CPU to the ones answering
+//!   queries;
+//! - [`periodic`]: the one loop of the node's periodic background jobs;
+//! - [`drops`]: what a bounded queue dropped, counted and warned of;
+//! - [`semantic`]: the optional semantic ranking model (feature
+//!   `semantic`: a local static embedding model);
+//! - [`config`]: the TOML + environment + flags configuration;
+//! - [`understand`]: what a natural-language query asks for (languages,
+//!   capabilities, trust), from editable word lists and a synonym table;
 //! - [`aidip`]: the AIDIP metadata document and its schema validation;
-//! - [`adp`]: the ADP `agent.json` document;
+//! - [`record`]: signed CBOR records (descriptor, tombstone, transfer);
 //! - [`formats`]: the other discovery formats (A2A cards, ARD catalogs,
 //!   DNS-AID, AID, MCP Registry servers) read into descriptors;
-//! - [`verify`]: trust levels and evidence;
-//! - [`understand`]: what a natural-language query asks for (languages,
-//!   capabilities, trust), from an editable synonym table;
-//! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents;
-//! - [`record`]: signed CBOR records (descriptor, tombstone);
-//! - [`store`]: the sled store with its secondary indexes;
+//! - [`adp`]: the ADP `agent.json` document, its check, the challenge
+//!   handshake, key rotation;
+//! - [`store`]: the sled store, its secondary indexes and the text index;
+//! - `testbed` (feature `testbed`, on by default): the synthetic agent
+//!   population the tests, the demo and the simulations crawl;
 //! - [`mesh`]: the libp2p mesh (gossip, DHT, search) behind a `MeshClient`;
-//! - [`federation`]: judging records that arrive from other nodes;
 //! - [`issuer`]: signs, stores, flushes and publishes this node's records;
-//! - [`registry`]: registration, lookup and search over the store;
-//! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
-//!   policy to candidates with invocation metadata;
+//! - [`registry`]: registration, lookup and local search over the store;
+//! - [`metrics`]: the node's Prometheus registry;
+//! - [`crawl`]: DNS, HTTPS and WebSocket crawling of ADP agents and the
+//!   other formats, and revisiting them;
 //! - [`search`]: federated search, both halves: asking the mesh within one
 //!   budget and ranking locally, answering peers from the index;
+//! - [`federation`]: judging records that arrive from other nodes;
+//! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
+//!   policy to candidates with invocation metadata;
 //! - [`api`]: the HTTP API;
-//! - [`node`]: a running node; [`cli`]: the binary's commands (the demo
-//!   among them);
-//! - `testbed` (feature `testbed`, on by default): the synthetic agent
-//!   population the tests, the demo and the simulations crawl.
+//! - [`node`]: a running node, its parts wired once; [`cli`]: the binary's
+//!   commands (the demo among them).
 
 pub mod adp;
 pub mod aidip;
@@ -59,5 +67,5 @@ pub mod semantic;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;
+pub mod trust;
 pub mod understand;
-pub mod verify;

@@ -39,7 +39,7 @@ use prometheus_client::registry::{Registry as PromRegistry, Unit};
 use crate::mesh::{MeshClient, MeshStats};
 use crate::registry::Registry;
 use crate::store::Filter;
-use crate::verify::{Reason, TrustLevel};
+use crate::trust::{Reason, TrustLevel};
 
 /// The content type of [`Metrics::render`]'s text: OpenMetrics 1.0, the
 /// format `prometheus-client` encodes (it ends with `# EOF`).

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::descriptor::Descriptor;
-use crate::verify::Evidence;
+use crate::trust::Evidence;
 
 mod cbor;
 mod error;

@@ -30,8 +30,8 @@ use crate::store::{
     BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
     StoredAgent,
 };
+use crate::trust::{Evidence, EvidenceFlags, Reason, TrustLevel};
 use crate::understand::Understood;
-use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// Errors from registry operations.
 #[derive(Debug, thiserror::Error)]

@@ -50,8 +50,8 @@ use crate::registry::{
     Dense, Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL,
 };
 use crate::store::{BlockingStore, Filter, StoredAgent, TextQuery};
+use crate::trust::TrustLevel;
 use crate::understand::{language_matches, understand, Understood};
-use crate::verify::TrustLevel;
 
 /// Records examined per candidate asked for.
 pub const OVERFETCH: usize = 10;

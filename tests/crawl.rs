@@ -14,7 +14,7 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store};
 use agentmesh::testbed::{Behaviour, Drip, Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::{Reason, TrustLevel};
+use agentmesh::trust::{Reason, TrustLevel};
 
 struct Rig {
     testbed: Testbed,

@@ -29,7 +29,7 @@ use crate::common;
 
 use agentmesh::crawl::StepOutcome;
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 use bind::{
     assert_bogus, assert_secure, crawl, crawler, ds_anchor, fingerprint_of, require_bind, sign,
     sign_chain, tamper, tampered_copy, verify_cli, without_txt_signature, zone_text, Named, ZONE,

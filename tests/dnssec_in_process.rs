@@ -21,7 +21,7 @@ use agentmesh::testbed::dns::{DnsServer, Zone};
 use agentmesh::testbed::dnssec::ZoneKey;
 use agentmesh::testbed::publish::AGENT_ADDRESS;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 use hickory_proto::rr::{Name, RecordType};
 
 async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path, port: u16) -> CrawlReport {

@@ -17,7 +17,7 @@ use agentmesh::record::RecordBody;
 use agentmesh::store::Store;
 use agentmesh::testbed::formats::JWKS_PATH;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 
 struct Rig {
     testbed: Testbed,

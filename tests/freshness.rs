@@ -18,7 +18,7 @@ use agentmesh::record::RecordBody;
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{FreshState, Store};
 use agentmesh::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::verify::{Reason, TrustLevel};
+use agentmesh::trust::{Reason, TrustLevel};
 
 struct Rig {
     testbed: Testbed,
@@ -609,7 +609,7 @@ async fn register(issuer: &Issuer, id: &str, endpoint: &str) {
         .descriptor(agentmesh::issuer::DescriptorIssue {
             descriptor,
             document: "{}".into(),
-            evidence: agentmesh::verify::Evidence::default(),
+            evidence: agentmesh::trust::Evidence::default(),
             origin: agentmesh::store::Origin::Local,
             expect: agentmesh::store::Expect::LocalOrAbsent,
             durability: agentmesh::issuer::Durability::Flushed,

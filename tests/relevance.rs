@@ -90,7 +90,7 @@ fn truth(caps: &[&'static str], domain: Option<&'static str>, langs: &[&'static 
         capabilities: caps.to_vec(),
         domain,
         languages: langs.to_vec(),
-        trust: agentmesh::verify::TrustLevel::Unverified,
+        trust: agentmesh::trust::TrustLevel::Unverified,
     }
 }
 
@@ -166,7 +166,7 @@ fn grades_follow_the_rules() {
         grade(&filtered, &truth(&["ocr"], Some("medical"), &["pt"])),
         0
     );
-    let trusted = q(None, Some(agentmesh::verify::TrustLevel::KeyVerified));
+    let trusted = q(None, Some(agentmesh::trust::TrustLevel::KeyVerified));
     assert_eq!(
         grade(&trusted, &truth(&["ocr"], Some("medical"), &["pt"])),
         0

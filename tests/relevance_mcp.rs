@@ -285,7 +285,7 @@ async fn the_node_search_scores_over_the_mcp_servers() {
         judged.len()
     );
     println!(
-        "Registry::search, {:.1} ms/query (results in the top 10 nobody judged: {}):\n{node}",
+        "Registry::search_local, {:.1} ms/query (results in the top 10 nobody judged: {}):\n{node}",
         node_time.as_secs_f64() * 1000.0 / judged.len() as f64,
         unjudged(&judged, &node_answers, &pooled)
     );

@@ -7,7 +7,7 @@
 //!
 //! What it measures, each through the service the API calls (summaries
 //! included):
-//! - 200 filter searches (`Registry::search`, limit 10; capability, tag
+//! - 200 filter searches (`Registry::search_local`, limit 10; capability, tag
 //!   and language terms in a mix, the empty intersection of two common
 //!   terms and an unknown capability among them), 200 free-text top-10
 //!   searches, the same 200 with one capability filter (`translation`,

@@ -1,5 +1,5 @@
 //! Section (b) of the store bench: filter-search latency through
-//! `Registry::search` (awaited on a one-thread runtime: its hop to the
+//! `Registry::search_local` (awaited on a one-thread runtime: its hop to the
 //! blocking pool included, as the API sees it), against the store's
 //! blocking `search` alone, in-memory posting
 //! lists (the proposed fix) and a full scan (no index).
@@ -230,7 +230,7 @@ pub(super) fn run(registry: &Registry, store: &Store, n: usize) -> anyhow::Resul
     let postings = Postings::build(store)?;
     let postings_build = t.elapsed();
     println!(
-        "\n(b) filter search over {n} agents: Registry::search, limit 10 (POST /agents/search)"
+        "\n(b) filter search over {n} agents: Registry::search_local, limit 10 (POST /agents/search)"
     );
     println!(
         "{:<38} {:>7} {:>6} {:>9} {:>9} {:>10} {:>10} {:>10} {:>8}",

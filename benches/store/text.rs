@@ -4,7 +4,7 @@
 //!
 //! What it measures, on a store filled the way registrations fill it:
 //! - the index catching up with the bulk load (the flush after the puts);
-//! - text top-10 through `Registry::search` (summaries included, what
+//! - text top-10 through `Registry::search_local` (summaries included, what
 //!   `POST /agents/search` answers) and through `Store::text_search`
 //!   alone, warm; the same with a capability filter;
 //! - the same queries right after `Store::open` (a restart: the first
@@ -205,7 +205,7 @@ pub(super) fn run(
         let reg = registry(&store);
         round(&rt, &reg, &qs, &Filter::default())?; // warm-up
         row(
-            "`Registry::search` (warm)",
+            "`Registry::search_local` (warm)",
             &round(&rt, &reg, &qs, &Filter::default())?,
         );
         let now = record::unix_now();

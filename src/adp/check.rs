@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{AgentDocument, SCHEMA};
 use crate::aidip::FieldProblem;
 use crate::identity::{self, AgentId};
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Most schema problems reported for one document.
 const MAX_PROBLEMS: usize = 32;

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::identity;
-use crate::verify::ChallengeProof;
+use crate::trust::ChallengeProof;
 
 /// The protocol string of the frames.
 pub const PROTOCOL: &str = "ADP/1.0";

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::identity;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// The version this code speaks.
 pub const VERSION: &str = "ADP1";

@@ -23,7 +23,7 @@ use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery, Summary};
 use crate::search::Scope;
 use crate::store::{Filter, PutOutcome};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Header carrying the cursor of the next page.
 pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";

@@ -116,7 +116,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Health> {
 
 /// Live descriptors by trust level, from the in-memory indexes (no read).
 fn records_by_trust(store: &crate::store::Store) -> serde_json::Map<String, Value> {
-    crate::verify::TrustLevel::ALL
+    crate::trust::TrustLevel::ALL
         .iter()
         .map(|&level| (level.as_str().to_owned(), json!(store.trust_count(level))))
         .collect()

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::crawl::{CrawlReport, Crawler, CrawlerOptions, StepOutcome};
 use crate::identity;
 use crate::issuer::Issuer;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Flags of `verify`.
 #[derive(Debug, Clone, Args)]

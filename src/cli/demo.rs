@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::crawl::CrawlReport;
 use crate::node::Node;
 use crate::testbed::{Behaviour, Population, PopulationConfig, Testbed, TestbedOptions};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// The drafts' example registrations node 1 makes.
 const EXAMPLES: [&str; 4] = [

@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::{json, Map, Value};
 
 use super::http::{terminal_width, ApiArgs, NodeApi};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Where a search looks (`--scope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -10,7 +10,7 @@ use clap::Args;
 use serde_json::{json, Map, Value};
 
 use super::http::{ApiArgs, Failure, NodeApi};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Flags of `status`.
 #[derive(Debug, Clone, Args)]

@@ -23,7 +23,7 @@ use super::options::CrawlerOptions;
 use super::report::{CrawlOutcome, Run, StepName, Verified};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
-use crate::verify::{Evidence, Reason};
+use crate::trust::{Evidence, Reason};
 
 /// Most DNS-AID names looked up for one domain (the index's entries and
 /// the protocol names).

@@ -16,7 +16,7 @@ use super::fetch::{Fetched, Fetcher};
 use super::report::{Run, StepName};
 use crate::adp::check::{self, DocumentChecker};
 use crate::adp::AgentDocument;
-use crate::verify::ChallengeProof;
+use crate::trust::ChallengeProof;
 
 /// What this node holds of an agent's document from an earlier visit:
 /// what a recrawl asks with (`If-None-Match`) and what a 304 stands for.

@@ -9,7 +9,7 @@ use crate::adp::check::DocumentError;
 use crate::adp::handshake::HandshakeError;
 use crate::adp::txt::TxtError;
 use crate::identity::DomainError;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Why a crawl (or a step of it) failed. Each variant has a stable reason
 /// code ([`CrawlError::reason`]) that the API and CLI show.

@@ -8,7 +8,7 @@
 //! says whom ([`candidates`]) and what their crawls mean ([`conclude`]).
 
 use super::report::{summarise, CrawlOutcome, PeerCheck, StepName};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Most listed peers one verification crawls.
 pub const MAX_PEERS_CHECKED: usize = 8;

@@ -59,7 +59,7 @@ pub struct CrawlerOptions {
 /// (`crawl.allowed_ports`, and `crawl.https_port`, which names where the
 /// other formats' documents are). A URL on any other port (the TXT `wk`,
 /// an SRV record's port, a redirect, `endpoints.chat`) is refused with
-/// [`crate::verify::Reason::PortNotAllowed`] before anything connects, so a published
+/// [`crate::trust::Reason::PortNotAllowed`] before anything connects, so a published
 /// record cannot aim the crawler at an arbitrary service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowedPorts(Vec<u16>);

@@ -13,7 +13,7 @@ use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::record::{unix_now, DescriptorRecord, RecordBody};
 use crate::store::{Expect, Origin, Store};
-use crate::verify::{Evidence, TrustLevel};
+use crate::trust::{Evidence, TrustLevel};
 
 /// Stores what verified of one outcome and keeps its report.
 pub(super) async fn store_outcome(issuer: &Issuer, mut outcome: CrawlOutcome) -> CrawlOutcome {

@@ -20,7 +20,7 @@ use crate::adp::handshake::{self, HandshakeFrame};
 use crate::adp::AgentDocument;
 use crate::identity;
 use crate::record;
-use crate::verify::ChallengeProof;
+use crate::trust::ChallengeProof;
 
 /// The held proof that stands for this visit, recording a passed
 /// `challenge` step that says why; `None` when the agent must be

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::error::CrawlError;
 use crate::descriptor::{Descriptor, DocumentFormat};
-use crate::verify::{Evidence, EvidenceFlags, Reason, TrustLevel};
+use crate::trust::{Evidence, EvidenceFlags, Reason, TrustLevel};
 
 /// How a step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]

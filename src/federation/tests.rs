@@ -6,7 +6,7 @@ use super::*;
 use crate::identity;
 use crate::record::{TombstoneRecord, Transfer};
 use crate::testbed::{Population, Ports};
-use crate::verify::{ChallengeProof, Evidence, TrustLevel};
+use crate::trust::{ChallengeProof, Evidence, TrustLevel};
 use ed25519_dalek::SigningKey;
 
 mod hostile;

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS};
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 pub use signing::{
     jwks_of, sign_card, signing_payload, signing_payload_literal, signing_payload_v1,

@@ -20,7 +20,7 @@ use base64::Engine as _;
 
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS};
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Largest record read, bytes (the spec asks for under 255 when possible).
 pub const MAX_RECORD_BYTES: usize = 1024;

@@ -26,7 +26,7 @@ use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{
     bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_TERMS,
 };
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Where a domain serves its catalog (ARD section 6).
 pub const WELL_KNOWN_PATH: &str = "/.well-known/ai-catalog.json";

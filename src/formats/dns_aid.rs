@@ -33,7 +33,7 @@ use hickory_proto::rr::rdata::svcb::{SvcParamKey, SvcParamValue, SVCB};
 
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_NAME_CHARS};
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// The label under which DNS-AID names live.
 pub const AGENTS_LABEL: &str = "_agents";

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS};
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Shortest server name, in characters.
 pub const MIN_SERVER_NAME_CHARS: usize = 3;

@@ -115,7 +115,7 @@ mod tests {
     use super::*;
     use crate::record::tests::sample_descriptor;
     use crate::store::Store;
-    use crate::verify::Evidence;
+    use crate::trust::Evidence;
 
     async fn registered(issuer: &Issuer, id: &str, name: &str) -> u64 {
         let mut d = sample_descriptor(id);

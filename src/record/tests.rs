@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::descriptor::DocumentFormat;
-use crate::verify::ChallengeProof;
+use crate::trust::ChallengeProof;
 
 mod golden;
 

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use crate::semantic::{Semantic, SemanticError};
 use crate::store::{BlockingStore, CompactAgent, Filter, StoreError};
+use crate::trust::TrustLevel;
 use crate::understand::{Lexicon, Understood};
-use crate::verify::TrustLevel;
 
 use super::vectors::VectorIndex;
 

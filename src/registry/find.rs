@@ -10,8 +10,8 @@ use super::{Found, Page, Picked, Registry, RegistryError, SearchQuery};
 use crate::descriptor;
 use crate::record::RecordBody;
 use crate::store::{BlockingStore, CompactAgent, Filter, TextQuery};
+use crate::trust::TrustLevel;
 use crate::understand::{understand, Understood};
-use crate::verify::TrustLevel;
 
 /// The picked records, best first, with their scores.
 type Scored = Vec<(Option<f64>, CompactAgent)>;

@@ -64,7 +64,7 @@ use crate::descriptor::Descriptor;
 use crate::issuer::Durability;
 use crate::record::{self, RecordBody};
 use crate::store::{Expect, Origin, PutOutcome, StoreError};
-use crate::verify::Evidence;
+use crate::trust::Evidence;
 
 /// The default longest line, in bytes (the newline aside).
 pub const DEFAULT_MAX_LINE_BYTES: usize = crate::config::DEFAULT_IMPORT_MAX_LINE_BYTES;

@@ -598,7 +598,7 @@ mod tests {
             .descriptor(crate::issuer::DescriptorIssue {
                 descriptor,
                 document: "{}".into(),
-                evidence: crate::verify::Evidence::default(),
+                evidence: crate::trust::Evidence::default(),
                 origin: crate::store::Origin::Local,
                 expect: crate::store::Expect::Any,
                 durability: crate::issuer::Durability::Periodic,

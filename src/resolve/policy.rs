@@ -33,8 +33,8 @@ use serde_json::Value;
 
 use super::request::{MaxPrice, Policy};
 use crate::descriptor::{self, Descriptor, DocumentFormat};
+use crate::trust::Evidence;
 use crate::understand::language_matches;
-use crate::verify::Evidence;
 
 /// Why a candidate is answered: each policy term it passed, each
 /// capability and preferred language of the request it matched.

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::aidip::FieldProblem;
 use crate::descriptor;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Longest intent, in bytes.
 pub const MAX_INTENT_BYTES: usize = 1024;

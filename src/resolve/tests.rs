@@ -4,7 +4,7 @@ use super::*;
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::issuer::{DescriptorIssue, Durability, Issuer};
 use crate::store::{Expect, Origin, Store};
-use crate::verify::Evidence;
+use crate::trust::Evidence;
 
 fn parse(body: Value) -> ResolveRequest {
     ResolveRequest::parse(&body).unwrap_or_else(|p| panic!("{body} refused: {p:?}"))

@@ -10,7 +10,7 @@ use crate::mesh::wire::{known_digest, SearchRequest};
 use crate::record::SignedRecord;
 use crate::registry::Registry;
 use crate::store::{Expect, Origin, Store};
-use crate::verify::Evidence;
+use crate::trust::Evidence;
 
 #[test]
 fn the_budget_shares_follow_each_other_and_end_at_the_deadline() {

@@ -15,7 +15,7 @@ use super::suspended::Suspension;
 use super::text::TextQuery;
 use super::write::{Expect, Origin, PutOutcome, Write};
 use crate::record::{RecordBody, SignedRecord};
-use crate::verify::{Reason, TrustLevel};
+use crate::trust::{Reason, TrustLevel};
 
 impl Store {
     /// Suspends the agent `id` on this node: it stays stored, and leaves

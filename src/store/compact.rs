@@ -17,7 +17,7 @@ use super::error::StoreError;
 use super::stored::{KIND_DESCRIPTOR, KIND_TOMBSTONE};
 use crate::descriptor::DocumentFormat;
 use crate::record::{DescriptorRecord, SignedRecord};
-use crate::verify::{EvidenceFlags, TrustLevel};
+use crate::trust::{EvidenceFlags, TrustLevel};
 
 /// What a search result shows of a live agent, as the store keeps it
 /// beside the signed record (short CBOR keys: it is stored a million

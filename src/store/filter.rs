@@ -3,7 +3,7 @@
 
 use super::postings::{prefix, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
 use crate::descriptor;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Filter terms for a search: AND across and within fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use super::compact::{decode_as, Filed};
 use super::error::StoreError;
 use crate::descriptor::{self, Descriptor};
 use crate::record::RecordBody;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 pub(super) const FIELD_CAPABILITY: u8 = b'c';
 pub(super) const FIELD_TAG: u8 = b't';

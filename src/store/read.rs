@@ -17,7 +17,7 @@ use super::postings;
 use super::stored::{decode_stored, stored_envelope, StoredAgent};
 use super::text::TextQuery;
 use crate::record::{RecordType, SignedRecord};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 impl BlockingStore {
     /// As [`Store::get`], on this thread.

@@ -4,7 +4,7 @@
 
 use super::error::StoreError;
 use super::handles::BlockingStore;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 impl BlockingStore {
     /// As [`Store::put_report`], on this thread.

@@ -5,7 +5,7 @@
 
 use super::error::{corrupt, StoreError};
 use crate::record::{RecordBody, SignedRecord};
-use crate::verify::{Evidence, TrustLevel};
+use crate::trust::{Evidence, TrustLevel};
 
 /// A live descriptor whose evidence counts.
 pub(super) const KIND_DESCRIPTOR: u8 = b'd';

@@ -11,7 +11,7 @@ use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::record::{
     DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason, TombstoneRecord,
 };
-use crate::verify::{Evidence, Reason};
+use crate::trust::{Evidence, Reason};
 use ed25519_dalek::SigningKey;
 
 fn key() -> SigningKey {

@@ -30,7 +30,7 @@ use super::publish::{origin, Ports};
 use super::web::Served;
 use crate::descriptor::DocumentFormat::{self, A2a, Aid, Ard, DnsAid};
 use crate::formats::a2a;
-use crate::verify::TrustLevel::{self, Unverified};
+use crate::trust::TrustLevel::{self, Unverified};
 
 /// The zone of the formats organisation.
 pub const ZONE: &str = "formats.test";

@@ -11,7 +11,7 @@ use super::error::LexiconError;
 use super::phrases::{Kind, Phrases, Target};
 use super::words::{unspaced_script, words, WordLists};
 use crate::descriptor;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// The lexicon shipped with the crate.
 pub(super) const SYNONYMS: &str = include_str!("synonyms.toml");

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::error::LexiconError;
 use super::words::WordLists;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// What a phrase names.
 #[derive(Debug, Clone, PartialEq, Eq)]

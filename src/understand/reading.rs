@@ -9,7 +9,7 @@ use super::lexicon::Lexicon;
 use super::phrases::Target;
 use super::understood::{Understood, MAX_QUERY_BYTES, MAX_QUERY_WORDS};
 use super::words::{words, WordLists};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// What the phrases of a query named so far.
 #[derive(Default)]

@@ -3,7 +3,7 @@ use super::lexicon::Table;
 use super::lexicon::SYNONYMS;
 use super::phrases::within_one_edit;
 use super::*;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 #[cfg(feature = "testbed")]
 use std::collections::BTreeSet;
 

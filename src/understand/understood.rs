@@ -1,7 +1,7 @@
 //! What a query asks for, [`Understood`], and how much of a query is
 //! read.
 
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Most bytes of a query that are read (the rest is dropped).
 pub const MAX_QUERY_BYTES: usize = 1024;

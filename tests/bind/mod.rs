@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use agentmesh::crawl::{AllowedPorts, CrawlReport, Crawler, CrawlerOptions};
 use agentmesh::net::AddressPolicy;
 use agentmesh::testbed::Testbed;
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 
 pub const ZONE: &str = "org1.test";
 pub const DEADLINE: Duration = Duration::from_secs(20);

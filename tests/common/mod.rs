@@ -909,7 +909,7 @@ pub fn claim_everything(
     signer: &ed25519_dalek::SigningKey,
 ) -> Vec<u8> {
     use agentmesh::adp::{handshake, AgentDocument};
-    use agentmesh::verify::{ChallengeProof, Evidence};
+    use agentmesh::trust::{ChallengeProof, Evidence};
     let doc: AgentDocument = serde_json::from_str(document).unwrap();
     let mut body = agentmesh::record::DescriptorRecord::new(
         doc.to_descriptor(),
@@ -969,7 +969,7 @@ pub fn signed_registration(
         seq,
         agentmesh::record::unix_now(),
         3600,
-        agentmesh::verify::Evidence::default(),
+        agentmesh::trust::Evidence::default(),
     );
     agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
         .unwrap()

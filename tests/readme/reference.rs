@@ -248,7 +248,7 @@ fn route_check_catches_missing_and_extra_rows() {
 /// The contract names and limits `docs/protocol.md` states, each as the
 /// document spells it, from the constants the node uses.
 fn protocol_facts() -> Vec<String> {
-    use agentmesh::{adp, federation, identity, mesh, record, verify};
+    use agentmesh::{adp, federation, identity, mesh, record, trust};
     let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).expect("a UTF-8 prefix");
     let quoted = |s: &str| format!("\"{}\"", s.escape_default());
     let mut facts = vec![
@@ -268,7 +268,7 @@ fn protocol_facts() -> Vec<String> {
             federation::MAX_CLOCK_SKEW_SECS
         ),
     ];
-    facts.extend(verify::TrustLevel::ALL.map(|l| format!("| `{}` |", l.as_str())));
+    facts.extend(trust::TrustLevel::ALL.map(|l| format!("| `{}` |", l.as_str())));
     facts
 }
 

@@ -2,7 +2,7 @@
 //! queries answered with nothing although relevant agents exist.
 //!
 //! A ranker is any `FnMut(&Q) -> Vec<String>`: agent ids, best first
-//! (the current `Registry::search`, a new index, a mesh search). `Q` is a
+//! (the current `Registry::search_local`, a new index, a mesh search). `Q` is a
 //! set's query type ([`Asked`]): both relevance sets (the generated
 //! population of `tests/relevance.rs` and the MCP servers of
 //! `tests/relevance_mcp.rs`) are scored here.

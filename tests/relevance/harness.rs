@@ -1,5 +1,5 @@
 //! The population in a real store, and the ranker the set is run with:
-//! [`current`] (the node's `Registry::search`, text and filter as sent).
+//! [`current`] (the node's `Registry::search_local`, text and filter as sent).
 //! [`run`] is the whole evaluation at a population size, for the test and
 //! the bench.
 
@@ -12,7 +12,7 @@ use agentmesh::aidip::{self, MetadataValidator};
 use agentmesh::issuer::{DescriptorIssue, Durability, Issuer};
 use agentmesh::registry::{Registry, SearchQuery};
 use agentmesh::store::{Expect, Filter, Origin, Store};
-use agentmesh::verify::{ChallengeProof, Evidence, TrustLevel};
+use agentmesh::trust::{ChallengeProof, Evidence, TrustLevel};
 
 use super::eval::{evaluate, search_ids, semantic_from_env, with_semantic, Judged, Report};
 use super::population::{population, Agent};
@@ -113,7 +113,7 @@ fn filter_of(q: &Query, capabilities: &[String], languages: &[String]) -> Filter
 }
 
 /// The node's search: the text and the explicit filter, as the API sends
-/// them to `Registry::search` (which understands the text itself).
+/// them to `Registry::search_local` (which understands the text itself).
 pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
     let search = SearchQuery {
         filter: filter_of(q, &[], &[]),
@@ -209,7 +209,7 @@ impl std::fmt::Display for Run {
         )?;
         writeln!(
             f,
-            "Registry::search (text as typed), {:.1} ms/query:",
+            "Registry::search_local (text as typed), {:.1} ms/query:",
             per_query(self.current_time)
         )?;
         write!(f, "{}", self.current)?;

@@ -5,7 +5,7 @@
 //!
 //! - [`load`]: the corpus into a real store through the importer, as
 //!   `agentmesh import --format mcp-registry` brings it in;
-//! - [`node`]: the node's search (`Registry::search`, text and filter as
+//! - [`node`]: the node's search (`Registry::search_local`, text and filter as
 //!   the API sends them);
 //! - [`Bm25`]: the baseline the targets are measured against, a plain BM25 (tantivy's
 //!   default tokenizer, no stemming, no boosts) over name, title and
@@ -320,7 +320,7 @@ pub(crate) async fn load(path: &Path) -> anyhow::Result<Loaded> {
 }
 
 /// The node's search: the text and the explicit filter, as the API sends
-/// them to `Registry::search` (which understands the text itself).
+/// them to `Registry::search_local` (which understands the text itself).
 pub(crate) async fn node(registry: &Registry, q: &Query, limit: usize) -> Vec<String> {
     let search = SearchQuery {
         filter: Filter::new([], q.tags.iter().map(String::as_str), []).expect("no languages"),

@@ -8,7 +8,7 @@
 //! are written from several wordings per capability, not only the
 //! capability id, so a ranker has to understand words, not match ids.
 
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 use serde_json::{json, Value};
 
 /// Every agent the queries are anchored on is below this index.

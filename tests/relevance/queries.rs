@@ -23,7 +23,7 @@
 
 use std::collections::BTreeSet;
 
-use agentmesh::verify::TrustLevel;
+use agentmesh::trust::TrustLevel;
 
 use super::eval::{Asked, Judged};
 use super::population::{agent, Agent, Rng, Truth, ANCHORS};

@@ -78,7 +78,7 @@ fn only_443_and_the_configured_ports_are_allowed() {
             port: 25
         }
         .reason(),
-        crate::verify::Reason::PortNotAllowed
+        crate::trust::Reason::PortNotAllowed
     );
 }
 

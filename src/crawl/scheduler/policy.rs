@@ -98,7 +98,7 @@ impl SchedulePolicy {
         let aged = s
             .confirmed_at
             .map_or(FreshState::Fresh, |at| self.state_at(at, now));
-        if s.last_reason.as_deref() == Some(crate::verify::Reason::DnssecBogus.as_str()) {
+        if s.last_reason.as_deref() == Some(crate::trust::Reason::DnssecBogus.as_str()) {
             aged.max(FreshState::Stale)
         } else {
             aged

@@ -107,7 +107,7 @@ fn report(domain: &str, ok: bool) -> CrawlReport {
     let mut r = super::super::report::Run::new(domain, id, DocumentFormat::Adp).report;
     r.stored = ok;
     if !ok {
-        r.reasons.push(crate::verify::Reason::ConnectFailed);
+        r.reasons.push(crate::trust::Reason::ConnectFailed);
     }
     r
 }

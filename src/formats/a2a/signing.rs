@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::{invalid, Long, Obj};
 use crate::formats::FormatError;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Largest decoded `protected` header, bytes.
 const MAX_PROTECTED_BYTES: usize = 1024;

@@ -32,7 +32,7 @@ use super::report::{LineResult, Stopped};
 use crate::formats::mcp::{self, Status};
 use crate::formats::FormatError;
 use crate::registry::Prepared;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// Reads the start of the input (its blank lines and first line) and
 /// answers where its lines or items come from; a document is read whole

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::aidip::FieldProblem;
 use crate::formats::FormatError;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// What became of one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]

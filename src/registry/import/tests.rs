@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::issuer::Issuer;
 use crate::store::Store;
-use crate::verify::Reason;
+use crate::trust::Reason;
 
 /// A valid document, `demo-{i:05}` (the testbed's generator is behind a
 /// feature).

@@ -4,7 +4,7 @@
 
 use super::super::stored::KIND_DESCRIPTOR;
 use super::*;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 fn put_with(store: &Store, d: Descriptor, seq: u64, origin: Origin, evidence: Evidence) {
     let body = DescriptorRecord::new(d, "{}".into(), seq, 1, 3600, evidence);

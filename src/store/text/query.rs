@@ -13,7 +13,7 @@ use tantivy::{Searcher, Term};
 use super::schema::{text_err, trust_rank, Fields};
 use crate::store::error::StoreError;
 use crate::store::filter::Filter;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// Most distinct query terms ranked; the rest of a long query is ignored.
 pub const MAX_QUERY_TERMS: usize = 32;

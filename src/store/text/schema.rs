@@ -7,7 +7,7 @@ use tantivy::schema::{
 };
 
 use crate::store::error::StoreError;
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// The index's directory, inside the store's.
 pub(super) const INDEX_DIR: &str = "text-index";

@@ -15,7 +15,7 @@ use crate::descriptor;
 use crate::record::{DescriptorRecord, RecordBody};
 use crate::store::error::StoreError;
 use crate::store::stored::{decode_stored, KIND_TOMBSTONE};
-use crate::verify::TrustLevel;
+use crate::trust::TrustLevel;
 
 /// The writer's indexing memory (tantivy's floor is 15 MB per thread).
 pub(super) const WRITER_HEAP: usize = 24 << 20;
