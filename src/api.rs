@@ -22,6 +22,7 @@
 
 mod agents;
 mod auth;
+mod caller;
 mod crawl;
 mod error;
 mod health;
@@ -48,6 +49,7 @@ use tower_http::trace::TraceLayer;
 
 #[doc(hidden)]
 pub use agents::parse_search_body;
+pub use caller::{Caller, ClientAddr, Principal};
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 pub use openapi::{openapi_document, openapi_json};
@@ -109,6 +111,10 @@ pub fn router(state: AppState) -> Router {
                 .concurrency_limit(config.max_concurrent_requests)
                 .timeout(config.request_timeout),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::identify,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             observe::observe,

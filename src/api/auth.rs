@@ -11,8 +11,27 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 
+use super::caller::{Caller, ClientAddr, Principal};
 use super::error::{ApiError, ErrorCode};
 use super::state::AppState;
+
+/// The layer that tells who is asking: inserts the request's [`Caller`]
+/// (before any handler, the rate limits and the audit log read it).
+pub(super) async fn identify(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let principal =
+        if state.config().admin_token.is_some() && authorize(&state, req.headers()).is_ok() {
+            Principal::AdminToken
+        } else {
+            Principal::Anonymous
+        };
+    let addr = req.extensions().get::<ClientAddr>().map(|a| a.0);
+    req.extensions_mut().insert(Caller { principal, addr });
+    next.run(req).await
+}
 
 /// A request allowed to write: it carries the admin token, or the node
 /// has none. A handler taking it answers 401 without running when the

@@ -270,6 +270,7 @@ fn the_revoked_key_list_survives_a_restart() {
         let store = Store::open(dir.path(), 8 << 20).unwrap();
         assert!(store.blocking().revoke_key(fp, "agent:a.test").unwrap());
         assert!(!store.blocking().revoke_key(fp, "agent:a.test").unwrap());
+        store.close_blocking().unwrap();
     }
     let store = Store::open(dir.path(), 8 << 20).unwrap();
     let r = store.blocking().revocation(fp).unwrap().unwrap();
@@ -393,7 +394,8 @@ fn claim_counts_are_read_again_at_open() {
                 Judgement::Stored { .. }
             ));
         }
-        store.blocking().flush().unwrap();
+        drop(judge);
+        store.close_blocking().unwrap();
     }
     let store = Store::open(dir.path(), 8 << 20).unwrap();
     assert_eq!(
