@@ -12,6 +12,10 @@
 #    those ids: nodes run by one operator take each other's DNS evidence
 #    as is, so none of them re-crawls what another one verified.
 #
+# 4. the API listens on 0.0.0.0, so the node needs a credential: on
+#    first start an admin API key is made (`agentmesh keys create`), its
+#    token kept in /data/operator.token (mode 0600) for the operator.
+#
 # Everything else comes from the config file and AGENTMESH_* variables.
 # Every wait has a deadline (AGENTMESH_WAIT_SECONDS, default 120).
 set -eu
@@ -59,4 +63,9 @@ AGENTMESH_P2P__BOOTSTRAP="[$bootstrap]"
 AGENTMESH_P2P__TRUSTED_PEERS="[$trusted]"
 export AGENTMESH_P2P__BOOTSTRAP AGENTMESH_P2P__TRUSTED_PEERS
 log "bootstrap $AGENTMESH_P2P__BOOTSTRAP"
+if [ ! -s /data/api-keys.json ]; then
+    umask 077
+    agentmesh keys create --name operator --scope admin >/data/operator.token
+    log "made an admin API key; its token is in /data/operator.token"
+fi
 exec agentmesh node

@@ -49,6 +49,7 @@ use tower_http::trace::TraceLayer;
 
 #[doc(hidden)]
 pub use agents::parse_search_body;
+pub use auth::{route_scope, Access, Granted, ROUTE_SCOPES};
 pub use caller::{Caller, ClientAddr, Principal};
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
@@ -103,6 +104,8 @@ pub fn router(state: AppState) -> Router {
         // own (lines, line length): added after the body limits, which do
         // not wrap it.
         .route("/admin/import", axum::routing::post(import::import))
+        // After every route: the scope check runs on each matched one.
+        .route_layer(axum::middleware::from_fn(auth::require_scope))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()

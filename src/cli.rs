@@ -14,6 +14,7 @@ mod crawl;
 mod demo;
 mod http;
 mod import;
+mod keys;
 mod publish;
 mod revoke;
 mod search;
@@ -115,6 +116,9 @@ pub enum Command {
     /// search and resolution), lift a suspension (`--lift`), or list them
     /// (`--list`), through the node's admin API.
     Suspend(suspend::SuspendArgs),
+    /// Make, list or revoke the node's API keys (in its data directory;
+    /// a running node sees the change within a second).
+    Keys(keys::KeysArgs),
     /// Print the node's peer id (its key in the data directory, made if
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
@@ -299,6 +303,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend::run(args).await,
         Command::Revoke(args) => revoke::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
+        Command::Keys(args) => keys::run(args),
         Command::Status(args) => status::run(args).await,
         Command::Search(args) => search::run(args).await,
         Command::Completions(args) => done(completions(&args)),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 mod sections;
 
 pub use sections::{
-    ApiConfig, CrawlConfig, P2pConfig, Replication, SearchConfig, StoreConfig,
+    ApiConfig, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig, Secret, StoreConfig,
     DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
     DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
 };
@@ -173,7 +173,8 @@ impl Config {
             }
         }
         match build(&readings)? {
-            Ok(config) => {
+            Ok(mut config) => {
+                config.read_admin_token_file()?;
                 config.validate()?;
                 Ok(config)
             }
@@ -190,6 +191,34 @@ impl Config {
                 })
             }
         }
+    }
+
+    /// Reads `api.admin_token_file` into `api.admin_token` when the
+    /// token itself is not set: its first line, trimmed.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read,
+    /// [`ConfigError::Invalid`] when its first line is empty.
+    pub fn read_admin_token_file(&mut self) -> Result<(), ConfigError> {
+        let Some(path) = &self.api.admin_token_file else {
+            return Ok(());
+        };
+        if self.api.admin_token.is_some() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let token = text.lines().next().unwrap_or_default().trim();
+        if token.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "api.admin_token_file",
+                message: format!("{} holds no token on its first line", path.display()),
+            });
+        }
+        self.api.admin_token = Some(Secret::from(token));
+        Ok(())
     }
 
     /// Checks the invariants the node relies on.
@@ -248,6 +277,23 @@ impl Config {
         }
         if matches!(&self.api.admin_token, Some(t) if t.len() < 16) {
             return invalid("api.admin_token", "must be at least 16 characters");
+        }
+        if let Some(jwt) = &self.api.jwt {
+            if jwt.issuer.is_empty() || jwt.audience.is_empty() {
+                return invalid("api.jwt", "issuer and audience must both be set");
+            }
+            match (&jwt.jwks_url, &jwt.jwks_file) {
+                (Some(_), Some(_)) | (None, None) => {
+                    return invalid("api.jwt", "set exactly one of jwks_url and jwks_file")
+                }
+                (Some(url), None) if !url.starts_with("https://") => {
+                    return invalid("api.jwt.jwks_url", "must be an https:// URL")
+                }
+                _ => {}
+            }
+            if jwt.refresh < Duration::from_secs(30) {
+                return invalid("api.jwt.refresh", "must be at least 30 s");
+            }
         }
         if self.crawl.concurrency == 0 || self.crawl.concurrency > 4096 {
             return invalid("crawl.concurrency", "must be between 1 and 4096");

@@ -24,6 +24,8 @@
 //! - [`adp`]: the ADP `agent.json` document, its check, the challenge
 //!   handshake, key rotation;
 //! - [`store`]: the sled store, its secondary indexes and the text index;
+//! - [`access`]: who may do what through the API: scopes, API keys,
+//!   bearer JWTs;
 //! - `testbed` (feature `testbed`, on by default): the synthetic agent
 //!   population the tests, the demo and the simulations crawl;
 //! - [`mesh`]: the libp2p mesh (gossip, DHT, search) behind a `MeshClient`;
@@ -41,6 +43,7 @@
 //! - [`node`]: a running node, its parts wired once; [`cli`]: the binary's
 //!   commands (the demo among them).
 
+pub mod access;
 pub mod adp;
 pub mod aidip;
 pub mod api;

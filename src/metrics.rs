@@ -94,6 +94,7 @@ pub struct Metrics {
 struct Inner {
     registry: PromRegistry,
     requests: Family<RequestLabels, Counter>,
+    auth_failures: Family<Labels1, Counter>,
     crawls: Family<Labels1, Counter>,
     crawl_reasons: Family<Labels1, Counter>,
     crawl_jobs: Histogram,
@@ -176,6 +177,13 @@ impl Metrics {
             "HTTP API requests answered, by route template, method and status",
             requests.clone(),
         );
+        let auth_failures = Family::<Labels1, Counter>::default();
+        registry.register(
+            "auth_failures",
+            "Requests refused for their credentials, by reason: malformed, \
+             unknown_key, expired_key, revoked_key, bad_token, bad_jwt",
+            auth_failures.clone(),
+        );
         let crawls = Family::<Labels1, Counter>::default();
         registry.register(
             "crawls",
@@ -251,6 +259,7 @@ impl Metrics {
             inner: Arc::new(Inner {
                 registry,
                 requests,
+                auth_failures,
                 crawls,
                 crawl_reasons,
                 crawl_jobs,
@@ -292,6 +301,14 @@ impl Metrics {
             status,
         };
         self.inner.requests.get_or_create(&labels).inc();
+    }
+
+    /// One request refused for its credentials, and why.
+    pub fn auth_failed(&self, reason: &'static str) {
+        self.inner
+            .auth_failures
+            .get_or_create(&[("reason", reason)])
+            .inc();
     }
 
     /// One domain crawled: whether a record was stored, and the reason

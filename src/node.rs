@@ -28,6 +28,7 @@ use crate::registry::Registry;
 use crate::search::FederatedSearch;
 use crate::store::Store;
 
+mod access;
 mod error;
 mod wiring;
 
@@ -204,6 +205,7 @@ impl Node {
         let seeds = crate::crawl::seeds::seed_domains(&config.crawl)?;
         let mut stages = Stages::new();
         let (store, key) = start_store(&config, &mut stages).await?;
+        let access = access::build_access(&config)?;
         let peer_id = identity::peer_id_of(&key);
         let (issuer, outbox_rx) = build_issuer(&config, &store, &key);
         let registry = build_registry(&config, &issuer).await?;
@@ -255,6 +257,7 @@ impl Node {
             search: search.clone(),
             metrics,
             config: config.api.clone(),
+            access,
             peer_id: peer_id.clone(),
             listen_addrs: listen_addrs.clone(),
         });

@@ -867,7 +867,7 @@ async fn node_for(
         ..agentmesh::config::Config::default()
     };
     config.api.listen = "127.0.0.1:0".parse().unwrap();
-    config.api.admin_token = admin_token.map(str::to_owned);
+    config.api.admin_token = admin_token.map(Into::into);
     config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
     config.p2p.allow_private_addresses = true;
     config.crawl.resolvers = vec![bed.dns_addr()];
@@ -931,8 +931,18 @@ async fn a_public_crawl_report_names_no_internal_address_and_the_operator_sees_i
     };
     let full = get(Some(token)).await;
     assert!(full.to_string().contains(&address), "{full}");
-    // Anyone else: the reason code, no address, however they ask.
-    for who in [None, Some("not-the-token-at-all")] {
+    // A wrong token is refused (401), and its answer names no address.
+    let refused = http
+        .get(format!("{api}/crawl/{domain}"))
+        .bearer_auth("not-the-token-at-all")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    assert!(!refused.text().await.unwrap().contains(&address));
+    // Anyone else: the reason code, no address.
+    {
+        let who: Option<&str> = None;
         let public = get(who).await;
         let text = public.to_string();
         assert!(!text.contains(&address), "{who:?}: {text}");

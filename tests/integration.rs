@@ -6,6 +6,7 @@
 mod bind;
 mod common;
 
+mod access;
 mod api;
 mod cli;
 mod crawl;

@@ -11,10 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::auth::Admin;
-use super::error::{
-    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
-};
+use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed};
 use super::json::JsonBody;
 use super::state::AppState;
 use super::transfer::OfferedTransfer;
@@ -30,7 +27,6 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 
 /// `POST /agents`: registers an AIDIP document.
 #[utoipa::path(post, path = "/agents", tag = "agents",
-    security((), ("bearer" = [])),
     params(("agentmesh-transfer" = Option<String>, Header,
         description = "A transfer token from the agent's owner (`POST /admin/agents/{id}/transfer` on its node): registers an agent another registry hands to this one")),
     request_body(content = ref("#/components/schemas/AidipDocument"),
@@ -42,7 +38,6 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
             body = ref("#/components/schemas/AidipDocument"),
             headers(("location" = String, description = "`/agents/{id}`"))),
         (status = 400, description = "Not a valid document (every problem in `details`), or an `agentmesh-transfer` header that is not a transfer token", body = ErrorBody),
-        TokenRefused,
         (status = 403, description = "The id belongs to an agent this node did not register, and no transfer its owner signed for this node came with it", body = ErrorBody),
         BodyTooLarge,
         NotJson,
@@ -50,7 +45,6 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
     ))]
 pub(super) async fn register(
     State(state): State<AppState>,
-    _: Admin,
     OfferedTransfer(transfer): OfferedTransfer,
     JsonBody(doc): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
@@ -155,14 +149,12 @@ pub(super) async fn summary(
 
 /// `PUT /agents/{id}`: replaces the document of an agent registered here.
 #[utoipa::path(put, path = "/agents/{id}", tag = "agents",
-    security((), ("bearer" = [])),
     params(("id" = String, Path, description = "Agent id")),
     request_body(content = ref("#/components/schemas/AidipDocument"),
         description = "The whole new document; its `id`, if any, must be the path's"),
     responses(
         (status = 200, description = "Updated", body = ref("#/components/schemas/AidipDocument")),
         (status = 400, description = "Not a valid document (every problem in `details`)", body = ErrorBody),
-        TokenRefused,
         (status = 403, description = "This node did not register the agent", body = ErrorBody),
         (status = 404, description = "No such agent", body = ErrorBody),
         BodyTooLarge,
@@ -172,7 +164,6 @@ pub(super) async fn summary(
 pub(super) async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    _: Admin,
     JsonBody(doc): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(state.registry().update(&id, doc).await?))
@@ -181,11 +172,9 @@ pub(super) async fn update(
 /// `DELETE /agents/{id}`: deregisters an agent registered here (a signed
 /// tombstone replaces its record and is gossiped).
 #[utoipa::path(delete, path = "/agents/{id}", tag = "agents",
-    security((), ("bearer" = [])),
     params(("id" = String, Path, description = "Agent id")),
     responses(
         (status = 204, description = "Deregistered"),
-        TokenRefused,
         (status = 403, description = "This node did not register the agent", body = ErrorBody),
         (status = 404, description = "No such agent", body = ErrorBody),
         StoreFailed,
@@ -193,7 +182,6 @@ pub(super) async fn update(
 pub(super) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    _: Admin,
 ) -> Result<StatusCode, ApiError> {
     state.registry().delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)

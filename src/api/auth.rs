@@ -1,90 +1,354 @@
-//! Who may write: the node's admin token (`api.admin_token`), asked as
-//! `Authorization: Bearer <token>` and compared in constant time. Two
-//! extractors carry it to the handlers: [`Admin`], which refuses a
-//! request without the token (401, the error object), and [`Operator`],
-//! which only tells whether the request carries it (what a full crawl
-//! report is shown to).
+//! Who may do what (docs/protocol.md#api-access). Two layers and two
+//! extractors:
+//! - [`identify`], on every request: reads the bearer credential (the
+//!   admin token, an API key, or a JWT from the configured issuer),
+//!   refuses a bad one (401 with `WWW-Authenticate`, counted by reason
+//!   and logged without the credential), and inserts the request's
+//!   [`Caller`] and the scopes it was granted ([`Granted`]);
+//! - [`require_scope`], on every matched route: looks the route up in
+//!   [`ROUTE_SCOPES`] and refuses a caller without that scope (401 when
+//!   it brought no credentials, 403 when they lack the scope);
+//! - [`Admin`], which a handler under `/admin/` takes as a second check,
+//!   and [`Operator`], which tells whether the caller may see a full
+//!   crawl report.
+//!
+//! A node with no credentials configured at all (no admin token, no API
+//! key, no JWT issuer) is open: every caller has every scope. The node
+//! only runs so on a loopback address (see `node`'s access step).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
 
 use super::caller::{Caller, ClientAddr, Principal};
 use super::error::{ApiError, ErrorCode};
 use super::state::AppState;
+use crate::access::jwt::JwtVerifier;
+use crate::access::keys::{self, KeyRing, KeyVerdict};
+use crate::access::{Scope, Scopes};
+use crate::config::Secret;
 
-/// The layer that tells who is asking: inserts the request's [`Caller`]
-/// (before any handler, the rate limits and the audit log read it).
-pub(super) async fn identify(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    mut req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let principal =
-        if state.config().admin_token.is_some() && authorize(&state, req.headers()).is_ok() {
-            Principal::AdminToken
-        } else {
-            Principal::Anonymous
-        };
-    let addr = req.extensions().get::<ClientAddr>().map(|a| a.0);
-    req.extensions_mut().insert(Caller { principal, addr });
-    next.run(req).await
+/// The credentials a node accepts, and what a caller without any may do.
+#[derive(Debug)]
+pub struct Access {
+    admin_token: Option<Secret>,
+    keys: Arc<KeyRing>,
+    jwt: Option<Arc<JwtVerifier>>,
+    public_reads: bool,
 }
 
-/// A request allowed to write: it carries the admin token, or the node
-/// has none. A handler taking it answers 401 without running when the
-/// token is missing or wrong.
-pub(super) struct Admin;
+impl Access {
+    /// The access of a node: its admin token, its key ring, its JWT
+    /// issuer, and whether callers without credentials may read.
+    pub fn new(
+        admin_token: Option<Secret>,
+        keys: KeyRing,
+        jwt: Option<JwtVerifier>,
+        public_reads: bool,
+    ) -> Self {
+        Self {
+            admin_token,
+            keys: Arc::new(keys),
+            jwt: jwt.map(Arc::new),
+            public_reads,
+        }
+    }
 
-impl FromRequestParts<AppState> for Admin {
-    type Rejection = ApiError;
+    /// Whether no credential is configured: then every caller may do
+    /// everything (a loopback node for one user).
+    pub fn is_open(&self) -> bool {
+        self.admin_token.is_none() && self.jwt.is_none() && !self.keys.any()
+    }
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        authorize(state, &parts.headers).map(|()| Admin)
+    /// What a caller without credentials may do.
+    fn anonymous_scopes(&self) -> Scopes {
+        if self.is_open() {
+            Scopes::all()
+        } else if self.public_reads {
+            Scopes::from_iter([Scope::Read])
+        } else {
+            Scopes::NONE
+        }
+    }
+
+    /// Who `token` proves, and what it may do.
+    async fn check(&self, token: &str) -> Result<(Principal, Scopes), Refusal> {
+        if let Some(admin) = &self.admin_token {
+            if bool::from(token.as_bytes().ct_eq(admin.expose().as_bytes())) {
+                return Ok((Principal::AdminToken, Scopes::all()));
+            }
+        }
+        if keys::looks_like_key(token) {
+            return match self.keys.verify(token, crate::record::unix_now()) {
+                KeyVerdict::Valid { id, scopes } => Ok((Principal::ApiKey { id }, scopes)),
+                KeyVerdict::Unknown => Err(Refusal::new("unknown_key", "the API key is not valid")),
+                KeyVerdict::Expired { id } => Err(Refusal::new(
+                    "expired_key",
+                    format!("the API key {id} has expired"),
+                )),
+                KeyVerdict::Revoked { id } => Err(Refusal::new(
+                    "revoked_key",
+                    format!("the API key {id} was revoked"),
+                )),
+            };
+        }
+        if let Some(jwt) = self
+            .jwt
+            .as_ref()
+            .filter(|_| JwtVerifier::looks_like_jwt(token))
+        {
+            return match jwt.verify(token).await {
+                Ok(grant) => Ok((
+                    Principal::Jwt {
+                        subject: grant.subject,
+                    },
+                    grant.scopes,
+                )),
+                Err(e) => Err(Refusal::new("bad_jwt", e.to_string())),
+            };
+        }
+        Err(Refusal::new("bad_token", "the bearer token is not valid"))
     }
 }
 
-/// Whether the request carries this node's admin token, when one is
-/// configured (a node without a token treats nobody as its operator).
+/// The scopes a request was granted, in its extensions (set by
+/// [`identify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted(pub Scopes);
+
+/// Why credentials were refused: a metric label and a message for the
+/// client (never the credential).
+struct Refusal {
+    reason: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The realm every `WWW-Authenticate` names.
+const REALM: &str = "agentmesh";
+
+/// A 401 answer: the error object and `WWW-Authenticate: Bearer`, with
+/// `error="invalid_token"` when credentials were brought and refused
+/// (RFC 6750, section 3).
+fn unauthorized(message: String, invalid_token: bool) -> Response {
+    let mut response = ApiError::new(ErrorCode::Unauthorized, message).into_response();
+    let challenge = if invalid_token {
+        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\"")
+    } else {
+        format!("Bearer realm=\"{REALM}\"")
+    };
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_str(&challenge).expect("an ASCII challenge"),
+    );
+    response
+}
+
+/// The layer that tells who is asking: inserts the request's [`Caller`]
+/// and [`Granted`] scopes before any handler (the rate limits and the
+/// audit log read them), or answers 401 to credentials that do not
+/// check.
+pub(super) async fn identify(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let access = state.access();
+    let addr = req.extensions().get::<ClientAddr>().map(|a| a.0);
+    let presented = req.headers().get(header::AUTHORIZATION).cloned();
+    let (principal, scopes) = match presented {
+        // An open node checks nothing: there is nothing to check against.
+        Some(_) if access.is_open() => (Principal::Anonymous, Scopes::all()),
+        None => (Principal::Anonymous, access.anonymous_scopes()),
+        Some(value) => {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim)
+                .filter(|t| !t.is_empty());
+            let checked = match token {
+                Some(token) => access.check(token).await,
+                None => Err(Refusal::new(
+                    "malformed",
+                    "credentials go in 'Authorization: Bearer <token>'",
+                )),
+            };
+            match checked {
+                Ok(granted) => granted,
+                Err(refusal) => {
+                    state.metrics().auth_failed(refusal.reason);
+                    tracing::warn!(
+                        client = ?addr,
+                        path = %req.uri().path(),
+                        reason = refusal.reason,
+                        "credentials refused"
+                    );
+                    return unauthorized(refusal.message, true);
+                }
+            }
+        }
+    };
+    req.extensions_mut().insert(Caller { principal, addr });
+    req.extensions_mut().insert(Granted(scopes));
+    next.run(req).await
+}
+
+/// Which scope each route needs; `None`: anyone (the explorer's files,
+/// the health check load balancers ask, the OpenAPI document). A route
+/// missing here needs `admin` (and a test walks every route).
+pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
+    ("GET", "/", None),
+    ("GET", "/ui/{asset}", None),
+    ("GET", "/health", None),
+    ("GET", "/openapi.json", None),
+    ("GET", "/metrics", Some(Scope::Read)),
+    ("GET", "/peers", Some(Scope::Read)),
+    ("GET", "/agents", Some(Scope::Read)),
+    ("POST", "/agents", Some(Scope::Register)),
+    ("POST", "/agents/search", Some(Scope::Read)),
+    ("GET", "/agents/{id}", Some(Scope::Read)),
+    ("PUT", "/agents/{id}", Some(Scope::Register)),
+    ("DELETE", "/agents/{id}", Some(Scope::Register)),
+    ("GET", "/agents/{id}/summary", Some(Scope::Read)),
+    ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
+    ("POST", "/resolve", Some(Scope::Read)),
+    ("POST", "/crawl", Some(Scope::Crawl)),
+    ("GET", "/crawl/{domain}", Some(Scope::Read)),
+    ("POST", "/records", Some(Scope::Records)),
+    ("POST", "/admin/import", Some(Scope::Import)),
+    ("PUT", "/admin/agents/{id}/suspension", Some(Scope::Admin)),
+    (
+        "DELETE",
+        "/admin/agents/{id}/suspension",
+        Some(Scope::Admin),
+    ),
+    ("GET", "/admin/suspensions", Some(Scope::Admin)),
+    ("POST", "/admin/agents/{id}/transfer", Some(Scope::Admin)),
+];
+
+/// The scope a route needs: its [`ROUTE_SCOPES`] entry, else `admin`.
+pub fn route_scope(method: &Method, route: &str) -> Option<Scope> {
+    // HEAD is answered by the GET route.
+    let method = if method == Method::HEAD {
+        "GET"
+    } else {
+        method.as_str()
+    };
+    ROUTE_SCOPES
+        .iter()
+        .find(|(m, r, _)| *m == method && *r == route)
+        .map_or(Some(Scope::Admin), |(_, _, scope)| *scope)
+}
+
+/// The layer on every matched route: refuses a caller without the
+/// route's scope.
+pub(super) async fn require_scope(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_default();
+    let Some(scope) = route_scope(req.method(), &route) else {
+        return next.run(req).await;
+    };
+    let granted = req
+        .extensions()
+        .get::<Granted>()
+        .map_or(Scopes::NONE, |g| g.0);
+    if granted.allows(scope) {
+        return next.run(req).await;
+    }
+    let caller = Caller::of(req.extensions());
+    if caller.principal == Principal::Anonymous {
+        unauthorized(
+            format!(
+                "{} {route} needs credentials with the '{scope}' scope: \
+                 'Authorization: Bearer <API key, JWT or admin token>'",
+                req.method()
+            ),
+            false,
+        )
+    } else {
+        ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "{} {route} needs the '{scope}' scope; {} has {granted}",
+                req.method(),
+                caller.principal
+            ),
+        )
+        .with_status(StatusCode::FORBIDDEN)
+        .into_response()
+    }
+}
+
+/// A request allowed to administer the node (the `admin` scope). The
+/// routes under `/admin/` are guarded by [`require_scope`] already; a
+/// handler taking this refuses on its own too, should its route ever be
+/// missing from the table.
+pub(super) struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Response> {
+        let granted = parts
+            .extensions
+            .get::<Granted>()
+            .map_or(Scopes::NONE, |g| g.0);
+        if granted.allows(Scope::Admin) {
+            Ok(Admin)
+        } else {
+            Err(unauthorized(
+                "this route needs credentials with the 'admin' scope".into(),
+                false,
+            ))
+        }
+    }
+}
+
+/// Whether the caller may see a node's full crawl reports: it has the
+/// `crawl` scope, on a node that checks credentials (a node without any
+/// treats nobody as its operator).
 pub(super) struct Operator(pub(super) bool);
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
-        let operator =
-            state.config().admin_token.is_some() && authorize(state, &parts.headers).is_ok();
-        Ok(Operator(operator))
+        let granted = parts
+            .extensions
+            .get::<Granted>()
+            .map_or(Scopes::NONE, |g| g.0);
+        Ok(Operator(
+            !state.access().is_open() && granted.allows(Scope::Crawl),
+        ))
     }
 }
 
-/// Checks the bearer token of a request against the node's, when it has
-/// one.
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(token) = &state.config().admin_token else {
-        return Ok(());
-    };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::Unauthorized,
-                "this node requires 'Authorization: Bearer <token>' for writes",
-            )
-        })?;
-    if bool::from(subtle::ConstantTimeEq::ct_eq(
-        presented.as_bytes(),
-        token.as_bytes(),
-    )) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::Unauthorized,
-            "the bearer token is not valid",
-        ))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_missing_from_the_table_needs_admin() {
+        assert_eq!(route_scope(&Method::GET, "/nowhere"), Some(Scope::Admin));
+        assert_eq!(route_scope(&Method::HEAD, "/agents"), Some(Scope::Read));
+        assert_eq!(route_scope(&Method::GET, "/health"), None);
     }
 }

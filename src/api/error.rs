@@ -211,12 +211,6 @@ macro_rules! shared_error_answer {
 }
 
 shared_error_answer!(
-    /// 401: a write without the admin token, or with a wrong one.
-    TokenRefused,
-    "401",
-    "The admin token is missing or wrong"
-);
-shared_error_answer!(
     /// 413: a body over `api.max_body_bytes`.
     BodyTooLarge,
     "413",

@@ -24,8 +24,10 @@ use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{agents, crawl, health, import, observe, records, resolve, suspend, transfer, ui};
+use crate::access::Scope;
 
 /// The name the AIDIP document schema has in `components.schemas`.
 const AIDIP_SCHEMA: &str = "AidipDocument";
@@ -94,11 +96,59 @@ impl Modify for Bearer {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "The node's admin token (`api.admin_token`); needed for \
-                         writes only when the node has one",
+                        "An API key (`amk_...`, from `agentmesh keys create`), a JWT \
+                         from the issuer in `[api.jwt]`, or the node's admin token \
+                         (`api.admin_token`). Each operation names the scope it \
+                         needs (docs/protocol.md#api-access); a node with no \
+                         credentials configured (loopback only) needs none.",
                     ))
                     .build(),
             ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::api::ROUTE_SCOPES;
+
+    #[test]
+    fn every_documented_operation_is_in_the_scope_table_and_back() {
+        let doc = openapi_document();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                documented.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+        let table: BTreeSet<(String, String)> = ROUTE_SCOPES
+            .iter()
+            .map(|(m, r, _)| ((*m).to_owned(), (*r).to_owned()))
+            .collect();
+        assert_eq!(documented, table);
+    }
+
+    #[test]
+    fn scoped_operations_name_their_scope_and_the_refusals() {
+        let doc = openapi_document();
+        let op = &doc["paths"]["/admin/import"]["post"];
+        assert_eq!(op["security"], serde_json::json!([{"bearer": ["import"]}]));
+        assert!(op["responses"]["401"].is_object());
+        assert!(op["responses"]["403"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("`import` scope"));
+        let read = &doc["paths"]["/agents"]["get"];
+        assert_eq!(
+            read["security"],
+            serde_json::json!([{}, {"bearer": ["read"]}])
+        );
+        assert_eq!(
+            doc["paths"]["/health"]["get"]["security"],
+            serde_json::json!([{}])
         );
     }
 }
@@ -107,7 +157,86 @@ impl Modify for Bearer {
 pub fn openapi_document() -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     lift_aidip_schema(&mut doc);
+    describe_access(&mut doc);
     doc
+}
+
+/// Gives every operation the security requirement of its route's scope
+/// ([`route_scope`]) and, where a scope is needed, the 401 and 403
+/// answers: one table says who may do what, and the document follows it.
+/// A read may also be made without credentials (`api.public_reads`,
+/// on by default).
+fn describe_access(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let error = |description: &str| {
+        serde_json::json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        })
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(operations) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in operations.iter_mut() {
+            let Ok(parsed) = method.to_uppercase().parse::<axum::http::Method>() else {
+                continue;
+            };
+            let Some(operation) = operation.as_object_mut() else {
+                continue;
+            };
+            let Some(scope) = route_scope(&parsed, path) else {
+                operation.insert("security".into(), serde_json::json!([{}]));
+                continue;
+            };
+            let bearer = serde_json::json!({"bearer": [scope.as_str()]});
+            let security = if scope == Scope::Read {
+                serde_json::json!([{}, bearer])
+            } else {
+                serde_json::json!([bearer])
+            };
+            operation.insert("security".into(), security);
+            let responses = operation
+                .entry("responses")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(responses) = responses.as_object_mut() {
+                let answers = [
+                    (
+                        "401",
+                        "Credentials are missing, or not valid (`WWW-Authenticate` says which)"
+                            .to_owned(),
+                    ),
+                    ("403", format!("The credentials lack the `{scope}` scope")),
+                ];
+                for (status, description) in answers {
+                    match responses.get_mut(status) {
+                        // The operation gives this status for a reason of
+                        // its own too: both are named.
+                        Some(Value::Object(existing)) => {
+                            let before = existing
+                                .get("description")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned();
+                            existing.insert(
+                                "description".into(),
+                                Value::String(format!("{before}; or: {description}")),
+                            );
+                        }
+                        _ => {
+                            responses.insert(status.into(), error(&description));
+                        }
+                    }
+                }
+                let mut sorted: Vec<(String, Value)> =
+                    std::mem::take(responses).into_iter().collect();
+                sorted.sort_by(|a, b| a.0.cmp(&b.0));
+                responses.extend(sorted);
+            }
+        }
+    }
 }
 
 /// The document as served and checked in: pretty JSON with a final newline.

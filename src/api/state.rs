@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::auth::Access;
 use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::reverify::Reverifier;
@@ -41,6 +42,8 @@ pub struct AppStateParts {
     pub metrics: Metrics,
     /// The `[api]` section: limits and the admin token.
     pub config: ApiConfig,
+    /// The credentials the API accepts.
+    pub access: Access,
     /// The node's libp2p peer id.
     pub peer_id: String,
     /// Its listen multiaddrs, with `/p2p/<peer id>`.
@@ -92,6 +95,10 @@ impl AppState {
 
     pub(crate) fn config(&self) -> &ApiConfig {
         &self.inner.parts.config
+    }
+
+    pub(crate) fn access(&self) -> &Access {
+        &self.inner.parts.access
     }
 
     pub(crate) fn peer_id(&self) -> &str {

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::auth::Admin;
 use super::error::{
-    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, Overloaded, StoreFailed, TokenRefused,
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, Overloaded, StoreFailed,
 };
 use super::json::JsonBody;
 use super::state::AppState;
@@ -78,13 +78,11 @@ fn store_error(e: StoreError) -> ApiError {
 
 /// `PUT /admin/agents/{id}/suspension`: suspends an agent held here.
 #[utoipa::path(put, path = "/admin/agents/{id}/suspension", tag = "admin",
-    security((), ("bearer" = [])),
     params(("id" = String, Path, description = "Agent id")),
     request_body = SuspendBody,
     responses(
         (status = 200, description = "Suspended", body = SuspensionView),
         (status = 400, description = "No reason, or one too long", body = ErrorBody),
-        TokenRefused,
         (status = 404, description = "Not held here", body = ErrorBody),
         BodyTooLarge,
         NotJson,
@@ -110,11 +108,9 @@ pub(super) async fn suspend(
 
 /// `DELETE /admin/agents/{id}/suspension`: lifts a suspension.
 #[utoipa::path(delete, path = "/admin/agents/{id}/suspension", tag = "admin",
-    security((), ("bearer" = [])),
     params(("id" = String, Path, description = "Agent id")),
     responses(
         (status = 204, description = "Lifted"),
-        TokenRefused,
         (status = 404, description = "Not held here, or not suspended", body = ErrorBody),
         StoreFailed,
     ))]
@@ -156,10 +152,8 @@ pub(super) async fn one(
 
 /// `GET /admin/suspensions`: every suspension.
 #[utoipa::path(get, path = "/admin/suspensions", tag = "admin",
-    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Every suspension of this node", body = Suspensions),
-        TokenRefused,
         Overloaded,
     ))]
 pub(super) async fn all(State(state): State<AppState>, _: Admin) -> Json<Suspensions> {

@@ -12,9 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Admin;
-use super::error::{
-    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
-};
+use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed};
 use super::json::JsonBody;
 use super::state::AppState;
 use crate::identity;
@@ -51,13 +49,11 @@ pub(super) struct TransferView {
 /// `POST /admin/agents/{id}/transfer`: hands an agent registered here to
 /// another node.
 #[utoipa::path(post, path = "/admin/agents/{id}/transfer", tag = "admin",
-    security((), ("bearer" = [])),
     params(("id" = String, Path, description = "Agent id")),
     request_body = TransferBody,
     responses(
         (status = 200, description = "The signed hand-over", body = TransferView),
         (status = 400, description = "`to` is not an Ed25519 peer id", body = ErrorBody),
-        TokenRefused,
         (status = 403, description = "The agent was not registered here", body = ErrorBody),
         (status = 404, description = "No live agent with this id", body = ErrorBody),
         BodyTooLarge,

@@ -35,9 +35,18 @@ pub struct ApiConfig {
     pub default_limit: usize,
     /// Largest page size or `top` a client may ask for.
     pub max_limit: usize,
-    /// When set, writes (`POST`/`PUT`/`DELETE /agents`) need
-    /// `Authorization: Bearer <token>`.
-    pub admin_token: Option<String>,
+    /// The admin token: `Authorization: Bearer <token>` allows every
+    /// route (docs/protocol.md#api-access). At least 16 characters.
+    pub admin_token: Option<Secret>,
+    /// A file holding the admin token (its first line), read at start;
+    /// used when `admin_token` is not set.
+    pub admin_token_file: Option<PathBuf>,
+    /// Whether requests without credentials may read (get, list,
+    /// search, resolve, summaries, crawl report summaries). Writes
+    /// always need credentials once any are configured.
+    pub public_reads: bool,
+    /// Bearer JWTs from an OAuth 2.0 issuer, when set.
+    pub jwt: Option<JwtConfig>,
     /// Time allowed for one request, end to end.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
@@ -59,12 +68,96 @@ impl Default for ApiConfig {
             default_limit: 20,
             max_limit: 100,
             admin_token: None,
+            admin_token_file: None,
+            public_reads: true,
+            jwt: None,
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 1024,
             import_max_line_bytes: DEFAULT_IMPORT_MAX_LINE_BYTES,
             import_max_lines: 1_000_000,
         }
     }
+}
+
+/// A secret from the configuration (a token): shown as `<redacted>` by
+/// `Debug`, so it never reaches a log line through the config.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret's text.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret(s.to_owned())
+    }
+}
+
+impl std::ops::Deref for Secret {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `[api.jwt]`: bearer JWTs from an OAuth 2.0 issuer, checked against
+/// its JWKS (docs/protocol.md#api-access).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// The `iss` a token must carry.
+    pub issuer: String,
+    /// The `aud` a token must carry (one of, when it has several).
+    pub audience: String,
+    /// Where the issuer's JWKS is fetched (`https://`).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Or a file holding it (read again on the same schedule).
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// Extra CA certificates (PEM) trusted for `jwks_url`.
+    #[serde(default)]
+    pub ca_files: Vec<PathBuf>,
+    /// The claim that holds the scopes: a space-separated string or a
+    /// list of strings.
+    #[serde(default = "default_scope_claim")]
+    pub scope_claim: String,
+    /// Clock skew allowed on `exp` and `nbf`.
+    #[serde(default = "default_jwt_leeway", with = "humantime_serde")]
+    pub leeway: Duration,
+    /// How old the fetched JWKS may grow before it is fetched again.
+    #[serde(default = "default_jwks_refresh", with = "humantime_serde")]
+    pub refresh: Duration,
+}
+
+fn default_scope_claim() -> String {
+    "scope".into()
+}
+
+fn default_jwt_leeway() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(15 * 60)
 }
 
 /// The longest lifetime of a record from another node accepted by

@@ -150,3 +150,82 @@ fn bad_values_are_refused() {
     let missing = Config::load(Some(Path::new("/nonexistent/agentmesh.toml")), vec![]).unwrap_err();
     assert!(matches!(missing, ConfigError::Read { .. }));
 }
+
+#[test]
+fn secrets_are_redacted_from_debug_and_read_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "a-token-from-a-file-of-secrets\nignored\n").unwrap();
+    let c = Config::load(
+        None,
+        [(
+            "AGENTMESH_API__ADMIN_TOKEN_FILE".to_owned(),
+            file.display().to_string(),
+        )],
+    )
+    .unwrap();
+    assert_eq!(
+        c.api.admin_token.as_deref(),
+        Some("a-token-from-a-file-of-secrets")
+    );
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("a-token-from-a-file"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+
+    std::fs::write(&file, "\n").unwrap();
+    let err = Config::load(
+        None,
+        [(
+            "AGENTMESH_API__ADMIN_TOKEN_FILE".to_owned(),
+            file.display().to_string(),
+        )],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("api.admin_token_file"), "{err}");
+    let missing = dir.path().join("missing");
+    assert!(Config::load(
+        None,
+        [(
+            "AGENTMESH_API__ADMIN_TOKEN_FILE".to_owned(),
+            missing.display().to_string()
+        )],
+    )
+    .is_err());
+}
+
+#[test]
+fn jwt_settings_are_checked() {
+    let load = |vars: &[(&str, &str)]| {
+        Config::load(
+            None,
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
+    };
+    let base = [
+        ("AGENTMESH_API__JWT__ISSUER", "https://login.test/"),
+        ("AGENTMESH_API__JWT__AUDIENCE", "agentmesh"),
+    ];
+    let with = |extra: (&'static str, &'static str)| {
+        let mut v = base.to_vec();
+        v.push(extra);
+        v
+    };
+    let ok = load(&with((
+        "AGENTMESH_API__JWT__JWKS_URL",
+        "https://login.test/jwks",
+    )))
+    .unwrap();
+    let jwt = ok.api.jwt.unwrap();
+    assert_eq!(jwt.scope_claim, "scope");
+    assert_eq!(jwt.leeway, std::time::Duration::from_secs(60));
+    for (vars, key) in [
+        (
+            with(("AGENTMESH_API__JWT__JWKS_URL", "http://login.test/jwks")),
+            "api.jwt.jwks_url",
+        ),
+        (base.to_vec(), "api.jwt"),
+    ] {
+        let err = load(&vars).unwrap_err().to_string();
+        assert!(err.contains(key), "{err}");
+    }
+}

@@ -40,6 +40,10 @@ pub enum NodeError {
     /// `search.semantic_model` could not be loaded.
     #[error(transparent)]
     Semantic(#[from] crate::semantic::SemanticError),
+    /// The API's credentials could not be set up (the JWT issuer's
+    /// settings, the key file, the node's own admin token).
+    #[error("API access: {0}")]
+    Access(String),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

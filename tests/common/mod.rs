@@ -316,6 +316,7 @@ pub struct TestNode {
     data_dir: tempfile::TempDir,
     env: Vec<(String, String)>,
     args: Vec<String>,
+    listen: String,
     addr: SocketAddr,
     peer_id: String,
     stdout: Captured,
@@ -337,6 +338,7 @@ pub struct NodeBuilder {
     env: Vec<(String, String)>,
     args: Vec<String>,
     data_dir: Option<tempfile::TempDir>,
+    listen: Option<String>,
 }
 
 impl NodeBuilder {
@@ -365,6 +367,12 @@ impl NodeBuilder {
         self
     }
 
+    /// Listens on `addr` instead of `127.0.0.1:0`.
+    pub fn listen(mut self, addr: &str) -> Self {
+        self.listen = Some(addr.to_owned());
+        self
+    }
+
     /// Uses `dir` (already populated, e.g. by `demo --data-dir`) as the
     /// data directory.
     pub fn data_dir(mut self, dir: tempfile::TempDir) -> Self {
@@ -386,6 +394,7 @@ impl NodeBuilder {
             data_dir,
             env: self.env,
             args: self.args,
+            listen: self.listen.unwrap_or_else(|| "127.0.0.1:0".into()),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             peer_id: String::new(),
             stdout: Captured::default(),
@@ -420,7 +429,7 @@ impl TestNode {
         cmd.arg("node")
             .arg("--data-dir")
             .arg(self.data_dir.path())
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", &self.listen])
             // Keep parallel tests off the default p2p port 7701.
             .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
             .args(&self.args)
