@@ -21,6 +21,7 @@
 //! (no token) renders [`Metrics`](crate::metrics::Metrics).
 
 mod agents;
+mod audit;
 mod auth;
 mod caller;
 mod crawl;
@@ -49,6 +50,8 @@ use tower_http::trace::TraceLayer;
 
 #[doc(hidden)]
 pub use agents::parse_search_body;
+pub use audit::record as audit_record;
+pub(crate) use audit::{show as audit_show, verify_json as audit_verify_json};
 pub use caller::{Caller, ClientAddr, Principal};
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
@@ -103,6 +106,13 @@ pub fn router(state: AppState) -> Router {
         // own (lines, line length): added after the body limits, which do
         // not wrap it.
         .route("/admin/import", axum::routing::post(import::import))
+        .route("/admin/audit", get(audit::page))
+        .route("/admin/audit/verify", get(audit::verify))
+        .route("/admin/audit/{seq}", get(audit::one))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::trail,
+        ))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()

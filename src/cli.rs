@@ -9,6 +9,7 @@
 
 #[cfg(feature = "testbed")]
 mod agent_host;
+mod audit;
 mod crawl;
 #[cfg(feature = "testbed")]
 mod demo;
@@ -115,6 +116,11 @@ pub enum Command {
     /// search and resolution), lift a suspension (`--lift`), or list them
     /// (`--list`), through the node's admin API.
     Suspend(suspend::SuspendArgs),
+    /// Read the audit log: `verify` its hash chain (exit 1 naming the
+    /// first broken entry), `tail` its newest entries, `show` one entry
+    /// and the record version it names; from a data directory no node
+    /// runs on (`--data-dir`) or a running node (`--api URL --token T`).
+    Audit(audit::AuditArgs),
     /// Print the node's peer id (its key in the data directory, made if
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
@@ -298,6 +304,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Testbed(args) => testbed::run(args).await,
         Command::Suspend(args) => suspend::run(args).await,
         Command::Revoke(args) => revoke::run(args).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
         Command::Status(args) => status::run(args).await,
         Command::Search(args) => search::run(args).await,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 mod sections;
 
 pub use sections::{
-    ApiConfig, CrawlConfig, P2pConfig, Replication, SearchConfig, StoreConfig,
+    ApiConfig, AuditRetention, CrawlConfig, P2pConfig, Replication, SearchConfig, StoreConfig,
     DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
     DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
 };

@@ -25,7 +25,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
-use super::{agents, crawl, health, import, observe, records, resolve, suspend, transfer, ui};
+use super::{
+    agents, audit, crawl, health, import, observe, records, resolve, suspend, transfer, ui,
+};
 
 /// The name the AIDIP document schema has in `components.schemas`.
 const AIDIP_SCHEMA: &str = "AidipDocument";
@@ -59,6 +61,9 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         suspend::suspend,
         suspend::unsuspend,
         suspend::all,
+        audit::page,
+        audit::verify,
+        audit::one,
         transfer::hand_over,
         import::import,
         health::health,

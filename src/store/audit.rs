@@ -17,9 +17,10 @@
 //! acknowledges has a durable entry. A crash between a write and its
 //! entry leaves the write without one; the chain stays whole.
 //!
-//! Refusals of peers' records come by the thousand from a hostile peer:
-//! [`BlockingStore::audit_refusal`] keeps at most one entry per refusal
-//! code per [`REFUSAL_WINDOW`], carrying how many refusals it stands for.
+//! Refusals of peers' records and failed authentications come by the
+//! thousand from a hostile client: [`BlockingStore::audit_aggregated`]
+//! keeps at most one entry per key (refusal code, client address) per
+//! [`REFUSAL_WINDOW`], carrying how many events it stands for.
 
 mod entry;
 mod verify;
@@ -44,6 +45,9 @@ use entry::{bounded, chain_hash, decode_stored, encode_stored, Body};
 
 /// At most one `remote_refused` entry per refusal code in this window.
 pub const REFUSAL_WINDOW: Duration = Duration::from_secs(60);
+
+/// Most keys [`BlockingStore::audit_aggregated`] tallies at once.
+const MAX_TALLIES: usize = 4096;
 
 /// Most entries one page reads.
 pub const MAX_AUDIT_PAGE: usize = 1000;
@@ -215,27 +219,45 @@ impl BlockingStore {
             .entry)
     }
 
-    /// Counts a refusal of a peer's record with code `code`: the first of
-    /// a code, and the first after [`REFUSAL_WINDOW`] since its last
-    /// entry, append a `remote_refused` entry carrying how many refusals
-    /// of the code it stands for; the others are only counted. A tally
-    /// still open when the node stops is not written.
+    /// Counts a refusal of a peer's record with code `code`, as
+    /// [`BlockingStore::audit_aggregated`] does (at most one
+    /// `remote_refused` entry per code per [`REFUSAL_WINDOW`]).
     ///
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn audit_refusal(&self, code: &str) -> Result<(), StoreError> {
+        let event = AuditEvent::new(
+            "remote",
+            AuditAction::RemoteRefused,
+            code,
+            AuditOutcome::Refused(code.to_owned()),
+        );
+        self.audit_aggregated(&format!("refused:{code}"), event)
+    }
+
+    /// Appends `event` when it is the first of its `key` or the first
+    /// after [`REFUSAL_WINDOW`] since the key's last entry, its `count`
+    /// then how many events of the key it stands for; otherwise only
+    /// counts it. For what an adversary can repeat at will (peers'
+    /// refused records, failed authentications): the log grows by at
+    /// most one entry per key per window. A tally still open when the
+    /// node stops is not written.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn audit_aggregated(&self, key: &str, mut event: AuditEvent) -> Result<(), StoreError> {
         let count = {
             let mut tallies = self
                 .audit_log()
                 .refusals
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // Codes are a closed set; the bound only guards a bug.
-            if tallies.len() > 256 {
+            // Bounded memory: many keys (addresses) start over.
+            if tallies.len() > MAX_TALLIES {
                 tallies.clear();
             }
             let now = std::time::Instant::now();
-            match tallies.get_mut(code) {
+            match tallies.get_mut(key) {
                 Some(t) if now.duration_since(t.since) < REFUSAL_WINDOW => {
                     t.count += 1;
                     return Ok(());
@@ -250,7 +272,7 @@ impl BlockingStore {
                 }
                 None => {
                     tallies.insert(
-                        code.to_owned(),
+                        key.to_owned(),
                         Tally {
                             since: now,
                             count: 0,
@@ -260,12 +282,6 @@ impl BlockingStore {
                 }
             }
         };
-        let mut event = AuditEvent::new(
-            "mesh",
-            AuditAction::RemoteRefused,
-            code,
-            AuditOutcome::Refused(code.to_owned()),
-        );
         event.count = count;
         self.audit_append(&event).map(|_| ())
     }
