@@ -341,7 +341,7 @@ async fn start_store(
         stages.adopt(
             Stage::Store,
             "audit-retention",
-            spawn_audit_pruner(&store, &key, retention, stages.token(Stage::Store)),
+            start_audit_pruner(&store, &key, retention, stages.token(Stage::Store)).await,
         );
     }
     Ok((store, key))
@@ -350,9 +350,9 @@ async fn start_store(
 /// How often retention prunes the audit log (and once at the start).
 const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(600);
 
-/// Prunes the audit log to `retention` now and every
-/// [`AUDIT_PRUNE_EVERY`], behind checkpoints signed with `key`.
-fn spawn_audit_pruner(
+/// Prunes the audit log to `retention` once, before the node serves,
+/// then every [`AUDIT_PRUNE_EVERY`], behind checkpoints signed with `key`.
+async fn start_audit_pruner(
     store: &Store,
     key: &Arc<SigningKey>,
     retention: crate::config::AuditRetention,
@@ -378,12 +378,8 @@ fn spawn_audit_pruner(
             }
         }
     };
-    tokio::spawn(async move {
-        prune().await;
-        crate::periodic::every(AUDIT_PRUNE_EVERY, cancel, prune)
-            .await
-            .ok();
-    })
+    prune().await;
+    crate::periodic::every(AUDIT_PRUNE_EVERY, cancel, prune)
 }
 
 /// The data directory, the node key and the store.

@@ -274,3 +274,46 @@ async fn writes_are_audited_and_tampering_is_named() {
     tamper(&dir, restore).await;
     audit(&["verify", "--data-dir", &dir_arg]).assert_success("audit verify after restoring");
 }
+
+#[tokio::test]
+async fn retention_prunes_behind_a_checkpoint_the_chain_verifies_from() {
+    let mut node = TestNode::builder()
+        .env("AGENTMESH_API__ADMIN_TOKEN", TOKEN)
+        .env("AGENTMESH_STORE__AUDIT_RETENTION", "2")
+        .start();
+    let api = node.api().with_token(TOKEN);
+    for i in 0..5 {
+        api.register(&agent(&format!("kept-{i}"), &["translation"], &[], &["en"]))
+            .await;
+    }
+    // Retention prunes at the start (and every 10 minutes).
+    node.restart();
+    let api = node.api().with_token(TOKEN);
+    let entries = api.get("/admin/audit").await;
+    let seqs: Vec<u64> = entries.expect(200)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [4, 5]);
+    let verified = api.get("/admin/audit/verify").await;
+    let verified = verified.expect(200);
+    assert_eq!(verified["ok"], true, "{verified}");
+    assert_eq!(verified["from"], 3);
+    // The chain goes on after the checkpoint.
+    api.register(&agent("kept-5", &["translation"], &[], &["en"]))
+        .await;
+    node.stop();
+    let dir = node.data_dir().to_path_buf();
+    wait_unlocked(&dir).await;
+    let report = audit(&["verify", "--data-dir", dir.to_str().unwrap()]);
+    report.assert_success("audit verify after pruning");
+    assert!(
+        report
+            .stdout
+            .contains("from the checkpoint after entry 3 to entry 6"),
+        "{}",
+        report.stdout
+    );
+}
