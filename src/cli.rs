@@ -2,7 +2,8 @@
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
 //! `verify` and `crawl`, `cli/import.rs` the bulk import,
 //! `cli/publish.rs` the agent-operator tooling,
-//! `cli/testbed.rs` the testbed served on its own, `cli/demo.rs` the
+//! `cli/testbed.rs` the testbed served on its own, `cli/audit.rs` the
+//! audit log read from a data directory or a node, `cli/demo.rs` the
 //! one-command tour; `cli/status.rs` and `cli/search.rs` ask a running
 //! node's API (`cli/http.rs`: the client they share), and `completions`
 //! prints a shell's completion script.
