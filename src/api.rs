@@ -21,6 +21,7 @@
 //! (no token) renders [`Metrics`](crate::metrics::Metrics).
 
 mod agents;
+mod audit;
 mod auth;
 mod caller;
 mod crawl;
@@ -49,6 +50,8 @@ use tower_http::trace::TraceLayer;
 
 #[doc(hidden)]
 pub use agents::parse_search_body;
+pub use audit::record as audit_record;
+pub(crate) use audit::{show as audit_show, verify_json as audit_verify_json};
 pub use auth::{route_scope, Access, Granted, ROUTE_SCOPES};
 pub use caller::{Caller, ClientAddr, Principal};
 pub use error::{ApiError, ErrorCode};
@@ -104,8 +107,16 @@ pub fn router(state: AppState) -> Router {
         // own (lines, line length): added after the body limits, which do
         // not wrap it.
         .route("/admin/import", axum::routing::post(import::import))
-        // After every route: the scope check runs on each matched one.
+        .route("/admin/audit", get(audit::page))
+        .route("/admin/audit/verify", get(audit::verify))
+        .route("/admin/audit/{seq}", get(audit::one))
+        // After every route: the scope check runs on each matched one,
+        // inside the audit trail, which records its refusals.
         .route_layer(axum::middleware::from_fn(auth::require_scope))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::trail,
+        ))
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
             ServiceBuilder::new()

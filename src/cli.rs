@@ -2,13 +2,15 @@
 //! `main.rs` only parses and dispatches here; `cli/crawl.rs` holds
 //! `verify` and `crawl`, `cli/import.rs` the bulk import,
 //! `cli/publish.rs` the agent-operator tooling,
-//! `cli/testbed.rs` the testbed served on its own, `cli/demo.rs` the
+//! `cli/testbed.rs` the testbed served on its own, `cli/audit.rs` the
+//! audit log read from a data directory or a node, `cli/demo.rs` the
 //! one-command tour; `cli/status.rs` and `cli/search.rs` ask a running
 //! node's API (`cli/http.rs`: the client they share), and `completions`
 //! prints a shell's completion script.
 
 #[cfg(feature = "testbed")]
 mod agent_host;
+mod audit;
 mod crawl;
 #[cfg(feature = "testbed")]
 mod demo;
@@ -119,6 +121,11 @@ pub enum Command {
     /// Make, list or revoke the node's API keys (in its data directory;
     /// a running node sees the change within a second).
     Keys(keys::KeysArgs),
+    /// Read the audit log: `verify` its hash chain (exit 1 naming the
+    /// first broken entry), `tail` its newest entries, `show` one entry
+    /// and the record version it names; from a data directory no node
+    /// runs on (`--data-dir`) or a running node (`--api URL --token T`).
+    Audit(audit::AuditArgs),
     /// Print the node's peer id (its key in the data directory, made if
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
@@ -302,6 +309,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Testbed(args) => testbed::run(args).await,
         Command::Suspend(args) => suspend::run(args).await,
         Command::Revoke(args) => revoke::run(args).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::PeerId(args) => done(peer_id(&args)),
         Command::Keys(args) => keys::run(args),
         Command::Status(args) => status::run(args).await,

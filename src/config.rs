@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 mod sections;
 
 pub use sections::{
-    ApiConfig, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig, Secret, StoreConfig,
-    DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
-    DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
+    ApiConfig, AuditRetention, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig,
+    Secret, StoreConfig, DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS,
+    DEFAULT_MAX_CLAIMS_PER_SIGNER, DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
 };
 
 /// Errors from loading or checking a configuration.

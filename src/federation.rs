@@ -233,6 +233,11 @@ impl Judge {
     }
 
     fn refuse(&self, reason: Refusal) -> Judgement {
+        // Aggregated per code (`store/audit.rs`): a hostile peer cannot
+        // flood the log.
+        if let Err(e) = self.store.blocking().audit_refusal(reason.as_str()) {
+            tracing::error!(error = %e, "the audit log failed");
+        }
         *self
             .refusals
             .lock()
@@ -346,6 +351,9 @@ impl Judge {
         match self.store.blocking().put(&record, &body, origin, expect) {
             Ok(PutOutcome::Created | PutOutcome::Updated) => {
                 *self.accepted.lock().expect("the counter is never poisoned") += 1;
+                if matches!(body, RecordBody::Tombstone(_)) {
+                    audit_revocation(&self.store, &record, body.agent_id());
+                }
                 Judgement::Stored {
                     agent_id: body.agent_id().to_owned(),
                     trusted: vouched,
@@ -607,3 +615,18 @@ fn check_tombstone(
 
 #[cfg(all(test, feature = "testbed"))]
 mod tests;
+
+/// Records a tombstone from elsewhere that this node accepted (a
+/// revocation or a remote deletion), with its signed bytes.
+fn audit_revocation(store: &Store, record: &SignedRecord, agent_id: &str) {
+    let mut event = crate::store::AuditEvent::new(
+        "remote",
+        crate::store::AuditAction::Revoke,
+        agent_id,
+        crate::store::AuditOutcome::Ok,
+    );
+    event.record = Some(record.encode());
+    if let Err(e) = store.blocking().audit_append(&event) {
+        tracing::error!(error = %e, "the audit log failed");
+    }
+}

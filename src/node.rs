@@ -340,7 +340,49 @@ async fn start_store(
         "flusher",
         store.spawn_flusher(Duration::from_secs(1), stages.token(Stage::Store)),
     );
+    if let Some(retention) = config.store.audit_retention {
+        stages.adopt(
+            Stage::Store,
+            "audit-retention",
+            start_audit_pruner(&store, &key, retention, stages.token(Stage::Store)).await,
+        );
+    }
     Ok((store, key))
+}
+
+/// How often retention prunes the audit log (and once at the start).
+const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Prunes the audit log to `retention` once, before the node serves,
+/// then every [`AUDIT_PRUNE_EVERY`], behind checkpoints signed with `key`.
+async fn start_audit_pruner(
+    store: &Store,
+    key: &Arc<SigningKey>,
+    retention: crate::config::AuditRetention,
+    cancel: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let retention = match retention {
+        crate::config::AuditRetention::Entries(n) => crate::store::Retention::Count(n),
+        crate::config::AuditRetention::Age(d) => crate::store::Retention::Age(d),
+    };
+    let prune = {
+        let (store, key) = (store.clone(), key.clone());
+        move || {
+            let (store, key) = (store.clone(), key.clone());
+            async move {
+                match store
+                    .run_blocking(move |s| s.audit_prune(retention, &key))
+                    .await
+                {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(pruned = n, "audit log pruned"),
+                    Ok(Err(e)) | Err(e) => tracing::error!(error = %e, "audit pruning failed"),
+                }
+            }
+        }
+    };
+    prune().await;
+    crate::periodic::every(AUDIT_PRUNE_EVERY, cancel, prune)
 }
 
 /// The data directory, the node key and the store.

@@ -17,7 +17,10 @@
 //!   summaries show without reading the report (filled from `reports` at
 //!   the first open of a data directory written before it existed);
 //! - `pending`: agents whose text-index entry may not be committed yet;
-//! - `meta`: the schema version.
+//! - `meta`: the schema version;
+//! - `audit`, `audit_versions`, `audit_meta`: the hash-chained audit log,
+//!   the record versions its entries name, its head and retention
+//!   checkpoint (`store/audit.rs`).
 //!
 //! Every write is one sled transaction across the trees, so a compact
 //! record never disagrees with the record it comes from, and the seq
@@ -54,6 +57,7 @@
 //!   `text.rs`, the text index.
 
 mod async_face;
+pub mod audit;
 mod changes;
 mod claims;
 mod compact;
@@ -73,6 +77,7 @@ pub mod text;
 mod trust;
 mod write;
 
+pub use audit::{AuditAction, AuditEntry, AuditEvent, AuditOutcome, Retention};
 pub use changes::ChangeFeed;
 pub use compact::{Claimed, CompactAgent};
 pub use error::{failed_batch, StoreError};

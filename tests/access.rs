@@ -110,6 +110,9 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ),
     ("GET", "/admin/suspensions", Some(Scope::Admin)),
     ("POST", "/admin/agents/{id}/transfer", Some(Scope::Admin)),
+    ("GET", "/admin/audit", Some(Scope::Admin)),
+    ("GET", "/admin/audit/verify", Some(Scope::Admin)),
+    ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
 ];
 
 #[test]
@@ -128,6 +131,7 @@ fn concrete(route: &str) -> String {
         .replace("{id}", "scoped-agent")
         .replace("{domain}", "example.com")
         .replace("{asset}", "app.js")
+        .replace("{seq}", "1")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

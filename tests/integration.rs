@@ -8,6 +8,7 @@ mod common;
 
 mod access;
 mod api;
+mod audit;
 mod cli;
 mod crawl;
 mod dnssec_bind;

@@ -239,6 +239,9 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ),
     ("GET", "/admin/suspensions", Some(Scope::Admin)),
     ("POST", "/admin/agents/{id}/transfer", Some(Scope::Admin)),
+    ("GET", "/admin/audit", Some(Scope::Admin)),
+    ("GET", "/admin/audit/verify", Some(Scope::Admin)),
+    ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
 ];
 
 /// The scope a route needs: its [`ROUTE_SCOPES`] entry, else `admin`.

@@ -126,7 +126,10 @@ impl IntoResponse for ApiError {
                 details: self.details,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        // For the layers after the handler (the audit log's outcome).
+        response.extensions_mut().insert(self.code);
+        response
     }
 }
 

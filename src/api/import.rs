@@ -73,6 +73,7 @@ enum ImportLine {
     ))]
 pub(super) async fn import(
     State(state): State<AppState>,
+    who: super::audit::Who,
     body: Body,
 ) -> Result<Response, ApiError> {
     let permit = state.import_gate().try_acquire_owned().map_err(|_| {
@@ -96,6 +97,7 @@ pub(super) async fn import(
         "import",
         async move {
             let summary = importer.run(input, tx).await;
+            who.record(summary.audit_event("", "request")).await;
             drop(permit);
             tracing::info!(
                 lines = summary.lines,

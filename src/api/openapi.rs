@@ -26,7 +26,9 @@ use utoipa::{Modify, OpenApi};
 
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
-use super::{agents, crawl, health, import, observe, records, resolve, suspend, transfer, ui};
+use super::{
+    agents, audit, crawl, health, import, observe, records, resolve, suspend, transfer, ui,
+};
 use crate::access::Scope;
 
 /// The name the AIDIP document schema has in `components.schemas`.
@@ -61,6 +63,9 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         suspend::suspend,
         suspend::unsuspend,
         suspend::all,
+        audit::page,
+        audit::verify,
+        audit::one,
         transfer::hand_over,
         import::import,
         health::health,

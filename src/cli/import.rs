@@ -137,6 +137,7 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     // The node's issuer: the node key, the configured lifetime. Nothing
     // is published here; a node started on the data directory puts its
     // own records back into the DHT.
+    let audit_store = store.clone();
     let issuer = Issuer::new(store, Arc::new(key), config.store.record_ttl);
     let importer = Importer::new(
         Registry::new(issuer),
@@ -186,6 +187,11 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let summary = job.await.context("the import task panicked")?;
+    audit_store
+        .audit(summary.audit_event("cli", &args.file.display().to_string()))
+        .await
+        .context("writing the import's audit entry")?;
+    drop(audit_store);
     bar.finish_and_clear();
     if args.json {
         println!("{}", json!({ "summary": summary }));

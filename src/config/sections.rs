@@ -405,6 +405,21 @@ pub struct StoreConfig {
     pub record_ttl: Duration,
     /// sled page cache size, bytes.
     pub cache_bytes: u64,
+    /// How long the audit log keeps entries: a duration (`"90d"`) or an
+    /// entry count (`1000000`). Older entries are pruned behind a
+    /// checkpoint signed with the node key, so the chain still verifies.
+    /// Unset (the default): every entry is kept.
+    pub audit_retention: Option<AuditRetention>,
+}
+
+/// `store.audit_retention`: by age or by count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AuditRetention {
+    /// The newest this many entries.
+    Entries(u64),
+    /// Entries younger than this.
+    Age(#[serde(with = "humantime_serde")] Duration),
 }
 
 impl Default for StoreConfig {
@@ -412,6 +427,7 @@ impl Default for StoreConfig {
         Self {
             record_ttl: Duration::from_secs(7 * 24 * 3600),
             cache_bytes: 256 * 1024 * 1024,
+            audit_retention: None,
         }
     }
 }

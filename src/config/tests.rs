@@ -229,3 +229,25 @@ fn jwt_settings_are_checked() {
         assert!(err.contains(key), "{err}");
     }
 }
+
+#[test]
+fn audit_retention_is_an_age_or_a_count() {
+    use super::AuditRetention;
+    let c = Config::load(
+        None,
+        env(&[("AGENTMESH_STORE__AUDIT_RETENTION", "\"90d\"")]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.store.audit_retention,
+        Some(AuditRetention::Age(Duration::from_secs(90 * 24 * 3600)))
+    );
+    let c = Config::load(None, env(&[("AGENTMESH_STORE__AUDIT_RETENTION", "1000")])).unwrap();
+    assert_eq!(c.store.audit_retention, Some(AuditRetention::Entries(1000)));
+    assert_eq!(Config::default().store.audit_retention, None);
+    assert!(Config::load(
+        None,
+        env(&[("AGENTMESH_STORE__AUDIT_RETENTION", "\"soon\"")])
+    )
+    .is_err());
+}

@@ -73,6 +73,8 @@ pub(super) struct Inner {
     /// `meta`: the schema version, and the trusted signers the records'
     /// evidence was last classified against (`store/trust.rs`).
     pub(super) meta: sled::Tree,
+    /// The audit log (`store/audit.rs`).
+    pub(super) audit: super::audit::AuditLog,
     /// The next ordinal to give an agent seen for the first time.
     pub(super) next_ord: AtomicU64,
     /// Who follows the writes besides the text index (`store/changes.rs`).

@@ -84,6 +84,7 @@ impl Store {
         )?;
         let suspended = Suspended::load(&trees.suspended, &trees.ordinals)?;
         let dropped = Dropped::load(&trees.freshness, &trees.ordinals)?;
+        let audit = super::audit::AuditLog::open(&db)?;
         let Trees {
             meta,
             records,
@@ -122,6 +123,7 @@ impl Store {
                     revoked,
                     transfers,
                     meta,
+                    audit,
                     next_ord: AtomicU64::new(next_ord),
                     feeds: Feeds::default(),
                     stripes: (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect(),

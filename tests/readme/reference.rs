@@ -116,13 +116,14 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let sample = |toml: &str| format!("# x\n\n{CONFIG_HEADING}\n\n```toml\n{toml}```\n\n## Next\n");
     let mut differences = config_differences(&sample(&defaults)).unwrap();
     differences.sort();
-    assert_eq!(differences.len(), 5, "{differences:?}");
+    assert_eq!(differences.len(), 6, "{differences:?}");
     let options = [
         "api.admin_token",
         "api.admin_token_file",
         "api.jwt",
         "crawl.contact",
         "search.semantic_model",
+        "store.audit_retention",
     ];
     for (difference, key) in differences.iter().zip(options) {
         assert!(difference.starts_with(key), "{difference}");
@@ -134,7 +135,8 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
             "[api]\n# admin_token = \"t\"\n# admin_token_file = \"f\"\n# jwt = { issuer = \"i\", audience = \"a\", jwks_file = \"f\" }\n",
         )
         .replace("[crawl]\n", "[crawl]\n# contact = \"c\"\n")
-        .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n");
+        .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n")
+        .replace("[store]\n", "[store]\n# audit_retention = \"30d\"\n");
     assert_eq!(config_differences(&sample(&complete)), Ok(vec![]));
 
     let without = complete.replace("default_limit = 20\n", "");

@@ -188,6 +188,24 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl ImportSummary {
+    /// The audit entry of a finished import by `actor` of `target` (a
+    /// file, or the request): one entry for the whole import, `count`
+    /// the agents it wrote (created, updated, deleted); `refused:lines_refused`
+    /// when some lines were refused, `error:stopped` when it stopped early.
+    pub fn audit_event(&self, actor: &str, target: &str) -> crate::store::AuditEvent {
+        use crate::store::{AuditAction, AuditEvent, AuditOutcome};
+        let outcome = if self.stopped.is_some() {
+            AuditOutcome::Error("stopped".to_owned())
+        } else if self.refused > 0 {
+            AuditOutcome::Refused("lines_refused".to_owned())
+        } else {
+            AuditOutcome::Ok
+        };
+        let mut event = AuditEvent::new(actor, AuditAction::Import, target, outcome);
+        event.count = self.created + self.updated + self.deleted;
+        event
+    }
+
     /// Counts one result.
     pub fn count(&mut self, r: &LineResult) {
         match r.outcome {
