@@ -155,6 +155,12 @@ impl From<RegistryError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
+        // A body whose client went quiet is cut off by the server
+        // (`api.body_read_timeout`): 408, saying so.
+        if let Some(stalled) = super::serve::BodyStalled::in_chain(&r) {
+            return Self::new(ErrorCode::InvalidInput, stalled.to_string())
+                .with_status(StatusCode::REQUEST_TIMEOUT);
+        }
         // Syntax and shape errors are plain 400s (axum's 422 for a
         // well-formed body of the wrong shape is not in the AIDIP draft);
         // size (413) and content-type (415) keep their own statuses.
