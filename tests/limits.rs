@@ -384,3 +384,22 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_the_client() {
     from("203.0.113.1").await.expect_error(429, "RateLimited");
     from("203.0.113.2").await.expect(200);
 }
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    // The head timeout is long: what closes the connection is idleness.
+    let node = TestNode::start_with_env(&[
+        ("AGENTMESH_API__IDLE_TIMEOUT", "1s"),
+        ("AGENTMESH_API__HEADER_READ_TIMEOUT", "60s"),
+    ]);
+    let mut stream = connect_from(&node, "127.0.0.2").await;
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("the request is sent");
+    let answer = read_until_closed(&mut stream, "the idle connection").await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "served before it went idle: {answer}"
+    );
+}
