@@ -15,10 +15,16 @@
 //! request timeout does not cover the body (see `api/import.rs`).
 //!
 //! Layers, outermost first: the request id and the request counters
-//! (`api/observe.rs`), tracing (one span per request, carrying its id),
-//! a concurrency limit, a per-request timeout and the body size limit;
+//! (`api/observe.rs`), the caller (`api/auth.rs`), the rate limits
+//! (`api/limits.rs`), tracing (one span per request, carrying its id),
+//! load shedding at one concurrency limit for the whole router
+//! (`api/limits.rs`), a per-request timeout and the body size limit;
 //! unknown routes and methods answer the error object too. `GET /metrics`
 //! (no token) renders [`Metrics`](crate::metrics::Metrics).
+//!
+//! [`serve`] (`api/serve.rs`) is the server loop under the router: the
+//! connection caps and timeouts, the body read timeout and the client's
+//! address.
 
 mod agents;
 mod audit;
@@ -29,10 +35,12 @@ mod error;
 mod health;
 mod import;
 mod json;
+mod limits;
 mod observe;
 mod openapi;
 mod records;
 mod resolve;
+mod serve;
 mod state;
 mod suspend;
 mod transfer;
@@ -57,12 +65,22 @@ pub use caller::{Caller, ClientAddr, Principal};
 pub use error::{ApiError, ErrorCode};
 pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 pub use openapi::{openapi_document, openapi_json};
+pub use serve::{serve, BodyStalled, ServeOptions};
 pub use state::{AppState, AppStateParts, MeshState};
 
 /// The whole router.
 pub fn router(state: AppState) -> Router {
     let config = state.config().clone();
     let metrics = state.metrics().clone();
+    let limits = std::sync::Arc::new(limits::Limits::new(
+        &config,
+        state.registry().semantic().is_some(),
+        metrics.clone(),
+    ));
+    let shed = std::sync::Arc::new(limits::Shed::new(
+        config.max_concurrent_requests,
+        metrics.clone(),
+    ));
     Router::new()
         .route("/agents", get(agents::list).post(agents::register))
         .route("/agents/search", axum::routing::post(agents::search))
@@ -121,10 +139,14 @@ pub fn router(state: AppState) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(TraceLayer::new_for_http().make_span_with(observe::span))
+                .layer(axum::middleware::from_fn_with_state(shed, limits::shed))
                 .layer(HandleErrorLayer::new(overloaded))
-                .concurrency_limit(config.max_concurrent_requests)
                 .timeout(config.request_timeout),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            limits,
+            limits::enforce,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::identify,

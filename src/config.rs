@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod limits;
 mod sections;
 
+pub use limits::{IpRange, LimitsConfig};
 pub use sections::{
     ApiConfig, AuditRetention, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig,
     Secret, StoreConfig, DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS,
@@ -264,6 +266,7 @@ impl Config {
         if self.api.max_concurrent_requests == 0 {
             return invalid("api.max_concurrent_requests", "must be above zero");
         }
+        self.validate_serving()?;
         if self.api.import_max_line_bytes < 1024
             || self.api.import_max_line_bytes > 16 * 1024 * 1024
         {
@@ -439,6 +442,53 @@ fn set_path(table: &mut toml::Table, path: &[String], value: toml::Value) -> Res
     }
     cur.insert(last.clone(), value);
     Ok(())
+}
+
+impl Config {
+    /// The invariants of the server loop and the rate limits.
+    fn validate_serving(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, message: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                message: message.to_owned(),
+            })
+        };
+        let api = &self.api;
+        for (key, value) in [
+            ("api.header_read_timeout", api.header_read_timeout),
+            ("api.idle_timeout", api.idle_timeout),
+            ("api.body_read_timeout", api.body_read_timeout),
+        ] {
+            if value.is_zero() {
+                return invalid(key, "must be above zero");
+            }
+        }
+        if api.max_connections == 0 {
+            return invalid("api.max_connections", "must be above zero");
+        }
+        if api.max_connections_per_ip == 0 || api.max_connections_per_ip > api.max_connections {
+            return invalid(
+                "api.max_connections_per_ip",
+                "must be between 1 and api.max_connections",
+            );
+        }
+        let limits = &api.limits;
+        if limits.window < Duration::from_secs(1) || limits.window > Duration::from_secs(86_400) {
+            return invalid("api.limits.window", "must be between 1 s and 1 day");
+        }
+        for (key, budget) in limits.budgets() {
+            if budget == 0 {
+                return invalid(
+                    key,
+                    "must be above zero (api.limits.enabled = false lifts the limits)",
+                );
+            }
+        }
+        if limits.max_tracked == 0 {
+            return invalid("api.limits.max_tracked", "must be above zero");
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

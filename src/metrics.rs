@@ -95,6 +95,9 @@ struct Inner {
     registry: PromRegistry,
     requests: Family<RequestLabels, Counter>,
     auth_failures: Family<Labels1, Counter>,
+    rate_limited: Family<Labels1, Counter>,
+    shed: Counter,
+    connections_refused: Family<Labels1, Counter>,
     crawls: Family<Labels1, Counter>,
     crawl_reasons: Family<Labels1, Counter>,
     crawl_jobs: Histogram,
@@ -184,6 +187,24 @@ impl Metrics {
              unknown_key, expired_key, revoked_key, bad_token, bad_jwt",
             auth_failures.clone(),
         );
+        let rate_limited = Family::<Labels1, Counter>::default();
+        registry.register(
+            "http_rate_limited",
+            "HTTP API requests refused with 429, by the limit they were over: a budget of api.limits (reads, text_search, semantic_search, mesh_search, resolve, writes, records, import) or daily_quota",
+            rate_limited.clone(),
+        );
+        let shed = Counter::default();
+        registry.register(
+            "http_shed",
+            "HTTP API requests answered 503 at once because api.max_concurrent_requests were in flight",
+            shed.clone(),
+        );
+        let connections_refused = Family::<Labels1, Counter>::default();
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections closed as they were accepted, by cap: total (api.max_connections) or per_ip (api.max_connections_per_ip)",
+            connections_refused.clone(),
+        );
         let crawls = Family::<Labels1, Counter>::default();
         registry.register(
             "crawls",
@@ -260,6 +281,9 @@ impl Metrics {
                 registry,
                 requests,
                 auth_failures,
+                rate_limited,
+                shed,
+                connections_refused,
                 crawls,
                 crawl_reasons,
                 crawl_jobs,
@@ -308,6 +332,29 @@ impl Metrics {
         self.inner
             .auth_failures
             .get_or_create(&[("reason", reason)])
+            .inc();
+    }
+
+    /// One API request refused (429) for being over `limit` (a budget's
+    /// name, or `daily_quota`).
+    pub fn rate_limited(&self, limit: &'static str) {
+        self.inner
+            .rate_limited
+            .get_or_create(&[("limit", limit)])
+            .inc();
+    }
+
+    /// One API request shed (503) at the concurrency limit.
+    pub fn shed(&self) {
+        self.inner.shed.inc();
+    }
+
+    /// One connection closed as it was accepted, by `cap` (`total` or
+    /// `per_ip`).
+    pub fn connection_refused(&self, cap: &'static str) {
+        self.inner
+            .connections_refused
+            .get_or_create(&[("cap", cap)])
             .inc();
     }
 

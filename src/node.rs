@@ -597,18 +597,13 @@ async fn start_api(
         .await
         .map_err(bind)?;
     let api_addr = listener.local_addr().map_err(bind)?;
+    let metrics = state.metrics().clone();
     let router = api::router(state);
+    let options = api::ServeOptions::from_config(&config.api);
     let cancel = stages.token(Stage::Api);
     let task = tokio::spawn(
-        async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { cancel.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!(error = %e, "API server stopped");
-            }
-        }
-        .instrument(tracing::info_span!("api", addr = %api_addr)),
+        api::serve(listener, router, options, metrics, cancel)
+            .instrument(tracing::info_span!("api", addr = %api_addr)),
     );
     stages.adopt(Stage::Api, "api", task);
     Ok(api_addr)

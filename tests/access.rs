@@ -217,6 +217,7 @@ async fn bad_revoked_and_expired_credentials_are_refused_counted_and_never_logge
     let dir = tempfile::tempdir().unwrap();
     let writer = make_key(dir.path(), "writer", "register", None);
     let brief = make_key(dir.path(), "brief", "register", Some("2s"));
+    let auditor = make_key(dir.path(), "auditor", "admin", None);
     let node = NodeBuilder::default().data_dir(dir).start();
     let api = node.api();
     api.with_token(&writer)
@@ -284,6 +285,21 @@ async fn bad_revoked_and_expired_credentials_are_refused_counted_and_never_logge
             metrics.text
         );
     }
+    // The audit log holds the refusals, aggregated, with the address.
+    let audit = api
+        .with_token(&auditor)
+        .get("/admin/audit?last=100")
+        .await
+        .expect(200)
+        .clone();
+    let refused: Vec<&Value> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "auth_failed")
+        .collect();
+    assert!(!refused.is_empty(), "{audit}");
+    assert!(refused.iter().all(|e| e["addr"] == "127.0.0.1"), "{audit}");
     let log = node.stderr();
     assert!(log.contains("credentials refused"), "{log}");
     for secret in [&writer, &brief, &wrong_secret] {

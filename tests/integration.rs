@@ -20,6 +20,7 @@ mod freshness;
 mod hostile;
 mod import_mcp;
 mod layers;
+mod limits;
 mod mesh;
 mod nginx;
 mod observe;

@@ -151,7 +151,30 @@ struct Cache {
     /// Why the last read failed, if it did (the keys then stay as they
     /// were last read).
     error: Option<String>,
+    /// What changed in the file since it was first read, not yet taken.
+    changes: Vec<KeyChange>,
 }
+
+/// A change to the key file a running node noticed (made by `agentmesh
+/// keys` beside it), for its audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyChange {
+    /// A key appeared.
+    Created {
+        /// Its id.
+        id: String,
+        /// Its name.
+        name: String,
+    },
+    /// A key was revoked, or removed from the file.
+    Revoked {
+        /// Its id.
+        id: String,
+    },
+}
+
+/// Most changes kept until taken.
+const MAX_CHANGES: usize = 1024;
 
 /// What tells that the file changed: inode, size and modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +317,12 @@ impl KeyRing {
         }
     }
 
+    /// The changes to the key file noticed since the last call (none for
+    /// the keys the first read found).
+    pub fn take_changes(&self) -> Vec<KeyChange> {
+        std::mem::take(&mut self.cache.lock().expect("key cache").changes)
+    }
+
     /// Why the key file could not be read the last time, if it could
     /// not (the keys read before stay in force).
     pub fn last_error(&self) -> Option<String> {
@@ -314,7 +343,14 @@ impl KeyRing {
         }
         match read_file(&self.path) {
             Ok(file) => {
-                cache.keys = file.keys.into_iter().map(|k| (k.id.clone(), k)).collect();
+                let keys: HashMap<String, StoredKey> =
+                    file.keys.into_iter().map(|k| (k.id.clone(), k)).collect();
+                if cache.stamp.is_some() {
+                    let changes = diff(&cache.keys, &keys);
+                    let room = MAX_CHANGES.saturating_sub(cache.changes.len());
+                    cache.changes.extend(changes.into_iter().take(room));
+                }
+                cache.keys = keys;
                 cache.stamp = stamp;
                 cache.error = None;
             }
@@ -371,6 +407,28 @@ impl KeyRing {
         self.cache.lock().expect("key cache").checked = None;
         Ok(())
     }
+}
+
+/// What changed from `before` to `after`.
+fn diff(before: &HashMap<String, StoredKey>, after: &HashMap<String, StoredKey>) -> Vec<KeyChange> {
+    let mut changes = Vec::new();
+    for (id, key) in after {
+        match before.get(id) {
+            None => changes.push(KeyChange::Created {
+                id: id.clone(),
+                name: key.name.clone(),
+            }),
+            Some(old) if old.revoked.is_none() && key.revoked.is_some() => {
+                changes.push(KeyChange::Revoked { id: id.clone() })
+            }
+            Some(_) => {}
+        }
+    }
+    for id in before.keys().filter(|id| !after.contains_key(*id)) {
+        changes.push(KeyChange::Revoked { id: id.clone() });
+    }
+    changes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    changes
 }
 
 /// The id and secret of a token of the key form.

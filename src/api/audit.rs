@@ -156,13 +156,25 @@ pub(super) async fn trail(
         ) {
         let (parts, body) = req.into_parts();
         let limit = state.config().max_body_bytes;
-        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-            return ApiError::new(
-                ErrorCode::InvalidInput,
-                "the body is too large or was cut off",
-            )
-            .with_status(StatusCode::PAYLOAD_TOO_LARGE)
-            .into_response();
+        let bytes = match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => bytes,
+            // A client that went quiet mid-body (`api.body_read_timeout`).
+            Err(e) if super::serve::BodyStalled::in_chain(&e).is_some() => {
+                let message = super::serve::BodyStalled::in_chain(&e)
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                return ApiError::new(ErrorCode::InvalidInput, message)
+                    .with_status(StatusCode::REQUEST_TIMEOUT)
+                    .into_response();
+            }
+            Err(_) => {
+                return ApiError::new(
+                    ErrorCode::InvalidInput,
+                    "the body is too large or was cut off",
+                )
+                .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+                .into_response()
+            }
         };
         target = body_target(&bytes);
         Request::from_parts(parts, Body::from(bytes))
@@ -184,16 +196,7 @@ pub(super) async fn trail(
     event.addr = caller.addr.map(|a| a.to_string());
     event.request_id = request_id;
     if action == AuditAction::AuthFailed {
-        // Repeatable at will: aggregated per address (`store/audit.rs`).
-        let key = format!("auth:{}", event.addr.as_deref().unwrap_or("-"));
-        let store = state.registry().store().clone();
-        if let Err(e) = store
-            .run_blocking(move |s| s.audit_aggregated(&key, event))
-            .await
-            .and_then(|r| r)
-        {
-            tracing::error!(error = %e, "the audit log failed");
-        }
+        auth_failed(&state, event).await;
         return response;
     }
     if status.is_success() && keeps_record(action) {
@@ -209,6 +212,21 @@ pub(super) async fn trail(
         Ok(_) => response,
         Err(e) if status.is_success() => e.into_response(),
         Err(_) => response,
+    }
+}
+
+/// Records a refused credential. Repeatable at will by anyone, so
+/// aggregated per address (`store/audit.rs`): at most one entry per
+/// address per minute, carrying the count.
+pub(super) async fn auth_failed(state: &AppState, event: AuditEvent) {
+    let key = format!("auth:{}", event.addr.as_deref().unwrap_or("-"));
+    let store = state.registry().store().clone();
+    if let Err(e) = store
+        .run_blocking(move |s| s.audit_aggregated(&key, event))
+        .await
+        .and_then(|r| r)
+    {
+        tracing::error!(error = %e, "the audit log failed");
     }
 }
 

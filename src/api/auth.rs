@@ -38,7 +38,7 @@ use crate::config::Secret;
 #[derive(Debug)]
 pub struct Access {
     admin_token: Option<Secret>,
-    keys: Arc<KeyRing>,
+    pub(super) keys: Arc<KeyRing>,
     jwt: Option<Arc<JwtVerifier>>,
     public_reads: bool,
 }
@@ -138,6 +138,25 @@ impl Refusal {
     }
 }
 
+/// Lets one warning line through per second: a client sending bad
+/// credentials as fast as it can must not flood the log.
+struct OncePerSecond(std::sync::atomic::AtomicU64);
+
+impl OncePerSecond {
+    fn allow(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = crate::record::unix_now();
+        let last = self.0.load(Ordering::Relaxed);
+        now > last
+            && self
+                .0
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+static WARNINGS: OncePerSecond = OncePerSecond(std::sync::atomic::AtomicU64::new(0));
+
 /// The realm every `WWW-Authenticate` names.
 const REALM: &str = "agentmesh";
 
@@ -192,20 +211,54 @@ pub(super) async fn identify(
                 Ok(granted) => granted,
                 Err(refusal) => {
                     state.metrics().auth_failed(refusal.reason);
-                    tracing::warn!(
-                        client = ?addr,
-                        path = %req.uri().path(),
-                        reason = refusal.reason,
-                        "credentials refused"
+                    if WARNINGS.allow() {
+                        tracing::warn!(
+                            client = ?addr,
+                            path = %req.uri().path(),
+                            reason = refusal.reason,
+                            "credentials refused (at most one such line a second; \
+                             agentmesh_auth_failures_total counts them all)"
+                        );
+                    }
+                    let request_id = req
+                        .extensions()
+                        .get::<super::observe::RequestId>()
+                        .map(|r| r.as_str().to_owned());
+                    let mut event = crate::store::AuditEvent::new(
+                        Principal::Anonymous.to_string(),
+                        crate::store::AuditAction::AuthFailed,
+                        req.uri().path(),
+                        crate::store::AuditOutcome::Refused("Unauthorized".into()),
                     );
+                    event.addr = addr.map(|a| a.to_string());
+                    event.request_id = request_id;
+                    super::audit::auth_failed(&state, event).await;
                     return unauthorized(refusal.message, true);
                 }
             }
         }
     };
+    record_key_changes(&state).await;
     req.extensions_mut().insert(Caller { principal, addr });
     req.extensions_mut().insert(Granted(scopes));
     next.run(req).await
+}
+
+/// Records in the audit log the changes `agentmesh keys` made to the key
+/// file beside the running node (noticed at its next read of the file).
+async fn record_key_changes(state: &AppState) {
+    use crate::access::keys::KeyChange;
+    use crate::store::{AuditAction, AuditEvent, AuditOutcome};
+    for change in state.access().keys.take_changes() {
+        let (action, target) = match change {
+            KeyChange::Created { id, name } => (AuditAction::KeyCreate, format!("{id} ({name})")),
+            KeyChange::Revoked { id } => (AuditAction::KeyRevoke, id),
+        };
+        let event = AuditEvent::new("key-file", action, target, AuditOutcome::Ok);
+        if let Err(e) = state.registry().store().audit(event).await {
+            tracing::error!(error = %e, "the audit log failed");
+        }
+    }
 }
 
 /// Which scope each route needs; `None`: anyone (the explorer's files,

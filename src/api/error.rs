@@ -158,6 +158,12 @@ impl From<RegistryError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
+        // A body whose client went quiet is cut off by the server
+        // (`api.body_read_timeout`): 408, saying so.
+        if let Some(stalled) = super::serve::BodyStalled::in_chain(&r) {
+            return Self::new(ErrorCode::InvalidInput, stalled.to_string())
+                .with_status(StatusCode::REQUEST_TIMEOUT);
+        }
         // Syntax and shape errors are plain 400s (axum's 422 for a
         // well-formed body of the wrong shape is not in the AIDIP draft);
         // size (413) and content-type (415) keep their own statuses.
@@ -239,3 +245,66 @@ shared_error_answer!(
     "503",
     "The node is overloaded"
 );
+
+/// The `Retry-After` header of an answer, described.
+fn retry_after_header(description: &str) -> utoipa::openapi::header::Header {
+    utoipa::openapi::header::HeaderBuilder::new()
+        .schema(
+            utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::schema::Type::Integer)
+                .minimum(Some(1)),
+        )
+        .description(Some(description))
+        .build()
+}
+
+/// Adds the answers of the rate limits (429) and of load shedding (503),
+/// both with `Retry-After`, to every operation of `doc`: every route is
+/// limited and shed alike. An operation that already gives one of these
+/// statuses for a reason of its own keeps its description, extended,
+/// and gains the header.
+pub(super) fn add_limit_answers(doc: &mut utoipa::openapi::OpenApi) {
+    const LIMITED: &str = "Over a rate limit of `api.limits` or the daily quota of its key: \
+                           try again after `Retry-After` seconds";
+    const SHED: &str = "The node is handling as many requests as it allows \
+                        (`api.max_concurrent_requests`): try again after `Retry-After` seconds";
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let responses = &mut operation.responses.responses;
+            for (status, description, header) in [
+                (
+                    "429",
+                    LIMITED,
+                    "Seconds until the client's budget has a request again",
+                ),
+                ("503", SHED, "When the request was shed: seconds to wait"),
+            ] {
+                match responses.get_mut(status) {
+                    Some(RefOr::T(answer)) => {
+                        answer.description = format!("{}; or: {description}", answer.description);
+                        answer
+                            .headers
+                            .insert("Retry-After".into(), retry_after_header(header));
+                    }
+                    Some(RefOr::Ref(_)) => {}
+                    None => {
+                        let mut answer = error_answer(status, description);
+                        if let Some(RefOr::T(answer)) = answer.get_mut(status) {
+                            answer
+                                .headers
+                                .insert("Retry-After".into(), retry_after_header(header));
+                        }
+                        responses.extend(answer);
+                    }
+                }
+            }
+        }
+    }
+}

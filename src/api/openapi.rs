@@ -44,7 +44,9 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
                        import, health, peers, metrics, explorer). Errors are \
                        the draft's `{\"error\": {\"code\", \"message\", \
                        \"details\"}}` object. Writes need `Authorization: Bearer` \
-                       when the node has an admin token.",
+                       when the node has an admin token. Every operation is rate \
+                       limited (429) and shed when the node is full (503), both \
+                       with `Retry-After`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
@@ -76,7 +78,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         ui::asset,
     ),
     components(schemas(ErrorBody, ErrorObject, ErrorCode)),
-    modifiers(&Bearer),
+    modifiers(&Bearer, &Limited),
     tags(
         (name = "agents", description = "The AIDIP registry"),
         (name = "resolve", description = "Intent resolution with policy"),
@@ -110,6 +112,15 @@ impl Modify for Bearer {
                     .build(),
             ),
         );
+    }
+}
+
+/// Adds the rate limits' and load shedding's answers to every operation.
+struct Limited;
+
+impl Modify for Limited {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        super::error::add_limit_answers(openapi);
     }
 }
 

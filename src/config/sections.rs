@@ -50,8 +50,35 @@ pub struct ApiConfig {
     /// Time allowed for one request, end to end.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Requests handled at once; more wait (then time out).
+    /// Requests handled at once, all routes together; a request past
+    /// them is answered 503 with `Retry-After` at once (load shedding).
     pub max_concurrent_requests: usize,
+    /// Time a client has to send a request's head (request line and
+    /// headers); a slower one is disconnected. The clock starts when the
+    /// server waits for a head, so an HTTP/1 keep-alive connection also
+    /// waits this long at most for its next request.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight and no bytes either way for
+    /// this long is closed.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// A request body that sends no bytes for this long is cut off (the
+    /// request fails with 408, an import stops).
+    #[serde(with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// Most open connections; more are closed as they are accepted.
+    pub max_connections: usize,
+    /// Most open connections from one client address; more are closed as
+    /// they are accepted. `trusted_proxies` are not capped.
+    pub max_connections_per_ip: usize,
+    /// Addresses or CIDR ranges of reverse proxies whose
+    /// `X-Forwarded-For` is believed: behind one, a request's client
+    /// address is the right-most address in that header that is not a
+    /// trusted proxy itself. Empty: the TCP peer is the client.
+    pub trusted_proxies: Vec<super::IpRange>,
+    /// `[api.limits]`: rate limits and daily quotas.
+    pub limits: super::LimitsConfig,
     /// Longest line of a `POST /admin/import` body, in bytes; a longer
     /// line is refused (the others still go in).
     pub import_max_line_bytes: usize,
@@ -73,6 +100,13 @@ impl Default for ApiConfig {
             jwt: None,
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 4096,
+            max_connections_per_ip: 256,
+            trusted_proxies: Vec::new(),
+            limits: super::LimitsConfig::default(),
             import_max_line_bytes: DEFAULT_IMPORT_MAX_LINE_BYTES,
             import_max_lines: 1_000_000,
         }

@@ -251,3 +251,64 @@ fn audit_retention_is_an_age_or_a_count() {
     )
     .is_err());
 }
+
+#[test]
+fn serving_and_limit_keys_are_read_and_checked() {
+    let config = Config::load(
+        None,
+        env(&[
+            ("AGENTMESH_API__LIMITS__READS", "5"),
+            ("AGENTMESH_API__LIMITS__WINDOW", "2s"),
+            (
+                "AGENTMESH_API__TRUSTED_PROXIES",
+                "[\"10.0.0.0/8\", \"192.0.2.7\"]",
+            ),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.api.limits.reads, 5);
+    assert_eq!(config.api.limits.window, Duration::from_secs(2));
+    let shown: Vec<String> = config
+        .api
+        .trusted_proxies
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["10.0.0.0/8", "192.0.2.7"]);
+    for (name, value, key) in [
+        ("AGENTMESH_API__LIMITS__READS", "0", "api.limits.reads"),
+        ("AGENTMESH_API__LIMITS__IMPORT", "0", "api.limits.import"),
+        ("AGENTMESH_API__LIMITS__WINDOW", "0s", "api.limits.window"),
+        (
+            "AGENTMESH_API__LIMITS__MAX_TRACKED",
+            "0",
+            "api.limits.max_tracked",
+        ),
+        (
+            "AGENTMESH_API__HEADER_READ_TIMEOUT",
+            "0s",
+            "api.header_read_timeout",
+        ),
+        (
+            "AGENTMESH_API__BODY_READ_TIMEOUT",
+            "0s",
+            "api.body_read_timeout",
+        ),
+        (
+            "AGENTMESH_API__MAX_CONNECTIONS_PER_IP",
+            "5000",
+            "api.max_connections_per_ip",
+        ),
+    ] {
+        match Config::load(None, env(&[(name, value)])) {
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{name}={value}"),
+            other => panic!("{name}={value}: {other:?}"),
+        }
+    }
+    let err = Config::load(
+        None,
+        env(&[("AGENTMESH_API__TRUSTED_PROXIES", "[\"proxy.example\"]")]),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("proxy.example"), "{err}");
+}

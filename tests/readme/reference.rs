@@ -26,15 +26,28 @@ fn config_keys(config: &agentmesh::config::Config) -> Vec<(String, Value)> {
         panic!("a Config serializes to a JSON object, got {json}");
     };
     let mut keys = Vec::new();
-    for (name, value) in top {
+    flatten_keys("", top, &mut keys);
+    keys
+}
+
+/// The keys of `table` under `prefix`, each table within it (`[api.limits]`)
+/// walked in turn.
+fn flatten_keys(
+    prefix: &str,
+    table: serde_json::Map<String, Value>,
+    keys: &mut Vec<(String, Value)>,
+) {
+    for (name, value) in table {
+        let key = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}.{name}")
+        };
         match value {
-            Value::Object(section) => {
-                keys.extend(section.into_iter().map(|(k, v)| (format!("{name}.{k}"), v)))
-            }
-            other => keys.push((name, other)),
+            Value::Object(inner) => flatten_keys(&key, inner, keys),
+            other => keys.push((key, other)),
         }
     }
-    keys
 }
 
 /// The README's configuration block: the TOML text with commented-out

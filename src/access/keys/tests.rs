@@ -104,6 +104,24 @@ fn another_reader_sees_a_change_once_the_recheck_time_has_passed() {
         reader.verify(&first.token, unix_now()),
         KeyVerdict::Revoked { .. }
     ));
+    // The key it found at its first read is no change; the revocation is.
+    assert_eq!(
+        reader.take_changes(),
+        [KeyChange::Revoked {
+            id: first.key.id.clone()
+        }]
+    );
+    let second = writer.create("second", read_only(), None).unwrap();
+    reader.cache.lock().unwrap().checked = Some(Instant::now() - RECHECK);
+    assert!(reader.any());
+    assert_eq!(
+        reader.take_changes(),
+        [KeyChange::Created {
+            id: second.key.id,
+            name: "second".into()
+        }]
+    );
+    assert!(reader.take_changes().is_empty());
 }
 
 #[test]
