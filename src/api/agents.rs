@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::auth::Admin;
 use super::error::{
-    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed, TokenRefused,
+    ApiError, BodyTooLarge, ErrorBody, ErrorCode, NoRoom, NotJson, StoreFailed, TokenRefused,
 };
 use super::json::JsonBody;
 use super::state::AppState;
@@ -47,6 +47,7 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
         BodyTooLarge,
         NotJson,
         StoreFailed,
+        NoRoom,
     ))]
 pub(super) async fn register(
     State(state): State<AppState>,
@@ -168,6 +169,7 @@ pub(super) async fn summary(
         BodyTooLarge,
         NotJson,
         StoreFailed,
+        NoRoom,
     ))]
 pub(super) async fn update(
     State(state): State<AppState>,

@@ -25,7 +25,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
-use super::{agents, crawl, health, import, observe, records, resolve, suspend, transfer, ui};
+use super::{
+    agents, crawl, export, health, import, observe, records, resolve, suspend, transfer, ui,
+};
 
 /// The name the AIDIP document schema has in `components.schemas`.
 const AIDIP_SCHEMA: &str = "AidipDocument";
@@ -61,6 +63,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         suspend::all,
         transfer::hand_over,
         import::import,
+        export::export,
         health::health,
         health::peers,
         observe::render,

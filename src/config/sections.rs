@@ -312,6 +312,11 @@ pub struct StoreConfig {
     pub record_ttl: Duration,
     /// sled page cache size, bytes.
     pub cache_bytes: u64,
+    /// The store's size on disk (sled's files and the text index), in
+    /// bytes, past which writes of live records are refused (507
+    /// Insufficient Storage) while reads, deletes and suspensions go on.
+    /// Unset: no limit but the disk's.
+    pub max_bytes: Option<u64>,
 }
 
 impl Default for StoreConfig {
@@ -319,6 +324,7 @@ impl Default for StoreConfig {
         Self {
             record_ttl: Duration::from_secs(7 * 24 * 3600),
             cache_bytes: 256 * 1024 * 1024,
+            max_bytes: None,
         }
     }
 }
