@@ -7,6 +7,7 @@ mod bind;
 mod common;
 
 mod api;
+mod backup;
 mod cli;
 mod crawl;
 mod dnssec_bind;
