@@ -13,6 +13,7 @@ mod crawl;
 mod dnssec_bind;
 mod dnssec_in_process;
 mod explorer;
+mod faults;
 mod federation;
 mod formats;
 mod freshness;

@@ -159,11 +159,14 @@ impl From<RegistryError> for ApiError {
 }
 
 /// The answer to a write the store has no room for: 507, saying why.
+/// Past `store.max_bytes` nothing was written; on a full disk the write
+/// may have reached the store without being made durable, which its
+/// client, told 507, retries.
 pub(crate) fn no_room(e: &crate::store::StoreError) -> ApiError {
     tracing::warn!(error = %e, "write refused: the store has no room");
     ApiError::new(
         ErrorCode::InsufficientStorage,
-        format!("{e}; the write was not applied, reads go on"),
+        format!("{e}; the write is not acknowledged, reads go on"),
     )
 }
 
