@@ -116,8 +116,13 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let sample = |toml: &str| format!("# x\n\n{CONFIG_HEADING}\n\n```toml\n{toml}```\n\n## Next\n");
     let mut differences = config_differences(&sample(&defaults)).unwrap();
     differences.sort();
-    assert_eq!(differences.len(), 3, "{differences:?}");
-    let options = ["api.admin_token", "crawl.contact", "search.semantic_model"];
+    assert_eq!(differences.len(), 4, "{differences:?}");
+    let options = [
+        "api.admin_token",
+        "crawl.contact",
+        "search.semantic_model",
+        "store.max_bytes",
+    ];
     for (difference, key) in differences.iter().zip(options) {
         assert!(difference.starts_with(key), "{difference}");
     }
@@ -125,7 +130,8 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let complete = defaults
         .replace("[api]\n", "[api]\n# admin_token = \"t\"\n")
         .replace("[crawl]\n", "[crawl]\n# contact = \"c\"\n")
-        .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n");
+        .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n")
+        .replace("[store]\n", "[store]\n# max_bytes = 1\n");
     assert_eq!(config_differences(&sample(&complete)), Ok(vec![]));
 
     let without = complete.replace("default_limit = 20\n", "");
