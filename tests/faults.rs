@@ -251,6 +251,17 @@ async fn writes_past_the_store_limit_are_refused_while_reads_go_on() {
         .await
         .expect_error(507, "InsufficientStorage");
     api.delete("/agents/filler-0").await.expect(204);
+    // A record from another registry finds no room either; the sender is
+    // told so, and not as a fault of its record.
+    let elsewhere = common::signed_registration(
+        "elsewhere-0",
+        "https://weather.example/0",
+        agentmesh::record::next_seq(None),
+        &agentmesh::identity::generate(),
+    );
+    api.post_raw("/records", Some("application/cbor"), elsewhere)
+        .await
+        .expect_error(507, "InsufficientStorage");
 
     // Room again (the limit raised): writes go in.
     limit_config(&config, used * 64 + (64 << 20));
