@@ -3,15 +3,18 @@
 //! copied into a spool file beside it, record writes held back for that
 //! copy only, so the export is one instant's records however slowly the
 //! client reads; the file is unlinked at once and gone with the response.
+//! The answer's head goes out before the copy: a failure after it ends
+//! the body without the export's trailer.
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use futures_util::TryStreamExt as _;
 use tokio_util::io::ReaderStream;
 
 use super::auth::Admin;
-use super::error::{ApiError, ErrorCode, Overloaded, TokenRefused};
+use super::error::{ApiError, Overloaded, TokenRefused};
 use super::state::AppState;
 
 /// The media type of an export.
@@ -31,19 +34,26 @@ const JSONL: &str = "application/jsonl";
     ))]
 pub(super) async fn export(State(state): State<AppState>, _: Admin) -> Result<Response, ApiError> {
     let store = state.registry().store().blocking().clone();
-    let spooled = tokio::task::spawn_blocking(move || store.export_to_spool())
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the export failed: {e}")))?;
-    let (file, summary) = spooled.map_err(|e| {
-        tracing::error!(error = %e, "export failed");
-        ApiError::new(ErrorCode::Unavailable, format!("the export failed: {e}"))
-    })?;
-    tracing::info!(
-        registrations = summary.registrations,
-        records = summary.records,
-        entries = summary.entries,
-        "export written"
-    );
-    let stream = ReaderStream::new(tokio::fs::File::from_std(file));
-    Ok(([(header::CONTENT_TYPE, JSONL)], Body::from_stream(stream)).into_response())
+    // The copy runs inside the body, so a large store is not cut off by
+    // `api.request_timeout` (which ends at the answer's head); an export
+    // that fails there ends the body without its trailer, which the
+    // reader refuses as incomplete.
+    let spooled = async move {
+        let spooled = tokio::task::spawn_blocking(move || store.export_to_spool())
+            .await
+            .map_err(std::io::Error::other)?;
+        let (file, summary) = spooled.map_err(|e| {
+            tracing::error!(error = %e, "export failed");
+            std::io::Error::other(e)
+        })?;
+        tracing::info!(
+            registrations = summary.registrations,
+            records = summary.records,
+            entries = summary.entries,
+            "export written"
+        );
+        Ok::<_, std::io::Error>(ReaderStream::new(tokio::fs::File::from_std(file)))
+    };
+    let body = futures_util::stream::once(spooled).try_flatten();
+    Ok(([(header::CONTENT_TYPE, JSONL)], Body::from_stream(body)).into_response())
 }
