@@ -24,22 +24,13 @@ pub struct ExportArgs {
     pub file: PathBuf,
     /// Data directory of a stopped node (no node may be running on it:
     /// export a running node with `--api`).
-    #[arg(
-        long,
-        env = "AGENTMESH_DATA_DIR",
-        value_name = "DIR",
-        conflicts_with = "api"
-    )]
+    #[arg(long, env = "AGENTMESH_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// TOML config file (for its data_dir).
-    #[arg(
-        long,
-        env = "AGENTMESH_CONFIG",
-        value_name = "FILE",
-        conflicts_with = "api"
-    )]
+    #[arg(long, env = "AGENTMESH_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Export a running node through its API (`GET /admin/export`).
+    /// Export a running node through its API (`GET /admin/export`)
+    /// instead of a data directory (which is then not read).
     #[arg(long, alias = "node", value_name = "URL")]
     pub api: Option<String>,
     /// The node's admin token (`api.admin_token`), with `--api`.
