@@ -297,3 +297,45 @@ async fn a_restore_refuses_a_store_already_there_and_a_broken_export() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn an_export_needs_the_admin_token() {
+    let files = tempfile::tempdir().unwrap();
+    let node = TestNode::start_with_env(&[(
+        "AGENTMESH_API__ADMIN_TOKEN",
+        "backup-secret-of-the-operator",
+    )]);
+    node.api()
+        .get("/admin/export")
+        .await
+        .expect_error(401, "Unauthorized");
+    let file = files.path().join("refused.export");
+    let refused = run(
+        common::agentmesh()
+            .arg("export")
+            .args(["--api", &node.base_url()])
+            .env_remove("AGENTMESH_API__ADMIN_TOKEN")
+            .arg(&file),
+        DEADLINE,
+        "agentmesh export --api without the token",
+    );
+    refused.assert_failure("agentmesh export --api without the token");
+    assert!(refused.stderr.contains("401"), "{}", refused.stderr);
+    assert!(!file.exists() && !files.path().join("refused.export.partial").exists());
+    run(
+        common::agentmesh()
+            .arg("export")
+            .args([
+                "--api",
+                &node.base_url(),
+                "--token",
+                "backup-secret-of-the-operator",
+            ])
+            .arg(&file),
+        DEADLINE,
+        "agentmesh export --api --token",
+    )
+    .assert_success("agentmesh export --api --token");
+    let export = std::fs::read_to_string(&file).unwrap();
+    assert!(export.lines().last().unwrap().contains(r#""type":"end""#));
+}
