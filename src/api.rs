@@ -32,6 +32,7 @@ mod auth;
 mod caller;
 mod crawl;
 mod error;
+mod export;
 mod health;
 mod import;
 mod json;
@@ -106,6 +107,7 @@ pub fn router(state: AppState) -> Router {
             axum::routing::put(suspend::suspend).delete(suspend::unsuspend),
         )
         .route("/admin/suspensions", get(suspend::all))
+        .route("/admin/export", get(export::export))
         .route(
             "/admin/agents/{id}/transfer",
             axum::routing::post(transfer::hand_over),

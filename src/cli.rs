@@ -11,6 +11,7 @@
 #[cfg(feature = "testbed")]
 mod agent_host;
 mod audit;
+mod backup;
 mod crawl;
 #[cfg(feature = "testbed")]
 mod demo;
@@ -95,10 +96,18 @@ pub enum Command {
     Crawl(crawl::CrawlCmdArgs),
     /// Import AIDIP documents, one JSON object per line (`-`: stdin), or
     /// with `--format mcp-registry` MCP Registry servers, into the data
-    /// directory as this node's registrations; each refused line is
+    /// directory as this node's registrations; or restore an export
+    /// (`agentmesh export`, recognised by its header line, or
+    /// `--format export`) into an empty data directory; each refused line is
     /// reported with its line number (exit 0 when all went in, 3 when some
     /// lines were refused, 1 on an error).
     Import(import::ImportArgs),
+    /// Write everything a node holds (its registrations as AIDIP
+    /// documents, every signed record as received, suspensions, the
+    /// crawl schedule and every other tree) as one export, from a stopped
+    /// node's data directory or a running node's API (`--api`);
+    /// `agentmesh import` restores it into an empty data directory.
+    Export(backup::ExportArgs),
     /// Print the DNS records and write the agent.json that put an agent on
     /// the mesh.
     Publish(publish::PublishArgs),
@@ -302,6 +311,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => crawl::verify(args).await,
         Command::Crawl(args) => crawl::crawl(args).await,
         Command::Import(args) => import::run(args).await,
+        Command::Export(args) => backup::export(args).await,
         Command::Publish(args) => done(publish::run(&args)),
         #[cfg(feature = "testbed")]
         Command::AgentHost(args) => done(agent_host::run(args).await),
@@ -333,16 +343,20 @@ async fn open_data_dir(
 ) -> anyhow::Result<(crate::store::Store, ed25519_dalek::SigningKey)> {
     crate::node::create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
-    let (path, cache) = (config.store_path(), config.store.cache_bytes);
-    let store = tokio::task::spawn_blocking(move || crate::store::Store::open(&path, cache))
-        .await
-        .context("the store-open task panicked")?
-        .with_context(|| {
-            format!(
-                "opening the store in {} (is a node running on it?)",
-                config.data_dir.display()
-            )
-        })?;
+    let (path, options) = (
+        config.store_path(),
+        crate::store::StoreOptions::of(&config.store),
+    );
+    let store =
+        tokio::task::spawn_blocking(move || crate::store::Store::open_with(&path, &options))
+            .await
+            .context("the store-open task panicked")?
+            .with_context(|| {
+                format!(
+                    "opening the store in {} (is a node running on it?)",
+                    config.data_dir.display()
+                )
+            })?;
     Ok((store, key))
 }
 

@@ -363,6 +363,10 @@ impl Judge {
             }
             // Lost a race with another copy of the same or a newer record.
             Err(StoreError::Record(RecordError::StaleSeq { .. })) => Judgement::Duplicate,
+            Err(e) if e.is_out_of_space() => {
+                tracing::warn!(error = %e, "no room for a remote record");
+                self.refuse(Refusal::NoRoom)
+            }
             Err(e) => {
                 tracing::error!(error = %e, "storing a remote record failed");
                 self.refuse(Refusal::StoreFailed)

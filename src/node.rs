@@ -390,8 +390,8 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
     let path = config.store_path();
-    let cache = config.store.cache_bytes;
-    let store = tokio::task::spawn_blocking(move || Store::open(&path, cache))
+    let options = crate::store::StoreOptions::of(&config.store);
+    let store = tokio::task::spawn_blocking(move || Store::open_with(&path, &options))
         .await
         .expect("the store-open task does not panic")?;
     // The evidence held counts only from this node and its trusted peers:

@@ -54,10 +54,14 @@
 //!   `trust.rs`: what this node counts, revoked keys, transfers;
 //! - `stored.rs` (a record as stored), `compact.rs`, `postings.rs`,
 //!   `filter.rs`, `claims.rs`, `changes.rs`, `migrate.rs`, `error.rs`;
-//!   `text.rs`, the text index.
+//!   `text.rs`, the text index;
+//! - `backup.rs`: the whole store as one export, and an export restored
+//!   into an empty directory; `usage.rs`: `store.max_bytes` and a full
+//!   disk, told apart from other failures.
 
 mod async_face;
 pub mod audit;
+mod backup;
 mod changes;
 mod claims;
 mod compact;
@@ -75,9 +79,14 @@ mod stored;
 mod suspended;
 pub mod text;
 mod trust;
+mod usage;
 mod write;
 
 pub use audit::{AuditAction, AuditEntry, AuditEvent, AuditOutcome, Retention};
+pub use backup::{
+    is_export_header, restore, BackupError, BackupSummary, EXPORT_MAGIC, EXPORT_VERSION,
+    MAX_EXPORT_LINE_BYTES,
+};
 pub use changes::ChangeFeed;
 pub use compact::{Claimed, CompactAgent};
 pub use error::{failed_batch, StoreError};
@@ -90,6 +99,7 @@ pub use stored::StoredAgent;
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::{TextIndexOpen, TextQuery};
 pub use trust::{Reassessed, Revocation};
+pub use usage::{disk_usage, is_enospc};
 pub use write::{Expect, Origin, PutOutcome};
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/admin/audit", Some(Scope::Admin)),
     ("GET", "/admin/audit/verify", Some(Scope::Admin)),
     ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
+    ("GET", "/admin/export", Some(Scope::Admin)),
 ];
 
 #[test]

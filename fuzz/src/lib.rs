@@ -59,6 +59,7 @@ pub fn judge() -> &'static Judge {
         let options = StoreOptions {
             cache_bytes: 16 << 20,
             text_index: TextIndexOpen::AtFirstSearch,
+            max_bytes: None,
         };
         let store = Store::open_with(&dir, &options).expect("the fuzz store opens");
         Judge::new(

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed};
+use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NoRoom, NotJson, StoreFailed};
 use super::json::JsonBody;
 use super::state::AppState;
 use super::transfer::OfferedTransfer;
@@ -42,6 +42,7 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
         BodyTooLarge,
         NotJson,
         StoreFailed,
+        NoRoom,
     ))]
 pub(super) async fn register(
     State(state): State<AppState>,
@@ -160,6 +161,7 @@ pub(super) async fn summary(
         BodyTooLarge,
         NotJson,
         StoreFailed,
+        NoRoom,
     ))]
 pub(super) async fn update(
     State(state): State<AppState>,

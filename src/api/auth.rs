@@ -295,6 +295,7 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/admin/audit", Some(Scope::Admin)),
     ("GET", "/admin/audit/verify", Some(Scope::Admin)),
     ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
+    ("GET", "/admin/export", Some(Scope::Admin)),
 ];
 
 /// The scope a route needs: its [`ROUTE_SCOPES`] entry, else `admin`.

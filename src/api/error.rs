@@ -36,6 +36,9 @@ pub enum ErrorCode {
     Upstream,
     /// 503.
     Unavailable,
+    /// 507: the store has no room for the write (`store.max_bytes`
+    /// reached, or the disk full); reads go on.
+    InsufficientStorage,
 }
 
 impl ErrorCode {
@@ -48,6 +51,7 @@ impl ErrorCode {
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Self::AgentError | Self::Upstream => StatusCode::BAD_GATEWAY,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 }
@@ -145,6 +149,7 @@ impl From<RegistryError> for ApiError {
             }
             RegistryError::TooLarge(_) => Self::new(ErrorCode::InvalidInput, e.to_string())
                 .with_status(StatusCode::PAYLOAD_TOO_LARGE),
+            RegistryError::Store(e) if e.is_out_of_space() => no_room(&e),
             RegistryError::Store(_) => {
                 tracing::error!(error = %e, "store failure");
                 Self::new(
@@ -154,6 +159,18 @@ impl From<RegistryError> for ApiError {
             }
         }
     }
+}
+
+/// The answer to a write the store has no room for: 507, saying why.
+/// Past `store.max_bytes` nothing was written; on a full disk the write
+/// may have reached the store without being made durable, which its
+/// client, told 507, retries.
+pub(crate) fn no_room(e: &crate::store::StoreError) -> ApiError {
+    tracing::warn!(error = %e, "write refused: the store has no room");
+    ApiError::new(
+        ErrorCode::InsufficientStorage,
+        format!("{e}; the write is not acknowledged, reads go on"),
+    )
 }
 
 impl From<JsonRejection> for ApiError {
@@ -237,6 +254,13 @@ shared_error_answer!(
     StoreFailed,
     "503",
     "The store failed or the node is overloaded"
+);
+shared_error_answer!(
+    /// 507: the store has no room for the write (`store.max_bytes`
+    /// reached, or the disk full).
+    NoRoom,
+    "507",
+    "The store has no room for the write; reads go on"
 );
 shared_error_answer!(
     /// 503: the concurrency limit or the request timeout turned the

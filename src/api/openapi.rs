@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi};
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
-    agents, audit, crawl, health, import, observe, records, resolve, suspend, transfer, ui,
+    agents, audit, crawl, export, health, import, observe, records, resolve, suspend, transfer, ui,
 };
 use crate::access::Scope;
 
@@ -70,6 +70,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         audit::one,
         transfer::hand_over,
         import::import,
+        export::export,
         health::health,
         health::peers,
         observe::render,

@@ -13,7 +13,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::Json;
 use serde_json::json;
 
-use super::error::{ApiError, ErrorBody, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode, NoRoom};
 use super::state::{AppState, MeshState};
 use super::wire::RecordBytes;
 use crate::federation::{Judgement, Refusal};
@@ -81,6 +81,7 @@ impl Submitted {
         (status = 413, description = "Larger than a record may be", body = ErrorBody),
         (status = 415, description = "Not `application/cbor`", body = ErrorBody),
         (status = 503, description = "This node runs no mesh, or is overloaded", body = ErrorBody),
+        NoRoom,
     ))]
 pub(super) async fn submit(
     State(state): State<AppState>,
@@ -186,6 +187,11 @@ async fn answer(
             format!("refused: {reason}: the agent belongs to another key"),
         )
         .with_details(json!([{"field": "", "message": reason.as_str()}]))),
+        Judgement::Refused(Refusal::NoRoom) => Err(ApiError::new(
+            ErrorCode::InsufficientStorage,
+            "no_room: the store has no room for the record (store.max_bytes reached, or the \
+             disk full); reads go on",
+        )),
         Judgement::Unverifiable(reason) | Judgement::Refused(reason) => Err(ApiError::new(
             ErrorCode::InvalidInput,
             format!("refused: {reason}"),

@@ -66,6 +66,7 @@ fn store_error(e: StoreError) -> ApiError {
             ErrorCode::NotFound,
             format!("agent {agent_id} is not held by this node"),
         ),
+        other if other.is_out_of_space() => super::error::no_room(&other),
         other => {
             tracing::error!(error = %other, "store failure");
             ApiError::new(

@@ -173,6 +173,7 @@ async fn offline(dir: PathBuf, ask: Ask) -> anyhow::Result<Value> {
             &crate::store::StoreOptions {
                 cache_bytes: 16 << 20,
                 text_index: crate::store::TextIndexOpen::AtFirstSearch,
+                max_bytes: None,
             },
         )
     })

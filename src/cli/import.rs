@@ -48,15 +48,9 @@ pub enum InputFormat {
     /// server.json, or NDJSON whose lines each are a server.json or an
     /// item.
     McpRegistry,
-}
-
-impl From<InputFormat> for ImportFormat {
-    fn from(f: InputFormat) -> Self {
-        match f {
-            InputFormat::Aidip => Self::Aidip,
-            InputFormat::McpRegistry => Self::McpRegistry,
-        }
-    }
+    /// An export (`agentmesh export`), restored into an empty data
+    /// directory: recognised by its header line without this flag.
+    Export,
 }
 
 /// Flags of `import`.
@@ -65,9 +59,10 @@ pub struct ImportArgs {
     /// The input file (NDJSON of AIDIP documents, or what `--format`
     /// says); `-` reads stdin.
     pub file: PathBuf,
-    /// What the input holds.
-    #[arg(long, value_enum, default_value_t = InputFormat::Aidip)]
-    pub format: InputFormat,
+    /// What the input holds: without it, an export when the file starts
+    /// with an export's header line, else AIDIP documents.
+    #[arg(long, value_enum)]
+    pub format: Option<InputFormat>,
     /// Data directory (store and node.key); no node may be running on it.
     #[arg(long, env = "AGENTMESH_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -124,6 +119,19 @@ async fn open(file: &std::path::Path) -> anyhow::Result<(Input, Option<u64>)> {
 /// # Errors
 /// When the input, the config, the key or the store cannot be opened.
 pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let (format, unit) = match args.format {
+        Some(InputFormat::Aidip) => (ImportFormat::Aidip, "line"),
+        Some(InputFormat::McpRegistry) => (ImportFormat::McpRegistry, "item"),
+        None if !super::backup::is_export(&args.file) => (ImportFormat::Aidip, "line"),
+        Some(InputFormat::Export) | None => {
+            return super::backup::restore(super::backup::RestoreArgs {
+                file: &args.file,
+                config: args.config.as_deref(),
+                data_dir: args.data_dir.as_deref(),
+            })
+            .await
+        }
+    };
     let mut config = Config::load(args.config.as_deref(), std::env::vars())?;
     if let Some(d) = &args.data_dir {
         config.data_dir = d.clone();
@@ -146,11 +154,7 @@ pub(super) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             max_lines: u64::MAX,
         },
     )
-    .with_format(args.format.into());
-    let unit = match args.format {
-        InputFormat::Aidip => "line",
-        InputFormat::McpRegistry => "item",
-    };
+    .with_format(format);
 
     let read = Arc::new(AtomicU64::new(0));
     let input = tokio::io::BufReader::with_capacity(

@@ -439,6 +439,12 @@ pub struct StoreConfig {
     pub record_ttl: Duration,
     /// sled page cache size, bytes.
     pub cache_bytes: u64,
+    /// The store's size on disk (sled's files and the text index), in
+    /// bytes, past which writes of live records are refused (507
+    /// Insufficient Storage) while reads, deletes and suspensions go on.
+    /// Unset: no limit but the disk's.
+    pub max_bytes: Option<u64>,
+
     /// How long the audit log keeps entries: a duration (`"90d"`) or an
     /// entry count (`1000000`). Older entries are pruned behind a
     /// checkpoint signed with the node key, so the chain still verifies.
@@ -462,6 +468,7 @@ impl Default for StoreConfig {
             record_ttl: Duration::from_secs(7 * 24 * 3600),
             cache_bytes: 256 * 1024 * 1024,
             audit_retention: None,
+            max_bytes: None,
         }
     }
 }

@@ -72,9 +72,12 @@ impl NodeHandler {
             Judgement::NotKept => Verdict::Accept,
             Judgement::Stale => Verdict::Ignore("stale_seq"),
             Judgement::Unverifiable(reason) => Verdict::Ignore(reason.as_str()),
-            // Over a quota: valid, and no fault of the relay.
+            // Over a quota, or no room here: valid, and no fault of the
+            // relay.
             Judgement::Refused(
-                reason @ (super::Refusal::SignerQuota | super::Refusal::ClaimsFull),
+                reason @ (super::Refusal::SignerQuota
+                | super::Refusal::ClaimsFull
+                | super::Refusal::NoRoom),
             ) => Verdict::Ignore(reason.as_str()),
             Judgement::Refused(reason) => Verdict::Reject(reason.as_str()),
         }

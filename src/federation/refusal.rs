@@ -47,6 +47,9 @@ pub enum Refusal {
     TombstoneNotAuthorised,
     /// The store failed while judging.
     StoreFailed,
+    /// The store has no room (`store.max_bytes` reached, or the disk
+    /// full): valid perhaps, and no fault of the sender (not penalised).
+    NoRoom,
     /// A seq further ahead of this node's clock (in milliseconds) than
     /// the tolerated skew: it would pin the agent against its owner's
     /// later records.
@@ -79,7 +82,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 27] = [
+    pub const ALL: [Refusal; 28] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -99,6 +102,7 @@ impl Refusal {
         Self::TombstoneForUnknownAgent,
         Self::TombstoneNotAuthorised,
         Self::StoreFailed,
+        Self::NoRoom,
         Self::SeqAhead,
         Self::LifetimeTooLong,
         Self::NotOwner,
@@ -131,6 +135,7 @@ impl Refusal {
             Self::TombstoneForUnknownAgent => "tombstone_for_unknown_agent",
             Self::TombstoneNotAuthorised => "tombstone_not_authorised",
             Self::StoreFailed => "store_failed",
+            Self::NoRoom => "no_room",
             Self::SeqAhead => "seq_ahead",
             Self::LifetimeTooLong => "lifetime_too_long",
             Self::NotOwner => "not_owner",

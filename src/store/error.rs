@@ -77,6 +77,14 @@ pub enum StoreError {
         /// The panic message, or why the task did not run.
         reason: String,
     },
+    /// No room for the write: `store.max_bytes` reached (the disk being
+    /// full comes as [`StoreError::Sled`]; [`StoreError::is_out_of_space`]
+    /// tells both).
+    #[error("store out of space: {reason}")]
+    OutOfSpace {
+        /// What is used, against what limit.
+        reason: String,
+    },
     /// The record was replaced since it was read
     /// ([`Expect::Held`](super::Expect::Held)).
     #[error("agent {agent_id} changed since seq {expected} was read")]

@@ -15,6 +15,7 @@ use super::freshness::Dropped;
 use super::postings::Postings;
 use super::suspended::Suspended;
 use super::text::Text;
+use super::usage::Usage;
 
 /// Write stripes: writes of agents in different stripes run at once.
 pub(super) const WRITE_STRIPES: usize = 64;
@@ -94,6 +95,8 @@ pub(super) struct Inner {
     /// for a whole `db.flush()` holds a blocking-pool thread, never a
     /// runtime worker.
     pub(super) gate: RwLock<()>,
+    /// `store.max_bytes` and the store's last measured size.
+    pub(super) usage: Usage,
     /// Group commit: writes done, and writes known durable.
     pub(super) writes: AtomicU64,
     pub(super) flushed: AtomicU64,

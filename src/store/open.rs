@@ -16,6 +16,7 @@ use super::postings::{self, Postings};
 use super::reports::fill_reasons;
 use super::suspended::Suspended;
 use super::text::{Text, TextIndexOpen};
+use super::usage::Usage;
 
 /// How a store opens. The default is what `agentmesh node` runs, but for
 /// the page cache, which comes from `store.cache_bytes`.
@@ -25,6 +26,9 @@ pub struct StoreOptions {
     pub cache_bytes: u64,
     /// When the text index opens (`store/text/opening.rs`).
     pub text_index: TextIndexOpen,
+    /// The store's size on disk past which writes of live records are
+    /// refused (`store.max_bytes`); `None`: no limit but the disk's.
+    pub max_bytes: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -32,6 +36,19 @@ impl Default for StoreOptions {
         Self {
             cache_bytes: crate::config::StoreConfig::default().cache_bytes,
             text_index: TextIndexOpen::WithStore,
+            max_bytes: None,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The options of a node's store under `config` (`[store]`): its page
+    /// cache and its size limit.
+    pub fn of(config: &crate::config::StoreConfig) -> Self {
+        Self {
+            cache_bytes: config.cache_bytes,
+            max_bytes: config.max_bytes,
+            ..Self::default()
         }
     }
 }
@@ -130,6 +147,7 @@ impl Store {
                     live: AtomicU64::new(live),
                     settled: AtomicU64::new(0),
                     gate: RwLock::new(()),
+                    usage: Usage::new(options.max_bytes),
                     writes: AtomicU64::new(0),
                     flushed: AtomicU64::new(0),
                     flush_turn: tokio::sync::Mutex::new(()),
@@ -154,6 +172,15 @@ impl Store {
     /// from the flush; [`StoreError::TaskFailed`].
     pub async fn close(self) -> Result<(), StoreError> {
         unblock("close", move || self.sync.close()).await?
+    }
+
+    /// Whether a store in `dir` is open (a node runs on it): sled's lock
+    /// on its database file is held.
+    ///
+    /// # Errors
+    /// [`StoreError::Close`] when the file cannot be opened to look.
+    pub fn is_in_use(dir: &Path) -> Result<bool, StoreError> {
+        is_locked(&dir.join("db"))
     }
 
     /// As [`Store::close`], on this thread: only from a blocking context.

@@ -668,6 +668,7 @@ fn ranked_ids(store: &Store, text: &str) -> Vec<String> {
 }
 
 mod async_face;
+mod backup;
 mod batch;
 mod ranking;
 mod text_index;

@@ -183,6 +183,13 @@ impl BlockingStore {
         if writes.is_empty() {
             return Vec::new();
         }
+        // Past the size limit only tombstones go in: they take less room
+        // than the descriptors they replace, and are how room is made.
+        if writes.iter().any(Write::is_live) {
+            if let Err(e) = inner.usage.room(&inner.dir) {
+                return failed_batch(e, writes.len());
+            }
+        }
         // Writes of one agent commit and then update the in-memory posting
         // lists in the same order: two writes of an agent whose updates
         // crossed would leave the terms of the older one behind. Stripes

@@ -129,7 +129,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let sample = |toml: &str| format!("# x\n\n{CONFIG_HEADING}\n\n```toml\n{toml}```\n\n## Next\n");
     let mut differences = config_differences(&sample(&defaults)).unwrap();
     differences.sort();
-    assert_eq!(differences.len(), 6, "{differences:?}");
+    assert_eq!(differences.len(), 7, "{differences:?}");
     let options = [
         "api.admin_token",
         "api.admin_token_file",
@@ -137,6 +137,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
         "crawl.contact",
         "search.semantic_model",
         "store.audit_retention",
+        "store.max_bytes",
     ];
     for (difference, key) in differences.iter().zip(options) {
         assert!(difference.starts_with(key), "{difference}");
@@ -149,7 +150,10 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
         )
         .replace("[crawl]\n", "[crawl]\n# contact = \"c\"\n")
         .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n")
-        .replace("[store]\n", "[store]\n# audit_retention = \"30d\"\n");
+        .replace(
+            "[store]\n",
+            "[store]\n# audit_retention = \"30d\"\n# max_bytes = 1\n",
+        );
     assert_eq!(config_differences(&sample(&complete)), Ok(vec![]));
 
     let without = complete.replace("default_limit = 20\n", "");

@@ -114,6 +114,7 @@ pub(super) async fn start_node(
         // Capability searches walk the filter indexes: no node here
         // ever opens its text index (see the module documentation).
         text_index: TextIndexOpen::AtFirstSearch,
+        max_bytes: None,
     };
     let store = tokio::task::spawn_blocking(move || Store::open_with(&dir, &options))
         .await

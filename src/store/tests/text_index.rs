@@ -122,6 +122,7 @@ fn open_lazy(dir: &Path) -> Store {
         &StoreOptions {
             cache_bytes: 16 << 20,
             text_index: TextIndexOpen::AtFirstSearch,
+            max_bytes: None,
         },
     )
     .unwrap()
