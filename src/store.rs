@@ -99,7 +99,7 @@ pub use stored::StoredAgent;
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
 pub use text::{TextIndexOpen, TextQuery};
 pub use trust::{Reassessed, Revocation};
-pub use usage::{disk_usage, is_enospc};
+pub use usage::{disk_usage, is_enospc, DISK_RESERVE};
 pub use write::{Expect, Origin, PutOutcome};
 
 #[cfg(test)]

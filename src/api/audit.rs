@@ -94,6 +94,11 @@ impl Who {
 
 async fn append(state: &AppState, event: AuditEvent) -> Result<AuditEntry, ApiError> {
     state.registry().store().audit(event).await.map_err(|e| {
+        // A full disk is the client's 507 like any other write's: the
+        // write may have gone in, and is not acknowledged.
+        if e.is_out_of_space() {
+            return super::error::no_room(&e);
+        }
         tracing::error!(error = %e, "the audit log failed");
         ApiError::new(
             ErrorCode::Unavailable,

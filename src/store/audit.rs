@@ -163,8 +163,11 @@ impl BlockingStore {
     /// by their hash); answers the entry. Durable at the next flush.
     ///
     /// # Errors
-    /// [`StoreError::Sled`].
+    /// [`StoreError::Sled`]; [`StoreError::OutOfSpace`] when the disk is
+    /// under its reserve ([`DISK_RESERVE`](super::DISK_RESERVE)).
     pub fn audit_append(&self, event: &AuditEvent) -> Result<AuditEntry, StoreError> {
+        // Not past the disk's reserve: sled must never meet a full disk.
+        super::usage::disk_room(&self.inner.dir)?;
         let log = self.audit_log();
         let record_hash: Option<[u8; 32]> =
             event.record.as_deref().map(|b| Sha256::digest(b).into());

@@ -38,6 +38,7 @@ impl Usage {
     /// # Errors
     /// [`StoreError::OutOfSpace`] at or past the limit.
     pub(super) fn room(&self, dir: &Path) -> Result<(), StoreError> {
+        disk_room(dir)?;
         let Some(limit) = self.limit else {
             return Ok(());
         };
@@ -63,6 +64,46 @@ impl Usage {
         }
         self.bytes.load(Ordering::Relaxed)
     }
+}
+
+/// Free space kept on the store's filesystem: below it, writes are
+/// refused as if the disk were full. sled fails every later operation
+/// once one of its own writes has met "no space left", until a restart;
+/// refusing before it gets there keeps the node taking writes again as
+/// soon as space returns.
+pub const DISK_RESERVE: u64 = 8 << 20;
+
+/// Whether the filesystem holding `dir` has more than [`DISK_RESERVE`]
+/// free (for unprivileged use); a filesystem that cannot be asked counts
+/// as having room.
+///
+/// # Errors
+/// [`StoreError::OutOfSpace`] under the reserve.
+pub(super) fn disk_room(dir: &Path) -> Result<(), StoreError> {
+    match free_bytes(dir) {
+        Some(free) if free < DISK_RESERVE => Err(StoreError::OutOfSpace {
+            reason: format!(
+                "the disk holding the store has {free} bytes free, under the {DISK_RESERVE} kept in reserve"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The bytes free for unprivileged use on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call,
+    // and `stat` is written whole by statvfs when it returns 0.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// The bytes the files under `dir` take on disk (blocks allocated, so a
