@@ -1393,13 +1393,16 @@ async fn admin_import_runs_one_at_a_time() {
         .expect("the first import answers while its body is open");
     assert_eq!(first.status(), 200);
     // The first import holds its slot until its body ends.
-    api.post_raw(
-        "/admin/import",
-        Some("application/x-ndjson"),
-        ndjson(&[minimal_agent("second").to_string()]),
-    )
-    .await
-    .expect_error(429, "RateLimited");
+    let refused = api
+        .post_raw(
+            "/admin/import",
+            Some("application/x-ndjson"),
+            ndjson(&[minimal_agent("second").to_string()]),
+        )
+        .await;
+    refused.expect_error(429, "RateLimited");
+    assert_eq!(refused.header("retry-after"), Some("10"));
+    assert_eq!(refused.body["error"]["details"]["limit"], "import_running");
     drop(tx);
     let text = first.text().await.unwrap();
     assert!(text.contains("\"summary\""), "{text}");

@@ -58,6 +58,25 @@ enum ImportLine {
     },
 }
 
+/// How long a client refused because an import runs is told to wait.
+const IMPORT_RETRY_SECS: u64 = 10;
+
+/// The 429 of an import refused because another one runs, with
+/// `Retry-After` like every other 429.
+fn import_running() -> Response {
+    let mut response = ApiError::new(
+        ErrorCode::RateLimited,
+        "an import is already running on this node; try again when it has finished",
+    )
+    .with_details(serde_json::json!({"limit": "import_running", "retry_after": IMPORT_RETRY_SECS}))
+    .into_response();
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(IMPORT_RETRY_SECS),
+    );
+    response
+}
+
 /// `POST /admin/import`: registers many documents, one JSON document per
 /// line (an MCP registry dump, AIDIP documents, ...), streaming one
 /// result line per input line and then the summary.
@@ -76,12 +95,9 @@ pub(super) async fn import(
     who: super::audit::Who,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let permit = state.import_gate().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            ErrorCode::RateLimited,
-            "an import is already running on this node; try again when it has finished",
-        )
-    })?;
+    let Ok(permit) = state.import_gate().try_acquire_owned() else {
+        return Ok(import_running());
+    };
     let config = state.config();
     let limits = ImportLimits {
         max_line_bytes: config.import_max_line_bytes,
