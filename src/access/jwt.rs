@@ -17,7 +17,7 @@
 //! public, so a key in it cannot be a shared secret.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
@@ -233,25 +233,22 @@ impl JwtVerifier {
     /// Fetches the set when it was never fetched or is older than
     /// `refresh`.
     async fn refresh_if_stale(&self) {
-        let stale = self
-            .keys
-            .read()
-            .await
-            .fetched
-            .is_none_or(|at| at.elapsed() >= self.config.refresh);
-        if stale {
+        if self.is_stale().await {
             let _one = self.fetching.lock().await;
             // Another request may have fetched while this one waited.
-            let still = self
-                .keys
-                .read()
-                .await
-                .fetched
-                .is_none_or(|at| at.elapsed() >= self.config.refresh);
-            if still {
+            if self.is_stale().await {
                 self.fetch_and_keep().await;
             }
         }
+    }
+
+    /// Whether the set was never fetched or is older than `refresh`.
+    async fn is_stale(&self) -> bool {
+        self.keys
+            .read()
+            .await
+            .fetched
+            .is_none_or(|at| at.elapsed() >= self.config.refresh)
     }
 
     /// Fetches the set again for a token naming a key it lacks, unless
@@ -333,7 +330,7 @@ impl JwtVerifier {
     }
 }
 
-fn read_file(path: &PathBuf) -> Result<Vec<u8>, JwksError> {
+fn read_file(path: &Path) -> Result<Vec<u8>, JwksError> {
     let failed = |reason: String| JwksError::Fetch {
         source_name: path.display().to_string(),
         reason,

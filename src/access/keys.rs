@@ -427,8 +427,14 @@ fn diff(before: &HashMap<String, StoredKey>, after: &HashMap<String, StoredKey>)
     for id in before.keys().filter(|id| !after.contains_key(*id)) {
         changes.push(KeyChange::Revoked { id: id.clone() });
     }
-    changes.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    changes.sort_by(|a, b| change_id(a).cmp(change_id(b)));
     changes
+}
+
+fn change_id(change: &KeyChange) -> &str {
+    match change {
+        KeyChange::Created { id, .. } | KeyChange::Revoked { id } => id,
+    }
 }
 
 /// The id and secret of a token of the key form.

@@ -47,10 +47,31 @@ pub async fn record(
     outcome: AuditOutcome,
     request_id: Option<&str>,
 ) -> Result<AuditEntry, ApiError> {
+    append(
+        state,
+        event_of(
+            caller,
+            action,
+            target,
+            outcome,
+            request_id.map(str::to_owned),
+        ),
+    )
+    .await
+}
+
+/// The event of `caller` doing `action` on `target`.
+pub(super) fn event_of(
+    caller: &Caller,
+    action: AuditAction,
+    target: impl Into<String>,
+    outcome: AuditOutcome,
+    request_id: Option<String>,
+) -> AuditEvent {
     let mut event = AuditEvent::new(caller.principal.to_string(), action, target, outcome);
     event.addr = caller.addr.map(|a| a.to_string());
-    event.request_id = request_id.map(str::to_owned);
-    append(state, event).await
+    event.request_id = request_id;
+    event
 }
 
 /// Who asks, under which request, for an entry written after the
@@ -196,10 +217,7 @@ pub(super) async fn trail(
     if target.is_empty() && action == AuditAction::Register {
         target = location_id(&response).unwrap_or_default();
     }
-    let outcome = outcome_of(&response);
-    let mut event = AuditEvent::new(caller.principal.to_string(), action, target, outcome);
-    event.addr = caller.addr.map(|a| a.to_string());
-    event.request_id = request_id;
+    let mut event = event_of(&caller, action, target, outcome_of(&response), request_id);
     if action == AuditAction::AuthFailed {
         auth_failed(&state, event).await;
         return response;

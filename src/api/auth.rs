@@ -224,14 +224,17 @@ pub(super) async fn identify(
                         .extensions()
                         .get::<super::observe::RequestId>()
                         .map(|r| r.as_str().to_owned());
-                    let mut event = crate::store::AuditEvent::new(
-                        Principal::Anonymous.to_string(),
+                    let anonymous = Caller {
+                        principal: Principal::Anonymous,
+                        addr,
+                    };
+                    let event = super::audit::event_of(
+                        &anonymous,
                         crate::store::AuditAction::AuthFailed,
                         req.uri().path(),
                         crate::store::AuditOutcome::Refused("Unauthorized".into()),
+                        request_id,
                     );
-                    event.addr = addr.map(|a| a.to_string());
-                    event.request_id = request_id;
                     super::audit::auth_failed(&state, event).await;
                     return unauthorized(refusal.message, true);
                 }

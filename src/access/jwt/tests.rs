@@ -1,4 +1,5 @@
 use std::io::Write;
+use std::path::PathBuf;
 
 use base64::Engine;
 use ed25519_dalek::pkcs8::EncodePrivateKey;
