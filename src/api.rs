@@ -46,6 +46,7 @@ mod state;
 mod suspend;
 mod transfer;
 mod ui;
+mod visibility;
 mod wire;
 
 use std::time::Duration;
@@ -113,6 +114,10 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(transfer::hand_over),
         )
         .route("/agents/{id}/suspension", get(suspend::one))
+        .route(
+            "/agents/{id}/visibility",
+            get(visibility::get).put(visibility::put),
+        )
         .route("/health", get(health::health))
         .route("/peers", get(health::peers))
         .route("/metrics", get(observe::render))

@@ -282,7 +282,7 @@ impl Issuer {
             .into_iter()
             .map(|r| {
                 r.map(|(issued, published)| {
-                    if let Some(outbox) = &self.outbox {
+                    if let (Some(outbox), Some(published)) = (&self.outbox, published) {
                         outbox.send(published);
                     }
                     issued
@@ -301,8 +301,9 @@ type Signer = Box<
 /// A signer with its seq and transfer, or why it cannot sign.
 type ToSign = Result<(u64, Option<Transfer>, Signer), IssueError>;
 
-/// An issued record and what goes to the outbox for it.
-type Stored = Result<(Issued, Published), IssueError>;
+/// An issued record and what goes to the outbox for it (nothing for a
+/// hidden agent).
+type Stored = Result<(Issued, Option<Published>), IssueError>;
 
 /// Reads each held seq, signs (on every core, for a batch), and stores
 /// what signed in one batch (on a blocking thread, under the agents'
@@ -345,12 +346,16 @@ fn sign_and_store(
         .map(|r| {
             let (record, body) = r?;
             let outcome = puts.next().expect("one put result per signed record")?;
+            // An unlisted or private agent never leaves the node: not its
+            // descriptors, not its tombstone (docs/protocol.md#visibility).
+            let published =
+                (!store.is_hidden(body.agent_id())).then(|| Published::of(&record, &body));
             Ok((
                 Issued {
                     outcome,
                     seq: body.seq(),
                 },
-                Published::of(&record, &body),
+                published,
             ))
         })
         .collect()

@@ -38,7 +38,7 @@ use prometheus_client::registry::{Registry as PromRegistry, Unit};
 
 use crate::mesh::{MeshClient, MeshStats};
 use crate::registry::Registry;
-use crate::store::Filter;
+use crate::store::{Audience, Filter};
 use crate::trust::{Reason, TrustLevel};
 
 /// The content type of [`Metrics::render`]'s text: OpenMetrics 1.0, the
@@ -477,6 +477,7 @@ impl Metrics {
             let blocking = store.blocking();
             let filter = Filter {
                 include_stale: true,
+                audience: Audience::Everything,
                 ..Filter::default()
             };
             let mut counts = SourceCounts::default();

@@ -14,6 +14,7 @@ mod find;
 pub mod import;
 mod transfer;
 mod vectors;
+mod visibility;
 
 pub(crate) use dense::Dense;
 use dense::SemanticRanking;
@@ -66,6 +67,19 @@ pub enum RegistryError {
         /// Why.
         reason: String,
     },
+    /// The agent was registered here by another client: only it and the
+    /// operator may change it.
+    #[error("agent {id} was registered by another client; only it and the operator may change it")]
+    NotOwner {
+        /// The agent id asked for.
+        id: String,
+    },
+    /// Peers already hold the agent as public: it cannot be hidden again.
+    #[error("agent {id} is public and peers hold it: delete it (the deletion reaches them) and register it again as unlisted or private")]
+    AlreadyPublished {
+        /// The agent id asked for.
+        id: String,
+    },
     /// The signed record would be over the size limit.
     #[error("document too large: {0}")]
     TooLarge(RecordError),
@@ -94,6 +108,17 @@ impl From<IssueError> for RegistryError {
 }
 
 impl RegistryError {
+    /// Invalid input with several problems, each `(JSON pointer, message)`.
+    fn invalid_all(message: &str, problems: Vec<(String, String)>) -> Self {
+        Self::Invalid {
+            message: message.to_owned(),
+            problems: problems
+                .into_iter()
+                .map(|(field, message)| FieldProblem { field, message })
+                .collect(),
+        }
+    }
+
     fn invalid(field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         Self::Invalid {

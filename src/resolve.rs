@@ -49,7 +49,7 @@ use crate::record::RecordBody;
 use crate::registry::{
     Dense, Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL,
 };
-use crate::store::{BlockingStore, Filter, StoredAgent, TextQuery};
+use crate::store::{Audience, BlockingStore, Filter, StoredAgent, TextQuery};
 use crate::trust::TrustLevel;
 use crate::understand::{language_matches, understand, Understood};
 
@@ -66,6 +66,8 @@ pub struct Plan {
     pub request: ResolveRequest,
     /// What the intent was understood as.
     pub understood: Understood,
+    /// Whom the resolution answers: the hidden agents it may rank.
+    pub audience: Audience,
 }
 
 impl Plan {
@@ -75,6 +77,7 @@ impl Plan {
         Self {
             request,
             understood,
+            audience: Audience::Public,
         }
     }
 
@@ -99,6 +102,7 @@ impl Plan {
                 languages: self.request.policy.languages.clone(),
                 include_stale: false,
                 min_trust: None,
+                audience: Audience::Public,
             },
             query: share.then(|| self.request.intent.clone()),
             after: None,
@@ -279,7 +283,7 @@ impl Resolver {
         let u = &plan.understood;
         let budget = plan.budget();
         let preferred = plan.preferred_languages();
-        let attempts = attempts(&req.policy.languages, &preferred);
+        let attempts = attempts(&req.policy.languages, &preferred, &plan.audience);
         let text = plan.ranked_text();
         // With a semantic model: the capability the intent means without
         // naming it ranks too, and the best candidates are re-ordered by
@@ -329,13 +333,14 @@ impl Resolver {
 
 /// The filters a resolution tries in turn: the policy's languages with
 /// the preferred ones added (when any are), then the policy's alone.
-fn attempts(policy_languages: &[String], preferred: &[String]) -> Vec<Filter> {
+fn attempts(policy_languages: &[String], preferred: &[String], audience: &Audience) -> Vec<Filter> {
     let hard = Filter {
         capabilities: Vec::new(),
         tags: Vec::new(),
         languages: policy_languages.to_vec(),
         include_stale: false,
         min_trust: None,
+        audience: audience.clone(),
     };
     let mut attempts = Vec::new();
     if !preferred.is_empty() {

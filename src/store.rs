@@ -80,6 +80,7 @@ mod suspended;
 pub mod text;
 mod trust;
 mod usage;
+mod visibility;
 mod write;
 
 pub use audit::{AuditAction, AuditEntry, AuditEvent, AuditOutcome, Retention};
@@ -100,6 +101,10 @@ pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS}
 pub use text::{TextIndexOpen, TextQuery};
 pub use trust::{Reassessed, Revocation};
 pub use usage::{disk_usage, is_enospc, DISK_RESERVE};
+pub use visibility::{
+    Audience, Entitlement, Viewer, Visibility, MAX_CLIENTS as MAX_ENTITLED_CLIENTS,
+    MAX_NAME_CHARS as MAX_ENTITLED_NAME_CHARS, MAX_SCOPES as MAX_ENTITLED_SCOPES,
+};
 pub use write::{Expect, Origin, PutOutcome};
 
 #[cfg(test)]

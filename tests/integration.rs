@@ -35,3 +35,4 @@ mod resolve;
 #[cfg(feature = "semantic")]
 mod semantic;
 mod third_party;
+mod visibility;

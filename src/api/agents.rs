@@ -15,6 +15,7 @@ use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NoRoom, NotJson
 use super::json::JsonBody;
 use super::state::AppState;
 use super::transfer::OfferedTransfer;
+use super::visibility::{take_visibility, Reader};
 use super::wire::{write_mesh_headers, AgentSummary, HeldRecord};
 use crate::registry::RegistryError;
 use crate::registry::{Page, SearchQuery, Summary};
@@ -47,11 +48,26 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 pub(super) async fn register(
     State(state): State<AppState>,
     OfferedTransfer(transfer): OfferedTransfer,
-    JsonBody(doc): JsonBody<Value>,
+    Reader(who): Reader,
+    JsonBody(mut doc): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
+    let asked = take_visibility(&mut doc)?;
     let (outcome, stored) = match transfer {
-        None => state.registry().register(doc).await?,
-        Some(t) => state.registry().take_over(doc, t).await?,
+        None => state.registry().register_as(doc, &who, asked).await?,
+        Some(_) if asked.is_some() => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidInput,
+                "an agent handed over by another registry is public: register it without \
+                 visibility, then change it with PUT /agents/{id}/visibility",
+            ))
+        }
+        Some(t) => {
+            let taken = state.registry().take_over(doc, t).await?;
+            if let Some(id) = taken.1.get("id").and_then(Value::as_str) {
+                state.registry().adopt(id, &who).await?;
+            }
+            taken
+        }
     };
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,
@@ -84,7 +100,9 @@ pub(super) async fn register(
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Reader(who): Reader,
 ) -> Result<Response, ApiError> {
+    state.registry().visible_to(&id, &who)?;
     let document = match state.registry().document(&id).await {
         Err(RegistryError::NotFound { .. }) if state.mesh().is_some() => {
             // Not held here: ask the DHT; what comes back is judged (and
@@ -128,7 +146,9 @@ pub(super) async fn get_one(
 pub(super) async fn summary(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Reader(who): Reader,
 ) -> Result<Response, ApiError> {
+    state.registry().visible_to(&id, &who)?;
     let summary = state.registry().summary(&id).await?;
     let held = state
         .registry()
@@ -166,9 +186,13 @@ pub(super) async fn summary(
 pub(super) async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    JsonBody(doc): JsonBody<Value>,
+    Reader(who): Reader,
+    JsonBody(mut doc): JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(state.registry().update(&id, doc).await?))
+    let asked = take_visibility(&mut doc)?;
+    Ok(Json(
+        state.registry().update_as(&id, doc, &who, asked).await?,
+    ))
 }
 
 /// `DELETE /agents/{id}`: deregisters an agent registered here (a signed
@@ -184,8 +208,9 @@ pub(super) async fn update(
 pub(super) async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Reader(who): Reader,
 ) -> Result<StatusCode, ApiError> {
-    state.registry().delete(&id).await?;
+    state.registry().delete_as(&id, &who).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -388,6 +413,7 @@ fn page_response(page: Page) -> Response {
     ))]
 pub(super) async fn list(
     State(state): State<AppState>,
+    reader: Reader,
     params: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(pairs) = params?;
@@ -400,6 +426,7 @@ pub(super) async fn list(
         |_| "language".to_owned(),
     )?;
     filter.include_stale = p.include_stale.unwrap_or(false);
+    filter.audience = reader.audience();
     let query = SearchQuery {
         filter,
         query: None,
@@ -506,9 +533,11 @@ const MAX_FILTER_TERMS: usize = 32;
     ))]
 pub(super) async fn search(
     State(state): State<AppState>,
+    reader: Reader,
     JsonBody(b): JsonBody<SearchBody>,
 ) -> Result<Response, ApiError> {
-    let (query, scope) = search_query(b, state.config())?;
+    let (mut query, scope) = search_query(b, state.config())?;
+    query.filter.audience = reader.audience();
     // The search asks the mesh first (a first page in mesh scope) and
     // ranks everything this node then holds.
     let outcome = state.search().search(&query, scope).await?;

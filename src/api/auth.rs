@@ -282,6 +282,8 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("DELETE", "/agents/{id}", Some(Scope::Register)),
     ("GET", "/agents/{id}/summary", Some(Scope::Read)),
     ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
+    ("GET", "/agents/{id}/visibility", Some(Scope::Read)),
+    ("PUT", "/agents/{id}/visibility", Some(Scope::Register)),
     ("POST", "/resolve", Some(Scope::Read)),
     ("POST", "/crawl", Some(Scope::Crawl)),
     ("GET", "/crawl/{domain}", Some(Scope::Read)),

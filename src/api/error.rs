@@ -144,7 +144,12 @@ impl From<RegistryError> for ApiError {
                 Self::new(ErrorCode::InvalidInput, message).with_details(json!(problems))
             }
             RegistryError::NotFound { .. } => Self::new(ErrorCode::NotFound, e.to_string()),
-            RegistryError::NotLocal { .. } | RegistryError::TransferRefused { .. } => {
+            RegistryError::AlreadyPublished { .. } => {
+                Self::new(ErrorCode::InvalidInput, e.to_string()).with_status(StatusCode::CONFLICT)
+            }
+            RegistryError::NotLocal { .. }
+            | RegistryError::NotOwner { .. }
+            | RegistryError::TransferRefused { .. } => {
                 Self::new(ErrorCode::Forbidden, e.to_string())
             }
             RegistryError::TooLarge(_) => Self::new(ErrorCode::InvalidInput, e.to_string())

@@ -28,6 +28,7 @@ use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
     agents, audit, crawl, export, health, import, observe, records, resolve, suspend, transfer, ui,
+    visibility,
 };
 use crate::access::Scope;
 
@@ -57,6 +58,8 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         agents::update,
         agents::delete,
         agents::summary,
+        visibility::get,
+        visibility::put,
         resolve::resolve,
         crawl::start,
         crawl::report,

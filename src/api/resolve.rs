@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::error::{ApiError, ErrorBody, ErrorCode, NotJson, StoreFailed};
 use super::json::JsonBody;
 use super::state::AppState;
+use super::visibility::Reader;
 use super::wire::{write_mesh_headers, ResolveBody};
 use crate::resolve::{Plan, ResolveRequest, Resolver, Scope};
 
@@ -35,6 +36,7 @@ pub(super) const MAX_BODY_BYTES: usize = 64 * 1024;
     ))]
 pub(super) async fn resolve(
     State(state): State<AppState>,
+    reader: Reader,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let request = ResolveRequest::parse(&body).map_err(|problems| {
@@ -44,7 +46,8 @@ pub(super) async fn resolve(
         };
         ApiError::new(ErrorCode::InvalidInput, message).with_details(json!(problems))
     })?;
-    let plan = Plan::new(request);
+    let mut plan = Plan::new(request);
+    plan.audience = reader.audience();
     let started = std::time::Instant::now();
     let mut asked = None;
     let mut mesh_view = None;

@@ -17,6 +17,7 @@ use super::error::{
 };
 use super::json::JsonBody;
 use super::state::AppState;
+use super::visibility::Reader;
 use crate::store::{StoreError, Suspension, MAX_SUSPENSION_REASON_CHARS};
 
 /// Body of `PUT /admin/agents/{id}/suspension`.
@@ -147,8 +148,15 @@ pub(super) async fn unsuspend(
 pub(super) async fn one(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Reader(who): Reader,
 ) -> Json<SuspensionView> {
-    Json(view(&id, state.registry().store().suspension(&id).as_ref()))
+    // A private agent this client may not see is answered as any unknown
+    // id is: not suspended.
+    let suspension = match state.registry().visible_to(&id, &who) {
+        Ok(()) => state.registry().store().suspension(&id),
+        Err(_) => None,
+    };
+    Json(view(&id, suspension.as_ref()))
 }
 
 /// `GET /admin/suspensions`: every suspension.

@@ -629,6 +629,20 @@ fn check_aidip(registry: &Registry, line: u64, doc: &Value) -> Checked {
             ))
         }
     };
+    if doc.get("visibility").is_some() {
+        // A hidden agent must be hidden before its first record is
+        // stored: that is the API's to do, one registration at a time.
+        return Checked::Done(LineResult::refused(
+            line,
+            Some(id),
+            vec![FieldProblem {
+                field: "/visibility".into(),
+                message: "an import registers public agents; register an unlisted or \
+                          private agent with POST /agents"
+                    .into(),
+            }],
+        ));
+    }
     match registry.prepare(&id, doc) {
         Ok(prepared) => Checked::Ready {
             line,

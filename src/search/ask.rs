@@ -27,6 +27,7 @@ use super::{Asked, Budget, MeshAsk, MeshReport, Unanswered};
 use crate::mesh::wire::{known_digest, SearchRequest, SearchResponse, MAX_KNOWN};
 use crate::mesh::{PeerInfo, SEARCH_PROTOCOL};
 use crate::registry::{Registry, SearchQuery};
+use crate::store::Audience;
 
 /// Asks the mesh for `query` within `budget`; what verifies is stored.
 pub(super) async fn ask(
@@ -236,13 +237,15 @@ async fn providers(
 
 /// What this node holds of the answer, as `(known_digest, seq)`, at most
 /// [`MAX_KNOWN`], found by `by` (else none: peers then send what we hold
-/// too, which the judge counts as duplicates).
+/// too, which the judge counts as duplicates). Only public agents: the
+/// digests go to peers, and a hidden agent's must not.
 async fn known(registry: &Registry, query: &SearchQuery, by: Instant) -> Vec<(u64, u64)> {
-    let held = SearchQuery {
+    let mut held = SearchQuery {
         limit: MAX_KNOWN,
         after: None,
         ..query.clone()
     };
+    held.filter.audience = Audience::Public;
     match timeout_at(by, registry.find(&held)).await {
         Ok(Ok((found, _))) => found
             .iter()

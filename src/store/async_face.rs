@@ -13,6 +13,7 @@ use super::postings::{self, prefix, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG}
 use super::stored::StoredAgent;
 use super::suspended::Suspension;
 use super::text::TextQuery;
+use super::visibility::Entitlement;
 use super::write::{Expect, Origin, PutOutcome, Write};
 use crate::record::{RecordBody, SignedRecord};
 use crate::trust::{Reason, TrustLevel};
@@ -79,6 +80,33 @@ impl Store {
     pub async fn schedules(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let sync = self.sync.clone();
         unblock("schedules", move || sync.schedules()).await?
+    }
+
+    /// Sets who may see and change `id` (see `store/visibility.rs`); on
+    /// disk when this returns.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn set_entitlement(&self, id: &str, ent: Entitlement) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.run_blocking(move |s| s.set_entitlement(&id, &ent))
+            .await?
+    }
+
+    /// Forgets who may see `id`; `false` when nothing was kept.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`], [`StoreError::TaskFailed`].
+    pub async fn remove_entitlement(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.run_blocking(move |s| s.remove_entitlement(&id))
+            .await?
+    }
+
+    /// Who may see and change `id`, when it was registered here through
+    /// the API.
+    pub fn entitlement(&self, id: &str) -> Option<Entitlement> {
+        self.sync.entitlement(id)
     }
 
     /// Every suspension, by agent id.

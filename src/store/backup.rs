@@ -11,7 +11,8 @@
 //! - `{"type":"registration","id","document"}`: each live agent
 //!   registered through this node's API, its AIDIP document as JSON
 //!   (`jq -c 'select(.type=="registration").document'` gives AIDIP JSONL
-//!   that any registry imports);
+//!   that any registry imports), with `"visibility"` for an unlisted or
+//!   private one (add `and .visibility == null` to leave those out);
 //! - `{"type":"record","id","kind","record"}`: every record held (kind
 //!   `descriptor`, `claimed` or `tombstone`), `record` the signed
 //!   envelope's bytes in base64, exactly as this node received or signed
@@ -124,6 +125,11 @@ enum Line {
     Registration {
         id: String,
         document: serde_json::Value,
+        /// `unlisted` or `private` for a hidden agent (absent: public),
+        /// so that a filter can leave hidden agents out of what goes to
+        /// another registry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        visibility: Option<super::visibility::Visibility>,
     },
     Record {
         id: String,
@@ -221,7 +227,15 @@ impl BlockingStore {
             };
             let document =
                 serde_json::from_str(&document).unwrap_or(serde_json::Value::String(document));
-            out.put(&Line::Registration { id, document })?;
+            let visibility = self
+                .entitlement(&id)
+                .map(|e| e.visibility)
+                .filter(|v| *v != super::visibility::Visibility::Public);
+            out.put(&Line::Registration {
+                id,
+                document,
+                visibility,
+            })?;
             summary.registrations += 1;
         }
         for entry in inner.records.iter() {

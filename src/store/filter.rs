@@ -2,6 +2,7 @@
 //! are, and the posting-list prefixes they select.
 
 use super::postings::{prefix, FIELD_CAPABILITY, FIELD_LANGUAGE, FIELD_TAG};
+use super::visibility::Audience;
 use crate::descriptor;
 use crate::trust::TrustLevel;
 
@@ -20,6 +21,10 @@ pub struct Filter {
     /// Answer only agents at this trust level or above (the walk and the
     /// text ranking both keep it, beside any floor a query names).
     pub min_trust: Option<TrustLevel>,
+    /// Whom the answer is for: unlisted agents, and private ones the
+    /// audience is not entitled to, are left out (by default everything
+    /// not public: what a peer may see).
+    pub audience: Audience,
 }
 
 impl Filter {
@@ -38,6 +43,7 @@ impl Filter {
             languages: descriptor::normalise_languages(languages)?,
             include_stale: false,
             min_trust: None,
+            audience: Audience::Public,
         })
     }
 

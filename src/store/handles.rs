@@ -57,6 +57,10 @@ pub(super) struct Inner {
     /// Operator suspensions (`store/suspended.rs`): the tree, and in memory.
     pub(super) suspended_tree: sled::Tree,
     pub(super) suspended: RwLock<Suspended>,
+    /// Who may see and change the agents registered here
+    /// (`store/visibility.rs`): the tree, and in memory.
+    pub(super) entitlements_tree: sled::Tree,
+    pub(super) entitlements: RwLock<super::visibility::Entitlements>,
     /// Crawled agents' freshness and the recrawl schedule
     /// (`store/freshness.rs`), and the dropped agents in memory.
     pub(super) freshness: sled::Tree,

@@ -17,6 +17,7 @@ use super::reports::fill_reasons;
 use super::suspended::Suspended;
 use super::text::{Text, TextIndexOpen};
 use super::usage::Usage;
+use super::visibility::Entitlements;
 
 /// How a store opens. The default is what `agentmesh node` runs, but for
 /// the page cache, which comes from `store.cache_bytes`.
@@ -100,6 +101,7 @@ impl Store {
             live,
         )?;
         let suspended = Suspended::load(&trees.suspended, &trees.ordinals)?;
+        let entitlements = Entitlements::load(&trees.entitlements, &trees.ordinals)?;
         let dropped = Dropped::load(&trees.freshness, &trees.ordinals)?;
         let audit = super::audit::AuditLog::open(&db)?;
         let Trees {
@@ -112,6 +114,7 @@ impl Store {
             compact,
             pending,
             suspended: suspended_tree,
+            entitlements: entitlements_tree,
             freshness,
             schedule,
             revoked,
@@ -133,6 +136,8 @@ impl Store {
                     postings: RwLock::new(postings),
                     suspended_tree,
                     suspended: RwLock::new(suspended),
+                    entitlements_tree,
+                    entitlements: RwLock::new(entitlements),
                     freshness,
                     schedule,
                     dropped: RwLock::new(dropped),
@@ -225,6 +230,7 @@ struct Trees {
     compact: sled::Tree,
     pending: sled::Tree,
     suspended: sled::Tree,
+    entitlements: sled::Tree,
     freshness: sled::Tree,
     schedule: sled::Tree,
     revoked: sled::Tree,
@@ -244,6 +250,7 @@ impl Trees {
             compact: db.open_tree("compact")?,
             pending: db.open_tree("pending")?,
             suspended: db.open_tree("suspended")?,
+            entitlements: db.open_tree("entitlements")?,
             freshness: db.open_tree("freshness")?,
             schedule: db.open_tree("schedule")?,
             revoked: db.open_tree("revoked")?,

@@ -19,6 +19,11 @@ use super::text::TextQuery;
 use crate::record::{RecordType, SignedRecord};
 use crate::trust::TrustLevel;
 
+/// Most results a text search asks the index for beyond its limit, to
+/// make up for the hidden agents it leaves out: a node holding more
+/// hidden agents than this that all rank high may answer short pages.
+const MAX_HIDDEN_OVERFETCH: usize = 1024;
+
 impl BlockingStore {
     /// As [`Store::get`], on this thread.
     ///
@@ -154,6 +159,7 @@ impl BlockingStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .select(&filter.prefixes(), min_trust);
         matching -= self.suspended_read().ordinals();
+        matching -= self.entitlements_read().unseen(&filter.audience);
         if !filter.include_stale {
             matching -= self.dropped_read().ordinals();
         }
@@ -221,10 +227,25 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Text`].
     pub fn text_search(&self, q: &TextQuery<'_>) -> Result<Option<Vec<(String, f64)>>, StoreError> {
-        let mut ranked = self.inner.text.search(q, &self.inner.live)?;
+        // The index knows nothing of visibility: it is asked for as many
+        // more as there are hidden agents (up to `MAX_HIDDEN_OVERFETCH`),
+        // which are then left out.
+        let hidden = self.entitlements_read().hidden_count();
+        let extra = usize::try_from(hidden)
+            .unwrap_or(usize::MAX)
+            .min(MAX_HIDDEN_OVERFETCH);
+        let asked = TextQuery {
+            limit: q.limit.saturating_add(extra),
+            ..*q
+        };
+        let mut ranked = self.inner.text.search(&asked, &self.inner.live)?;
         if let Some(ranked) = ranked.as_mut() {
             let suspended = self.suspended_read();
             ranked.retain(|(id, _)| !suspended.contains(id));
+            if hidden > 0 {
+                let entitlements = self.entitlements_read();
+                ranked.retain(|(id, _)| entitlements.lists(id, &q.filter.audience));
+            }
         }
         if let (Some(ranked), false) = (ranked.as_mut(), q.filter.include_stale) {
             let dropped = self.dropped_read();
@@ -241,6 +262,9 @@ impl BlockingStore {
                 }
                 *ranked = kept;
             }
+        }
+        if let Some(ranked) = ranked.as_mut() {
+            ranked.truncate(q.limit);
         }
         Ok(ranked)
     }

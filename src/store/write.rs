@@ -254,7 +254,7 @@ impl BlockingStore {
 impl Inner {
     /// Write stripe `stripe` (`identity::stripe_of` an agent id): held
     /// from a write's transaction to its posting-list update.
-    fn lock_stripe(&self, stripe: usize) -> std::sync::MutexGuard<'_, ()> {
+    pub(super) fn lock_stripe(&self, stripe: usize) -> std::sync::MutexGuard<'_, ()> {
         self.stripes[stripe]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -368,6 +368,12 @@ impl Inner {
         // for the text index to have it.
         self.text.changed(id);
         self.writes.fetch_add(1, Ordering::SeqCst);
+        // A hidden agent's ordinal is in the bitmap searches subtract
+        // before the posting lists can answer it.
+        self.entitlements
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .written(id, change.ord);
         {
             let mut postings = self
                 .postings
