@@ -458,4 +458,43 @@ mod tests {
         assert_eq!(route_scope(&Method::HEAD, "/agents"), Some(Scope::Read));
         assert_eq!(route_scope(&Method::GET, "/health"), None);
     }
+
+    #[test]
+    fn a_certificate_entry_is_a_credential_and_names_the_caller_it_matches() {
+        use crate::access::certs::Presented;
+        use crate::config::TlsClientConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let open = Access::new(None, KeyRing::in_dir(dir.path()), None, true);
+        assert!(open.is_open());
+        let presented = Presented::from_der(b"not even a certificate");
+        let digest = hex::encode(presented.fingerprint());
+        let entries = ClientCertificates::from_config(&[TlsClientConfig {
+            name: "peer".into(),
+            subject: None,
+            fingerprint: Some(digest),
+            scopes: vec!["register".into()],
+        }])
+        .unwrap();
+        let access =
+            Access::new(None, KeyRing::in_dir(dir.path()), None, true).with_certificates(entries);
+        assert!(!access.is_open(), "an entry is a credential");
+        let known = PeerCertificate(Arc::new(presented));
+        assert_eq!(
+            access.without_bearer(Some(&known)),
+            (
+                Principal::Certificate {
+                    name: "peer".into()
+                },
+                Scopes::from_iter([Scope::Register])
+            )
+        );
+        assert_eq!(
+            access.without_bearer(Some(&known)).0.to_string(),
+            "cert:peer"
+        );
+        let stranger = PeerCertificate(Arc::new(Presented::from_der(b"another")));
+        let anonymous = (Principal::Anonymous, Scopes::from_iter([Scope::Read]));
+        assert_eq!(access.without_bearer(Some(&stranger)), anonymous);
+        assert_eq!(access.without_bearer(None), anonymous);
+    }
 }
