@@ -23,8 +23,9 @@
 //! (no token) renders [`Metrics`](crate::metrics::Metrics).
 //!
 //! [`serve`] (`api/serve.rs`) is the server loop under the router: the
-//! connection caps and timeouts, the body read timeout and the client's
-//! address.
+//! connection caps and timeouts, the body read timeout, the client's
+//! address, and with `[api.tls]` HTTPS and the client's certificate
+//! (`api/tls.rs`).
 
 mod agents;
 mod audit;
@@ -44,6 +45,7 @@ mod resolve;
 mod serve;
 mod state;
 mod suspend;
+mod tls;
 mod transfer;
 mod ui;
 mod visibility;
@@ -69,6 +71,7 @@ pub use observe::{RequestId, MAX_REQUEST_ID_BYTES, REQUEST_ID_HEADER};
 pub use openapi::{openapi_document, openapi_json};
 pub use serve::{serve, BodyStalled, ServeOptions};
 pub use state::{AppState, AppStateParts, MeshState};
+pub use tls::{server_config as tls_server_config, PeerCertificate, TlsError, MAX_PEM_BYTES};
 
 /// The whole router.
 pub fn router(state: AppState) -> Router {

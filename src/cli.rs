@@ -383,9 +383,14 @@ fn peer_id(args: &PeerIdArgs) -> anyhow::Result<()> {
 
 async fn run_node(config: Config) -> anyhow::Result<()> {
     let signal = shutdown_signal();
+    let scheme = if config.api.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let node = Node::spawn(config).await.context("starting the node")?;
     println!(
-        "agentmesh node {} serving http://{}",
+        "agentmesh node {} serving {scheme}://{}",
         node.peer_id(),
         node.api_addr()
     );

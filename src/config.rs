@@ -19,8 +19,9 @@ mod sections;
 pub use limits::{IpRange, LimitsConfig};
 pub use sections::{
     ApiConfig, AuditRetention, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig,
-    Secret, StoreConfig, DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS,
-    DEFAULT_MAX_CLAIMS_PER_SIGNER, DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
+    Secret, StoreConfig, TlsClientConfig, TlsConfig, DEFAULT_IMPORT_MAX_LINE_BYTES,
+    DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER, DEFAULT_MAX_RECORD_LIFETIME,
+    DEFAULT_SEMANTIC_WEIGHT,
 };
 
 /// Errors from loading or checking a configuration.
@@ -296,6 +297,14 @@ impl Config {
             }
             if jwt.refresh < Duration::from_secs(30) {
                 return invalid("api.jwt.refresh", "must be at least 30 s");
+            }
+        }
+        if let Some(tls) = &self.api.tls {
+            if !tls.clients.is_empty() && tls.client_ca_files.is_empty() {
+                return invalid(
+                    "api.tls.clients",
+                    "client certificates need api.tls.client_ca_files (without a CA none is asked for)",
+                );
             }
         }
         if self.crawl.concurrency == 0 || self.crawl.concurrency > 4096 {

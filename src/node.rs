@@ -203,6 +203,7 @@ impl Node {
     /// [`NodeError`] naming the part that failed.
     pub async fn spawn(config: Config) -> Result<Self, NodeError> {
         let seeds = crate::crawl::seeds::seed_domains(&config.crawl)?;
+        let tls = access::build_tls(&config)?;
         let mut stages = Stages::new();
         let (store, key) = start_store(&config, &mut stages).await?;
         let access = access::build_access(&config)?;
@@ -261,7 +262,7 @@ impl Node {
             peer_id: peer_id.clone(),
             listen_addrs: listen_addrs.clone(),
         });
-        let api_addr = start_api(&config, state, &mut stages).await?;
+        let api_addr = start_api(&config, state, tls, &mut stages).await?;
         tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");
         Ok(Self {
             api_addr,
@@ -583,10 +584,12 @@ fn queue_seeds(crawl_queue: &CrawlQueue, seeds: Vec<String>) {
     }
 }
 
-/// Step 6: the HTTP API, served until its stage stops.
+/// Step 6: the HTTP API, served until its stage stops: over HTTPS with
+/// `tls` (`[api.tls]`, read in step 0).
 async fn start_api(
     config: &Config,
     state: AppState,
+    tls: Option<Arc<rustls::ServerConfig>>,
     stages: &mut Stages,
 ) -> Result<SocketAddr, NodeError> {
     let bind = |source| NodeError::Bind {
@@ -599,7 +602,10 @@ async fn start_api(
     let api_addr = listener.local_addr().map_err(bind)?;
     let metrics = state.metrics().clone();
     let router = api::router(state);
-    let options = api::ServeOptions::from_config(&config.api);
+    let options = api::ServeOptions {
+        tls,
+        ..api::ServeOptions::from_config(&config.api)
+    };
     let cancel = stages.token(Stage::Api);
     let task = tokio::spawn(
         api::serve(listener, router, options, metrics, cancel)

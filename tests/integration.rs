@@ -24,6 +24,7 @@ mod import_mcp;
 mod layers;
 mod limits;
 mod mesh;
+mod mtls;
 mod nginx;
 mod observe;
 mod openapi;

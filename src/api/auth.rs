@@ -4,7 +4,10 @@
 //!   admin token, an API key, or a JWT from the configured issuer),
 //!   refuses a bad one (401 with `WWW-Authenticate`, counted by reason
 //!   and logged without the credential), and inserts the request's
-//!   [`Caller`] and the scopes it was granted ([`Granted`]);
+//!   [`Caller`] and the scopes it was granted ([`Granted`]). Without a
+//!   bearer credential, the connection's verified client certificate
+//!   (`[api.tls]`, [`PeerCertificate`]) names the caller when it matches
+//!   an `[[api.tls.clients]]` entry; else the caller is anonymous;
 //! - [`require_scope`], on every matched route: looks the route up in
 //!   [`ROUTE_SCOPES`] and refuses a caller without that scope (401 when
 //!   it brought no credentials, 403 when they lack the scope);
@@ -13,8 +16,9 @@
 //!   crawl report.
 //!
 //! A node with no credentials configured at all (no admin token, no API
-//! key, no JWT issuer) is open: every caller has every scope. The node
-//! only runs so on a loopback address (see `node`'s access step).
+//! key, no JWT issuer, no client certificate entry) is open: every
+//! caller has every scope. The node only runs so on a loopback address
+//! (see `node`'s access step).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,6 +33,8 @@ use subtle::ConstantTimeEq;
 use super::caller::{Caller, ClientAddr, Principal};
 use super::error::{ApiError, ErrorCode};
 use super::state::AppState;
+use super::tls::PeerCertificate;
+use crate::access::certs::{ClientCertificates, ColonHex};
 use crate::access::jwt::JwtVerifier;
 use crate::access::keys::{self, KeyRing, KeyVerdict};
 use crate::access::{Scope, Scopes};
@@ -40,6 +46,7 @@ pub struct Access {
     admin_token: Option<Secret>,
     pub(super) keys: Arc<KeyRing>,
     jwt: Option<Arc<JwtVerifier>>,
+    certificates: ClientCertificates,
     public_reads: bool,
 }
 
@@ -56,14 +63,52 @@ impl Access {
             admin_token,
             keys: Arc::new(keys),
             jwt: jwt.map(Arc::new),
+            certificates: ClientCertificates::default(),
             public_reads,
         }
     }
 
+    /// The same access, with the client certificates of
+    /// `[[api.tls.clients]]` as credentials too.
+    pub fn with_certificates(self, certificates: ClientCertificates) -> Self {
+        Self {
+            certificates,
+            ..self
+        }
+    }
+
     /// Whether no credential is configured: then every caller may do
-    /// everything (a loopback node for one user).
+    /// everything (a loopback node for one user). A client certificate
+    /// entry is a credential.
     pub fn is_open(&self) -> bool {
-        self.admin_token.is_none() && self.jwt.is_none() && !self.keys.any()
+        self.admin_token.is_none()
+            && self.jwt.is_none()
+            && self.certificates.is_empty()
+            && !self.keys.any()
+    }
+
+    /// Who a request without a bearer credential is, and what it may do:
+    /// the entry its connection's client certificate matches, else
+    /// anonymous. A certificate no entry matches proves nobody.
+    fn without_bearer(&self, certificate: Option<&PeerCertificate>) -> (Principal, Scopes) {
+        let Some(PeerCertificate(presented)) = certificate else {
+            return (Principal::Anonymous, self.anonymous_scopes());
+        };
+        match self.certificates.identify(presented) {
+            Some((name, scopes)) => (
+                Principal::Certificate {
+                    name: name.to_owned(),
+                },
+                scopes,
+            ),
+            None => {
+                tracing::debug!(
+                    fingerprint = %ColonHex(presented.fingerprint()),
+                    "a client certificate matches no api.tls.clients entry: anonymous"
+                );
+                (Principal::Anonymous, self.anonymous_scopes())
+            }
+        }
     }
 
     /// What a caller without credentials may do.
@@ -192,7 +237,9 @@ pub(super) async fn identify(
     let (principal, scopes) = match presented {
         // An open node checks nothing: there is nothing to check against.
         Some(_) if access.is_open() => (Principal::Anonymous, Scopes::all()),
-        None => (Principal::Anonymous, access.anonymous_scopes()),
+        // A bearer credential, when sent, says who the caller is; the
+        // connection's certificate only when none is.
+        None => access.without_bearer(req.extensions().get::<PeerCertificate>()),
         Some(value) => {
             let token = value
                 .to_str()
@@ -412,5 +459,44 @@ mod tests {
         assert_eq!(route_scope(&Method::GET, "/nowhere"), Some(Scope::Admin));
         assert_eq!(route_scope(&Method::HEAD, "/agents"), Some(Scope::Read));
         assert_eq!(route_scope(&Method::GET, "/health"), None);
+    }
+
+    #[test]
+    fn a_certificate_entry_is_a_credential_and_names_the_caller_it_matches() {
+        use crate::access::certs::Presented;
+        use crate::config::TlsClientConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let open = Access::new(None, KeyRing::in_dir(dir.path()), None, true);
+        assert!(open.is_open());
+        let presented = Presented::from_der(b"not even a certificate");
+        let digest = hex::encode(presented.fingerprint());
+        let entries = ClientCertificates::from_config(&[TlsClientConfig {
+            name: "peer".into(),
+            subject: None,
+            fingerprint: Some(digest),
+            scopes: vec!["register".into()],
+        }])
+        .unwrap();
+        let access =
+            Access::new(None, KeyRing::in_dir(dir.path()), None, true).with_certificates(entries);
+        assert!(!access.is_open(), "an entry is a credential");
+        let known = PeerCertificate(Arc::new(presented));
+        assert_eq!(
+            access.without_bearer(Some(&known)),
+            (
+                Principal::Certificate {
+                    name: "peer".into()
+                },
+                Scopes::from_iter([Scope::Register])
+            )
+        );
+        assert_eq!(
+            access.without_bearer(Some(&known)).0.to_string(),
+            "cert:peer"
+        );
+        let stranger = PeerCertificate(Arc::new(Presented::from_der(b"another")));
+        let anonymous = (Principal::Anonymous, Scopes::from_iter([Scope::Read]));
+        assert_eq!(access.without_bearer(Some(&stranger)), anonymous);
+        assert_eq!(access.without_bearer(None), anonymous);
     }
 }

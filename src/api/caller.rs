@@ -35,17 +35,24 @@ pub enum Principal {
         /// The token's `sub` claim.
         subject: String,
     },
+    /// A TLS client certificate, by the `[[api.tls.clients]]` entry it
+    /// matched.
+    Certificate {
+        /// The entry's name.
+        name: String,
+    },
 }
 
 impl fmt::Display for Principal {
     /// How the audit log and the rate limits name it: `anonymous`,
-    /// `admin-token`, `key:<id>`, `jwt:<subject>`.
+    /// `admin-token`, `key:<id>`, `jwt:<subject>`, `cert:<name>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Anonymous => f.write_str("anonymous"),
             Self::AdminToken => f.write_str("admin-token"),
             Self::ApiKey { id } => write!(f, "key:{id}"),
             Self::Jwt { subject } => write!(f, "jwt:{subject}"),
+            Self::Certificate { name } => write!(f, "cert:{name}"),
         }
     }
 }

@@ -22,9 +22,9 @@
 //! rotating addresses costs neither memory nor the budgets of the
 //! clients already known.
 //!
-//! API keys and token subjects also have a daily quota
-//! (`api.limits.daily_quota` requests per UTC day), counted in memory: a
-//! restart starts the day's counts again.
+//! API keys, token subjects and client certificate entries also have a
+//! daily quota (`api.limits.daily_quota` requests per UTC day), counted
+//! in memory: a restart starts the day's counts again.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -235,7 +235,8 @@ impl Budget {
     }
 }
 
-/// The daily quota of API keys and token subjects.
+/// The daily quota of API keys, token subjects and client certificate
+/// entries.
 pub(super) struct DailyQuota {
     per_day: u64,
     max_tracked: usize,
@@ -348,8 +349,10 @@ pub(super) async fn enforce(
         );
         return refusal(limit.as_str(), message, wait);
     }
-    if let (Some(quota), Principal::ApiKey { .. } | Principal::Jwt { .. }) =
-        (&limits.quota, &caller.principal)
+    if let (
+        Some(quota),
+        Principal::ApiKey { .. } | Principal::Jwt { .. } | Principal::Certificate { .. },
+    ) = (&limits.quota, &caller.principal)
     {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)

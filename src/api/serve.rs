@@ -15,7 +15,12 @@
 //!   sends nothing for that long fails with [`BodyStalled`];
 //! - the request extension [`ClientAddr`] on every request: the TCP peer,
 //!   or, when the peer is one of `api.trusted_proxies`, the right-most
-//!   address of `X-Forwarded-For` that is not a trusted proxy.
+//!   address of `X-Forwarded-For` that is not a trusted proxy;
+//! - with `[api.tls]`, HTTPS only: the TLS handshake runs inside the
+//!   connection's slot and must end within `api.header_read_timeout`
+//!   (a client that connects and never finishes it is cut off), and a
+//!   verified client certificate goes into every request of its
+//!   connection as [`PeerCertificate`] (`api/tls.rs`).
 //!
 //! On shutdown it stops accepting, asks every connection to finish its
 //! requests and close (hyper's graceful shutdown), and returns once they
@@ -45,6 +50,8 @@ use tower::ServiceExt as _;
 use tracing::Instrument as _;
 
 use super::caller::ClientAddr;
+use super::tls::PeerCertificate;
+use crate::access::certs::Presented;
 use crate::config::{ApiConfig, IpRange};
 use crate::metrics::Metrics;
 
@@ -71,6 +78,10 @@ pub struct ServeOptions {
     pub max_connections_per_ip: usize,
     /// `api.trusted_proxies`.
     pub trusted_proxies: Vec<IpRange>,
+    /// HTTPS, from `[api.tls]` (made by `api::tls::server_config`, which
+    /// reads files and can fail, so not by [`ServeOptions::from_config`]);
+    /// `None`: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServeOptions {
@@ -83,6 +94,7 @@ impl ServeOptions {
             max_connections: config.max_connections,
             max_connections_per_ip: config.max_connections_per_ip,
             trusted_proxies: config.trusted_proxies.clone(),
+            tls: None,
         }
     }
 }
@@ -242,13 +254,52 @@ struct Connection {
 }
 
 impl Connection {
-    /// Serves the connection until the client or the server closes it.
+    /// Serves the connection until the client or the server closes it:
+    /// over TLS when configured, after a handshake that must end within
+    /// `api.header_read_timeout`.
     async fn run(self, stream: TcpStream) {
         let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched {
+        let watched = Watched {
             inner: stream,
             activity: activity.clone(),
-        });
+        };
+        let Some(tls) = self.options.tls.clone() else {
+            return self.serve(watched, activity, None).await;
+        };
+        let handshake = tokio::time::timeout(
+            self.options.header_read_timeout,
+            tokio_rustls::TlsAcceptor::from(tls).accept(watched),
+        );
+        let stream = tokio::select! {
+            done = handshake => match done {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake not finished in time: connection closed");
+                    return;
+                }
+            },
+            () = self.shutdown.cancelled() => return,
+        };
+        let certificate = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|leaf| PeerCertificate(Arc::new(Presented::from_der(leaf))));
+        self.serve(stream, activity, certificate).await;
+    }
+
+    /// Serves HTTP on `io` (a TCP stream or a TLS one over it), every
+    /// request carrying the client's address and `certificate`.
+    async fn serve<I>(self, io: I, activity: Arc<Activity>, certificate: Option<PeerCertificate>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = TokioIo::new(io);
         let (router, options, peer) = (self.router, self.options.clone(), self.peer);
         let watched = activity.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -265,6 +316,9 @@ impl Connection {
                 }))
             });
             req.extensions_mut().insert(ClientAddr(client));
+            if let Some(certificate) = &certificate {
+                req.extensions_mut().insert(certificate.clone());
+            }
             let in_flight = watched.begin();
             let router = router.clone();
             async move {

@@ -69,7 +69,7 @@ pub(super) struct VisibilityBody {
     /// `public`, `unlisted` or `private`.
     visibility: Visibility,
     /// Principals a private agent is shown to: `key:<id>`,
-    /// `jwt:<subject>` (at most 64).
+    /// `jwt:<subject>`, `cert:<name>` (at most 64).
     #[serde(default)]
     clients: Vec<String>,
     /// Scopes whose holders a private agent is shown to (at most 16).

@@ -41,8 +41,8 @@ pub struct LimitsConfig {
     pub records: u32,
     /// `POST /admin/import` per window.
     pub import: u32,
-    /// Requests one API key or token subject may make per UTC day; 0: no
-    /// quota. Counted in memory: a restart starts the day's counts again.
+    /// Requests one API key, token subject or client certificate entry
+    /// may make per UTC day; 0: no quota. Counted in memory: a restart starts the day's counts again.
     pub daily_quota: u64,
     /// Most clients and addresses tracked per budget. Buckets idle for a
     /// window are forgotten (they are full again); when the table is

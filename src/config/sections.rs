@@ -47,6 +47,9 @@ pub struct ApiConfig {
     pub public_reads: bool,
     /// Bearer JWTs from an OAuth 2.0 issuer, when set.
     pub jwt: Option<JwtConfig>,
+    /// `[api.tls]`: HTTPS, and client certificates, when set; unset, the
+    /// API serves plain HTTP.
+    pub tls: Option<TlsConfig>,
     /// Time allowed for one request, end to end.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
@@ -98,6 +101,7 @@ impl Default for ApiConfig {
             admin_token_file: None,
             public_reads: true,
             jwt: None,
+            tls: None,
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 1024,
             header_read_timeout: Duration::from_secs(10),
@@ -180,6 +184,50 @@ pub struct JwtConfig {
     /// How old the fetched JWKS may grow before it is fetched again.
     #[serde(default = "default_jwks_refresh", with = "humantime_serde")]
     pub refresh: Duration,
+}
+
+/// `[api.tls]`: the API served over HTTPS only (HTTP/1.1 and h2 by
+/// ALPN), and the client certificates it accepts as credentials
+/// (docs/protocol.md#api-access).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert_file: PathBuf,
+    /// The server's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// CA certificates (PEM) a client certificate must chain to. When
+    /// set, the server asks for a client certificate; a client may send
+    /// none, but one it sends must chain to one of these and be valid in
+    /// time, or the handshake fails.
+    #[serde(default)]
+    pub client_ca_files: Vec<PathBuf>,
+    /// `[[api.tls.clients]]`: which client certificates mean whom, and
+    /// what each may do.
+    #[serde(default)]
+    pub clients: Vec<TlsClientConfig>,
+}
+
+/// `[[api.tls.clients]]`: one peer registry known by its client
+/// certificate. A certificate matches when it matches every way given
+/// (`subject`, `fingerprint`; at least one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsClientConfig {
+    /// The label of the principal (`cert:<name>` in the audit log and the
+    /// rate limits).
+    pub name: String,
+    /// A DNS or URI subjectAltName of the certificate, or its subject's
+    /// common name when it has no subjectAltName.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// The SHA-256 of the certificate's DER, in hex (`ab:cd:...` or
+    /// plain).
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    /// The scopes it is granted (`read`, `register`, `records`, `import`,
+    /// `crawl`, `admin`).
+    pub scopes: Vec<String>,
 }
 
 fn default_scope_claim() -> String {

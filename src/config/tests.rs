@@ -312,3 +312,29 @@ fn serving_and_limit_keys_are_read_and_checked() {
     .unwrap_err();
     assert!(err.to_string().contains("proxy.example"), "{err}");
 }
+
+#[test]
+fn tls_settings_read_from_toml_and_client_entries_need_a_ca() {
+    let with_entries = |ca: &str| {
+        format!(
+            "[api.tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n{ca}\n\
+             [[api.tls.clients]]\nname = \"east\"\nsubject = \"east.example\"\nscopes = [\"read\"]\n"
+        )
+    };
+    let config: Config = toml::from_str(&with_entries("client_ca_files = [\"ca.pem\"]")).unwrap();
+    config.validate().unwrap();
+    let tls = config.api.tls.unwrap();
+    assert_eq!(tls.client_ca_files, [std::path::PathBuf::from("ca.pem")]);
+    assert_eq!(tls.clients[0].name, "east");
+    assert_eq!(tls.clients[0].fingerprint, None);
+
+    let without_ca: Config = toml::from_str(&with_entries("")).unwrap();
+    let err = without_ca.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("api.tls.clients") && err.contains("client_ca_files"),
+        "{err}"
+    );
+    let typo = "[api.tls]\ncert_file = \"c\"\nkey_file = \"k\"\nclient_ca_file = \"ca\"\n";
+    let err = toml::from_str::<Config>(typo).unwrap_err().to_string();
+    assert!(err.contains("client_ca_file"), "{err}");
+}

@@ -41,9 +41,13 @@ pub enum NodeError {
     #[error(transparent)]
     Semantic(#[from] crate::semantic::SemanticError),
     /// The API's credentials could not be set up (the JWT issuer's
-    /// settings, the key file, the node's own admin token).
+    /// settings, the key file, the node's own admin token, an
+    /// `[[api.tls.clients]]` entry).
     #[error("API access: {0}")]
     Access(String),
+    /// `[api.tls]` could not be set up (a certificate, key or CA file).
+    #[error(transparent)]
+    Tls(#[from] crate::api::TlsError),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -324,10 +324,13 @@ pub struct TestNode {
 }
 
 /// What the node prints once its API is listening:
-/// `agentmesh node <peer id> serving http://<addr>`.
+/// `agentmesh node <peer id> serving http://<addr>` (`https://` with
+/// `[api.tls]`).
 fn parse_serving_line(line: &str) -> Option<(String, SocketAddr)> {
     let rest = line.strip_prefix("agentmesh node ")?;
-    let (peer_id, url) = rest.split_once(" serving http://")?;
+    let (peer_id, url) = rest
+        .split_once(" serving http://")
+        .or_else(|| rest.split_once(" serving https://"))?;
     Some((peer_id.to_owned(), url.trim().parse().ok()?))
 }
 

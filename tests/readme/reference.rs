@@ -129,11 +129,12 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let sample = |toml: &str| format!("# x\n\n{CONFIG_HEADING}\n\n```toml\n{toml}```\n\n## Next\n");
     let mut differences = config_differences(&sample(&defaults)).unwrap();
     differences.sort();
-    assert_eq!(differences.len(), 7, "{differences:?}");
+    assert_eq!(differences.len(), 8, "{differences:?}");
     let options = [
         "api.admin_token",
         "api.admin_token_file",
         "api.jwt",
+        "api.tls",
         "crawl.contact",
         "search.semantic_model",
         "store.audit_retention",
@@ -146,7 +147,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let complete = defaults
         .replace(
             "[api]\n",
-            "[api]\n# admin_token = \"t\"\n# admin_token_file = \"f\"\n# jwt = { issuer = \"i\", audience = \"a\", jwks_file = \"f\" }\n",
+            "[api]\n# admin_token = \"t\"\n# admin_token_file = \"f\"\n# jwt = { issuer = \"i\", audience = \"a\", jwks_file = \"f\" }\n# tls = { cert_file = \"c\", key_file = \"k\" }\n",
         )
         .replace("[crawl]\n", "[crawl]\n# contact = \"c\"\n")
         .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n")

@@ -97,6 +97,7 @@ fn slots_cap_connections_in_all_and_per_address_and_come_back_on_drop() {
         max_connections: 3,
         max_connections_per_ip: 2,
         trusted_proxies: Vec::new(),
+        tls: None,
     };
     let slots = Arc::new(Mutex::new(Slots::default()));
     let a = ip("127.0.0.2");
