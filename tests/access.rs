@@ -2,7 +2,8 @@
 //! beyond loopback without credentials refuses to start; each scope
 //! allows exactly its routes; bad, revoked and expired credentials are
 //! refused with `WWW-Authenticate`, counted and never logged; bearer JWTs
-//! from an issuer whose JWKS is served over real TLS.
+//! from an issuer whose JWKS is served over real TLS, signed by this
+//! crate's `jsonwebtoken` and, apart, by PyJWT (`access/pyjwt_mint.py`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -474,4 +475,85 @@ async fn jwts_from_the_configured_issuer_are_checked_against_its_jwks_over_tls()
         );
     }
     assert_eq!(api.get("/agents/nope").await.status, 404);
+}
+
+/// The Python interpreter that has PyJWT: `$PYJWT_PYTHON`, else the
+/// virtualenv `.ci/run` makes.
+fn pyjwt_python() -> Option<std::path::PathBuf> {
+    let python = std::env::var_os("PYJWT_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/opt/pyjwt/bin/python".into());
+    if !python.exists() {
+        return None;
+    }
+    let mut probe = std::process::Command::new(&python);
+    probe.args(["-c", "import jwt, cryptography"]);
+    let found = run(
+        &mut probe,
+        Duration::from_secs(30),
+        "python -c 'import jwt'",
+    );
+    (found.status.success()).then_some(python)
+}
+
+/// Tokens and keys written by another implementation: PyJWT makes an RSA
+/// and an EC key, publishes them as a JWKS, and signs good and bad
+/// tokens, which the node checks as it checks its own issuer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PyJWT (python3 -m venv /opt/pyjwt && /opt/pyjwt/bin/pip install 'PyJWT[crypto]', or PYJWT_PYTHON)"]
+async fn jwts_minted_by_pyjwt_are_accepted_or_refused_as_the_node_s_own() {
+    let python = crate::common::needs(
+        pyjwt_python(),
+        "PyJWT",
+        "python3 -m venv /opt/pyjwt && /opt/pyjwt/bin/pip install 'PyJWT[crypto]'",
+    );
+    let script = crate::common::repo_root().join("tests/access/pyjwt_mint.py");
+    let mut mint = std::process::Command::new(&python);
+    mint.arg(&script)
+        .args([ISSUER, AUDIENCE])
+        .arg(unix_now().to_string());
+    let minted = run(&mut mint, Duration::from_secs(60), "pyjwt_mint.py");
+    minted.assert_success("pyjwt_mint.py");
+    let minted: Value = serde_json::from_str(&minted.stdout).unwrap();
+    let server = JwksServer::start(minted["jwks"].clone()).await;
+    let ca = server.ca_file.path().to_str().unwrap().to_owned();
+    let node = TestNode::builder()
+        .env("AGENTMESH_API__JWT__ISSUER", ISSUER)
+        .env("AGENTMESH_API__JWT__AUDIENCE", AUDIENCE)
+        .env("AGENTMESH_API__JWT__JWKS_URL", &server.url)
+        .env("AGENTMESH_API__JWT__CA_FILES", &format!("[\"{ca}\"]"))
+        .start();
+    let api = node.api();
+    let token = |name: &str| minted["tokens"][name].as_str().unwrap().to_owned();
+    for (i, good) in ["rs256", "es256", "ps256"].into_iter().enumerate() {
+        api.with_token(&token(good))
+            .post("/agents", &minimal_agent(&format!("py-agent-{i}")))
+            .await
+            .expect(201);
+    }
+    for bad in [
+        "wrong_audience",
+        "wrong_issuer",
+        "expired",
+        "not_yet_valid",
+        "no_subject",
+        "bad_signature",
+        "hmac",
+        "none",
+    ] {
+        let r = api
+            .with_token(&token(bad))
+            .post("/agents", &minimal_agent("py-refused"))
+            .await;
+        r.expect_error(401, "Unauthorized");
+        let challenge = r.header("www-authenticate").unwrap_or_default();
+        assert!(challenge.contains("invalid_token"), "{bad}: {challenge}");
+    }
+    api.get("/agents/py-refused")
+        .await
+        .expect_error(404, "NotFound");
+    // Who registered is the token's subject.
+    let admin = api.with_token(&token("rs256"));
+    let view = admin.get("/agents/py-agent-0/visibility").await;
+    assert_eq!(view.expect(200)["owner"], "jwt:py-client");
 }

@@ -197,3 +197,60 @@ async fn a_browser_searches_the_explorer_and_opens_an_agent_page() {
     }
     testbed.shutdown().await;
 }
+
+/// A private agent on a node with credentials: the explorer, which a
+/// browser runs without any, neither lists it nor shows its page, while
+/// the public agent beside it is listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium (apt-get install chromium)"]
+async fn the_explorer_never_shows_a_private_agent_to_a_browser() {
+    let browser = common::needs(chromium(), "Chromium", "apt-get install chromium");
+    let token = "the-explorer-test-admin-token";
+    let node = tokio::task::block_in_place(|| {
+        TestNode::start_with_env(&[("AGENTMESH_API__ADMIN_TOKEN", token)])
+    });
+    let admin = node.api().with_token(token);
+    for (id, visibility) in [
+        ("open-tides", json!("public")),
+        (
+            "secret-tides",
+            json!({"visibility": "private", "clients": ["key:0011223344556677"]}),
+        ),
+    ] {
+        let mut doc = common::agent(id, &["tide_forecast"], &[], &["en"]);
+        doc["description"] = json!(format!("Tide forecasts for harbours ({id})."));
+        doc["visibility"] = visibility;
+        admin.post("/agents", &doc).await.expect(201);
+    }
+    let base = format!("http://{}", node.addr());
+    let profile = tempfile::tempdir().unwrap();
+    let render = |url: String| {
+        let (b, p) = (browser.clone(), profile.path().to_path_buf());
+        tokio::task::spawn_blocking(move || headless(&b, &p, &url, &["--dump-dom"], 8000))
+    };
+    for search in [
+        format!("{base}/#/search?capability=tide_forecast&scope=local"),
+        format!("{base}/#/search?q=tide%20forecasts%20for%20harbours&scope=mesh"),
+    ] {
+        let dom = render(search).await.unwrap();
+        assert!(
+            dom.contains("data-id=\"open-tides\""),
+            "the public agent is listed:\n{dom}"
+        );
+        assert!(
+            !dom.contains("secret-tides"),
+            "the private one is not:\n{dom}"
+        );
+    }
+    let dom = render(format!("{base}/#/agent/secret-tides"))
+        .await
+        .unwrap();
+    assert!(
+        !dom.contains("Tide forecasts for harbours (secret-tides)"),
+        "its page shows nothing of it:\n{dom}"
+    );
+    assert!(
+        dom.contains("not found"),
+        "and says it is not found:\n{dom}"
+    );
+}
