@@ -98,11 +98,10 @@ pub(super) fn card(base: &str, mode: A2aMode) -> Value {
     })
 }
 
-fn mode_of(segment: &str) -> Result<A2aMode, Response> {
-    A2aMode::parse(segment).ok_or_else(|| {
-        let message = format!("no A2A agent mode {segment:?}");
-        error_object(StatusCode::NOT_FOUND, "NotFound", &message)
-    })
+/// 404 for a path segment that names no mode.
+fn no_mode(segment: &str) -> Response {
+    let message = format!("no A2A agent mode {segment:?}");
+    error_object(StatusCode::NOT_FOUND, "NotFound", &message)
 }
 
 /// Any method on `/a2a/{mode}/{*rest}`: the card, or HTML for `NotA2a`.
@@ -111,9 +110,8 @@ pub(super) async fn get(
     Path((mode, rest)): Path<(String, String)>,
     method: Method,
 ) -> Response {
-    let mode = match mode_of(&mode) {
-        Ok(mode) => mode,
-        Err(refusal) => return refusal,
+    let Some(mode) = A2aMode::parse(&mode) else {
+        return no_mode(&mode);
     };
     if mode == A2aMode::NotA2a {
         return html();
@@ -142,9 +140,8 @@ pub(super) async fn rpc(
     method: Method,
     body: Bytes,
 ) -> Response {
-    let mode = match mode_of(&mode) {
-        Ok(mode) => mode,
-        Err(refusal) => return refusal,
+    let Some(mode) = A2aMode::parse(&mode) else {
+        return no_mode(&mode);
     };
     if mode == A2aMode::NotA2a {
         return html();

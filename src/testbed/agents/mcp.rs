@@ -158,10 +158,8 @@ fn post(
     let (id, method, params) = match message {
         Message::Request { id, method, params } => (id, method, params),
         Message::Notification { .. } | Message::Response => {
-            return match check_session(shared, session, &Value::Null) {
-                Ok(()) => StatusCode::ACCEPTED.into_response(),
-                Err(refusal) => refusal,
-            };
+            return session_refusal(shared, session, &Value::Null)
+                .unwrap_or_else(|| StatusCode::ACCEPTED.into_response());
         }
     };
     if method == "initialize" {
@@ -178,7 +176,7 @@ fn post(
         }
         return response;
     }
-    if let Err(refusal) = check_session(shared, session, &id) {
+    if let Some(refusal) = session_refusal(shared, session, &id) {
         return refusal;
     }
     let answer = match method.as_str() {
@@ -193,19 +191,16 @@ fn post(
     rpc(StatusCode::OK, &answer)
 }
 
-/// 400 without a session id, 404 with one this server does not hold.
-fn check_session(shared: &Shared, session: Option<&str>, id: &Value) -> Result<(), Response> {
-    match session {
-        Some(s) if shared.sessions.is_open(s) => Ok(()),
-        Some(_) => {
-            let error = jsonrpc::error(id, INVALID_REQUEST, "Unknown Mcp-Session-Id");
-            Err(rpc(StatusCode::NOT_FOUND, &error))
-        }
-        None => {
-            let error = jsonrpc::error(id, INVALID_REQUEST, "Missing Mcp-Session-Id");
-            Err(rpc(StatusCode::BAD_REQUEST, &error))
-        }
-    }
+/// The refusal of a message without an open session: 400 without a
+/// session id, 404 with one this server does not hold; `None` when the
+/// session is open.
+fn session_refusal(shared: &Shared, session: Option<&str>, id: &Value) -> Option<Response> {
+    let (status, message) = match session {
+        Some(s) if shared.sessions.is_open(s) => return None,
+        Some(_) => (StatusCode::NOT_FOUND, "Unknown Mcp-Session-Id"),
+        None => (StatusCode::BAD_REQUEST, "Missing Mcp-Session-Id"),
+    };
+    Some(rpc(status, &jsonrpc::error(id, INVALID_REQUEST, message)))
 }
 
 /// The one tool.
