@@ -15,7 +15,9 @@
 //! healthy agents plus any number of agents that misbehave in exactly one
 //! way ([`Behaviour`]). [`publish`] renders what each agent publishes once
 //! the ports are known. [`synthetic_agent`] makes generated AIDIP
-//! registrations (the benchmarks' population).
+//! registrations (the benchmarks' population). [`agents`] serves, on a
+//! listener of its own, invokable AIDIP, MCP and A2A agents that
+//! misbehave on request (for the invocation gateway's tests).
 //!
 //! Users: the crawler's integration tests, `agentmesh demo`, the
 //! simulations, and `agentmesh agent-host` (which serves one agent's
@@ -24,6 +26,7 @@
 //! The handle is a drop guard: dropping a [`Testbed`] aborts its tasks;
 //! [`Testbed::shutdown`] stops it gracefully.
 
+pub mod agents;
 pub mod certs;
 pub mod dns;
 pub mod dnssec;

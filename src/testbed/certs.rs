@@ -12,6 +12,8 @@
 //! providers do the same). A client that sends no SNI (a URL with an IP
 //! literal host) gets the certificate for `127.0.0.1` and `::1`. All
 //! leaves share one ECDSA P-256 key; the CA key never leaves memory.
+//! [`TestCa::single_server_config`] issues one more leaf, with a key of
+//! its own, for a server started after the CA (the invokable agents).
 //!
 //! Used by [`super::Testbed`]; `agent-host` may use it for a single
 //! domain in a local setup.
@@ -47,6 +49,9 @@ pub struct TestCa {
     ca_pem: String,
     ca_der: CertificateDer<'static>,
     resolver: Arc<SniResolver>,
+    /// The CA's name and key, kept to issue more leaves after start
+    /// ([`TestCa::single_server_config`]).
+    issuer: Arc<Issuer<'static, KeyPair>>,
 }
 
 /// Picks the leaf for the SNI name: an exact name, else the wildcard of
@@ -69,6 +74,34 @@ impl ResolvesServerCert for SniResolver {
         let parent = sni.split_once('.')?.1;
         self.by_name.get(&format!("*.{parent}")).cloned()
     }
+}
+
+/// A leaf for `sans` (the first also its common name), signed by
+/// `issuer`, with `key`.
+fn issue(
+    issuer: &Issuer<'static, KeyPair>,
+    key: &KeyPair,
+    sans: Vec<String>,
+) -> Result<Arc<CertifiedKey>, TestbedError> {
+    let signing_key = rustls::crypto::ring::sign::any_supported_type(&PrivateKeyDer::Pkcs8(
+        PrivatePkcs8KeyDer::from(key.serialize_der()),
+    ))
+    .map_err(cert_error)?;
+    let common_name = sans
+        .first()
+        .cloned()
+        .ok_or_else(|| cert_error("a leaf needs at least one name"))?;
+    let mut params = CertificateParams::new(sans).map_err(cert_error)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(key, issuer).map_err(cert_error)?;
+    Ok(Arc::new(CertifiedKey::new(
+        vec![cert.der().clone()],
+        signing_key,
+    )))
 }
 
 impl TestCa {
@@ -98,23 +131,7 @@ impl TestCa {
         let issuer = Issuer::new(ca_params, ca_key);
 
         let leaf_key = KeyPair::generate().map_err(cert_error)?;
-        let signing_key = rustls::crypto::ring::sign::any_supported_type(&PrivateKeyDer::Pkcs8(
-            PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
-        ))
-        .map_err(cert_error)?;
-        let leaf = |sans: Vec<String>| -> Result<Arc<CertifiedKey>, TestbedError> {
-            let mut params = CertificateParams::new(sans.clone()).map_err(cert_error)?;
-            params
-                .distinguished_name
-                .push(DnType::CommonName, sans[0].clone());
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-            let cert = params.signed_by(&leaf_key, &issuer).map_err(cert_error)?;
-            Ok(Arc::new(CertifiedKey::new(
-                vec![cert.der().clone()],
-                signing_key.clone(),
-            )))
-        };
+        let leaf = |sans: Vec<String>| issue(&issuer, &leaf_key, sans);
 
         let (ips, dns): (Vec<&str>, Vec<&str>) = names
             .iter()
@@ -135,7 +152,32 @@ impl TestCa {
             ca_pem,
             ca_der,
             resolver: Arc::new(SniResolver { by_name, ip }),
+            issuer: Arc::new(issuer),
         })
+    }
+
+    /// A server configuration presenting one new leaf, issued by this CA
+    /// for all of `names` (DNS names or IP addresses) whatever the SNI:
+    /// TLS 1.3 and 1.2, ALPN `http/1.1`. For a server started after the
+    /// CA (the invokable agents, [`super::agents`]).
+    ///
+    /// # Errors
+    /// [`TestbedError::Certificate`] when `names` is empty or rcgen
+    /// refuses a name.
+    pub fn single_server_config<S: AsRef<str>>(
+        &self,
+        names: &[S],
+    ) -> Result<Arc<rustls::ServerConfig>, TestbedError> {
+        let names: Vec<String> = names.iter().map(|n| n.as_ref().to_owned()).collect();
+        let key = KeyPair::generate().map_err(cert_error)?;
+        let leaf = issue(&self.issuer, &key, names)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .expect("the ring provider supports TLS 1.3 and 1.2")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(leaf)));
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
     }
 
     /// The CA certificate, PEM.
