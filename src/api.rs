@@ -36,6 +36,7 @@ mod error;
 mod export;
 mod health;
 mod import;
+mod invoke;
 mod json;
 mod limits;
 mod observe;
@@ -117,6 +118,11 @@ pub fn router(state: AppState) -> Router {
             axum::routing::post(transfer::hand_over),
         )
         .route("/agents/{id}/suspension", get(suspend::one))
+        .route("/agents/{id}/invoke", axum::routing::post(invoke::invoke))
+        .route(
+            "/agents/{id}/operations/{op}",
+            axum::routing::post(invoke::operation),
+        )
         .route(
             "/agents/{id}/visibility",
             get(visibility::get).put(visibility::put),

@@ -17,6 +17,7 @@ mod crawl;
 mod demo;
 mod http;
 mod import;
+mod invoke;
 mod keys;
 mod publish;
 mod revoke;
@@ -149,6 +150,12 @@ pub enum Command {
     /// node refuses the search, its problems printed; 2 when it cannot be
     /// reached within --timeout).
     Search(search::SearchArgs),
+    /// Call an agent through a running node's gateway
+    /// (`POST /agents/{id}/invoke`): the input from a JSON file or stdin,
+    /// the agent's JSON answer on stdout (exit 0; 1 when the node or the
+    /// agent refuses or fails the call, its error printed; 2 when the node
+    /// cannot be reached within --timeout).
+    Invoke(invoke::InvokeArgs),
     /// Print the shell completion script for bash, zsh, fish, powershell
     /// or elvish (e.g. `agentmesh completions bash >
     /// ~/.local/share/bash-completion/completions/agentmesh`).
@@ -324,6 +331,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keys(args) => keys::run(args),
         Command::Status(args) => status::run(args).await,
         Command::Search(args) => search::run(args).await,
+        Command::Invoke(args) => invoke::run(args).await,
         Command::Completions(args) => done(completions(&args)),
         Command::Openapi => done(
             std::io::Write::write_all(

@@ -18,10 +18,10 @@ mod sections;
 
 pub use limits::{IpRange, LimitsConfig};
 pub use sections::{
-    ApiConfig, AuditRetention, CrawlConfig, JwtConfig, P2pConfig, Replication, SearchConfig,
-    Secret, StoreConfig, TlsClientConfig, TlsConfig, DEFAULT_IMPORT_MAX_LINE_BYTES,
-    DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER, DEFAULT_MAX_RECORD_LIFETIME,
-    DEFAULT_SEMANTIC_WEIGHT,
+    ApiConfig, AuditRetention, CrawlConfig, GatewayConfig, GatewayCredential, JwtConfig, P2pConfig,
+    Replication, SearchConfig, Secret, StoreConfig, TlsClientConfig, TlsConfig,
+    DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
+    DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
 };
 
 /// Errors from loading or checking a configuration.
@@ -84,6 +84,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// How free-text searches are ranked.
     pub search: SearchConfig,
+    /// The invocation gateway (`POST /agents/{id}/invoke`).
+    pub gateway: GatewayConfig,
 }
 
 impl Default for Config {
@@ -95,6 +97,7 @@ impl Default for Config {
             crawl: CrawlConfig::default(),
             store: StoreConfig::default(),
             search: SearchConfig::default(),
+            gateway: GatewayConfig::default(),
         }
     }
 }

@@ -39,6 +39,8 @@
 //! - [`federation`]: judging records that arrive from other nodes;
 //! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
 //!   policy to candidates with invocation metadata;
+//! - [`gateway`]: calls to agents through this node
+//!   (`POST /agents/{id}/invoke`);
 //! - [`api`]: the HTTP API;
 //! - [`node`]: a running node, its parts wired once; [`cli`]: the binary's
 //!   commands (the demo among them).
@@ -54,6 +56,7 @@ pub mod descriptor;
 pub mod drops;
 pub mod federation;
 pub mod formats;
+pub mod gateway;
 pub mod identity;
 pub mod issuer;
 pub mod mesh;

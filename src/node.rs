@@ -20,6 +20,7 @@ use crate::crawl::probe::Prober;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
 use crate::crawl::{Crawler, CrawlerOptions};
+use crate::gateway::{Gateway, GatewayOptions};
 use crate::identity;
 use crate::issuer::{Issuer, Outbox, Published};
 use crate::mesh::{MeshClient, MeshConfig};
@@ -251,6 +252,12 @@ impl Node {
             key.verifying_key().to_bytes(),
             Some(mesh.clone()),
         );
+        let gateway = if config.gateway.enabled {
+            let options = GatewayOptions::from_config(&config)?;
+            Some(Gateway::new(registry.clone(), options))
+        } else {
+            None
+        };
         let state = AppState::new(AppStateParts {
             registry: registry.clone(),
             crawl_queue: Some(crawl_queue.clone()),
@@ -261,6 +268,7 @@ impl Node {
             access,
             peer_id: peer_id.clone(),
             listen_addrs: listen_addrs.clone(),
+            gateway,
         });
         let api_addr = start_api(&config, state, tls, &mut stages).await?;
         tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");

@@ -100,6 +100,8 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
     ("GET", "/agents/{id}/visibility", Some(Scope::Read)),
     ("PUT", "/agents/{id}/visibility", Some(Scope::Register)),
+    ("POST", "/agents/{id}/invoke", Some(Scope::Invoke)),
+    ("POST", "/agents/{id}/operations/{op}", Some(Scope::Invoke)),
     ("POST", "/resolve", Some(Scope::Read)),
     ("POST", "/crawl", Some(Scope::Crawl)),
     ("GET", "/crawl/{domain}", Some(Scope::Read)),
@@ -136,6 +138,7 @@ fn concrete(route: &str) -> String {
         .replace("{domain}", "example.com")
         .replace("{asset}", "app.js")
         .replace("{seq}", "1")
+        .replace("{op}", "echo")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

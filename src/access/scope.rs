@@ -20,18 +20,22 @@ pub enum Scope {
     Import,
     /// Crawl requests and full crawl reports: `POST /crawl`.
     Crawl,
+    /// Calls to agents through the gateway: `POST /agents/{id}/invoke`,
+    /// `POST /agents/{id}/operations/{op}`.
+    Invoke,
     /// Everything, the routes under `/admin/` included.
     Admin,
 }
 
 impl Scope {
     /// Every scope, in order.
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::Read,
         Scope::Register,
         Scope::Records,
         Scope::Import,
         Scope::Crawl,
+        Scope::Invoke,
         Scope::Admin,
     ];
 
@@ -43,6 +47,7 @@ impl Scope {
             Scope::Records => "records",
             Scope::Import => "import",
             Scope::Crawl => "crawl",
+            Scope::Invoke => "invoke",
             Scope::Admin => "admin",
         }
     }
@@ -60,7 +65,7 @@ impl fmt::Display for Scope {
 
 /// A name that is not a scope.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a scope (read, register, records, import, crawl, admin)")]
+#[error("{0:?} is not a scope (read, register, records, import, crawl, invoke, admin)")]
 pub struct ScopeError(pub String);
 
 impl FromStr for Scope {

@@ -128,6 +128,11 @@ async fn append(state: &AppState, event: AuditEvent) -> Result<AuditEntry, ApiEr
     })
 }
 
+/// What a handler says its request acted on, for its audit entry (a
+/// response extension).
+#[derive(Debug, Clone)]
+pub(super) struct AuditTarget(pub(super) String);
+
 /// The action a write route performs, by method and route.
 fn action_of(method: &Method, route: &str) -> Option<AuditAction> {
     Some(match (method.as_str(), route) {
@@ -139,6 +144,8 @@ fn action_of(method: &Method, route: &str) -> Option<AuditAction> {
         ("DELETE", "/admin/agents/{id}/suspension") => AuditAction::Unsuspend,
         ("POST", "/admin/agents/{id}/transfer") => AuditAction::Transfer,
         ("POST", "/admin/import") => AuditAction::Import,
+        ("PUT", "/agents/{id}/visibility") => AuditAction::Update,
+        ("POST", "/agents/{id}/invoke" | "/agents/{id}/operations/{op}") => AuditAction::Invoke,
         _ => return None,
     })
 }
@@ -210,12 +217,23 @@ pub(super) async fn trail(
     let response = next.run(req).await;
     let status = response.status();
     let action = match action {
-        _ if status == StatusCode::UNAUTHORIZED => AuditAction::AuthFailed,
+        // An agent's own 401, passed on by the gateway, is not this
+        // node refusing credentials.
+        _ if status == StatusCode::UNAUTHORIZED
+            && response.extensions().get::<ErrorCode>() != Some(&ErrorCode::AgentError) =>
+        {
+            AuditAction::AuthFailed
+        }
         Some(a) => a,
         None => return response,
     };
     if target.is_empty() && action == AuditAction::Register {
         target = location_id(&response).unwrap_or_default();
+    }
+    // A handler may name its target better than the path does (a call's
+    // operation).
+    if let Some(AuditTarget(named)) = response.extensions().get::<AuditTarget>() {
+        target.clone_from(named);
     }
     let mut event = event_of(&caller, action, target, outcome_of(&response), request_id);
     if action == AuditAction::AuthFailed {

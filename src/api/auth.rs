@@ -331,6 +331,8 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
     ("GET", "/agents/{id}/visibility", Some(Scope::Read)),
     ("PUT", "/agents/{id}/visibility", Some(Scope::Register)),
+    ("POST", "/agents/{id}/invoke", Some(Scope::Invoke)),
+    ("POST", "/agents/{id}/operations/{op}", Some(Scope::Invoke)),
     ("POST", "/resolve", Some(Scope::Read)),
     ("POST", "/crawl", Some(Scope::Crawl)),
     ("GET", "/crawl/{domain}", Some(Scope::Read)),

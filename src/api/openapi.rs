@@ -27,8 +27,8 @@ use utoipa::{Modify, OpenApi};
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
-    agents, audit, crawl, export, health, import, observe, records, resolve, suspend, transfer, ui,
-    visibility,
+    agents, audit, crawl, export, health, import, invoke, observe, records, resolve, suspend,
+    transfer, ui, visibility,
 };
 use crate::access::Scope;
 
@@ -60,6 +60,8 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         agents::summary,
         visibility::get,
         visibility::put,
+        invoke::invoke,
+        invoke::operation,
         resolve::resolve,
         crawl::start,
         crawl::report,

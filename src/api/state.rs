@@ -9,6 +9,7 @@ use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::reverify::Reverifier;
 use crate::federation::Judge;
+use crate::gateway::Gateway;
 use crate::mesh::MeshClient;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -48,6 +49,8 @@ pub struct AppStateParts {
     pub peer_id: String,
     /// Its listen multiaddrs, with `/p2p/<peer id>`.
     pub listen_addrs: Vec<String>,
+    /// The invocation gateway, when `gateway.enabled`.
+    pub gateway: Option<Gateway>,
 }
 
 /// What the handlers share.
@@ -95,6 +98,10 @@ impl AppState {
 
     pub(crate) fn config(&self) -> &ApiConfig {
         &self.inner.parts.config
+    }
+
+    pub(crate) fn gateway(&self) -> Option<&Gateway> {
+        self.inner.parts.gateway.as_ref()
     }
 
     pub(crate) fn access(&self) -> &Access {

@@ -36,6 +36,10 @@ pub struct ApiArgs {
     /// Seconds to wait for each of the node's answers before giving up.
     #[arg(long, default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+    /// A file whose first line is the credential sent to the node
+    /// (`Authorization: Bearer`): an API key, a JWT or the admin token.
+    #[arg(long, value_name = "FILE", env = "AGENTMESH_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// A client bound to one node's API.
@@ -43,6 +47,7 @@ pub(super) struct NodeApi {
     client: reqwest::Client,
     base: String,
     timeout: Duration,
+    token: Option<String>,
 }
 
 /// A node's answer, read whole.
@@ -114,6 +119,23 @@ fn refusal_text(url: &str, answer: &Answer) -> String {
     text
 }
 
+/// The first line of `path`, trimmed, for a secret given in a file
+/// (`flag` names it in the error).
+///
+/// # Errors
+/// When the file cannot be read or its first line is empty.
+pub(super) fn first_line(path: &std::path::Path, flag: &str) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("{flag} {}", path.display()))?;
+    let line = text.lines().next().unwrap_or_default().trim();
+    anyhow::ensure!(
+        !line.is_empty(),
+        "{flag} {}: its first line is empty",
+        path.display()
+    );
+    Ok(line.to_owned())
+}
+
 /// An error and its causes, `a: b: c` (reqwest's own text leaves out why
 /// a connection failed).
 fn causes(e: &(dyn std::error::Error + 'static)) -> String {
@@ -141,11 +163,29 @@ impl NodeApi {
             .connect_timeout(timeout)
             .build()
             .context("building the HTTP client")?;
+        let token = args
+            .token_file
+            .as_deref()
+            .map(|path| first_line(path, "--token-file"))
+            .transpose()?;
         Ok(Self {
             client,
             base: args.api.trim_end_matches('/').to_owned(),
             timeout,
+            token,
         })
+    }
+
+    /// `POST {api}{path}` with a JSON body and extra headers.
+    pub(super) async fn post_with(
+        &self,
+        path: &str,
+        body: &Value,
+        headers: reqwest::header::HeaderMap,
+    ) -> Result<Answer, Failure> {
+        let url = format!("{}{path}", self.base);
+        self.send(self.client.post(&url).json(body).headers(headers), url)
+            .await
     }
 
     /// `GET {api}{path}`.
@@ -161,6 +201,10 @@ impl NodeApi {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder, url: String) -> Result<Answer, Failure> {
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
         let unreachable = |e: reqwest::Error, url: String| {
             let why = if e.is_timeout() {
                 format!("no answer within {} s (--timeout)", self.timeout.as_secs())

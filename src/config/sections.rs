@@ -549,3 +549,61 @@ impl Default for SearchConfig {
 /// The default `search.semantic_weight`, measured on the relevance sets
 /// (BENCHMARKS.md).
 pub const DEFAULT_SEMANTIC_WEIGHT: f64 = 0.7;
+
+/// `[gateway]`: the invocation gateway (docs/protocol.md#gateway). It
+/// connects under the crawler's rules (`crawl.allow_private_addresses`,
+/// `crawl.allowed_ports`, `crawl.ca_files`, `crawl.resolvers`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Serve `POST /agents/{id}/invoke` and
+    /// `POST /agents/{id}/operations/{op}` (callers need the `invoke`
+    /// scope).
+    pub enabled: bool,
+    /// The whole call to an agent: connect, send, its answer.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Connecting to one of the agent's addresses.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Largest answer read from an agent, in bytes; a larger one fails
+    /// the call (502).
+    pub max_response_bytes: usize,
+    /// Calls in flight at once, all agents together; more are answered
+    /// 503 with `Retry-After`.
+    pub max_concurrent: usize,
+    /// Calls in flight at once to one agent; more are answered 503.
+    pub max_concurrent_per_agent: usize,
+    /// The node's own credentials for agents it calls on its clients'
+    /// behalf: `[[gateway.credentials]]` with `agent`, `header` and
+    /// `value_file`.
+    pub credentials: Vec<GatewayCredential>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            max_response_bytes: 4 * 1024 * 1024,
+            max_concurrent: 256,
+            max_concurrent_per_agent: 16,
+            credentials: Vec::new(),
+        }
+    }
+}
+
+/// A credential the node sends an agent (`[[gateway.credentials]]`),
+/// when the client sends none of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayCredential {
+    /// The agent's id.
+    pub agent: String,
+    /// The header it goes in (`authorization`, `x-api-key`).
+    pub header: String,
+    /// A file whose first line is the header's value (read at start;
+    /// never logged).
+    pub value_file: PathBuf,
+}

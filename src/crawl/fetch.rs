@@ -110,7 +110,7 @@ pub struct Fetched {
 /// reqwest's resolver: refuses every name. Fetches are pinned to checked
 /// addresses with `resolve_to_addrs`, so anything reaching this resolver
 /// is a name nobody checked.
-struct RefuseAll;
+pub(crate) struct RefuseAll;
 
 #[derive(Debug)]
 struct Unchecked(String);

@@ -48,6 +48,10 @@ pub enum NodeError {
     /// `[api.tls]` could not be set up (a certificate, key or CA file).
     #[error(transparent)]
     Tls(#[from] crate::api::TlsError),
+    /// The invocation gateway could not be set up (its resolver, a CA
+    /// file, a credential file).
+    #[error("gateway: {0}")]
+    Gateway(#[from] crate::gateway::SetupError),
     /// The API listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -56,11 +56,14 @@ pub enum AuditAction {
     KeyRevoke,
     /// Credentials missing or refused on a route that needs them.
     AuthFailed,
+    /// A call to an agent through the gateway (its target is
+    /// `{agent id}#{operation}`; the payload is never kept).
+    Invoke,
 }
 
 impl AuditAction {
     /// Every action, in the order of their strings' documentation.
-    pub const ALL: [AuditAction; 14] = [
+    pub const ALL: [AuditAction; 15] = [
         Self::Register,
         Self::Update,
         Self::Delete,
@@ -75,6 +78,7 @@ impl AuditAction {
         Self::KeyCreate,
         Self::KeyRevoke,
         Self::AuthFailed,
+        Self::Invoke,
     ];
 
     /// The stable string form.
@@ -94,6 +98,7 @@ impl AuditAction {
             Self::KeyCreate => "key_create",
             Self::KeyRevoke => "key_revoke",
             Self::AuthFailed => "auth_failed",
+            Self::Invoke => "invoke",
         }
     }
 

@@ -1,0 +1,447 @@
+//! The invocation gateway (docs/protocol.md#gateway): a client calls an
+//! agent this node knows through `POST /agents/{id}/invoke` or
+//! `POST /agents/{id}/operations/{op}`, and the node does what the AIDIP
+//! draft's invocation section asks of a gateway. In order:
+//! - the agent is one the client may see, not suspended here, an AIDIP
+//!   agent with an endpoint;
+//! - the operation is named (or the only one), and the input checked
+//!   against its JSON Schema before anything is sent
+//!   ([`operation`]);
+//! - the node's concurrency limits hold (in all, and per agent);
+//! - the endpoint passes the crawler's rules and the call is sent there,
+//!   with the client's credentials for the agent or the node's own
+//!   ([`forward`]);
+//! - the answer is mapped: 2xx with JSON is the result (checked against
+//!   the output schema, which only warns), 4xx the agent's refusal passed
+//!   on, 429 and 503 "busy, retry after", any other failure a 502 or 504
+//!   ([`GatewayError`]). A failed task is never answered 2xx.
+//!
+//! Named operations are sub-resources of the agent's endpoint
+//! (`{endpoint}/{operation}`, the draft's second option); an agent's one
+//! implied operation is its endpoint itself.
+
+pub mod error;
+pub mod forward;
+pub mod operation;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+pub use error::GatewayError;
+pub use forward::{Answer, Upstream, PASSED_THROUGH};
+pub use operation::{Operation, Violation};
+
+use crate::config::Config;
+use crate::crawl::dns::{self, Dns};
+use crate::crawl::CrawlerOptions;
+use crate::descriptor::DocumentFormat;
+use crate::record::RecordBody;
+use crate::registry::Registry;
+use crate::store::Viewer;
+
+/// Longest message of an agent's refusal passed on, characters.
+const MAX_REFUSAL_CHARS: usize = 2000;
+
+/// A call a client makes through the gateway.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The agent's id.
+    pub agent: String,
+    /// The operation named, if any.
+    pub operation: Option<String>,
+    /// The input, as the operation's schema describes it.
+    pub input: Value,
+    /// The client's request headers (its credentials for the agent
+    /// among them: [`PASSED_THROUGH`]).
+    pub headers: HeaderMap,
+    /// The request's id, passed on.
+    pub request_id: Option<String>,
+    /// Who calls, for the agent's visibility.
+    pub viewer: Viewer,
+}
+
+/// An agent's answer to a call that worked.
+#[derive(Debug, Clone)]
+pub struct Invoked {
+    /// The operation called (`None`: the agent's one implied operation).
+    pub operation: Option<String>,
+    /// The agent's status (a 2xx).
+    pub status: u16,
+    /// The agent's JSON answer.
+    pub output: Value,
+    /// Where the answer does not fit the operation's output schema (the
+    /// answer is still given, with a warning).
+    pub output_problems: Vec<Violation>,
+    /// The call's time, the node's checks included.
+    pub elapsed: Duration,
+}
+
+/// The gateway's limits (`[gateway]`).
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// How it connects.
+    pub upstream: Upstream,
+    /// Calls in flight at once, all agents together.
+    pub max_concurrent: usize,
+    /// Calls in flight at once to one agent.
+    pub max_concurrent_per_agent: usize,
+    /// The node's own credential for an agent (`[[gateway.credentials]]`):
+    /// the header it sends, by agent id.
+    pub credentials: HashMap<String, (HeaderName, HeaderValue)>,
+}
+
+/// Why the gateway could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The crawler's resolver or TLS roots.
+    #[error(transparent)]
+    Crawl(#[from] crate::crawl::CrawlError),
+    /// The resolver.
+    #[error(transparent)]
+    Dns(#[from] dns::DnsError),
+    /// A `[[gateway.credentials]]` entry.
+    #[error("gateway.credentials for {agent}: {message}")]
+    Credential {
+        /// The entry's agent.
+        agent: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl GatewayOptions {
+    /// The options `[gateway]` and `[crawl]` set: the crawler's resolver,
+    /// TLS roots, address policy and ports.
+    ///
+    /// # Errors
+    /// [`SetupError`]: the resolver, a CA file, a credential file.
+    pub fn from_config(config: &Config) -> Result<Self, SetupError> {
+        let crawl = CrawlerOptions::from_config(&config.crawl);
+        let anchors = dns::trust_anchors(&crawl.trust_anchors)?;
+        let dns = Dns::with_anchors(
+            &crawl.resolvers,
+            crawl.dns_timeout,
+            anchors,
+            crawl.dns_cache_size,
+        )?;
+        let g = &config.gateway;
+        let mut credentials = HashMap::new();
+        for c in &g.credentials {
+            let bad = |message: String| SetupError::Credential {
+                agent: c.agent.clone(),
+                message,
+            };
+            let name = HeaderName::from_bytes(c.header.as_bytes())
+                .map_err(|e| bad(format!("header {:?}: {e}", c.header)))?;
+            let text = std::fs::read_to_string(&c.value_file)
+                .map_err(|e| bad(format!("{}: {e}", c.value_file.display())))?;
+            let text = text.lines().next().unwrap_or_default().trim();
+            if text.is_empty() {
+                return Err(bad(format!(
+                    "{} holds no value on its first line",
+                    c.value_file.display()
+                )));
+            }
+            let mut value = HeaderValue::from_str(text)
+                .map_err(|_| bad("the value is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            credentials.insert(c.agent.clone(), (name, value));
+        }
+        Ok(Self {
+            upstream: Upstream {
+                dns,
+                tls: crawl.tls_config()?,
+                policy: crawl.policy,
+                ports: crawl.allowed_ports.clone(),
+                connect_timeout: g.connect_timeout,
+                timeout: g.timeout,
+                max_response_bytes: g.max_response_bytes,
+                user_agent: format!("agentmesh-gateway/{}", env!("CARGO_PKG_VERSION")),
+            },
+            max_concurrent: g.max_concurrent.max(1),
+            max_concurrent_per_agent: g.max_concurrent_per_agent.max(1),
+            credentials,
+        })
+    }
+}
+
+/// The gateway. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    registry: Registry,
+    options: Arc<GatewayOptions>,
+    all: Arc<Semaphore>,
+    /// One semaphore per agent with calls in flight; dropped when idle.
+    per_agent: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+}
+
+impl Gateway {
+    /// A gateway calling the agents `registry` holds.
+    pub fn new(registry: Registry, options: GatewayOptions) -> Self {
+        Self {
+            registry,
+            all: Arc::new(Semaphore::new(options.max_concurrent)),
+            options: Arc::new(options),
+            per_agent: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Calls an agent (see the module documentation).
+    ///
+    /// # Errors
+    /// [`GatewayError`], each with its status.
+    pub async fn invoke(&self, call: Call) -> Result<Invoked, GatewayError> {
+        let started = Instant::now();
+        let (endpoint, doc) = self.held(&call).await?;
+        let operation = operation::choose(&doc, call.operation.as_deref())?;
+        if let Some(schema) = operation.input.clone() {
+            let found = checked(schema, call.input.clone())
+                .await
+                .map_err(GatewayError::BadSchema)?;
+            if !found.is_empty() {
+                return Err(GatewayError::InvalidInput(found));
+            }
+        }
+        let _permits = self.permits(&call.agent)?;
+        let upstream = &self.options.upstream;
+        let (url, ips) = upstream
+            .target(&operation_url(&endpoint, operation.name.as_deref())?)
+            .await?;
+        let headers = forward::outgoing(
+            &call.headers,
+            self.options
+                .credentials
+                .get(&call.agent)
+                .map(|(n, v)| (n, v)),
+            call.request_id.as_deref(),
+        );
+        let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
+        let answer = upstream.post(&url, &ips, headers, body).await?;
+        let status = answer.status;
+        let output = outcome(answer)?;
+        let output_problems = match operation.output.clone() {
+            Some(schema) => checked(schema, output.clone()).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        Ok(Invoked {
+            operation: operation.name,
+            status,
+            output,
+            output_problems,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// The agent's endpoint and AIDIP document, for a caller who may see
+    /// it, when it is not suspended here.
+    async fn held(&self, call: &Call) -> Result<(String, Value), GatewayError> {
+        let id = &call.agent;
+        let not_found = || GatewayError::NotFound { id: id.clone() };
+        self.registry
+            .visible_to(id, &call.viewer)
+            .map_err(|_| not_found())?;
+        if self.registry.store().suspension(id).is_some() {
+            return Err(GatewayError::Suspended { id: id.clone() });
+        }
+        let held = self
+            .registry
+            .store()
+            .get(id)
+            .await
+            .map_err(|e| GatewayError::Unreachable(format!("the store failed: {e}")))?;
+        let Some(RecordBody::Descriptor(d)) = held.map(|h| h.body) else {
+            return Err(not_found());
+        };
+        if d.descriptor.format != DocumentFormat::Aidip {
+            return Err(GatewayError::NotInvocable(format!(
+                "agent {id} is published as {}: the gateway calls AIDIP agents",
+                d.descriptor.format.as_str()
+            )));
+        }
+        let endpoint = d
+            .descriptor
+            .endpoint
+            .clone()
+            .ok_or_else(|| GatewayError::NotInvocable(format!("agent {id} has no endpoint")))?;
+        let doc = serde_json::from_str(&d.document).unwrap_or(Value::Null);
+        Ok((endpoint, doc))
+    }
+
+    /// A slot among all calls and among this agent's, or `Busy`.
+    fn permits(
+        &self,
+        agent: &str,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), GatewayError> {
+        let all = self
+            .all
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| GatewayError::Busy("this node runs gateway.max_concurrent calls"))?;
+        let one = {
+            let mut map = self
+                .per_agent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Idle agents' semaphores (every permit back) are dropped.
+            if map.len() > 1024 {
+                let max = self.options.max_concurrent_per_agent;
+                map.retain(|_, s| s.available_permits() < max);
+            }
+            map.entry(agent.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.options.max_concurrent_per_agent)))
+                .clone()
+        };
+        let one = one.try_acquire_owned().map_err(|_| {
+            GatewayError::Busy(
+                "this node runs gateway.max_concurrent_per_agent calls to this agent",
+            )
+        })?;
+        Ok((all, one))
+    }
+}
+
+/// `schema` checked against `value` on a blocking thread (a publisher's
+/// schema may be large).
+async fn checked(schema: Value, value: Value) -> Result<Vec<Violation>, String> {
+    tokio::task::spawn_blocking(move || operation::check(&schema, &value))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+/// Where an operation is called: a named one at `{endpoint}/{name}`, the
+/// implied one at the endpoint itself.
+///
+/// # Errors
+/// [`GatewayError::EndpointRefused`] for an endpoint that is not a URL.
+pub fn operation_url(endpoint: &str, name: Option<&str>) -> Result<String, GatewayError> {
+    let Some(name) = name else {
+        return Ok(endpoint.to_owned());
+    };
+    let mut url = url::Url::parse(endpoint)
+        .map_err(|e| GatewayError::EndpointRefused(format!("{endpoint:?} is not a URL: {e}")))?;
+    url.path_segments_mut()
+        .map_err(|()| GatewayError::EndpointRefused(format!("{endpoint:?} cannot have a path")))?
+        .pop_if_empty()
+        .push(name);
+    Ok(url.to_string())
+}
+
+/// The agent's answer as the call's outcome.
+///
+/// # Errors
+/// [`GatewayError::AgentRefused`] (4xx), [`GatewayError::AgentBusy`]
+/// (429, 503), [`GatewayError::AgentFailed`] (anything else that is not
+/// a 2xx with JSON).
+pub fn outcome(answer: Answer) -> Result<Value, GatewayError> {
+    match answer.status {
+        200..=299 => serde_json::from_slice(&answer.body)
+            .map_err(|e| GatewayError::AgentFailed(format!("the agent's answer is not JSON: {e}"))),
+        429 | 503 => Err(GatewayError::AgentBusy {
+            retry_after: answer.retry_after.unwrap_or(Duration::from_secs(1)),
+        }),
+        status @ 400..=499 => Err(GatewayError::AgentRefused {
+            status,
+            body: refusal_body(&answer.body),
+        }),
+        status @ 300..=399 => Err(GatewayError::AgentFailed(format!(
+            "the agent answered a redirect ({status}), which the gateway does not follow"
+        ))),
+        status => Err(GatewayError::AgentFailed(format!(
+            "the agent answered {status}: {}",
+            String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+        ))),
+    }
+}
+
+/// An agent's 4xx body, as passed on: its JSON when it is JSON, else its
+/// text, bounded.
+fn refusal_body(body: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) if v.to_string().chars().count() <= MAX_REFUSAL_CHARS => v,
+        _ => Value::String(
+            String::from_utf8_lossy(body)
+                .chars()
+                .take(MAX_REFUSAL_CHARS)
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(status: u16, body: &str, retry_after: Option<u64>) -> Answer {
+        Answer {
+            status,
+            content_type: Some("application/json".into()),
+            retry_after: retry_after.map(Duration::from_secs),
+            body: Bytes::from(body.to_owned()),
+        }
+    }
+
+    #[test]
+    fn each_answer_maps_to_its_outcome_and_no_failure_is_a_result() {
+        assert_eq!(
+            outcome(answer(200, r#"{"echo":"hi"}"#, None)).unwrap(),
+            json!({"echo": "hi"})
+        );
+        assert!(matches!(
+            outcome(answer(200, "{not json", None)),
+            Err(GatewayError::AgentFailed(_))
+        ));
+        match outcome(answer(
+            404,
+            r#"{"error":{"code":"NotFound","message":"no"}}"#,
+            None,
+        )) {
+            Err(GatewayError::AgentRefused { status, body }) => {
+                assert_eq!(status, 404);
+                assert_eq!(body["error"]["code"], "NotFound");
+            }
+            other => panic!("{other:?}"),
+        }
+        match outcome(answer(503, "", Some(7))) {
+            Err(GatewayError::AgentBusy { retry_after }) => {
+                assert_eq!(retry_after, Duration::from_secs(7));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            outcome(answer(429, "", None)),
+            Err(GatewayError::AgentBusy { .. })
+        ));
+        assert!(matches!(
+            outcome(answer(500, "boom", None)),
+            Err(GatewayError::AgentFailed(_))
+        ));
+        assert!(matches!(
+            outcome(answer(302, "", None)),
+            Err(GatewayError::AgentFailed(_))
+        ));
+    }
+
+    #[test]
+    fn a_named_operation_is_a_sub_resource_of_the_endpoint() {
+        assert_eq!(
+            operation_url("https://a.example/agents/x", Some("echo")).unwrap(),
+            "https://a.example/agents/x/echo"
+        );
+        assert_eq!(
+            operation_url("https://a.example/agents/x/", Some("do it/now")).unwrap(),
+            "https://a.example/agents/x/do%20it%2Fnow"
+        );
+        assert_eq!(
+            operation_url("https://a.example/x?k=1", None).unwrap(),
+            "https://a.example/x?k=1"
+        );
+    }
+}

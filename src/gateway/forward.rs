@@ -1,0 +1,306 @@
+//! The call itself: a JSON `POST` to the agent's endpoint under the
+//! crawler's rules. HTTPS only; the endpoint's port one this node
+//! connects to (`crawl.allowed_ports`); its host resolved through the
+//! crawler's resolver and every address checked by the address policy
+//! (no private or loopback target unless `crawl.allow_private_addresses`);
+//! the connection pinned to a checked address, one at a time, with no
+//! proxy and no redirect; the TLS roots of the crawler (`crawl.ca_files`
+//! beside the web's); a connect timeout per address and one deadline for
+//! the whole exchange; the answer read up to a size limit.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use tokio::time::Instant;
+use url::Url;
+
+use super::error::GatewayError;
+use crate::crawl::dns::Dns;
+use crate::crawl::fetch::{self, RefuseAll};
+use crate::crawl::AllowedPorts;
+use crate::net::AddressPolicy;
+
+/// Longest `Retry-After` passed on from an agent.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// How the gateway connects to agents.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// The crawler's resolver.
+    pub dns: Dns,
+    /// TLS roots and versions.
+    pub tls: Arc<rustls::ClientConfig>,
+    /// Which addresses may be connected to.
+    pub policy: AddressPolicy,
+    /// Which ports.
+    pub ports: AllowedPorts,
+    /// TCP connect timeout, per address.
+    pub connect_timeout: Duration,
+    /// The whole exchange: connect, send, the answer's head and body.
+    pub timeout: Duration,
+    /// Largest answer read, bytes.
+    pub max_response_bytes: usize,
+    /// The User-Agent of every call.
+    pub user_agent: String,
+}
+
+/// An agent's answer, read whole.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Its status.
+    pub status: u16,
+    /// Its `Content-Type`, lower-case essence.
+    pub content_type: Option<String>,
+    /// Its `Retry-After`, bounded by [`MAX_RETRY_AFTER`].
+    pub retry_after: Option<Duration>,
+    /// Its body.
+    pub body: Bytes,
+}
+
+impl Upstream {
+    /// Checks `endpoint` and the addresses of its host: where the call
+    /// may go.
+    ///
+    /// # Errors
+    /// [`GatewayError::EndpointRefused`], [`GatewayError::Unreachable`]
+    /// (the name does not resolve).
+    pub async fn target(&self, endpoint: &str) -> Result<(Url, Vec<IpAddr>), GatewayError> {
+        let url = Url::parse(endpoint).map_err(|e| {
+            GatewayError::EndpointRefused(format!("{endpoint:?} is not a URL: {e}"))
+        })?;
+        if url.scheme() != "https" {
+            return Err(GatewayError::EndpointRefused(format!(
+                "{url} is not HTTPS (the gateway calls agents over TLS only)"
+            )));
+        }
+        let refused = |e: crate::crawl::CrawlError| GatewayError::EndpointRefused(e.to_string());
+        fetch::check_literal_host(&url, self.policy).map_err(refused)?;
+        self.ports.check(&url).map_err(refused)?;
+        let host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let ips = match url.host() {
+            Some(url::Host::Domain(_)) => {
+                let ips = self
+                    .dns
+                    .addresses(&host)
+                    .await
+                    .map_err(|e| GatewayError::Unreachable(e.to_string()))?;
+                fetch::allowed(&host, &ips, self.policy).map_err(refused)?
+            }
+            _ => fetch::targets(&url, &[]),
+        };
+        Ok((url, ips))
+    }
+
+    /// `POST`s `body` (JSON) with `headers` to `url`, trying the checked
+    /// addresses `ips` one at a time until one connects, all within
+    /// [`Upstream::timeout`].
+    ///
+    /// # Errors
+    /// [`GatewayError::Unreachable`], [`GatewayError::Timeout`],
+    /// [`GatewayError::AgentFailed`] for an answer over the size limit.
+    pub async fn post(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, GatewayError> {
+        let deadline = Instant::now() + self.timeout;
+        match tokio::time::timeout_at(deadline, self.post_any(url, ips, headers, body)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(GatewayError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn post_any(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, GatewayError> {
+        let port = url.port_or_known_default().unwrap_or(443);
+        let host = url.host_str().unwrap_or_default();
+        let mut last = String::from("no address");
+        for ip in ips {
+            let client = self.client(host, SocketAddr::new(*ip, port))?;
+            let sent = client
+                .post(url.clone())
+                .headers(headers.clone())
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .body(body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(response) => return self.read(response).await,
+                // Only a connection that never opened moves on to the
+                // next address: a request the agent may have received is
+                // never sent twice.
+                Err(e) if e.is_connect() => last = error_chain(&e),
+                Err(e) if e.is_timeout() => return Err(GatewayError::Timeout(self.timeout)),
+                Err(e) => return Err(GatewayError::Unreachable(error_chain(&e))),
+            }
+        }
+        Err(GatewayError::Unreachable(last))
+    }
+
+    fn client(&self, host: &str, addr: SocketAddr) -> Result<reqwest::Client, GatewayError> {
+        reqwest::Client::builder()
+            .use_preconfigured_tls((*self.tls).clone())
+            .dns_resolver(Arc::new(RefuseAll))
+            .resolve_to_addrs(host, &[addr])
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.connect_timeout)
+            .pool_max_idle_per_host(0)
+            .no_proxy()
+            .user_agent(self.user_agent.as_str())
+            .build()
+            .map_err(|e| GatewayError::Unreachable(format!("client setup: {e}")))
+    }
+
+    /// Reads the answer up to the size limit.
+    async fn read(&self, mut response: reqwest::Response) -> Result<Answer, GatewayError> {
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_ascii_lowercase()
+            });
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
+        if response
+            .content_length()
+            .is_some_and(|n| n > self.max_response_bytes as u64)
+        {
+            return Err(self.too_large());
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > self.max_response_bytes {
+                        return Err(self.too_large());
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => return Err(GatewayError::Timeout(self.timeout)),
+                Err(e) => {
+                    return Err(GatewayError::AgentFailed(format!(
+                        "the answer broke off: {}",
+                        error_chain(&e)
+                    )))
+                }
+            }
+        }
+        Ok(Answer {
+            status,
+            content_type,
+            retry_after,
+            body: body.into(),
+        })
+    }
+
+    fn too_large(&self) -> GatewayError {
+        GatewayError::AgentFailed(format!(
+            "the answer is larger than {} bytes (gateway.max_response_bytes)",
+            self.max_response_bytes
+        ))
+    }
+}
+
+/// The names of request headers a client sends for the agent, and the
+/// header each becomes on the way (the client's own `Authorization` is
+/// the node's credential and is never passed on).
+pub const PASSED_THROUGH: [(&str, &str); 2] = [
+    ("agent-authorization", "authorization"),
+    ("agent-api-key", "x-api-key"),
+];
+
+/// The headers to send the agent: the client's credentials for it
+/// (`Agent-Authorization`, `Agent-Api-Key`), else the node's own for this
+/// agent from the configuration, and the request id.
+pub fn outgoing(
+    client: &HeaderMap,
+    node_held: Option<(&HeaderName, &HeaderValue)>,
+    request_id: Option<&str>,
+) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (from, to) in PASSED_THROUGH {
+        if let Some(v) = client.get(from) {
+            let mut v = v.clone();
+            v.set_sensitive(true);
+            out.insert(HeaderName::from_static(to), v);
+        }
+    }
+    if out.is_empty() {
+        if let Some((name, value)) = node_held {
+            out.insert(name.clone(), value.clone());
+        }
+    }
+    if let Some(id) = request_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        out.insert(HeaderName::from_static("x-request-id"), id);
+    }
+    out
+}
+
+/// An error and its sources, for the log.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_s_credentials_for_the_agent_go_on_and_its_own_never() {
+        let mut client = HeaderMap::new();
+        client.insert("authorization", HeaderValue::from_static("Bearer node-key"));
+        client.insert(
+            "agent-authorization",
+            HeaderValue::from_static("Bearer agent-token"),
+        );
+        let held = (
+            HeaderName::from_static("x-api-key"),
+            HeaderValue::from_static("operator-key"),
+        );
+        let out = outgoing(&client, Some((&held.0, &held.1)), Some("req-1"));
+        assert_eq!(out["authorization"], "Bearer agent-token");
+        assert!(out.get("x-api-key").is_none(), "the client's own win");
+        assert_eq!(out["x-request-id"], "req-1");
+        assert!(out["authorization"].is_sensitive());
+        // Without the client's, the node's own for the agent.
+        let mut bare = HeaderMap::new();
+        bare.insert("authorization", HeaderValue::from_static("Bearer node-key"));
+        let out = outgoing(&bare, Some((&held.0, &held.1)), None);
+        assert_eq!(out["x-api-key"], "operator-key");
+        assert!(out.get("authorization").is_none(), "the node's key stays");
+    }
+}

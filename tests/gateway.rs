@@ -1,0 +1,354 @@
+//! The invocation gateway against real agents on loopback
+//! (docs/protocol.md#gateway): the testbed's AIDIP agent, over TLS with
+//! the test CA, behaving as asked (slow, failing, malformed, huge, the
+//! wrong shape, wanting credentials). Every row of the outcome mapping,
+//! the schema check before anything is sent, the client's credentials
+//! passed to the agent and nowhere else, the node's own credentials, the
+//! address policy, the concurrency limit, the audit entry and the CLI.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use agentmesh::config::{Config, GatewayCredential};
+use agentmesh::node::Node;
+use agentmesh::testbed::agents::{AidipMode, InvokeAgents};
+use agentmesh::testbed::certs::TestCa;
+use serde_json::{json, Value};
+
+use crate::common::{agentmesh, run, wait_until, Api, Reply, TestNode};
+
+/// The agents, and the test CA's certificate in a file a node trusts.
+struct Agents {
+    agents: InvokeAgents,
+    _dir: tempfile::TempDir,
+    ca_file: std::path::PathBuf,
+}
+
+async fn agents() -> Agents {
+    let ca = TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
+    let agents = InvokeAgents::start(&ca).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
+    Agents {
+        agents,
+        _dir: dir,
+        ca_file,
+    }
+}
+
+/// A node that may call the agents (their loopback address and port
+/// allowed, their CA trusted), its rate limits off; `tweak` changes the
+/// rest.
+async fn node(a: &Agents, tweak: impl FnOnce(&mut Config)) -> (Node, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        data_dir: dir.path().join("data"),
+        ..Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.api.limits.enabled = false;
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.crawl.allow_private_addresses = true;
+    config.crawl.allowed_ports = vec![a.agents.addr().port()];
+    config.crawl.ca_files = vec![a.ca_file.clone()];
+    config.gateway.timeout = Duration::from_secs(2);
+    tweak(&mut config);
+    (Node::spawn(config).await.expect("the node starts"), dir)
+}
+
+fn api(n: &Node) -> Api {
+    Api::new(format!("http://{}", n.api_addr()))
+}
+
+async fn invoke(api: &Api, id: &str, body: &Value) -> Reply {
+    api.post(&format!("/agents/{id}/invoke"), body).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_an_agent_maps_to_its_outcome_and_no_failure_is_a_2xx() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    // (mode, status, error code or None for a result, Retry-After)
+    let rows: Vec<(AidipMode, u16, Option<&str>, Option<&str>)> = vec![
+        (AidipMode::Ok, 200, None, None),
+        (AidipMode::WrongShape, 200, None, None),
+        (AidipMode::Status(404), 404, Some("AgentError"), None),
+        (AidipMode::Status(422), 422, Some("AgentError"), None),
+        (AidipMode::Status(429), 503, Some("Unavailable"), Some("7")),
+        (AidipMode::Status(503), 503, Some("Unavailable"), Some("7")),
+        (AidipMode::Status(500), 502, Some("Upstream"), None),
+        (AidipMode::Malformed, 502, Some("Upstream"), None),
+        (AidipMode::Huge, 502, Some("Upstream"), None),
+        (AidipMode::Slow, 504, Some("Upstream"), None),
+        (AidipMode::Hang, 504, Some("Upstream"), None),
+        (AidipMode::Auth, 401, Some("AgentError"), None),
+    ];
+    for (i, (mode, status, code, retry_after)) in rows.iter().enumerate() {
+        let id = format!("agent-{i}");
+        let doc = a.agents.aidip_document(&id, *mode, "none");
+        api.post("/agents", &doc).await.expect(201);
+        let r = invoke(
+            &api,
+            &id,
+            &json!({"operation": "echo", "input": {"text": "hi", "times": 2}}),
+        )
+        .await;
+        let what = format!("{mode:?}: {} {}", r.status, r.text);
+        assert_eq!(r.status, *status, "{what}");
+        match code {
+            None => {
+                assert_eq!(r.header("x-agentmesh-operation"), Some("echo"), "{what}");
+                if *mode == AidipMode::Ok {
+                    assert_eq!(r.body, json!({"echo": "hi hi"}), "{what}");
+                    assert!(r.header("x-agentmesh-output-invalid").is_none());
+                } else {
+                    assert!(
+                        r.header("x-agentmesh-output-invalid").is_some(),
+                        "the answer that breaks the output schema is flagged: {what}"
+                    );
+                }
+            }
+            Some(code) => {
+                r.expect_error(*status, code);
+            }
+        }
+        assert_eq!(r.header("retry-after"), *retry_after, "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_input_is_checked_against_the_schema_before_anything_is_sent() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    let doc = a.agents.aidip_document("checked", AidipMode::Ok, "none");
+    api.post("/agents", &doc).await.expect(201);
+    let before = a.agents.seen().len();
+    let r = invoke(
+        &api,
+        "checked",
+        &json!({"operation": "echo", "input": {"times": 9}}),
+    )
+    .await;
+    r.expect_field_problem("/input");
+    r.expect_field_problem("/input/times");
+    let r = invoke(
+        &api,
+        "checked",
+        &json!({"operation": "translate", "input": {}}),
+    )
+    .await;
+    let problem = r.expect_field_problem("/operation");
+    assert_eq!(problem["known"], json!(["echo", "count"]));
+    invoke(&api, "checked", &json!({"input": {"text": "x"}}))
+        .await
+        .expect_field_problem("/operation");
+    invoke(&api, "nobody", &json!({"input": {}}))
+        .await
+        .expect_error(404, "NotFound");
+    assert_eq!(a.agents.seen().len(), before, "nothing reached the agent");
+    // The sub-resource form: the body is the input.
+    let r = api
+        .post("/agents/checked/operations/count", &json!({"items": [1, 2, 3]}))
+        .await;
+    assert_eq!(r.expect(200), &json!({"count": 3}));
+    let last = a.agents.seen().pop().unwrap();
+    assert!(last.path.ends_with("/count"), "{}", last.path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_reach_the_agent_and_nothing_else_and_the_node_s_own_are_used_otherwise() {
+    let a = agents().await;
+    let secret_dir = tempfile::tempdir().unwrap();
+    let held = secret_dir.path().join("held.secret");
+    std::fs::write(&held, "Bearer agent-secret\n").unwrap();
+    let (node, dir) = node(&a, |c| {
+        c.api.admin_token = Some("the-node-credential-of-the-gateway-test".to_owned().into());
+        c.gateway.credentials = vec![GatewayCredential {
+            agent: "operator-paid".into(),
+            header: "authorization".into(),
+            value_file: held.clone(),
+        }];
+    })
+    .await;
+    let admin = api(&node).with_token("the-node-credential-of-the-gateway-test");
+    for id in ["client-paid", "operator-paid"] {
+        let doc = a.agents.aidip_document(id, AidipMode::Auth, "oauth2_bearer");
+        admin.post("/agents", &doc).await.expect(201);
+    }
+    let input = json!({"operation": "echo", "input": {"text": "private words"}});
+    // Without credentials for it, the agent refuses: passed on.
+    invoke(&admin, "client-paid", &input)
+        .await
+        .expect_error(401, "AgentError");
+    // The client's own credentials for the agent.
+    let r = admin
+        .send(
+            "invoke with Agent-Authorization".into(),
+            admin
+                .request(reqwest::Method::POST, "/agents/client-paid/invoke")
+                .header("agent-authorization", "Bearer agent-secret")
+                .json(&input),
+        )
+        .await;
+    assert_eq!(r.expect(200), &json!({"echo": "private words"}));
+    let seen = a.agents.seen().pop().unwrap();
+    let headers: HashMap<_, _> = seen.headers.iter().cloned().collect();
+    assert_eq!(headers["authorization"], "Bearer agent-secret");
+    assert!(
+        !seen
+            .headers
+            .iter()
+            .any(|(_, v)| v.contains("the-node-credential")),
+        "the node's credential never reaches the agent: {:?}",
+        seen.headers
+    );
+    // The node's own credential for the agent the operator configured.
+    invoke(&admin, "operator-paid", &input).await.expect(200);
+    // Neither the credential nor the payload is kept by the node.
+    node.shutdown().await.unwrap();
+    for entry in walk(dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        for needle in [&b"agent-secret"[..], b"private words"] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{} holds {:?}",
+                entry.display(),
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_keeps_to_the_address_policy_and_its_limits() {
+    let a = agents().await;
+    // A node that may not connect to private addresses.
+    let (strict, _d1) = node(&a, |c| c.crawl.allow_private_addresses = false).await;
+    let api_strict = api(&strict);
+    let doc = a.agents.aidip_document("near", AidipMode::Ok, "none");
+    api_strict.post("/agents", &doc).await.expect(201);
+    let before = a.agents.seen().len();
+    let r = invoke(
+        &api_strict,
+        "near",
+        &json!({"operation": "echo", "input": {"text": "x"}}),
+    )
+    .await;
+    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "endpoint_refused");
+    // Plain HTTP is refused too, whatever the address.
+    let mut plain = a.agents.aidip_document("plain", AidipMode::Ok, "none");
+    plain["endpoint"] = json!(plain["endpoint"]
+        .as_str()
+        .unwrap()
+        .replacen("https://", "http://", 1));
+    api_strict.post("/agents", &plain).await.expect(201);
+    let r = invoke(
+        &api_strict,
+        "plain",
+        &json!({"operation": "echo", "input": {"text": "x"}}),
+    )
+    .await;
+    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "endpoint_refused");
+    assert_eq!(a.agents.seen().len(), before, "nothing was sent");
+
+    // One call at a time per agent: a second while the first is in
+    // flight is told to come back.
+    let (node, _d2) = node(&a, |c| {
+        c.gateway.max_concurrent_per_agent = 1;
+        c.gateway.timeout = Duration::from_secs(20);
+    })
+    .await;
+    let api = api(&node);
+    let doc = a.agents.aidip_document("busy", AidipMode::Slow, "none");
+    api.post("/agents", &doc).await.expect(201);
+    let seen_before = a.agents.seen().len();
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            invoke(&api, "busy", &json!({"operation": "echo", "input": {"text": "1"}})).await
+        })
+    };
+    wait_until("the first call reached the agent", || async {
+        a.agents.seen().len() > seen_before
+    })
+    .await;
+    let second = invoke(&api, "busy", &json!({"operation": "echo", "input": {"text": "2"}})).await;
+    second.expect_error(503, "Unavailable");
+    assert_eq!(second.header("retry-after"), Some("1"));
+    first.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_call_leaves_an_audit_entry_without_its_payload_and_the_cli_invokes() {
+    let a = agents().await;
+    let ca = a.ca_file.to_string_lossy().into_owned();
+    let port = a.agents.addr().port().to_string();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
+            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
+            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+            .start()
+    });
+    let api = node.api();
+    let doc = a.agents.aidip_document("audited", AidipMode::Ok, "none");
+    api.post("/agents", &doc).await.expect(201);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"text": "secret payload"}"#).unwrap();
+    let done = tokio::task::block_in_place(|| {
+        run(
+            agentmesh()
+                .args(["invoke", "audited", "--operation", "echo", "--input"])
+                .arg(&input)
+                .args(["--api", &node.base_url()]),
+            Duration::from_secs(60),
+            "agentmesh invoke",
+        )
+    });
+    done.assert_success("agentmesh invoke");
+    let answer: Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert_eq!(answer, json!({"echo": "secret payload"}));
+    let page = api.get("/admin/audit?last=5").await;
+    let entries = page.expect(200)["entries"].as_array().unwrap().clone();
+    let call = entries
+        .iter()
+        .find(|e| e["action"] == "invoke")
+        .unwrap_or_else(|| panic!("no invoke entry in {entries:?}"));
+    assert_eq!(call["target"], "audited#echo");
+    assert_eq!(call["outcome"], "ok");
+    assert!(!page.text.contains("secret payload"), "{}", page.text);
+    // A refusal by the CLI: exit 1 with the error object.
+    let refused = tokio::task::block_in_place(|| {
+        run(
+            agentmesh()
+                .args(["invoke", "audited", "--operation", "nope", "--input"])
+                .arg(&input)
+                .args(["--api", &node.base_url()]),
+            Duration::from_secs(60),
+            "agentmesh invoke",
+        )
+    });
+    assert_eq!(refused.status.code(), Some(1), "{}", refused.stderr);
+    assert!(refused.stderr.contains("/operation"), "{}", refused.stderr);
+}
