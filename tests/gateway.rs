@@ -151,7 +151,10 @@ async fn the_input_is_checked_against_the_schema_before_anything_is_sent() {
     assert_eq!(a.agents.seen().len(), before, "nothing reached the agent");
     // The sub-resource form: the body is the input.
     let r = api
-        .post("/agents/checked/operations/count", &json!({"items": [1, 2, 3]}))
+        .post(
+            "/agents/checked/operations/count",
+            &json!({"items": [1, 2, 3]}),
+        )
         .await;
     assert_eq!(r.expect(200), &json!({"count": 3}));
     let last = a.agents.seen().pop().unwrap();
@@ -175,7 +178,9 @@ async fn credentials_reach_the_agent_and_nothing_else_and_the_node_s_own_are_use
     .await;
     let admin = api(&node).with_token("the-node-credential-of-the-gateway-test");
     for id in ["client-paid", "operator-paid"] {
-        let doc = a.agents.aidip_document(id, AidipMode::Auth, "oauth2_bearer");
+        let doc = a
+            .agents
+            .aidip_document(id, AidipMode::Auth, "oauth2_bearer");
         admin.post("/agents", &doc).await.expect(201);
     }
     let input = json!({"operation": "echo", "input": {"text": "private words"}});
@@ -254,7 +259,10 @@ async fn the_gateway_keeps_to_the_address_policy_and_its_limits() {
         &json!({"operation": "echo", "input": {"text": "x"}}),
     )
     .await;
-    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "endpoint_refused");
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "endpoint_refused"
+    );
     // Plain HTTP is refused too, whatever the address.
     let mut plain = a.agents.aidip_document("plain", AidipMode::Ok, "none");
     plain["endpoint"] = json!(plain["endpoint"]
@@ -268,7 +276,10 @@ async fn the_gateway_keeps_to_the_address_policy_and_its_limits() {
         &json!({"operation": "echo", "input": {"text": "x"}}),
     )
     .await;
-    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "endpoint_refused");
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "endpoint_refused"
+    );
     assert_eq!(a.agents.seen().len(), before, "nothing was sent");
 
     // One call at a time per agent: a second while the first is in
@@ -285,14 +296,24 @@ async fn the_gateway_keeps_to_the_address_policy_and_its_limits() {
     let first = {
         let api = api.clone();
         tokio::spawn(async move {
-            invoke(&api, "busy", &json!({"operation": "echo", "input": {"text": "1"}})).await
+            invoke(
+                &api,
+                "busy",
+                &json!({"operation": "echo", "input": {"text": "1"}}),
+            )
+            .await
         })
     };
     wait_until("the first call reached the agent", || async {
         a.agents.seen().len() > seen_before
     })
     .await;
-    let second = invoke(&api, "busy", &json!({"operation": "echo", "input": {"text": "2"}})).await;
+    let second = invoke(
+        &api,
+        "busy",
+        &json!({"operation": "echo", "input": {"text": "2"}}),
+    )
+    .await;
     second.expect_error(503, "Unavailable");
     assert_eq!(second.header("retry-after"), Some("1"));
     first.abort();
@@ -338,6 +359,11 @@ async fn each_call_leaves_an_audit_entry_without_its_payload_and_the_cli_invokes
     assert_eq!(call["target"], "audited#echo");
     assert_eq!(call["outcome"], "ok");
     assert!(!page.text.contains("secret payload"), "{}", page.text);
+    assert!(
+        !node.stderr().contains("secret payload"),
+        "the payload is not logged:\n{}",
+        node.stderr()
+    );
     // A refusal by the CLI: exit 1 with the error object.
     let refused = tokio::task::block_in_place(|| {
         run(

@@ -19,6 +19,7 @@ mod faults;
 mod federation;
 mod formats;
 mod freshness;
+mod gateway;
 mod hostile;
 mod import_mcp;
 mod layers;

@@ -158,8 +158,8 @@ pub(super) fn document(base: &str, id: &str, mode: AidipMode, auth: &str) -> Val
     let mode = mode.as_str();
     let mut authentication = json!({ "type": auth });
     let instructions = match auth {
-        "api_key" => Some(format!("send X-API-Key: {SECRET}")),
-        "oauth2_bearer" => Some(format!("send Authorization: Bearer {SECRET}")),
+        "api_key" => Some("send the agent's secret in X-API-Key".to_owned()),
+        "oauth2_bearer" => Some("send the agent's secret as Authorization: Bearer".to_owned()),
         _ => None,
     };
     if let Some(instructions) = instructions {
