@@ -22,6 +22,7 @@
 
 pub mod error;
 pub mod forward;
+pub mod mcp;
 pub mod operation;
 
 use std::collections::HashMap;
@@ -48,6 +49,15 @@ use crate::store::Viewer;
 
 /// Longest message of an agent's refusal passed on, characters.
 const MAX_REFUSAL_CHARS: usize = 2000;
+
+/// How an agent is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// AIDIP: a JSON `POST` to the operation.
+    Aidip,
+    /// MCP over streamable HTTP: a session and `tools/call`.
+    Mcp,
+}
 
 /// A call a client makes through the gateway.
 #[derive(Debug, Clone)]
@@ -199,7 +209,10 @@ impl Gateway {
     /// [`GatewayError`], each with its status.
     pub async fn invoke(&self, call: Call) -> Result<Invoked, GatewayError> {
         let started = Instant::now();
-        let (endpoint, doc) = self.held(&call).await?;
+        let (protocol, endpoint, doc) = self.held(&call).await?;
+        if protocol == Protocol::Mcp {
+            return self.invoke_mcp(call, &endpoint, started).await;
+        }
         let operation = operation::choose(&doc, call.operation.as_deref())?;
         if let Some(schema) = operation.input.clone() {
             let found = checked(schema, call.input.clone())
@@ -214,14 +227,7 @@ impl Gateway {
         let (url, ips) = upstream
             .target(&operation_url(&endpoint, operation.name.as_deref())?)
             .await?;
-        let headers = forward::outgoing(
-            &call.headers,
-            self.options
-                .credentials
-                .get(&call.agent)
-                .map(|(n, v)| (n, v)),
-            call.request_id.as_deref(),
-        );
+        let headers = self.outgoing(&call);
         let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
         let answer = upstream.post(&url, &ips, headers, body).await?;
         let status = answer.status;
@@ -239,9 +245,54 @@ impl Gateway {
         })
     }
 
-    /// The agent's endpoint and AIDIP document, for a caller who may see
-    /// it, when it is not suspended here.
-    async fn held(&self, call: &Call) -> Result<(String, Value), GatewayError> {
+    /// An MCP server's tool ([`mcp`]), the whole session within
+    /// `gateway.timeout`.
+    async fn invoke_mcp(
+        &self,
+        call: Call,
+        endpoint: &str,
+        started: Instant,
+    ) -> Result<Invoked, GatewayError> {
+        let _permits = self.permits(&call.agent)?;
+        let upstream = &self.options.upstream;
+        let deadline = started + upstream.timeout;
+        let (url, ips) = upstream.target(endpoint).await?;
+        let headers = self.outgoing(&call);
+        let session = mcp::call(
+            upstream,
+            &url,
+            &ips,
+            headers,
+            call.operation.as_deref(),
+            &call.input,
+        );
+        let answer = tokio::time::timeout_at(deadline, session)
+            .await
+            .map_err(|_| GatewayError::Timeout(upstream.timeout))??;
+        Ok(Invoked {
+            operation: Some(answer.tool),
+            status: 200,
+            output: answer.output,
+            output_problems: answer.output_problems,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// The headers to send the agent of `call`.
+    fn outgoing(&self, call: &Call) -> HeaderMap {
+        forward::outgoing(
+            &call.headers,
+            self.options
+                .credentials
+                .get(&call.agent)
+                .map(|(n, v)| (n, v)),
+            call.request_id.as_deref(),
+        )
+    }
+
+    /// The agent's protocol, endpoint and document, for a caller who may
+    /// see it, when it is not suspended here.
+    async fn held(&self, call: &Call) -> Result<(Protocol, String, Value), GatewayError> {
         let id = &call.agent;
         let not_found = || GatewayError::NotFound { id: id.clone() };
         self.registry
@@ -259,19 +310,31 @@ impl Gateway {
         let Some(RecordBody::Descriptor(d)) = held.map(|h| h.body) else {
             return Err(not_found());
         };
-        if d.descriptor.format != DocumentFormat::Aidip {
-            return Err(GatewayError::NotInvocable(format!(
-                "agent {id} is published as {}: the gateway calls AIDIP agents",
-                d.descriptor.format.as_str()
-            )));
-        }
+        let doc: Value = serde_json::from_str(&d.document).unwrap_or(Value::Null);
+        let protocol = match d.descriptor.format {
+            DocumentFormat::Aidip => Protocol::Aidip,
+            // An MCP server reached over streamable HTTP (its first
+            // remote, the descriptor's endpoint).
+            DocumentFormat::McpRegistry
+                if doc.pointer("/remotes/0/type").and_then(Value::as_str)
+                    == Some("streamable-http") =>
+            {
+                Protocol::Mcp
+            }
+            other => {
+                return Err(GatewayError::NotInvocable(format!(
+                    "agent {id} is published as {}: the gateway calls AIDIP agents and MCP \
+                     servers over streamable HTTP",
+                    other.as_str()
+                )))
+            }
+        };
         let endpoint = d
             .descriptor
             .endpoint
             .clone()
             .ok_or_else(|| GatewayError::NotInvocable(format!("agent {id} has no endpoint")))?;
-        let doc = serde_json::from_str(&d.document).unwrap_or(Value::Null);
-        Ok((endpoint, doc))
+        Ok((protocol, endpoint, doc))
     }
 
     /// A slot among all calls and among this agent's, or `Busy`.
@@ -384,6 +447,7 @@ mod tests {
             status,
             content_type: Some("application/json".into()),
             retry_after: retry_after.map(Duration::from_secs),
+            headers: HeaderMap::new(),
             body: Bytes::from(body.to_owned()),
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentmesh::config::{Config, GatewayCredential};
 use agentmesh::node::Node;
-use agentmesh::testbed::agents::{AidipMode, InvokeAgents};
+use agentmesh::testbed::agents::{AidipMode, InvokeAgents, McpMode};
 use agentmesh::testbed::certs::TestCa;
 use serde_json::{json, Value};
 
@@ -62,6 +62,8 @@ fn api(n: &Node) -> Api {
 }
 
 async fn invoke(api: &Api, id: &str, body: &Value) -> Reply {
+    // An id is one path segment (an MCP server's holds a `/`).
+    let id = id.replace('/', "%2F");
     api.post(&format!("/agents/{id}/invoke"), body).await
 }
 
@@ -377,4 +379,154 @@ async fn each_call_leaves_an_audit_entry_without_its_payload_and_the_cli_invokes
     });
     assert_eq!(refused.status.code(), Some(1), "{}", refused.stderr);
     assert!(refused.stderr.contains("/operation"), "{}", refused.stderr);
+}
+
+/// An MCP Registry `server.json` whose remote is the testbed's MCP
+/// server in `mode`.
+fn mcp_server(a: &Agents, name: &str, mode: McpMode) -> Value {
+    json!({
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": name,
+        "description": "An MCP server of the gateway test.",
+        "version": "1.0.0",
+        "remotes": [{"type": "streamable-http", "url": a.agents.mcp_url(mode)}],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would() {
+    let a = agents().await;
+    let dir = tempfile::tempdir().unwrap();
+    let servers = dir.path().join("servers.ndjson");
+    let lines: Vec<String> = [
+        ("io.example/ok", McpMode::Ok),
+        ("io.example/tool-error", McpMode::ToolError),
+        ("io.example/not-mcp", McpMode::NotMcp),
+        ("io.example/auth", McpMode::Auth),
+    ]
+    .iter()
+    .map(|(name, mode)| mcp_server(&a, name, *mode).to_string())
+    .collect();
+    std::fs::write(&servers, lines.join("\n") + "\n").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let imported = tokio::task::block_in_place(|| {
+        run(
+            agentmesh()
+                .args(["import", "--format", "mcp-registry", "--data-dir"])
+                .arg(data.path())
+                .arg(&servers),
+            Duration::from_secs(60),
+            "agentmesh import",
+        )
+    });
+    imported.assert_success("agentmesh import");
+    let ca = a.ca_file.to_string_lossy().into_owned();
+    let port = a.agents.addr().port().to_string();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
+            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
+            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+            .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+            .data_dir(data)
+            .start()
+    });
+    let api = node.api();
+    let call = |tool: &str, input: Value| json!({"operation": tool, "input": input});
+    // The tool, through a whole MCP session: its structured answer.
+    let r = invoke(
+        &api,
+        "mcp:io.example/ok",
+        &call("echo", json!({"text": "hi"})),
+    )
+    .await;
+    assert_eq!(r.expect(200), &json!({"echo": "hi"}), "{}", r.text);
+    assert_eq!(r.header("x-agentmesh-operation"), Some("echo"));
+    let session: Vec<String> = a
+        .agents
+        .seen()
+        .iter()
+        .filter(|s| s.path == "/mcp/ok")
+        .map(|s| {
+            serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        session,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+    // The tool's input schema, from tools/list, is checked before the
+    // call; an unknown tool is named with those the server has.
+    let calls_before = a.agents.seen().len();
+    let r = invoke(
+        &api,
+        "mcp:io.example/ok",
+        &call("echo", json!({"times": 2})),
+    )
+    .await;
+    r.expect_field_problem("/input");
+    let r = invoke(&api, "mcp:io.example/ok", &call("shout", json!({}))).await;
+    assert_eq!(
+        r.expect_field_problem("/operation")["known"],
+        json!(["echo"])
+    );
+    let methods: Vec<String> = a.agents.seen()[calls_before..]
+        .iter()
+        .map(|s| {
+            serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(!methods.contains(&"tools/call".to_owned()), "{methods:?}");
+    // A tool that reports an error failed its task; HTML is not MCP; a
+    // server wanting credentials gets the client's.
+    let r = invoke(
+        &api,
+        "mcp:io.example/tool-error",
+        &call("echo", json!({"text": "x"})),
+    )
+    .await;
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "agent_failed"
+    );
+    let r = invoke(
+        &api,
+        "mcp:io.example/not-mcp",
+        &call("echo", json!({"text": "x"})),
+    )
+    .await;
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "not_protocol"
+    );
+    invoke(
+        &api,
+        "mcp:io.example/auth",
+        &call("echo", json!({"text": "x"})),
+    )
+    .await
+    .expect_error(401, "AgentError");
+    let r = api
+        .send(
+            "an MCP call with Agent-Authorization".into(),
+            api.request(
+                reqwest::Method::POST,
+                "/agents/mcp:io.example%2Fauth/invoke",
+            )
+            .header("agent-authorization", "Bearer agent-secret")
+            .json(&call("echo", json!({"text": "let in"}))),
+        )
+        .await;
+    assert_eq!(r.expect(200), &json!({"echo": "let in"}));
 }

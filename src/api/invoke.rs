@@ -233,6 +233,9 @@ fn failure(e: GatewayError) -> Response {
         GatewayError::EndpointRefused(_) => {
             ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
         }
+        GatewayError::NotProtocol(_) => {
+            ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
+        }
         GatewayError::Unreachable(_) | GatewayError::AgentFailed(_) => {
             ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
         }

@@ -74,6 +74,10 @@ pub enum GatewayError {
     /// The agent failed (5xx), or answered what is not JSON or too much.
     #[error("the agent failed")]
     AgentFailed(String),
+    /// The endpoint answers HTTP, but not the protocol the agent is
+    /// published with (an MCP server that is not one).
+    #[error("{0}")]
+    NotProtocol(String),
     /// This node runs as many calls as it may (in all, or to this agent).
     #[error("{0}")]
     Busy(&'static str),
@@ -108,6 +112,7 @@ impl GatewayError {
             Self::AgentRefused { .. } => "agent_refused",
             Self::AgentBusy { .. } => "agent_busy",
             Self::AgentFailed(_) => "agent_failed",
+            Self::NotProtocol(_) => "not_protocol",
             Self::Busy(_) => "node_busy",
         }
     }

@@ -56,6 +56,8 @@ pub struct Answer {
     pub content_type: Option<String>,
     /// Its `Retry-After`, bounded by [`MAX_RETRY_AFTER`].
     pub retry_after: Option<Duration>,
+    /// Its headers (hyper bounds their number and size).
+    pub headers: HeaderMap,
     /// Its body.
     pub body: Bytes,
 }
@@ -102,7 +104,8 @@ impl Upstream {
 
     /// `POST`s `body` (JSON) with `headers` to `url`, trying the checked
     /// addresses `ips` one at a time until one connects, all within
-    /// [`Upstream::timeout`].
+    /// [`Upstream::timeout`] (a protocol that takes several requests puts
+    /// them all under one deadline itself, with [`Upstream::post_once`]).
     ///
     /// # Errors
     /// [`GatewayError::Unreachable`], [`GatewayError::Timeout`],
@@ -119,6 +122,20 @@ impl Upstream {
             Ok(answer) => answer,
             Err(_) => Err(GatewayError::Timeout(self.timeout)),
         }
+    }
+
+    /// [`Upstream::post`] without its own deadline.
+    ///
+    /// # Errors
+    /// As [`Upstream::post`], but for the deadline.
+    pub async fn post_once(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, GatewayError> {
+        self.post_any(url, ips, headers, body).await
     }
 
     async fn post_any(
@@ -170,6 +187,7 @@ impl Upstream {
     /// Reads the answer up to the size limit.
     async fn read(&self, mut response: reqwest::Response) -> Result<Answer, GatewayError> {
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
@@ -216,6 +234,7 @@ impl Upstream {
             status,
             content_type,
             retry_after,
+            headers,
             body: body.into(),
         })
     }
