@@ -22,6 +22,7 @@
 
 pub mod error;
 pub mod forward;
+pub mod idempotency;
 pub mod mcp;
 pub mod operation;
 
@@ -36,7 +37,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 pub use error::GatewayError;
-pub use forward::{Answer, Upstream, PASSED_THROUGH};
+pub use forward::{Answer, BodyStream, Opened, Upstream, PASSED_THROUGH};
+pub use idempotency::{Claim, Kept, Keys};
 pub use operation::{Operation, Violation};
 
 use crate::config::Config;
@@ -105,6 +107,8 @@ pub struct GatewayOptions {
     /// The node's own credential for an agent (`[[gateway.credentials]]`):
     /// the header it sends, by agent id.
     pub credentials: HashMap<String, (HeaderName, HeaderValue)>,
+    /// How long an `Idempotency-Key` is remembered.
+    pub idempotency_window: Duration,
 }
 
 /// Why the gateway could not be set up.
@@ -178,6 +182,7 @@ impl GatewayOptions {
             max_concurrent: g.max_concurrent.max(1),
             max_concurrent_per_agent: g.max_concurrent_per_agent.max(1),
             credentials,
+            idempotency_window: g.idempotency_window,
         })
     }
 }
@@ -190,6 +195,8 @@ pub struct Gateway {
     all: Arc<Semaphore>,
     /// One semaphore per agent with calls in flight; dropped when idle.
     per_agent: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// The `Idempotency-Key`s of recent calls.
+    keys: Arc<Keys>,
 }
 
 impl Gateway {
@@ -197,6 +204,7 @@ impl Gateway {
     pub fn new(registry: Registry, options: GatewayOptions) -> Self {
         Self {
             registry,
+            keys: Arc::new(Keys::new(options.idempotency_window)),
             all: Arc::new(Semaphore::new(options.max_concurrent)),
             options: Arc::new(options),
             per_agent: Arc::new(Mutex::new(HashMap::new())),
@@ -243,6 +251,74 @@ impl Gateway {
             output_problems,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// The `Idempotency-Key`s of recent calls.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Calls an AIDIP agent asking for a streamed answer
+    /// (`Accept: text/event-stream`): its 2xx answer's body is passed on as
+    /// it arrives (its content type kept), within the size limit and the
+    /// deadline; every other answer is mapped as [`Gateway::invoke`] maps
+    /// it. The operation called, the status, the content type, the body.
+    ///
+    /// # Errors
+    /// As [`Gateway::invoke`]; [`GatewayError::NotInvocable`] for an MCP
+    /// server (its tools answer whole).
+    pub async fn invoke_stream(
+        &self,
+        call: Call,
+    ) -> Result<(Option<String>, u16, String, BodyStream), GatewayError> {
+        let (protocol, endpoint, doc) = self.held(&call).await?;
+        if protocol == Protocol::Mcp {
+            return Err(GatewayError::NotInvocable(
+                "a streamed answer is for AIDIP agents; an MCP tool answers whole".into(),
+            ));
+        }
+        let operation = operation::choose(&doc, call.operation.as_deref())?;
+        if let Some(schema) = operation.input.clone() {
+            let found = checked(schema, call.input.clone())
+                .await
+                .map_err(GatewayError::BadSchema)?;
+            if !found.is_empty() {
+                return Err(GatewayError::InvalidInput(found));
+            }
+        }
+        let permits = self.permits(&call.agent)?;
+        let upstream = &self.options.upstream;
+        let (url, ips) = upstream
+            .target(&operation_url(&endpoint, operation.name.as_deref())?)
+            .await?;
+        let mut headers = self.outgoing(&call);
+        headers.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream, application/json"),
+        );
+        let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
+        match upstream.open(&url, &ips, headers, body).await? {
+            Opened::Whole(answer) => {
+                // Not a 2xx: the failure it maps to (a 2xx is streamed).
+                outcome(answer)?;
+                Err(GatewayError::AgentFailed(
+                    "the agent's answer could not be streamed".into(),
+                ))
+            }
+            Opened::Streaming {
+                status,
+                content_type,
+                body,
+            } => {
+                use futures_util::StreamExt as _;
+                // The slots are held until the stream ends.
+                let body: BodyStream = Box::pin(body.map(move |chunk| {
+                    let _held = &permits;
+                    chunk
+                }));
+                Ok((operation.name, status, content_type, body))
+            }
+        }
     }
 
     /// An MCP server's tool ([`mcp`]), the whole session within

@@ -530,3 +530,145 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         .await;
     assert_eq!(r.expect(200), &json!({"echo": "let in"}));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_each_call_with_its_own_status() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    let doc = a.agents.aidip_document("batched", AidipMode::Ok, "none");
+    api.post("/agents", &doc).await.expect(201);
+    let good = |text: &str| json!({"operation": "echo", "input": {"text": text}});
+    let r = invoke(&api, "batched", &json!([good("a"), good("b")])).await;
+    let results = r.expect(200).as_array().unwrap().clone();
+    let bodies: Vec<&Value> = results.iter().map(|x| &x["body"]).collect();
+    assert_eq!(bodies, [&json!({"echo": "a"}), &json!({"echo": "b"})]);
+    let r = invoke(
+        &api,
+        "batched",
+        &json!([good("c"), {"operation": "echo", "input": {}}, {"operation": "nope", "input": {}}]),
+    )
+    .await;
+    let results = r.expect(207).as_array().unwrap().clone();
+    let statuses: Vec<u64> = results
+        .iter()
+        .map(|x| x["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [200, 400, 400]);
+    assert_eq!(results[1]["body"]["error"]["code"], "InvalidInput");
+    let too_many: Vec<Value> = (0..33).map(|i| good(&i.to_string())).collect();
+    invoke(&api, "batched", &json!(too_many))
+        .await
+        .expect_error(400, "InvalidInput");
+    invoke(
+        &api,
+        "batched",
+        &json!([{"operation": "echo", "input": {"text": "x"}, "stream": true}]),
+    )
+    .await
+    .expect_field_problem("/0/stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_is_passed_on_as_it_arrives() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    let doc = a
+        .agents
+        .aidip_document("streamer", AidipMode::Stream, "none");
+    api.post("/agents", &doc).await.expect(201);
+    for (how, request) in [
+        (
+            "stream: true",
+            api.request(reqwest::Method::POST, "/agents/streamer/invoke")
+                .json(&json!({"operation": "echo", "input": {"text": "x"}, "stream": true})),
+        ),
+        (
+            "Accept: text/event-stream",
+            api.request(reqwest::Method::POST, "/agents/streamer/invoke")
+                .header("accept", "text/event-stream")
+                .json(&json!({"operation": "echo", "input": {"text": "x"}})),
+        ),
+    ] {
+        let mut response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{how}");
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream",
+            "{how}"
+        );
+        // The agent sends its three events 100 ms apart: the first comes
+        // on its own, before the others were sent.
+        let first = response.chunk().await.unwrap().unwrap();
+        let first = String::from_utf8_lossy(&first).into_owned();
+        assert!(first.contains(r#"{"n":1}"#), "{how}: {first}");
+        assert!(
+            !first.contains(r#"{"n":3}"#),
+            "{how}: not buffered whole: {first}"
+        );
+        let mut rest = String::new();
+        while let Some(chunk) = response.chunk().await.unwrap() {
+            rest.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        assert!(rest.contains(r#"{"n":3}"#), "{how}: {rest}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_with_the_same_idempotency_key_gets_the_first_answer_and_no_second_call() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    let doc = a.agents.aidip_document("once", AidipMode::Ok, "none");
+    api.post("/agents", &doc).await.expect(201);
+    let keyed = |key: &str, body: &Value| {
+        api.request(reqwest::Method::POST, "/agents/once/invoke")
+            .header("idempotency-key", key)
+            .json(body)
+    };
+    let body = json!({"operation": "echo", "input": {"text": "pay 10"}});
+    let calls = || {
+        a.agents
+            .seen()
+            .iter()
+            .filter(|s| s.path.starts_with("/aidip/ok"))
+            .count()
+    };
+    let before = calls();
+    let first = api.send("first".into(), keyed("k-1", &body)).await;
+    assert_eq!(first.expect(200), &json!({"echo": "pay 10"}));
+    let again = api.send("retry".into(), keyed("k-1", &body)).await;
+    assert_eq!(again.expect(200), &json!({"echo": "pay 10"}));
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(calls(), before + 1, "the agent was called once");
+    // The same key with another body is refused; another key runs.
+    let other = json!({"operation": "echo", "input": {"text": "pay 20"}});
+    api.send("reuse".into(), keyed("k-1", &other))
+        .await
+        .expect_error(422, "InvalidInput");
+    api.send("new key".into(), keyed("k-2", &other))
+        .await
+        .expect(200);
+    assert_eq!(calls(), before + 2);
+    // A call refused before it was sent is not kept: fixed, it runs.
+    let bad = json!({"operation": "echo", "input": {}});
+    api.send("refused".into(), keyed("k-3", &bad))
+        .await
+        .expect_error(400, "InvalidInput");
+    api.send("bad key".into(), keyed("bad\tkey", &body))
+        .await
+        .expect_field_problem("Idempotency-Key");
+    // A registration without an id, retried with its key, is one agent.
+    let mut doc = a.agents.aidip_document("unused", AidipMode::Ok, "none");
+    doc.as_object_mut().unwrap().remove("id");
+    let register = || {
+        api.request(reqwest::Method::POST, "/agents")
+            .header("idempotency-key", "reg-1")
+            .json(&doc)
+    };
+    let first = api.send("register".into(), register()).await;
+    let id = first.expect(201)["id"].as_str().unwrap().to_owned();
+    let again = api.send("register again".into(), register()).await;
+    assert_eq!(again.expect(200)["id"], id.as_str());
+}

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NoRoom, NotJson, StoreFailed};
+use super::invoke::idempotency_key;
 use super::json::JsonBody;
 use super::state::AppState;
 use super::transfer::OfferedTransfer;
@@ -29,7 +30,9 @@ pub(super) const NEXT_CURSOR_HEADER: &str = "x-next-cursor";
 /// `POST /agents`: registers an AIDIP document.
 #[utoipa::path(post, path = "/agents", tag = "agents",
     params(("agentmesh-transfer" = Option<String>, Header,
-        description = "A transfer token from the agent's owner (`POST /admin/agents/{id}/transfer` on its node): registers an agent another registry hands to this one")),
+        description = "A transfer token from the agent's owner (`POST /admin/agents/{id}/transfer` on its node): registers an agent another registry hands to this one"),
+        ("idempotency-key" = Option<String>, Header,
+        description = "For a document without an id: the id is derived from the caller and this key, so a retried registration updates the agent its first try made (200) instead of making another")),
     request_body(content = ref("#/components/schemas/AidipDocument"),
         description = "An AIDIP agent metadata document; `id` is assigned when absent"),
     responses(
@@ -49,9 +52,18 @@ pub(super) async fn register(
     State(state): State<AppState>,
     OfferedTransfer(transfer): OfferedTransfer,
     Reader(who): Reader,
+    headers: axum::http::HeaderMap,
     JsonBody(mut doc): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let asked = take_visibility(&mut doc)?;
+    // A document without an id and with an `Idempotency-Key` gets the id
+    // the caller and the key derive: a retried registration updates the
+    // agent its first try made instead of making another.
+    if let (Some(object), Some(key)) = (doc.as_object_mut(), idempotency_key(&headers)?) {
+        if object.get("id").is_none_or(Value::is_null) {
+            object.insert("id".into(), Value::String(keyed_id(&who.principal, &key)));
+        }
+    }
     let (outcome, stored) = match transfer {
         None => state.registry().register_as(doc, &who, asked).await?,
         Some(_) if asked.is_some() => {
@@ -82,6 +94,14 @@ pub(super) async fn register(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// The id a registration without one gets under an `Idempotency-Key`:
+/// `agent-` and 32 hex digits of the SHA-256 of the caller and the key.
+fn keyed_id(principal: &str, key: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::digest(format!("agentmesh/registration-key/v1\n{principal}\n{key}"));
+    format!("agent-{}", hex::encode(&digest[..16]))
 }
 
 /// `GET /agents/{id}`: the agent's document, as published (AIDIP, ADP,

@@ -574,6 +574,10 @@ pub struct GatewayConfig {
     pub max_concurrent: usize,
     /// Calls in flight at once to one agent; more are answered 503.
     pub max_concurrent_per_agent: usize,
+    /// How long a call's `Idempotency-Key` is remembered: a retry with the
+    /// same key within it gets the first answer again (in memory, bounded).
+    #[serde(with = "humantime_serde")]
+    pub idempotency_window: Duration,
     /// The node's own credentials for agents it calls on its clients'
     /// behalf: `[[gateway.credentials]]` with `agent`, `header` and
     /// `value_file`.
@@ -589,6 +593,7 @@ impl Default for GatewayConfig {
             max_response_bytes: 4 * 1024 * 1024,
             max_concurrent: 256,
             max_concurrent_per_agent: 16,
+            idempotency_window: Duration::from_secs(3600),
             credentials: Vec::new(),
         }
     }

@@ -47,6 +47,42 @@ pub struct Upstream {
     pub user_agent: String,
 }
 
+/// The body of a streamed answer, chunk by chunk.
+pub type BodyStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+/// An answer as [`Upstream::open`] gives it.
+pub enum Opened {
+    /// A failure, read whole.
+    Whole(Answer),
+    /// A 2xx whose body streams.
+    Streaming {
+        /// Its status.
+        status: u16,
+        /// Its `Content-Type`, as sent.
+        content_type: String,
+        /// Its body.
+        body: BodyStream,
+    },
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Whole(a) => f.debug_tuple("Whole").field(a).finish(),
+            Self::Streaming {
+                status,
+                content_type,
+                ..
+            } => f
+                .debug_struct("Streaming")
+                .field("status", status)
+                .field("content_type", content_type)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 /// An agent's answer, read whole.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -138,6 +174,82 @@ impl Upstream {
         self.post_any(url, ips, headers, body).await
     }
 
+    /// `POST`s as [`Upstream::post`] does, but answers the agent's status
+    /// and headers as soon as they come, its body left to stream (up to
+    /// the size limit and the deadline) when it is a 2xx; any other
+    /// answer is read whole.
+    ///
+    /// # Errors
+    /// As [`Upstream::post`].
+    pub async fn open(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Opened, GatewayError> {
+        let deadline = Instant::now() + self.timeout;
+        let sent = tokio::time::timeout_at(deadline, self.send_any(url, ips, headers, body))
+            .await
+            .map_err(|_| GatewayError::Timeout(self.timeout))??;
+        if !sent.status().is_success() {
+            let answer = tokio::time::timeout_at(deadline, self.read(sent))
+                .await
+                .map_err(|_| GatewayError::Timeout(self.timeout))??;
+            return Ok(Opened::Whole(answer));
+        }
+        let content_type = sent
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/octet-stream")
+            .to_owned();
+        let status = sent.status().as_u16();
+        let limit = self.max_response_bytes;
+        let timeout = self.timeout;
+        // The body as it arrives: cut at the size limit or the deadline
+        // (the stream then ends with an error, which ends the client's
+        // answer without its end).
+        let stream = futures_util::stream::unfold(
+            (sent, 0usize, false),
+            move |(mut response, read, done)| async move {
+                if done {
+                    return None;
+                }
+                let next = tokio::time::timeout_at(deadline, response.chunk()).await;
+                match next {
+                    Err(_) => Some((
+                        Err(std::io::Error::other(format!(
+                            "the agent's stream passed gateway.timeout ({} s)",
+                            timeout.as_secs_f64()
+                        ))),
+                        (response, read, true),
+                    )),
+                    Ok(Ok(Some(chunk))) if read + chunk.len() > limit => Some((
+                        Err(std::io::Error::other(format!(
+                            "the agent's stream passed gateway.max_response_bytes ({limit})"
+                        ))),
+                        (response, read, true),
+                    )),
+                    Ok(Ok(Some(chunk))) => {
+                        let read = read + chunk.len();
+                        Some((Ok(chunk), (response, read, false)))
+                    }
+                    Ok(Ok(None)) => None,
+                    Ok(Err(e)) => Some((
+                        Err(std::io::Error::other(error_chain(&e))),
+                        (response, read, true),
+                    )),
+                }
+            },
+        );
+        Ok(Opened::Streaming {
+            status,
+            content_type,
+            body: Box::pin(stream),
+        })
+    }
+
     async fn post_any(
         &self,
         url: &Url,
@@ -145,6 +257,19 @@ impl Upstream {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Answer, GatewayError> {
+        let response = self.send_any(url, ips, headers, body).await?;
+        self.read(response).await
+    }
+
+    /// Sends the request to the first of `ips` that connects; the
+    /// response with its body unread.
+    async fn send_any(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<reqwest::Response, GatewayError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let host = url.host_str().unwrap_or_default();
         let mut last = String::from("no address");
@@ -158,7 +283,7 @@ impl Upstream {
                 .send()
                 .await;
             match sent {
-                Ok(response) => return self.read(response).await,
+                Ok(response) => return Ok(response),
                 // Only a connection that never opened moves on to the
                 // next address: a request the agent may have received is
                 // never sent twice.
