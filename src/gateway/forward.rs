@@ -138,6 +138,21 @@ impl Upstream {
         self.post_any(url, ips, headers, body).await
     }
 
+    /// A `DELETE` of `url` (an MCP session's end), under the same rules
+    /// and, like [`Upstream::post_once`], without its own deadline.
+    ///
+    /// # Errors
+    /// As [`Upstream::post_once`].
+    pub async fn delete_once(
+        &self,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+    ) -> Result<Answer, GatewayError> {
+        self.send_any(reqwest::Method::DELETE, url, ips, headers, None)
+            .await
+    }
+
     async fn post_any(
         &self,
         url: &Url,
@@ -145,18 +160,33 @@ impl Upstream {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Answer, GatewayError> {
+        self.send_any(reqwest::Method::POST, url, ips, headers, Some(body))
+            .await
+    }
+
+    /// `method` to `url`, with `body` as JSON when there is one.
+    async fn send_any(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Option<Bytes>,
+    ) -> Result<Answer, GatewayError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let host = url.host_str().unwrap_or_default();
         let mut last = String::from("no address");
         for ip in ips {
             let client = self.client(host, SocketAddr::new(*ip, port))?;
-            let sent = client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.clone())
-                .send()
-                .await;
+            let mut request = client
+                .request(method.clone(), url.clone())
+                .headers(headers.clone());
+            if let Some(body) = &body {
+                request = request
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                    .body(body.clone());
+            }
+            let sent = request.send().await;
             match sent {
                 Ok(response) => return self.read(response).await,
                 // Only a connection that never opened moves on to the
