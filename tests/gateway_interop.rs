@@ -268,7 +268,7 @@ async fn check_server(api: &Api, mode: &str, server: &SdkServer) {
     let r = invoke(api, mode, "called", json!({})).await;
     assert_eq!(r.status, 200, "{}", what(&r));
     let mut expected = vec!["forecast", "echo", "explode", "chatty"];
-    expected.extend(std::iter::repeat("echo").take(MAX_SESSIONS + 1));
+    expected.extend(std::iter::repeat_n("echo", MAX_SESSIONS + 1));
     assert_eq!(r.body, json!({"result": expected}), "{}", what(&r));
 }
 
