@@ -393,6 +393,18 @@ fn mcp_server(a: &Agents, name: &str, mode: McpMode) -> Value {
     })
 }
 
+/// The JSON-RPC method of a request to the testbed's MCP server, or its
+/// HTTP method when it is not a `POST` (the session's `DELETE`).
+fn method_of(s: &agentmesh::testbed::agents::SeenRequest) -> String {
+    if s.method != "POST" {
+        return s.method.clone();
+    }
+    serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would() {
     let a = agents().await;
@@ -447,12 +459,7 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         .seen()
         .iter()
         .filter(|s| s.path == "/mcp/ok")
-        .map(|s| {
-            serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
+        .map(method_of)
         .collect();
     assert_eq!(
         session,
@@ -460,9 +467,22 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
             "initialize",
             "notifications/initialized",
             "tools/list",
-            "tools/call"
+            "tools/call",
+            "DELETE",
         ]
     );
+    // The session was ended with the id the server gave.
+    let seen = a.agents.seen();
+    let opened = seen
+        .iter()
+        .find(|s| s.path == "/mcp/ok" && method_of(s) == "tools/call")
+        .and_then(|s| s.header("mcp-session-id").map(str::to_owned));
+    let ended = seen
+        .iter()
+        .find(|s| s.path == "/mcp/ok" && s.method == "DELETE")
+        .and_then(|s| s.header("mcp-session-id").map(str::to_owned));
+    assert!(opened.is_some());
+    assert_eq!(opened, ended);
     // The tool's input schema, from tools/list, is checked before the
     // call; an unknown tool is named with those the server has.
     let calls_before = a.agents.seen().len();
@@ -480,12 +500,7 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
     );
     let methods: Vec<String> = a.agents.seen()[calls_before..]
         .iter()
-        .map(|s| {
-            serde_json::from_slice::<Value>(&s.body).unwrap()["method"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
+        .map(method_of)
         .collect();
     assert!(!methods.contains(&"tools/call".to_owned()), "{methods:?}");
     // A tool that reports an error failed its task; HTML is not MCP; a

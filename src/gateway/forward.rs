@@ -189,9 +189,12 @@ impl Upstream {
         body: Bytes,
     ) -> Result<Opened, GatewayError> {
         let deadline = Instant::now() + self.timeout;
-        let sent = tokio::time::timeout_at(deadline, self.send_any(url, ips, headers, body))
-            .await
-            .map_err(|_| GatewayError::Timeout(self.timeout))??;
+        let sent = tokio::time::timeout_at(
+            deadline,
+            self.send_any(reqwest::Method::POST, url, ips, headers, Some(body)),
+        )
+        .await
+        .map_err(|_| GatewayError::Timeout(self.timeout))??;
         if !sent.status().is_success() {
             let answer = tokio::time::timeout_at(deadline, self.read(sent))
                 .await
@@ -257,31 +260,54 @@ impl Upstream {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Answer, GatewayError> {
-        let response = self.send_any(url, ips, headers, body).await?;
+        let response = self
+            .send_any(reqwest::Method::POST, url, ips, headers, Some(body))
+            .await?;
         self.read(response).await
     }
 
-    /// Sends the request to the first of `ips` that connects; the
-    /// response with its body unread.
-    async fn send_any(
+    /// A `DELETE` of `url` (an MCP session's end), under the same rules
+    /// and, like [`Upstream::post_once`], without its own deadline.
+    ///
+    /// # Errors
+    /// As [`Upstream::post_once`].
+    pub async fn delete_once(
         &self,
         url: &Url,
         ips: &[IpAddr],
         headers: HeaderMap,
-        body: Bytes,
+    ) -> Result<Answer, GatewayError> {
+        let response = self
+            .send_any(reqwest::Method::DELETE, url, ips, headers, None)
+            .await?;
+        self.read(response).await
+    }
+
+    /// Sends `method` to `url` (with `body` as JSON when there is one) at
+    /// the first of `ips` that connects; the response with its body
+    /// unread.
+    async fn send_any(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        ips: &[IpAddr],
+        headers: HeaderMap,
+        body: Option<Bytes>,
     ) -> Result<reqwest::Response, GatewayError> {
         let port = url.port_or_known_default().unwrap_or(443);
         let host = url.host_str().unwrap_or_default();
         let mut last = String::from("no address");
         for ip in ips {
             let client = self.client(host, SocketAddr::new(*ip, port))?;
-            let sent = client
-                .post(url.clone())
-                .headers(headers.clone())
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.clone())
-                .send()
-                .await;
+            let mut request = client
+                .request(method.clone(), url.clone())
+                .headers(headers.clone());
+            if let Some(body) = &body {
+                request = request
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                    .body(body.clone());
+            }
+            let sent = request.send().await;
             match sent {
                 Ok(response) => return Ok(response),
                 // Only a connection that never opened moves on to the

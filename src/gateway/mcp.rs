@@ -8,13 +8,17 @@
 //!    checked against the input before it is called;
 //! 4. `tools/call` with the input as `arguments`: the answer is its
 //!    `structuredContent`, else `{"content": [...]}`, checked against the
-//!    tool's `outputSchema` when it has one.
+//!    tool's `outputSchema` when it has one;
+//! 5. the session ended (`DELETE` with its `Mcp-Session-Id`), whatever
+//!    the answer, so that no server is left holding it (a call cut off by
+//!    the deadline leaves it to the server's idle timeout).
 //!
 //! A server may answer a request with one JSON object or with a
-//! `text/event-stream` carrying it; both are read (the stream only up to
-//! the answer). What does not speak JSON-RPC is `not_protocol`; a tool
-//! that reports `isError` failed its task (never a 2xx); JSON-RPC's
-//! invalid-params error is the client's (400).
+//! `text/event-stream` carrying it, among other events (a tool's log
+//! messages, pings), its lines ended by CRLF, LF or CR; both are read.
+//! What does not speak JSON-RPC is `not_protocol`; a tool that reports
+//! `isError` failed its task (never a 2xx); JSON-RPC's invalid-params
+//! error is the client's (400).
 
 use std::net::IpAddr;
 
@@ -80,85 +84,112 @@ pub async fn call(
         session: None,
         next_id: 1,
     };
-    let init = s
-        .request(
-            "initialize",
-            json!({
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "agentmesh-gateway", "version": env!("CARGO_PKG_VERSION")},
-            }),
-        )
-        .await?;
-    if init
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .is_none()
-    {
-        return Err(not_mcp("its initialize result names no protocolVersion"));
-    }
-    s.notify("notifications/initialized").await?;
-    let listed = s.request("tools/list", json!({})).await?;
-    let tools: Vec<&Value> = listed
-        .get("tools")
-        .and_then(Value::as_array)
-        .map(|t| t.iter().take(MAX_TOOLS).collect())
-        .unwrap_or_default();
-    let names: Vec<String> = tools
-        .iter()
-        .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
-        .collect();
-    let chosen = match tool {
-        Some(name) => tools
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(name)),
-        None if tools.len() == 1 => tools.first(),
-        None => None,
-    };
-    let Some(chosen) = chosen else {
-        return Err(GatewayError::UnknownOperation {
-            asked: tool.map(str::to_owned),
-            known: names,
-        });
-    };
-    let name = chosen
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if let Some(schema) = chosen.get("inputSchema") {
-        let found = operation::check(schema, input).map_err(GatewayError::BadSchema)?;
-        if !found.is_empty() {
-            return Err(GatewayError::InvalidInput(found));
-        }
-    }
-    let result = s
-        .request("tools/call", json!({"name": name, "arguments": input}))
-        .await?;
-    if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(GatewayError::AgentFailed(format!(
-            "the tool {name} reported an error: {}",
-            text_of(&result)
-        )));
-    }
-    let output = match result.get("structuredContent") {
-        Some(structured) => structured.clone(),
-        None => {
-            json!({"content": result.get("content").cloned().unwrap_or(Value::Array(Vec::new()))})
-        }
-    };
-    let output_problems = match chosen.get("outputSchema") {
-        Some(schema) => operation::check(schema, &output).unwrap_or_default(),
-        None => Vec::new(),
-    };
-    Ok(ToolAnswer {
-        tool: name,
-        output,
-        output_problems,
-    })
+    let called = s.call_tool(tool, input).await;
+    s.end().await;
+    called
 }
 
 impl Session<'_> {
+    /// The session's work: `initialize`, `tools/list`, the input
+    /// checked, `tools/call`.
+    async fn call_tool(
+        &mut self,
+        tool: Option<&str>,
+        input: &Value,
+    ) -> Result<ToolAnswer, GatewayError> {
+        let init = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "agentmesh-gateway", "version": env!("CARGO_PKG_VERSION")},
+                }),
+            )
+            .await?;
+        if init
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            return Err(not_mcp("its initialize result names no protocolVersion"));
+        }
+        self.notify("notifications/initialized").await?;
+        let listed = self.request("tools/list", json!({})).await?;
+        let tools: Vec<&Value> = listed
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().take(MAX_TOOLS).collect())
+            .unwrap_or_default();
+        let names: Vec<String> = tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        let chosen = match tool {
+            Some(name) => tools
+                .iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some(name)),
+            None if tools.len() == 1 => tools.first(),
+            None => None,
+        };
+        let Some(chosen) = chosen else {
+            return Err(GatewayError::UnknownOperation {
+                asked: tool.map(str::to_owned),
+                known: names,
+            });
+        };
+        let name = chosen
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(schema) = chosen.get("inputSchema") {
+            let found = operation::check(schema, input).map_err(GatewayError::BadSchema)?;
+            if !found.is_empty() {
+                return Err(GatewayError::InvalidInput(found));
+            }
+        }
+        let result = self
+            .request("tools/call", json!({"name": name, "arguments": input}))
+            .await?;
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            return Err(GatewayError::AgentFailed(format!(
+                "the tool {name} reported an error: {}",
+                text_of(&result)
+            )));
+        }
+        let output = match result.get("structuredContent") {
+            Some(structured) => structured.clone(),
+            None => {
+                json!({"content": result.get("content").cloned().unwrap_or(Value::Array(Vec::new()))})
+            }
+        };
+        let output_problems = match chosen.get("outputSchema") {
+            Some(schema) => operation::check(schema, &output).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        Ok(ToolAnswer {
+            tool: name,
+            output,
+            output_problems,
+        })
+    }
+
+    /// Ends the session the server opened, if it did (`DELETE` with its
+    /// `Mcp-Session-Id`), whatever became of the call: a server keeps a
+    /// session a client leaves open until it times out, and refuses new
+    /// ones when it holds too many. What the server answers (405 when it
+    /// does not let clients end sessions) changes nothing.
+    async fn end(&self) {
+        if self.session.is_none() {
+            return;
+        }
+        let _ = self
+            .upstream
+            .delete_once(self.url, self.ips, self.headers())
+            .await;
+    }
+
     fn headers(&self) -> HeaderMap {
         let mut h = self.base.clone();
         h.insert(
@@ -254,24 +285,55 @@ fn response_of(answer: &Answer, id: u64) -> Result<Value, GatewayError> {
         }
         Some("text/event-stream") => {
             let text = String::from_utf8_lossy(&answer.body);
-            // Events are separated by a blank line; an event's data is
-            // its `data:` lines joined.
-            for event in text.split("\n\n") {
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect();
-                if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
-                    if is_response(&v) {
-                        return Ok(v);
-                    }
-                }
-            }
-            Err(not_mcp("its event stream carried no answer"))
+            event_data(&text)
+                .iter()
+                .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                .find(is_response)
+                .ok_or_else(|| not_mcp("its event stream carried no answer"))
         }
         _ => Err(not_mcp("it does not answer JSON")),
     }
+}
+
+/// The data of each event of a `text/event-stream`, as the HTML
+/// standard's parser reads it: a line ends with CRLF, LF or CR (servers
+/// use each), a blank line ends an event, an event's `data` lines are
+/// joined with LF, comments (`:`) and other fields are skipped. An event
+/// the stream's end cuts off is kept (the answer read is whole).
+fn event_data(text: &str) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut data: Option<String> = None;
+    let mut rest = text;
+    loop {
+        let (line, next) = match rest.find(['\r', '\n']) {
+            Some(i) => {
+                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+                (&rest[..i], Some(&rest[i + skip..]))
+            }
+            None => (rest, None),
+        };
+        if line.is_empty() {
+            events.extend(data.take());
+        } else if !line.starts_with(':') {
+            let (name, value) = line.split_once(':').unwrap_or((line, ""));
+            if name == "data" {
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match &mut data {
+                    Some(d) => {
+                        d.push('\n');
+                        d.push_str(value);
+                    }
+                    None => data = Some(value.to_owned()),
+                }
+            }
+        }
+        match next {
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    events.extend(data);
+    events
 }
 
 /// The text contents of a tool result, joined, bounded.
@@ -305,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn a_response_is_read_from_json_or_from_an_event_stream() {
+    fn a_response_is_read_from_json_or_from_an_event_stream_however_its_lines_end() {
         let json = answer(
             "application/json",
             r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
@@ -319,6 +381,22 @@ mod tests {
              data: \"id\":5,\"result\":{\"ok\":true}}\n\n",
         );
         assert_eq!(response_of(&sse, 5).unwrap()["result"]["ok"], true);
+        // Lines ended by CRLF, as sse-starlette (the MCP Python SDK's)
+        // writes them, and several events before the response.
+        let crlf = answer(
+            "text/event-stream",
+            "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\
+             \"params\":{\"level\":\"info\",\"data\":\"working\"}}\r\n\r\n\
+             : ping\r\n\r\n\
+             event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"ok\":1}}\r\n\r\n",
+        );
+        assert_eq!(response_of(&crlf, 3).unwrap()["result"]["ok"], 1);
+        // Lines ended by CR alone, and an event without a final blank line.
+        let cr = answer(
+            "text/event-stream",
+            "id: 1\rdata:{\"jsonrpc\":\"2.0\",\"id\":4,\rdata:\"result\":{}}",
+        );
+        assert_eq!(response_of(&cr, 4).unwrap()["result"], json!({}));
         let html = answer("text/html", "<html></html>");
         assert!(matches!(
             response_of(&html, 1),

@@ -54,6 +54,15 @@ pub struct TestCa {
     issuer: Arc<Issuer<'static, KeyPair>>,
 }
 
+/// A leaf certificate and its key, PEM ([`TestCa::leaf_pem`]).
+#[derive(Debug, Clone)]
+pub struct LeafPem {
+    /// The certificate.
+    pub cert: String,
+    /// Its private key (PKCS#8).
+    pub key: String,
+}
+
 /// Picks the leaf for the SNI name: an exact name, else the wildcard of
 /// its parent, else (no SNI) the IP-address leaf.
 #[derive(Debug)]
@@ -87,6 +96,20 @@ fn issue(
         PrivatePkcs8KeyDer::from(key.serialize_der()),
     ))
     .map_err(cert_error)?;
+    let cert = leaf_certificate(issuer, key, sans)?;
+    Ok(Arc::new(CertifiedKey::new(
+        vec![cert.der().clone()],
+        signing_key,
+    )))
+}
+
+/// The certificate of a server leaf for `sans` (the first also its
+/// common name), signed by `issuer`, for `key`.
+fn leaf_certificate(
+    issuer: &Issuer<'static, KeyPair>,
+    key: &KeyPair,
+    sans: Vec<String>,
+) -> Result<rcgen::Certificate, TestbedError> {
     let common_name = sans
         .first()
         .cloned()
@@ -97,11 +120,7 @@ fn issue(
         .push(DnType::CommonName, common_name);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let cert = params.signed_by(key, issuer).map_err(cert_error)?;
-    Ok(Arc::new(CertifiedKey::new(
-        vec![cert.der().clone()],
-        signing_key,
-    )))
+    params.signed_by(key, issuer).map_err(cert_error)
 }
 
 impl TestCa {
@@ -178,6 +197,25 @@ impl TestCa {
             .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(leaf)));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+
+    /// One new leaf, issued by this CA for all of `names` (DNS names or
+    /// IP addresses), with a key of its own, as PEM: the certificate and
+    /// the PKCS#8 private key. For a server outside this process (one
+    /// written with another TLS stack) that the test's clients must
+    /// trust through the CA.
+    ///
+    /// # Errors
+    /// [`TestbedError::Certificate`] when `names` is empty or rcgen
+    /// refuses a name.
+    pub fn leaf_pem<S: AsRef<str>>(&self, names: &[S]) -> Result<LeafPem, TestbedError> {
+        let names: Vec<String> = names.iter().map(|n| n.as_ref().to_owned()).collect();
+        let key = KeyPair::generate().map_err(cert_error)?;
+        let cert = leaf_certificate(&self.issuer, &key, names)?;
+        Ok(LeafPem {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
     }
 
     /// The CA certificate, PEM.
