@@ -20,6 +20,7 @@
 //! (`{endpoint}/{operation}`, the draft's second option); an agent's one
 //! implied operation is its endpoint itself.
 
+pub mod a2a;
 pub mod error;
 pub mod forward;
 pub mod idempotency;
@@ -59,6 +60,8 @@ enum Protocol {
     Aidip,
     /// MCP over streamable HTTP: a session and `tools/call`.
     Mcp,
+    /// A2A over JSON-RPC: `message/send`.
+    A2a,
 }
 
 /// A call a client makes through the gateway.
@@ -218,8 +221,10 @@ impl Gateway {
     pub async fn invoke(&self, call: Call) -> Result<Invoked, GatewayError> {
         let started = Instant::now();
         let (protocol, endpoint, doc) = self.held(&call).await?;
-        if protocol == Protocol::Mcp {
-            return self.invoke_mcp(call, &endpoint, started).await;
+        match protocol {
+            Protocol::Mcp => return self.invoke_mcp(call, &endpoint, started).await,
+            Protocol::A2a => return self.invoke_a2a(call, &doc, started).await,
+            Protocol::Aidip => {}
         }
         let operation = operation::choose(&doc, call.operation.as_deref())?;
         if let Some(schema) = operation.input.clone() {
@@ -272,9 +277,10 @@ impl Gateway {
         call: Call,
     ) -> Result<(Option<String>, u16, String, BodyStream), GatewayError> {
         let (protocol, endpoint, doc) = self.held(&call).await?;
-        if protocol == Protocol::Mcp {
+        if protocol != Protocol::Aidip {
             return Err(GatewayError::NotInvocable(
-                "a streamed answer is for AIDIP agents; an MCP tool answers whole".into(),
+                "a streamed answer is for AIDIP agents; MCP tools and A2A agents answer whole"
+                    .into(),
             ));
         }
         let operation = operation::choose(&doc, call.operation.as_deref())?;
@@ -354,6 +360,37 @@ impl Gateway {
         })
     }
 
+    /// An A2A agent ([`a2a`]): `message/send` to its card's JSON-RPC
+    /// interface, within `gateway.timeout`.
+    async fn invoke_a2a(
+        &self,
+        call: Call,
+        card: &Value,
+        started: Instant,
+    ) -> Result<Invoked, GatewayError> {
+        let card = crate::formats::a2a::parse_card(card).map_err(|e| {
+            GatewayError::NotInvocable(format!("the agent's card does not read: {e}"))
+        })?;
+        let skill = a2a::skill(&card, call.operation.as_deref())?;
+        let endpoint = a2a::endpoint(&card)?;
+        let _permits = self.permits(&call.agent)?;
+        let upstream = &self.options.upstream;
+        let deadline = started + upstream.timeout;
+        let (url, ips) = upstream.target(&endpoint).await?;
+        let headers = self.outgoing(&call);
+        let sent = a2a::call(upstream, &url, &ips, headers, &skill, &call.input);
+        let (status, output) = tokio::time::timeout_at(deadline, sent)
+            .await
+            .map_err(|_| GatewayError::Timeout(upstream.timeout))??;
+        Ok(Invoked {
+            operation: Some(skill),
+            status,
+            output,
+            output_problems: Vec::new(),
+            elapsed: started.elapsed(),
+        })
+    }
+
     /// The headers to send the agent of `call`.
     fn outgoing(&self, call: &Call) -> HeaderMap {
         forward::outgoing(
@@ -397,10 +434,11 @@ impl Gateway {
             {
                 Protocol::Mcp
             }
+            DocumentFormat::A2a => Protocol::A2a,
             other => {
                 return Err(GatewayError::NotInvocable(format!(
-                    "agent {id} is published as {}: the gateway calls AIDIP agents and MCP \
-                     servers over streamable HTTP",
+                    "agent {id} is published as {}: the gateway calls AIDIP agents, MCP \
+                     servers over streamable HTTP and A2A agents",
                     other.as_str()
                 )))
             }

@@ -58,6 +58,9 @@ const WORDS: [&str; 6] = ["aardvark", "bison", "cheetah", "dingo", "emu", "ferre
 
 /// A node with registrations (one deleted), records another registry
 /// signed and a suspension, exported while it runs.
+/// The registration made unlisted: served by id, in no search.
+const UNLISTED: usize = 2;
+
 async fn populated_node(dir: &Path) -> (TestNode, String, Vec<String>, Vec<String>) {
     let node = TestNode::start();
     let api = node.api();
@@ -70,6 +73,9 @@ async fn populated_node(dir: &Path) -> (TestNode, String, Vec<String>, Vec<Strin
         };
         let mut doc = agent(id, &[caps], &["moved"], &["en"]);
         doc["description"] = json!(format!("Keeps the {} ledger.", WORDS[i]));
+        if i == UNLISTED {
+            doc["visibility"] = json!("unlisted");
+        }
         api.register(&doc).await;
     }
     api.delete("/agents/backup-5").await.expect(204);
@@ -162,11 +168,18 @@ async fn a_node_moves_through_export_and_import_with_every_record_intact() {
         "the suspension moved"
     );
     // The text index was rebuilt from the records: each live agent that
-    // is not suspended is found by its word.
+    // is not suspended is found by its word, but the unlisted one, which
+    // stays unlisted.
     for (i, id) in ours.iter().enumerate().take(5).filter(|(i, _)| *i != 1) {
         let found = new.search(json!({"query": WORDS[i], "top": 5})).await.ids();
-        assert_eq!(found, vec![id.clone()], "a search for {}", WORDS[i]);
+        let expected = if i == UNLISTED { vec![] } else { vec![id.clone()] };
+        assert_eq!(found, expected, "a search for {}", WORDS[i]);
     }
+    let line = lines_of(&export, "registration")
+        .into_iter()
+        .find(|l| l.contains(&format!("\"id\":\"backup-{UNLISTED}\"")))
+        .unwrap();
+    assert!(line.contains("\"visibility\":\"unlisted\""), "{line}");
     // Registrations stay this node's own: it may update them.
     new.put(
         "/agents/backup-0",
@@ -189,6 +202,9 @@ async fn a_node_moves_through_export_and_import_with_every_record_intact() {
         entries_of(&export, "suspended")
     );
     assert_eq!(entries_of(&again, "local"), entries_of(&export, "local"));
+    let kept = entries_of(&export, "entitlements");
+    assert_eq!(kept.len(), 5, "an owner for each live registration");
+    assert_eq!(entries_of(&again, "entitlements"), kept);
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentmesh::config::{Config, GatewayCredential};
 use agentmesh::node::Node;
-use agentmesh::testbed::agents::{AidipMode, InvokeAgents, McpMode};
+use agentmesh::testbed::agents::{A2aMode, AidipMode, InvokeAgents, McpMode};
 use agentmesh::testbed::certs::TestCa;
 use serde_json::{json, Value};
 
@@ -686,4 +686,60 @@ async fn a_retry_with_the_same_idempotency_key_gets_the_first_answer_and_no_seco
     let id = first.expect(201)["id"].as_str().unwrap().to_owned();
     let again = api.send("register again".into(), register()).await;
     assert_eq!(again.expect(200)["id"], id.as_str());
+}
+
+/// A signed record of the testbed's A2A agent in `mode`, as a stranger
+/// would hand it in through `POST /records` (stored as a claim).
+fn a2a_record(a: &Agents, mode: A2aMode, key: &ed25519_dalek::SigningKey) -> (String, Vec<u8>) {
+    let card = a.agents.a2a_card(mode);
+    let id = format!("a2a:{}.agents.test", mode.as_str());
+    let parsed = agentmesh::formats::a2a::parse_card(&card).unwrap();
+    let body = agentmesh::record::DescriptorRecord::new(
+        parsed.to_descriptor(&id),
+        card.to_string(),
+        agentmesh::record::next_seq(None),
+        agentmesh::record::unix_now(),
+        3600,
+        agentmesh::trust::Evidence::default(),
+    );
+    let signed = agentmesh::record::SignedRecord::sign_descriptor(&body, key).unwrap();
+    (id, signed.encode())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
+    let a = agents().await;
+    let (node, _dir) = node(&a, |_| {}).await;
+    let api = api(&node);
+    let key = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
+    let mut ids = HashMap::new();
+    for mode in [A2aMode::Ok, A2aMode::Fails, A2aMode::NotA2a] {
+        let (id, record) = a2a_record(&a, mode, &key);
+        api.post_raw("/records", Some("application/cbor"), record)
+            .await
+            .expect(201);
+        ids.insert(mode, id);
+    }
+    let ok = &ids[&A2aMode::Ok];
+    // The card's one skill may go unnamed; the task's data part answers.
+    let r = invoke(&api, ok, &json!({"input": {"text": "bonjour"}})).await;
+    assert_eq!(r.expect(200)["echo"], json!({"text": "bonjour"}), "{}", r.text);
+    assert_eq!(r.header("x-agentmesh-operation"), Some("echo"));
+    let sent = a
+        .agents
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.path == "/a2a/ok")
+        .unwrap();
+    let message: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(message["method"], "message/send");
+    assert_eq!(message["params"]["message"]["parts"][0]["kind"], "data");
+    // A skill the card does not list; a task that failed; HTML.
+    let r = invoke(&api, ok, &json!({"operation": "translate", "input": {}})).await;
+    assert_eq!(r.expect_field_problem("/operation")["known"], json!(["echo"]));
+    let r = invoke(&api, &ids[&A2aMode::Fails], &json!({"input": "x"})).await;
+    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "agent_failed");
+    let r = invoke(&api, &ids[&A2aMode::NotA2a], &json!({"input": "x"})).await;
+    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "not_protocol");
 }

@@ -501,7 +501,14 @@ async fn batch(state: &AppState, calls: Vec<Call>) -> Response {
 }
 
 fn success(invoked: Invoked) -> Response {
-    let mut response = (StatusCode::OK, Json(invoked.output)).into_response();
+    // 202: an A2A task still running when the agent answered; every other
+    // result is 200.
+    let status = if invoked.status == 202 {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let mut response = (status, Json(invoked.output)).into_response();
     response.extensions_mut().insert(Sent(true));
     let h = response.headers_mut();
     if let Some(op) = invoked
