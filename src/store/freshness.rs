@@ -215,7 +215,7 @@ impl FreshIndex {
             let id = String::from_utf8_lossy(&key).into_owned();
             let f = decode(&id, &value)?;
             if f.state != FreshState::Dropped
-                && !f.liveness.is_some_and(|l| l.state == LiveState::Alive)
+                && f.liveness.is_none_or(|l| l.state != LiveState::Alive)
             {
                 continue;
             }
@@ -279,4 +279,59 @@ pub(super) fn decode(id: &str, bytes: &[u8]) -> Result<Freshness, StoreError> {
 /// A `freshness` value.
 pub(super) fn encode(f: &Freshness) -> Vec<u8> {
     serde_json::to_vec(f).expect("freshness always serialises")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_stored_before_the_probe_decode_and_new_ones_round_trip() {
+        let old = br#"{"state":"fresh","checked_at":10,"seen_at":9,"endpoint_ok":true,"next_check_at":20}"#;
+        let f = decode("a", old).unwrap();
+        assert_eq!((f.state, f.liveness), (FreshState::Fresh, None));
+        assert!(!String::from_utf8(encode(&f)).unwrap().contains("liveness"));
+        let probed = Freshness {
+            liveness: Some(Liveness {
+                state: LiveState::AuthRequired,
+                checked_at: 30,
+                rtt_ms: 7,
+                protocol: ProbeProtocol::Mcp,
+            }),
+            ..f
+        };
+        let bytes = encode(&probed);
+        assert!(String::from_utf8_lossy(&bytes).contains(
+            r#""liveness":{"state":"auth_required","checked_at":30,"rtt_ms":7,"protocol":"mcp"}"#
+        ));
+        assert_eq!(decode("a", &bytes).unwrap(), probed);
+        assert!(decode("a", br#"{"state":"fresh"}"#).is_err());
+    }
+
+    #[test]
+    fn the_index_keeps_the_agents_last_found_alive() {
+        let at = |state, checked_at| Freshness {
+            state: FreshState::Fresh,
+            checked_at,
+            seen_at: None,
+            endpoint_ok: None,
+            next_check_at: 0,
+            liveness: Some(Liveness {
+                state,
+                checked_at,
+                rtt_ms: 1,
+                protocol: ProbeProtocol::Aidip,
+            }),
+        };
+        let mut index = FreshIndex::default();
+        index.set(1, &at(LiveState::Alive, 100));
+        index.set(2, &at(LiveState::Alive, 50));
+        index.set(3, &at(LiveState::Timeout, 100));
+        assert_eq!(index.alive_since(60).iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(index.alive_since(0).iter().collect::<Vec<_>>(), [1, 2]);
+        assert!(index.is_alive_since(2, 50) && !index.is_alive_since(3, 0));
+        // A later probe that found it down takes it out.
+        index.set(1, &at(LiveState::Unreachable, 200));
+        assert!(index.alive_since(0).iter().all(|o| o != 1));
+    }
 }
