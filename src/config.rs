@@ -338,6 +338,14 @@ impl Config {
         if c.probe_rate == 0 || c.probe_rate > 100 {
             return invalid("crawl.probe_rate", "must be between 1 and 100 per second");
         }
+        if c.probe_timeout < Duration::from_millis(100)
+            || c.probe_timeout > Duration::from_secs(300)
+        {
+            return invalid(
+                "crawl.probe_timeout",
+                "must be between 100 ms and 5 minutes",
+            );
+        }
         if c.max_scheduled_domains == 0 || c.max_scheduled_domains > 100_000_000 {
             return invalid(
                 "crawl.max_scheduled_domains",

@@ -386,35 +386,6 @@ impl Crawler {
             .challenge(domain, &url, &resolved.ips, checked)
             .await
     }
-
-    /// Whether a registered agent's endpoint answers (the liveness probe,
-    /// [`probe`]): an `https` URL (a `wss` one is asked over `https` at
-    /// the same host and port), resolved and checked under the address
-    /// policy, asked with a `HEAD`. Any status below 500 is an answer.
-    ///
-    /// # Errors
-    /// A [`CrawlError`] when it could not be asked at all (a bad or
-    /// insecure URL, an address the policy refuses, a held host); a
-    /// connection that fails or a 5xx is `Ok(false)`.
-    pub(crate) async fn probe(&self, endpoint: &str) -> Result<bool, CrawlError> {
-        let (mut url, resolved) =
-            target::resolve(&self.dns, &self.options, "", endpoint, None, None).await?;
-        if url.scheme() == "wss" {
-            let _ = url.set_scheme("https");
-        }
-        match self.fetcher.probe(&url, &resolved.ips).await {
-            Ok(status) => Ok(status < 500),
-            // It answered, asking us to slow down.
-            Err(CrawlError::Throttled { status: 429, .. }) => Ok(true),
-            Err(
-                CrawlError::Connect { .. }
-                | CrawlError::Tls { .. }
-                | CrawlError::Timeout { .. }
-                | CrawlError::Throttled { .. },
-            ) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
 }
 
 fn ms(started: Instant) -> f64 {

@@ -102,6 +102,7 @@ struct Inner {
     crawl_reasons: Family<Labels1, Counter>,
     crawl_jobs: Histogram,
     schedule_left: Family<Labels1, Counter>,
+    probes: Family<Labels1, Counter>,
     searches: Family<Labels1, Histogram, fn() -> Histogram>,
     records_by_trust: Family<Labels1, Gauge>,
     records_by_source: Family<Labels1, Gauge>,
@@ -230,6 +231,12 @@ impl Metrics {
             "Domains the recrawl schedule let go, by cause: failures (failed crawl.evict_after_failures times in a row), evicted (made room for a new domain at crawl.max_scheduled_domains), refused (a new domain not scheduled: full of domains that do not fail)",
             schedule_left.clone(),
         );
+        let probes = Family::<Labels1, Counter>::default();
+        registry.register(
+            "crawl_probes",
+            "Liveness probes of agents (crawl.probe_registered), by result: alive, auth_required, not_protocol, unreachable, timeout",
+            probes.clone(),
+        );
         let searches: Family<Labels1, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(search_histogram);
         registry.register_with_unit(
@@ -288,6 +295,7 @@ impl Metrics {
                 crawl_reasons,
                 crawl_jobs,
                 schedule_left,
+                probes,
                 searches,
                 records_by_trust,
                 records_by_source,
@@ -381,6 +389,12 @@ impl Metrics {
             .schedule_left
             .get_or_create(&[("cause", cause)])
             .inc();
+    }
+
+    /// One liveness probe's result, by its state's wire name (the fixed
+    /// set of [`crate::store::LiveState::as_str`]).
+    pub fn probed(&self, result: &'static str) {
+        self.inner.probes.get_or_create(&[("result", result)]).inc();
     }
 
     /// One crawl job done, after `elapsed`.
@@ -670,6 +684,7 @@ mod tests {
         m.crawled(true, &[]);
         m.crawl_job_done(Duration::from_millis(30));
         m.searched(false, Duration::from_millis(2));
+        m.probed("not_protocol");
         let text = m.render().await;
         for line in [
             "agentmesh_http_requests_total{route=\"/agents/{id}\",method=\"GET\",status=\"404\"} 1",
@@ -681,6 +696,7 @@ mod tests {
             "agentmesh_crawl_job_duration_seconds_bucket{le=\"0.05\"} 1",
             "agentmesh_crawl_job_duration_seconds_count 1",
             "agentmesh_search_duration_seconds_count{scope=\"local\"} 1",
+            "agentmesh_crawl_probes_total{result=\"not_protocol\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
         }

@@ -504,7 +504,7 @@ async fn start_crawling(
         None
     };
     if config.crawl.probe_registered {
-        start_prober(config, &crawler, parts.store, stages);
+        start_prober(config, &crawler, &parts, stages);
     }
     let (queue, crawl_task) = CrawlQueue::spawn(
         crawler,
@@ -524,15 +524,17 @@ async fn start_crawling(
 
 /// The liveness probe of registered agents' endpoints, at
 /// `crawl.probe_rate` probes a second.
-fn start_prober(config: &Config, crawler: &Crawler, store: &Store, stages: &mut Stages) {
+fn start_prober(config: &Config, crawler: &Crawler, parts: &CrawlParts<'_>, stages: &mut Stages) {
     let per_round = config.crawl.probe_rate as u64 * RECRAWL_TICK.as_secs();
     let prober = Prober::new(
         crawler.clone(),
-        store.clone(),
+        parts.store.clone(),
         Arc::new(SystemClock),
         config.crawl.probe_interval,
         usize::try_from(per_round).unwrap_or(usize::MAX),
-    );
+    )
+    .with_timeout(config.crawl.probe_timeout);
+    prober.count_in(parts.metrics.clone());
     stages.adopt(
         Stage::Crawl,
         "probe",

@@ -28,8 +28,8 @@ use crate::issuer::{DescriptorIssue, Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::semantic::Semantic;
 use crate::store::{
-    BlockingStore, CompactAgent, Expect, Filter, Freshness, Origin, PutOutcome, Store, StoreError,
-    StoredAgent,
+    BlockingStore, CompactAgent, Expect, Filter, Freshness, Liveness, Origin, PutOutcome, Store,
+    StoreError, StoredAgent,
 };
 use crate::trust::{Evidence, EvidenceFlags, Reason, TrustLevel};
 use crate::understand::Understood;
@@ -206,6 +206,11 @@ pub struct Summary {
     /// when its endpoint last answered, and when it looks again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freshness: Option<Freshness>,
+    /// For agents this node probes (`crawl.probe_registered`): what the
+    /// last probe found, when, how long the agent took, and the protocol
+    /// it was asked in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Liveness>,
 }
 
 /// A search request, already bounded by the caller.
@@ -546,11 +551,13 @@ impl Registry {
                 by: attested_by.first().cloned().unwrap_or_default(),
             });
         let source_format = agent.source_format();
-        let freshness = store.freshness(&agent.id)?;
+        let mut freshness = store.freshness(&agent.id)?;
+        let liveness = freshness.as_mut().and_then(|f| f.liveness.take());
         Ok(Summary {
             source_format,
             status: agent.status,
             freshness,
+            liveness,
             id: agent.id,
             name: agent.name,
             description: agent.description,

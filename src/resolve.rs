@@ -102,6 +102,7 @@ impl Plan {
                 languages: self.request.policy.languages.clone(),
                 include_stale: false,
                 min_trust: None,
+                alive_since: None,
                 audience: Audience::Public,
             },
             query: share.then(|| self.request.intent.clone()),
@@ -283,7 +284,14 @@ impl Resolver {
         let u = &plan.understood;
         let budget = plan.budget();
         let preferred = plan.preferred_languages();
-        let attempts = attempts(&req.policy.languages, &preferred, &plan.audience);
+        let now = crate::record::unix_now();
+        let alive_since = req.policy.alive_within.map(|s| now.saturating_sub(s));
+        let attempts = attempts(
+            &req.policy.languages,
+            &preferred,
+            &plan.audience,
+            alive_since,
+        );
         let text = plan.ranked_text();
         // With a semantic model: the capability the intent means without
         // naming it ranks too, and the best candidates are re-ordered by
@@ -307,7 +315,7 @@ impl Resolver {
             plan,
             preferred: &preferred,
             intent_words: &intent_words,
-            now: crate::record::unix_now(),
+            now,
             seen: HashSet::new(),
             out: Vec::new(),
             examined: 0,
@@ -333,13 +341,19 @@ impl Resolver {
 
 /// The filters a resolution tries in turn: the policy's languages with
 /// the preferred ones added (when any are), then the policy's alone.
-fn attempts(policy_languages: &[String], preferred: &[String], audience: &Audience) -> Vec<Filter> {
+fn attempts(
+    policy_languages: &[String],
+    preferred: &[String],
+    audience: &Audience,
+    alive_since: Option<u64>,
+) -> Vec<Filter> {
     let hard = Filter {
         capabilities: Vec::new(),
         tags: Vec::new(),
         languages: policy_languages.to_vec(),
         include_stale: false,
         min_trust: None,
+        alive_since,
         audience: audience.clone(),
     };
     let mut attempts = Vec::new();
@@ -517,6 +531,10 @@ impl Walk<'_> {
         // Only what this node proved, or a trusted peer attested, counts:
         // a claimed proof is no proof for the policy.
         let evidence = agent.counted_evidence();
+        let liveness = match self.plan.request.policy.alive_within {
+            Some(_) => self.store.freshness(&d.id)?.and_then(|f| f.liveness),
+            None => None,
+        };
         let checked = policy::check(
             &self.plan.request.policy,
             &policy::Agent {
@@ -524,6 +542,8 @@ impl Walk<'_> {
                 evidence: &evidence,
                 document: &document,
                 intent_capabilities: &u.capabilities,
+                liveness: liveness.as_ref(),
+                now: self.now,
             },
         );
         // The intent's own trust words are a floor too (as in search).

@@ -92,7 +92,7 @@ pub use changes::ChangeFeed;
 pub use compact::{Claimed, CompactAgent};
 pub use error::{failed_batch, StoreError};
 pub use filter::Filter;
-pub use freshness::{FreshState, Freshness};
+pub use freshness::{FreshState, Freshness, LiveState, Liveness, ProbeProtocol};
 pub use handles::{BlockingStore, Store};
 pub use migrate::SCHEMA_VERSION;
 pub use open::{StoreOptions, CLOSE_WAIT};

@@ -31,6 +31,7 @@ mod nginx;
 mod observe;
 mod openapi;
 mod operator;
+mod probe;
 mod readme;
 mod relevance;
 mod relevance_mcp;

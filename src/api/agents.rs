@@ -500,6 +500,11 @@ struct Filters {
     tags: Vec<String>,
     /// Only agents at this trust level or above (`dns-verified`, ...).
     min_trust: Option<TrustLevel>,
+    /// Only agents whose last liveness probe here found them `alive`
+    /// within this many seconds (1 to 31,536,000); agents this node does
+    /// not probe never match.
+    #[schema(minimum = 1, maximum = 31_536_000)]
+    alive_within: Option<u64>,
 }
 
 impl Filters {
@@ -527,6 +532,21 @@ impl Filters {
 
 /// Longest free-text query, in bytes.
 const MAX_QUERY_BYTES: usize = 1024;
+/// Longest `filters.alive_within`, seconds (a year).
+pub(crate) const MAX_ALIVE_WITHIN: u64 = 365 * 24 * 3600;
+
+/// The time `filters.alive_within` seconds before `now`.
+fn alive_since(alive_within: Option<u64>, now: u64) -> Result<Option<u64>, ApiError> {
+    match alive_within {
+        None => Ok(None),
+        Some(s) if (1..=MAX_ALIVE_WITHIN).contains(&s) => Ok(Some(now.saturating_sub(s))),
+        Some(_) => {
+            let message = format!("must be between 1 and {MAX_ALIVE_WITHIN} seconds");
+            Err(ApiError::new(ErrorCode::InvalidInput, message.clone())
+                .with_details(json!([{"field": "/filters/alive_within", "message": message}])))
+        }
+    }
+}
 /// Most terms in one filter field.
 const MAX_FILTER_TERMS: usize = 32;
 
@@ -615,6 +635,7 @@ fn search_query(
     )?;
     filter.include_stale = b.include_stale;
     filter.min_trust = f.min_trust;
+    filter.alive_since = alive_since(f.alive_within, crate::record::unix_now())?;
     let query = SearchQuery {
         filter,
         query: b.query.filter(|q| !q.trim().is_empty()),

@@ -432,7 +432,8 @@ pub struct CrawlConfig {
     /// How publishers reach this node's operator (a URL or mail address),
     /// sent in the crawler's User-Agent.
     pub contact: Option<String>,
-    /// Ask the endpoints of agents registered here whether they answer
+    /// Ask the agents registered here (AIDIP registrations, imported MCP
+    /// servers, A2A agents) whether they answer in their protocol
     /// (`crawl::probe`; off by default).
     pub probe_registered: bool,
     /// How often each registered agent's endpoint is asked.
@@ -440,6 +441,10 @@ pub struct CrawlConfig {
     pub probe_interval: Duration,
     /// Most endpoints probed per second.
     pub probe_rate: u32,
+    /// The whole probe of one agent (every request of it, an MCP session's
+    /// three or four), past which it counts as `timeout`.
+    #[serde(with = "humantime_serde")]
+    pub probe_timeout: Duration,
 }
 
 impl Default for CrawlConfig {
@@ -474,6 +479,7 @@ impl Default for CrawlConfig {
             probe_registered: false,
             probe_interval: Duration::from_secs(3600),
             probe_rate: 2,
+            probe_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -11,7 +11,8 @@
 //! The addresses are tried one at a time, each attempt pinned to one
 //! address and holding that address's politeness slot as well as the
 //! host's ([`super::polite`]); the next address is tried only when the
-//! last could not be connected to.
+//! last could not be connected to. The liveness probe's requests
+//! (`fetch/exchange.rs`) go through the same guards.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -348,49 +349,6 @@ impl Fetcher {
         .into())
     }
 
-    /// Whether the endpoint at `url` (host resolved and checked to `ips`)
-    /// answers HTTP: a `HEAD`, its status (no redirect followed, no body
-    /// read), under the host's and the address's limits and the fetch timeout.
-    ///
-    /// # Errors
-    /// [`CrawlError::InsecureUrl`], [`CrawlError::Connect`],
-    /// [`CrawlError::Tls`], [`CrawlError::Timeout`],
-    /// [`CrawlError::HostBackoff`].
-    pub async fn probe(&self, url: &Url, ips: &[IpAddr]) -> Result<u16, CrawlError> {
-        self.check_url(url)?;
-        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let port = url.port_or_known_default().unwrap_or(443);
-        let timeout = self.options.timeout;
-        let mut unreached = None;
-        for ip in targets(url, ips) {
-            let client = self.client(&host, port, &[ip])?;
-            let _permit = self.options.limiter.acquire(&host, ip).await?;
-            let response =
-                match tokio::time::timeout(timeout, client.head(url.clone()).send()).await {
-                    Err(_) => {
-                        return Err(CrawlError::Timeout {
-                            stage: "probe",
-                            after: timeout,
-                        })
-                    }
-                    Ok(Err(e)) => {
-                        let error = classify(&e, url, timeout);
-                        if e.is_connect() && !matches!(error, CrawlError::Tls { .. }) {
-                            unreached = Some(error);
-                            continue;
-                        }
-                        return Err(error);
-                    }
-                    Ok(Ok(response)) => response,
-                };
-            if let Some(e) = self.throttled(&host, url, &response) {
-                return Err(e);
-            }
-            return Ok(response.status().as_u16());
-        }
-        Err(unreached.unwrap_or_else(|| no_address(url)))
-    }
-
     /// A 429, or a 503 with `Retry-After`: the host is held for what it
     /// asked (a 429 without one for a minute).
     fn throttled(&self, host: &str, url: &Url, response: &reqwest::Response) -> Option<CrawlError> {
@@ -624,6 +582,10 @@ pub fn check_json_bounds(
     }
     Ok(())
 }
+
+mod exchange;
+
+pub(crate) use exchange::{Answer, Ask};
 
 #[cfg(test)]
 mod tests;

@@ -1,21 +1,41 @@
 //! The liveness probe of agents registered through this node's API
-//! (off by default, `crawl.probe_registered`): crawled
-//! agents prove they work by answering the challenge on each revisit, but
-//! a registration is only a document, so an operator may have the node
-//! ask each registered agent's `endpoint` now and then whether it
-//! answers. A `HEAD`, at most once per agent per `crawl.probe_interval`,
-//! at most `per_round` agents per round, under the crawler's address
-//! policy and per-host limits; the answer goes to the agent's
-//! [`Freshness`] (`endpoint_ok`, `seen_at`), which results show.
+//! (off by default, `crawl.probe_registered`): crawled ADP agents prove
+//! they work by answering the challenge on each revisit, but a
+//! registration (an AIDIP registration, an MCP server imported from an
+//! MCP registry, an A2A agent registered here) is only a document, so an
+//! operator may have the node ask each one now and then whether it
+//! answers, the way a client of its protocol would, read-only
+//! (`probe/speak.rs`): MCP `initialize` and `tools/list`, A2A `tasks/get`
+//! of a task that does not exist, AIDIP the declared health URL or a
+//! `HEAD` of the endpoint. An HTTP server that does not speak the
+//! protocol is told apart from a dead one and from one wanting a
+//! credential (`probe/classify.rs`: [`LiveState`]).
+//!
+//! At most once per agent per `crawl.probe_interval`, at most `per_round`
+//! agents per round, each probe within `crawl.probe_timeout`, under the
+//! crawler's address policy, allowed ports and per-host and per-address
+//! limits; the result goes to the agent's [`Freshness`] (`liveness`, and
+//! `endpoint_ok` and `seen_at` as before), which results show and
+//! `alive_within` filters by. ADP agents, and agents of the other formats
+//! a crawl found (the recrawl scheduler keeps their freshness), are not
+//! probed. Results are this node's own: they are neither signed nor
+//! gossiped.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod classify;
+mod speak;
 
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::scheduler::Clock;
 use super::Crawler;
-use crate::store::{FreshState, Freshness, Store, StoreError};
+use crate::descriptor::DocumentFormat;
+use crate::metrics::Metrics;
+use crate::store::{FreshState, Freshness, LiveState, Liveness, Store, StoreError};
+use classify::Target;
 
 /// Agents read per store hop while looking for due ones.
 const PAGE: usize = 256;
@@ -25,22 +45,40 @@ const PAGE: usize = 256;
 /// rounds rather than read whole every few seconds.
 const PAGES_PER_ROUND: usize = 8;
 
-/// A registered agent as a round reads it: id, endpoint, freshness.
-type Registered = (String, Option<String>, Option<Freshness>);
+/// The whole probe of one agent, every request of it, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A registered agent as a round reads it: its id, how to probe it
+/// (`None`: it is not probed), and its freshness; `None` when not due.
+type Registered = (String, Option<Target>, Option<Freshness>);
 
 /// What one [`Prober::round`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProbeRound {
-    /// Endpoints asked.
+    /// Agents asked (whatever the answer, unreachable and timed out
+    /// included).
     pub probed: usize,
-    /// Of those, endpoints that answered.
+    /// Of those, agents that answered in their protocol (`alive`) or
+    /// asked for a credential (`auth_required`).
     pub answered: usize,
-    /// Agents whose endpoint could not be asked (no endpoint, a URL the
-    /// policy refuses).
+    /// Agents not asked: no endpoint, a format not probed, a URL or an
+    /// address the policy refuses, a host that asked to slow down.
     pub skipped: usize,
+    /// The probes by result, in [`LiveState::ALL`] order.
+    pub states: [usize; 5],
 }
 
-/// Probes registered agents' endpoints. Cheap to clone.
+impl ProbeRound {
+    /// How many probes found `state`.
+    pub fn count(&self, state: LiveState) -> usize {
+        LiveState::ALL
+            .iter()
+            .position(|s| *s == state)
+            .map_or(0, |i| self.states[i])
+    }
+}
+
+/// Probes registered agents. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Prober {
     crawler: Crawler,
@@ -48,13 +86,15 @@ pub struct Prober {
     clock: Arc<dyn Clock>,
     interval: Duration,
     per_round: usize,
+    timeout: Duration,
+    metrics: Arc<OnceLock<Metrics>>,
     /// Where the next round goes on looking (the last id looked at).
     cursor: Arc<Mutex<Option<String>>>,
 }
 
 impl Prober {
     /// A prober asking each registered agent once per `interval`, at most
-    /// `per_round` per [`Prober::round`].
+    /// `per_round` per [`Prober::round`], each within [`DEFAULT_TIMEOUT`].
     pub fn new(
         crawler: Crawler,
         store: Store,
@@ -68,8 +108,23 @@ impl Prober {
             clock,
             interval,
             per_round: per_round.max(1),
+            timeout: DEFAULT_TIMEOUT,
+            metrics: Arc::default(),
             cursor: Arc::default(),
         }
+    }
+
+    /// The same prober, each probe (all its requests) within `timeout`
+    /// (`crawl.probe_timeout`).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Counts each probe's result in `metrics` (`agentmesh_crawl_probes_total`).
+    pub fn count_in(&self, metrics: Metrics) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// Probes the registered agents that are due, up to the round's
@@ -86,28 +141,48 @@ impl Prober {
             let from = after.clone();
             let page = self
                 .store
-                .run_blocking(move |s| -> Result<Vec<Registered>, StoreError> {
-                    let mut page = Vec::new();
-                    for id in s.local_ids(from.as_deref(), PAGE)? {
-                        let endpoint = s.compact(&id)?.and_then(|c| c.endpoint);
-                        let freshness = s.freshness(&id)?;
-                        page.push((id, endpoint, freshness));
-                    }
-                    Ok(page)
-                })
+                .run_blocking(
+                    move |s| -> Result<Vec<(String, Option<Registered>)>, StoreError> {
+                        let mut page = Vec::new();
+                        for id in s.local_ids(from.as_deref(), PAGE)? {
+                            let freshness = s.freshness(&id)?;
+                            if freshness.as_ref().is_some_and(|f| f.next_check_at > now) {
+                                page.push((id, None));
+                                continue;
+                            }
+                            let target = match s.compact(&id)? {
+                                Some(c) => {
+                                    let format = c.source_format();
+                                    // Only MCP servers and AIDIP documents
+                                    // say more than the endpoint.
+                                    let document = match format {
+                                        DocumentFormat::McpRegistry | DocumentFormat::Aidip => s
+                                            .document(&id)?
+                                            .and_then(|d| serde_json::from_str(&d).ok())
+                                            .unwrap_or(Value::Null),
+                                        _ => Value::Null,
+                                    };
+                                    classify::target(format, c.endpoint.as_deref(), &document)
+                                }
+                                None => None,
+                            };
+                            page.push((id.clone(), Some((id, target, freshness))));
+                        }
+                        Ok(page)
+                    },
+                )
                 .await??;
             if page.is_empty() {
                 // The end: the next round starts from the first again.
                 after = None;
                 break;
             }
-            for (id, endpoint, held) in page {
-                after = Some(id.clone());
-                if held.as_ref().is_some_and(|f| f.next_check_at > now) {
+            for (id, due) in page {
+                after = Some(id);
+                let Some((id, target, held)) = due else {
                     continue;
-                }
-                self.probe(&id, endpoint.as_deref(), held, now, &mut out)
-                    .await?;
+                };
+                self.probe(&id, target, held, now, &mut out).await?;
                 if out.probed + out.skipped >= self.per_round {
                     break 'pages;
                 }
@@ -117,40 +192,73 @@ impl Prober {
         Ok(out)
     }
 
+    /// Probes one agent and keeps what it found.
     async fn probe(
         &self,
         id: &str,
-        endpoint: Option<&str>,
+        target: Option<Target>,
         held: Option<Freshness>,
         now: u64,
         out: &mut ProbeRound,
     ) -> Result<(), StoreError> {
-        let Some(endpoint) = endpoint else {
+        let Some(target) = target else {
             out.skipped += 1;
             return Ok(());
         };
-        let ok = match self.crawler.probe(endpoint).await {
-            Ok(ok) => ok,
-            Err(e) => {
-                tracing::debug!(agent = %id, error = %e, "endpoint not probed");
-                out.skipped += 1;
-                return Ok(());
-            }
+        let Some((state, rtt)) = self.ask(id, &target).await else {
+            out.skipped += 1;
+            return Ok(());
         };
         out.probed += 1;
-        out.answered += usize::from(ok);
+        out.answered += usize::from(state.is_up());
+        if let Some(i) = LiveState::ALL.iter().position(|s| *s == state) {
+            out.states[i] += 1;
+        }
+        if let Some(m) = self.metrics.get() {
+            m.probed(state.as_str());
+        }
+        tracing::debug!(agent = %id, state = state.as_str(), rtt_ms = rtt.as_millis() as u64, "probed");
+        let up = state.is_up();
         let freshness = Freshness {
             state: FreshState::Fresh,
             checked_at: now,
-            seen_at: if ok {
+            seen_at: if up {
                 Some(now)
             } else {
                 held.and_then(|f| f.seen_at)
             },
-            endpoint_ok: Some(ok),
+            endpoint_ok: Some(up),
             next_check_at: now + self.interval.as_secs().max(1),
+            liveness: Some(Liveness {
+                state,
+                checked_at: now,
+                rtt_ms: u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX),
+                protocol: target.protocol,
+            }),
         };
         self.store.set_freshness(id, freshness).await
+    }
+
+    /// The state `target` is in and the round trip, or `None` when it
+    /// could not be asked (nothing is recorded then).
+    async fn ask(&self, id: &str, target: &Target) -> Option<(LiveState, Duration)> {
+        let started = Instant::now();
+        let spoken = tokio::time::timeout(
+            self.timeout,
+            speak::speak(&self.crawler, target, self.timeout),
+        )
+        .await;
+        match spoken {
+            Err(_) => Some((LiveState::Timeout, started.elapsed())),
+            Ok(Ok(heard)) => Some(heard),
+            Ok(Err(e)) => match classify::failure(&e) {
+                Some(state) => Some((state, started.elapsed())),
+                None => {
+                    tracing::debug!(agent = %id, error = %e, "agent not probed");
+                    None
+                }
+            },
+        }
     }
 
     /// Runs [`Prober::round`] every `tick` until `cancel` fires.
@@ -163,12 +271,15 @@ impl Prober {
                     Ok(r) if r.probed > 0 => tracing::debug!(
                         probed = r.probed,
                         answered = r.answered,
-                        "probed registered endpoints"
+                        "probed registered agents"
                     ),
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "probing registered endpoints failed"),
+                    Err(e) => tracing::warn!(error = %e, "probing registered agents failed"),
                 }
             }
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -410,6 +410,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: 0,
+                liveness: None,
             };
             store.set_freshness(agent, freshness).await?;
         }
@@ -569,6 +570,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: state.next_at,
+                liveness: None,
             };
             store.set_freshness(agent, freshness).await?;
         }

@@ -15,6 +15,7 @@
 //! | max_price | a `pricing` member | the `pricing` of the capabilities the intent names (all of them when it names none) |
 //! | max_latency_ms | a `latency_ms` member (number) | `latency_ms`, else `availability.latency_ms` |
 //! | status | `status` | `availability.status` (`online`, `offline`, `maintenance`) |
+//! | alive_within | not declared: this node's liveness probe (`crawl::probe`) found it `alive` that recently | the same |
 //!
 //! A pricing object is `{"model": "free"}`, or has an `amount` (or
 //! `price`) and a `currency`, at its top or under `details` (the ADP
@@ -33,6 +34,7 @@ use serde_json::Value;
 
 use super::request::{MaxPrice, Policy};
 use crate::descriptor::{self, Descriptor, DocumentFormat};
+use crate::store::Liveness;
 use crate::trust::Evidence;
 use crate::understand::language_matches;
 
@@ -68,6 +70,9 @@ pub enum ReasonCode {
     PolicyStatus,
     /// It is not in `policy.exclude`.
     PolicyExclude,
+    /// This node's liveness probe found it `alive` within
+    /// `policy.alive_within` seconds.
+    PolicyAlive,
 }
 
 impl ReasonCode {
@@ -87,6 +92,7 @@ impl ReasonCode {
             Self::PolicyMaxLatency => "policy_max_latency",
             Self::PolicyStatus => "policy_status",
             Self::PolicyExclude => "policy_exclude",
+            Self::PolicyAlive => "policy_alive",
         }
     }
 }
@@ -118,6 +124,10 @@ pub(super) struct Agent<'a> {
     pub(super) document: &'a Value,
     /// The capability ids the intent names (for ADP per-capability prices).
     pub(super) intent_capabilities: &'a [String],
+    /// What this node's liveness probe last found, if it probes the agent.
+    pub(super) liveness: Option<&'a Liveness>,
+    /// Now, Unix seconds.
+    pub(super) now: u64,
 }
 
 /// Checks every policy term, cheapest first. `Ok` holds one reason per
@@ -217,6 +227,23 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
         details.dedup();
         out.push(Reason::new(ReasonCode::PolicyMaxPrice, details.join("; ")));
+    }
+    if let Some(within) = policy.alive_within {
+        match a
+            .liveness
+            .filter(|l| l.alive_since(a.now.saturating_sub(within)))
+        {
+            Some(l) => out.push(Reason::new(
+                ReasonCode::PolicyAlive,
+                format!(
+                    "found alive over {} {} s ago ({} ms), within {within} s",
+                    l.protocol.as_str(),
+                    a.now.saturating_sub(l.checked_at),
+                    l.rtt_ms
+                ),
+            )),
+            None => return Err(ReasonCode::PolicyAlive),
+        }
     }
     if let Some(max) = policy.max_latency_ms {
         match latency_ms(d, a.document).filter(|ms| *ms <= max as f64) {

@@ -20,6 +20,8 @@ pub const DEFAULT_TOP: usize = 10;
 pub const MAX_POLICY_TERMS: usize = 32;
 /// Longest value in a policy array (and of `context.domain`), in bytes.
 pub const MAX_TERM_BYTES: usize = 128;
+/// Longest `policy.alive_within`, seconds (a year).
+pub const MAX_ALIVE_WITHIN: u64 = 365 * 24 * 3600;
 
 /// Where a resolution looks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,6 +98,9 @@ pub struct Policy {
     pub status: Vec<String>,
     /// Agent ids never answered.
     pub exclude: Vec<String>,
+    /// The agent's last liveness probe here found it `alive` within this
+    /// many seconds.
+    pub alive_within: Option<u64>,
     /// Whether the intent's text may be sent to other nodes.
     pub share_intent: bool,
 }
@@ -113,6 +118,7 @@ impl Policy {
             + usize::from(self.max_latency_ms.is_some())
             + usize::from(!self.status.is_empty())
             + usize::from(!self.exclude.is_empty())
+            + usize::from(self.alive_within.is_some())
     }
 }
 
@@ -128,6 +134,7 @@ const POLICY_MEMBERS: &[&str] = &[
     "max_latency_ms",
     "status",
     "exclude",
+    "alive_within",
     "share_intent",
 ];
 
@@ -366,6 +373,15 @@ fn parse_policy(p: &mut Problems, value: &Value) -> Policy {
             "max_latency_ms" => match v.as_u64() {
                 Some(ms) if ms > 0 => out.max_latency_ms = Some(ms),
                 _ => p.push(field, "must be a positive whole number of milliseconds"),
+            },
+            "alive_within" => match v.as_u64() {
+                Some(secs) if (1..=MAX_ALIVE_WITHIN).contains(&secs) => {
+                    out.alive_within = Some(secs);
+                }
+                _ => p.push(
+                    field,
+                    format!("must be a whole number of seconds from 1 to {MAX_ALIVE_WITHIN}"),
+                ),
             },
             other => p.push(
                 field,

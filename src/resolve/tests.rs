@@ -199,8 +199,53 @@ fn check_with(
             evidence,
             document: doc,
             intent_capabilities: &["summarization".to_owned()],
+            liveness: None,
+            now: 1_000_000,
         },
     )
+}
+
+#[test]
+fn alive_within_reads_the_last_probe() {
+    use crate::store::{LiveState, Liveness, ProbeProtocol};
+    let d = descriptor("a", DocumentFormat::Aidip);
+    let req = parse(json!({"intent": "summarize", "policy": {"alive_within": 600}}));
+    assert_eq!(req.policy.alive_within, Some(600));
+    let probed = |state, checked_at| Liveness {
+        state,
+        checked_at,
+        rtt_ms: 12,
+        protocol: ProbeProtocol::Mcp,
+    };
+    let check = |l: Option<Liveness>| {
+        policy::check(
+            &req.policy,
+            &policy::Agent {
+                descriptor: &d,
+                evidence: &Evidence::default(),
+                document: &Value::Null,
+                intent_capabilities: &[],
+                liveness: l.as_ref(),
+                now: 1_000_000,
+            },
+        )
+    };
+    let passed = check(Some(probed(LiveState::Alive, 999_500))).unwrap();
+    assert_eq!(passed[0].code, ReasonCode::PolicyAlive);
+    assert!(
+        passed[0].detail.contains("500 s ago"),
+        "{}",
+        passed[0].detail
+    );
+    for refused in [
+        None,
+        Some(probed(LiveState::Alive, 999_399)),
+        Some(probed(LiveState::AuthRequired, 999_900)),
+        Some(probed(LiveState::NotProtocol, 999_900)),
+    ] {
+        assert_eq!(check(refused), Err(ReasonCode::PolicyAlive), "{refused:?}");
+    }
+    assert_eq!(ReasonCode::PolicyAlive.as_str(), "policy_alive");
 }
 
 #[test]

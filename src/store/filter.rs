@@ -21,6 +21,9 @@ pub struct Filter {
     /// Answer only agents at this trust level or above (the walk and the
     /// text ranking both keep it, beside any floor a query names).
     pub min_trust: Option<TrustLevel>,
+    /// Answer only agents the liveness probe found `alive` at its last
+    /// try, at this time (Unix seconds) or later (`alive_within`).
+    pub alive_since: Option<u64>,
     /// Whom the answer is for: unlisted agents, and private ones the
     /// audience is not entitled to, are left out (by default everything
     /// not public: what a peer may see).
@@ -43,6 +46,7 @@ impl Filter {
             languages: descriptor::normalise_languages(languages)?,
             include_stale: false,
             min_trust: None,
+            alive_since: None,
             audience: Audience::Public,
         })
     }

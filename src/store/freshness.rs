@@ -3,10 +3,13 @@
 //!
 //! Two sled trees:
 //! - `freshness`: agent id -> JSON [`Freshness`] (state, when the chain
-//!   was last confirmed, when the endpoint last answered, the next visit).
-//!   At open the ids in state `dropped` are read into a bitmap of
-//!   ordinals, which the filter walk subtracts and the text ranking
-//!   filters by, unless a query asks for stale agents too.
+//!   was last confirmed, when the endpoint last answered, the next visit,
+//!   and the liveness probe's last [`Liveness`]). At open the ids in
+//!   state `dropped` are read into a bitmap of ordinals, which the filter
+//!   walk subtracts and the text ranking filters by, unless a query asks
+//!   for stale agents too; and the agents whose last probe found them
+//!   `alive` into a map of ordinal -> when, which `alive_within` filters
+//!   by ([`FreshIndex`]).
 //! - `schedule`: domain -> the scheduler's bytes (`crawl::scheduler`
 //!   owns their meaning; the store keeps them opaque, so it does not
 //!   depend on the crawler).
@@ -15,6 +18,8 @@
 //! nodes see an agent's freshness only through its record, which this
 //! node re-signs while the agent keeps being confirmed and lets expire
 //! when it is not.
+
+use std::collections::HashMap;
 
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
@@ -65,37 +70,193 @@ pub struct Freshness {
     pub endpoint_ok: Option<bool>,
     /// When this node visits it next, Unix seconds.
     pub next_check_at: u64,
+    /// What the liveness probe (`crawl::probe`) found at its last try,
+    /// when it tried. Results show it beside `freshness` as `liveness`
+    /// (the summary takes it out), so the schema leaves it out here.
+    /// Values stored before the probe kept it decode without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub liveness: Option<Liveness>,
 }
 
-/// The dropped agents' ordinals.
+/// What a liveness probe found: the agent's endpoint asked the way a
+/// client of its protocol would ask it, read-only.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveState {
+    /// It answered in its protocol (MCP `initialize` and `tools/list`,
+    /// A2A's JSON-RPC, any HTTP answer of an AIDIP endpoint).
+    Alive,
+    /// It answered 401 or 403: up, and wanting a credential.
+    AuthRequired,
+    /// It answered HTTP, but not in its protocol (HTML, a body that is
+    /// not the JSON-RPC answer, a 404 on the JSON-RPC endpoint).
+    NotProtocol,
+    /// No answer at all: the name did not resolve, the connection or
+    /// the TLS handshake failed.
+    Unreachable,
+    /// Connected, but no whole answer within `crawl.probe_timeout`.
+    Timeout,
+}
+
+impl LiveState {
+    /// Every state, in order (the metrics' fixed label set).
+    pub const ALL: [LiveState; 5] = [
+        Self::Alive,
+        Self::AuthRequired,
+        Self::NotProtocol,
+        Self::Unreachable,
+        Self::Timeout,
+    ];
+
+    /// The wire name (`alive`, `auth_required`, `not_protocol`,
+    /// `unreachable`, `timeout`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Alive => "alive",
+            Self::AuthRequired => "auth_required",
+            Self::NotProtocol => "not_protocol",
+            Self::Unreachable => "unreachable",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// Whether the endpoint is up (it answered, in its protocol or
+    /// asking for a credential).
+    pub fn is_up(self) -> bool {
+        matches!(self, Self::Alive | Self::AuthRequired)
+    }
+}
+
+/// The protocol a probe spoke.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeProtocol {
+    /// MCP streamable HTTP: `initialize`, `tools/list`.
+    Mcp,
+    /// A2A JSON-RPC: `tasks/get` of a task that does not exist.
+    A2a,
+    /// AIDIP: the declared health URL, else a `HEAD` of the endpoint.
+    Aidip,
+}
+
+impl ProbeProtocol {
+    /// The wire name (`mcp`, `a2a`, `aidip`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mcp => "mcp",
+            Self::A2a => "a2a",
+            Self::Aidip => "aidip",
+        }
+    }
+}
+
+/// The liveness probe's last result for one agent (`liveness` in results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Liveness {
+    /// What the probe found.
+    pub state: LiveState,
+    /// When, Unix seconds.
+    pub checked_at: u64,
+    /// How long the agent took to answer (for `unreachable` and
+    /// `timeout`: until the probe gave up), milliseconds.
+    pub rtt_ms: u64,
+    /// The protocol the probe spoke.
+    pub protocol: ProbeProtocol,
+}
+
+impl Liveness {
+    /// Whether the probe found the agent `alive` at `since` or later.
+    pub fn alive_since(&self, since: u64) -> bool {
+        self.state == LiveState::Alive && self.checked_at >= since
+    }
+}
+
+/// What searches filter by, in memory: the dropped agents' ordinals,
+/// and when the probe last found each agent `alive` (only agents it
+/// found alive at its last try are in the map: a few entries per
+/// registration, never one per crawled agent).
 #[derive(Debug, Default)]
-pub(super) struct Dropped {
+pub(super) struct FreshIndex {
     ords: RoaringBitmap,
+    alive: HashMap<u32, u64>,
 }
 
-impl Dropped {
+impl FreshIndex {
     /// Reads `tree`, with each agent's ordinal from `ordinals`.
     pub(super) fn load(tree: &sled::Tree, ordinals: &sled::Tree) -> Result<Self, StoreError> {
         let mut out = Self::default();
         for entry in tree.iter() {
             let (key, value) = entry?;
             let id = String::from_utf8_lossy(&key).into_owned();
-            if decode(&id, &value)?.state != FreshState::Dropped {
+            let f = decode(&id, &value)?;
+            if f.state != FreshState::Dropped
+                && f.liveness.is_none_or(|l| l.state != LiveState::Alive)
+            {
                 continue;
             }
             if let Some(ord) = ordinals.get(id.as_bytes())? {
-                out.ords.insert(postings::decode_ord(&id, &ord)?);
+                out.set(postings::decode_ord(&id, &ord)?, &f);
             }
         }
         Ok(out)
     }
 
-    pub(super) fn set(&mut self, ord: u32, dropped: bool) {
-        if dropped {
+    /// Keeps what `f` says of the agent with ordinal `ord`.
+    pub(super) fn set(&mut self, ord: u32, f: &Freshness) {
+        if f.state == FreshState::Dropped {
             self.ords.insert(ord);
         } else {
             self.ords.remove(ord);
         }
+        match f.liveness.filter(|l| l.state == LiveState::Alive) {
+            Some(l) => {
+                self.alive.insert(ord, l.checked_at);
+            }
+            None => {
+                self.alive.remove(&ord);
+            }
+        }
+    }
+
+    /// The ordinals of the agents the probe found `alive` at `since` or
+    /// later (at their last probe).
+    pub(super) fn alive_since(&self, since: u64) -> RoaringBitmap {
+        self.alive
+            .iter()
+            .filter(|(_, at)| **at >= since)
+            .map(|(ord, _)| *ord)
+            .collect()
+    }
+
+    /// Whether the agent with ordinal `ord` was found alive at `since`
+    /// or later.
+    pub(super) fn is_alive_since(&self, ord: u32, since: u64) -> bool {
+        self.alive.get(&ord).is_some_and(|at| *at >= since)
     }
 
     pub(super) fn contains(&self, ord: u32) -> bool {
@@ -118,4 +279,59 @@ pub(super) fn decode(id: &str, bytes: &[u8]) -> Result<Freshness, StoreError> {
 /// A `freshness` value.
 pub(super) fn encode(f: &Freshness) -> Vec<u8> {
     serde_json::to_vec(f).expect("freshness always serialises")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_stored_before_the_probe_decode_and_new_ones_round_trip() {
+        let old = br#"{"state":"fresh","checked_at":10,"seen_at":9,"endpoint_ok":true,"next_check_at":20}"#;
+        let f = decode("a", old).unwrap();
+        assert_eq!((f.state, f.liveness), (FreshState::Fresh, None));
+        assert!(!String::from_utf8(encode(&f)).unwrap().contains("liveness"));
+        let probed = Freshness {
+            liveness: Some(Liveness {
+                state: LiveState::AuthRequired,
+                checked_at: 30,
+                rtt_ms: 7,
+                protocol: ProbeProtocol::Mcp,
+            }),
+            ..f
+        };
+        let bytes = encode(&probed);
+        assert!(String::from_utf8_lossy(&bytes).contains(
+            r#""liveness":{"state":"auth_required","checked_at":30,"rtt_ms":7,"protocol":"mcp"}"#
+        ));
+        assert_eq!(decode("a", &bytes).unwrap(), probed);
+        assert!(decode("a", br#"{"state":"fresh"}"#).is_err());
+    }
+
+    #[test]
+    fn the_index_keeps_the_agents_last_found_alive() {
+        let at = |state, checked_at| Freshness {
+            state: FreshState::Fresh,
+            checked_at,
+            seen_at: None,
+            endpoint_ok: None,
+            next_check_at: 0,
+            liveness: Some(Liveness {
+                state,
+                checked_at,
+                rtt_ms: 1,
+                protocol: ProbeProtocol::Aidip,
+            }),
+        };
+        let mut index = FreshIndex::default();
+        index.set(1, &at(LiveState::Alive, 100));
+        index.set(2, &at(LiveState::Alive, 50));
+        index.set(3, &at(LiveState::Timeout, 100));
+        assert_eq!(index.alive_since(60).iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(index.alive_since(0).iter().collect::<Vec<_>>(), [1, 2]);
+        assert!(index.is_alive_since(2, 50) && !index.is_alive_since(3, 0));
+        // A later probe that found it down takes it out.
+        index.set(1, &at(LiveState::Unreachable, 200));
+        assert!(index.alive_since(0).iter().all(|o| o != 1));
+    }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::changes::Feeds;
 use super::claims::ClaimCounts;
 use super::error::StoreError;
-use super::freshness::Dropped;
+use super::freshness::FreshIndex;
 use super::postings::Postings;
 use super::suspended::Suspended;
 use super::text::Text;
@@ -65,7 +65,7 @@ pub(super) struct Inner {
     /// (`store/freshness.rs`), and the dropped agents in memory.
     pub(super) freshness: sled::Tree,
     pub(super) schedule: sled::Tree,
-    pub(super) dropped: RwLock<Dropped>,
+    pub(super) dropped: RwLock<FreshIndex>,
     /// Live claimed records by signer (`store/claims.rs`).
     pub(super) claims: Mutex<ClaimCounts>,
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint

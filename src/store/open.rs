@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::changes::Feeds;
 use super::error::StoreError;
-use super::freshness::Dropped;
+use super::freshness::FreshIndex;
 use super::handles::{unblock, BlockingStore, Inner, Store, WRITE_STRIPES};
 use super::migrate::{self, SCHEMA_VERSION};
 use super::postings::{self, Postings};
@@ -102,7 +102,7 @@ impl Store {
         )?;
         let suspended = Suspended::load(&trees.suspended, &trees.ordinals)?;
         let entitlements = Entitlements::load(&trees.entitlements, &trees.ordinals)?;
-        let dropped = Dropped::load(&trees.freshness, &trees.ordinals)?;
+        let dropped = FreshIndex::load(&trees.freshness, &trees.ordinals)?;
         let audit = super::audit::AuditLog::open(&db)?;
         let Trees {
             meta,

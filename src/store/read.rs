@@ -24,6 +24,13 @@ use crate::trust::TrustLevel;
 /// hidden agents than this that all rank high may answer short pages.
 const MAX_HIDDEN_OVERFETCH: usize = 1024;
 
+/// Most results a text search with `alive_since` asks the index for
+/// beyond its limit, to make up for the agents not found alive that it
+/// leaves out (the index knows nothing of liveness): when more than this
+/// many agents not found alive rank above the alive ones, a page may be
+/// short.
+const MAX_ALIVE_OVERFETCH: usize = 1024;
+
 impl BlockingStore {
     /// As [`Store::get`], on this thread.
     ///
@@ -163,6 +170,9 @@ impl BlockingStore {
         if !filter.include_stale {
             matching -= self.dropped_read().ordinals();
         }
+        if let Some(since) = filter.alive_since {
+            matching &= self.dropped_read().alive_since(since);
+        }
         matching
     }
 
@@ -231,9 +241,12 @@ impl BlockingStore {
         // more as there are hidden agents (up to `MAX_HIDDEN_OVERFETCH`),
         // which are then left out.
         let hidden = self.entitlements_read().hidden_count();
-        let extra = usize::try_from(hidden)
+        let mut extra = usize::try_from(hidden)
             .unwrap_or(usize::MAX)
             .min(MAX_HIDDEN_OVERFETCH);
+        if q.filter.alive_since.is_some() {
+            extra = extra.saturating_add(MAX_ALIVE_OVERFETCH);
+        }
         let asked = TextQuery {
             limit: q.limit.saturating_add(extra),
             ..*q
@@ -262,6 +275,18 @@ impl BlockingStore {
                 }
                 *ranked = kept;
             }
+        }
+        if let (Some(ranked), Some(since)) = (ranked.as_mut(), q.filter.alive_since) {
+            let index = self.dropped_read();
+            let mut kept = Vec::with_capacity(ranked.len());
+            for (id, score) in ranked.drain(..) {
+                if let Some(v) = self.inner.ordinals.get(id.as_bytes())? {
+                    if index.is_alive_since(postings::decode_ord(&id, &v)?, since) {
+                        kept.push((id, score));
+                    }
+                }
+            }
+            *ranked = kept;
         }
         if let Some(ranked) = ranked.as_mut() {
             ranked.truncate(q.limit);

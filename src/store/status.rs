@@ -4,14 +4,14 @@
 //! scheduler's state by domain.
 
 use super::error::StoreError;
-use super::freshness::{self, Dropped, FreshState, Freshness};
+use super::freshness::{self, FreshIndex, Freshness};
 use super::handles::BlockingStore;
 use super::postings;
 use super::suspended::{Suspended, Suspension, MAX_REASON_CHARS};
 
 impl BlockingStore {
     /// The dropped agents, read.
-    pub(super) fn dropped_read(&self) -> std::sync::RwLockReadGuard<'_, Dropped> {
+    pub(super) fn dropped_read(&self) -> std::sync::RwLockReadGuard<'_, FreshIndex> {
         self.inner
             .dropped
             .read()
@@ -32,7 +32,7 @@ impl BlockingStore {
                 .dropped
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .set(ord, f.state == FreshState::Dropped);
+                .set(ord, f);
         }
         Ok(())
     }

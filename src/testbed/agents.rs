@@ -8,7 +8,9 @@
 //! once:
 //! - `POST /aidip/{mode}/{operation}` and `POST /aidip/{mode}` (the
 //!   operation `echo`): [`AidipMode`] (`agents/aidip.rs`), described by
-//!   [`InvokeAgents::aidip_document`];
+//!   [`InvokeAgents::aidip_document`]; `GET` and `HEAD /aidip/{mode}`,
+//!   what a liveness probe asks, answered as the mode behaves (`ok`,
+//!   the status, 401, hanging...);
 //! - `POST /mcp/{mode}`: MCP streamable HTTP, JSON answers ([`McpMode`],
 //!   `agents/mcp.rs`), at [`InvokeAgents::mcp_url`];
 //! - `GET /a2a/{mode}/.well-known/agent-card.json` and `POST /a2a/{mode}`:
@@ -238,7 +240,10 @@ async fn not_found() -> Response {
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/aidip/{mode}", post(aidip::call_echo))
+        .route(
+            "/aidip/{mode}",
+            post(aidip::call_echo).get(aidip::status_check),
+        )
         .route("/aidip/{mode}/{operation}", post(aidip::call))
         .route("/mcp/{mode}", any(mcp::handle))
         .route("/a2a/{mode}", any(a2a::rpc))

@@ -102,8 +102,15 @@ async fn a_fetch_or_a_redirect_to_a_port_not_allowed_is_refused() {
         fetcher.fetch(&url, &[ip], None).await,
         Err(CrawlError::PortNotAllowed { port: 2525, .. })
     ));
+    let head = exchange::Ask {
+        method: reqwest::Method::HEAD,
+        headers: Vec::new(),
+        body: None,
+    };
     assert!(matches!(
-        fetcher.probe(&url, &[ip]).await,
+        fetcher
+            .exchange(&url, &[ip], &head, Duration::from_secs(1), |_, _| false)
+            .await,
         Err(CrawlError::PortNotAllowed { port: 2525, .. })
     ));
     // A redirect hop is checked by the same function before it is

@@ -240,6 +240,38 @@ async fn answer(
     }
 }
 
+/// `GET` (and so `HEAD`) `/aidip/{mode}`: what a liveness probe asks.
+/// `Auth` wants its credential, `Status` answers its status, `Hang`
+/// never answers, `Slow` waits; every other mode answers 200
+/// `{"status":"ok"}`.
+pub(super) async fn status_check(
+    State(shared): State<Arc<Shared>>,
+    Path(mode): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let Some(mode) = AidipMode::parse(&mode) else {
+        let message = format!("no AIDIP agent mode {mode:?}");
+        return error_object(StatusCode::NOT_FOUND, "NotFound", &message);
+    };
+    let ok = || json_body(&json!({ "status": "ok" }));
+    match mode {
+        AidipMode::Status(code) => status(code),
+        AidipMode::Auth if !authorised(&headers) => unauthorized(),
+        AidipMode::Hang => {
+            shared.token.cancelled().await;
+            shutting_down()
+        }
+        AidipMode::Slow => {
+            tokio::select! {
+                () = tokio::time::sleep(slow_delay(query.as_deref())) => ok(),
+                () = shared.token.cancelled() => shutting_down(),
+            }
+        }
+        _ => ok(),
+    }
+}
+
 /// `Authorization: Bearer agent-secret` or `X-API-Key: agent-secret`.
 fn authorised(headers: &HeaderMap) -> bool {
     has_bearer(headers)
