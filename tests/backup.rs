@@ -172,7 +172,11 @@ async fn a_node_moves_through_export_and_import_with_every_record_intact() {
     // stays unlisted.
     for (i, id) in ours.iter().enumerate().take(5).filter(|(i, _)| *i != 1) {
         let found = new.search(json!({"query": WORDS[i], "top": 5})).await.ids();
-        let expected = if i == UNLISTED { vec![] } else { vec![id.clone()] };
+        let expected = if i == UNLISTED {
+            vec![]
+        } else {
+            vec![id.clone()]
+        };
         assert_eq!(found, expected, "a search for {}", WORDS[i]);
     }
     let line = lines_of(&export, "registration")

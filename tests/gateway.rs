@@ -723,7 +723,12 @@ async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
     let ok = &ids[&A2aMode::Ok];
     // The card's one skill may go unnamed; the task's data part answers.
     let r = invoke(&api, ok, &json!({"input": {"text": "bonjour"}})).await;
-    assert_eq!(r.expect(200)["echo"], json!({"text": "bonjour"}), "{}", r.text);
+    assert_eq!(
+        r.expect(200)["echo"],
+        json!({"text": "bonjour"}),
+        "{}",
+        r.text
+    );
     assert_eq!(r.header("x-agentmesh-operation"), Some("echo"));
     let sent = a
         .agents
@@ -737,9 +742,18 @@ async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
     assert_eq!(message["params"]["message"]["parts"][0]["kind"], "data");
     // A skill the card does not list; a task that failed; HTML.
     let r = invoke(&api, ok, &json!({"operation": "translate", "input": {}})).await;
-    assert_eq!(r.expect_field_problem("/operation")["known"], json!(["echo"]));
+    assert_eq!(
+        r.expect_field_problem("/operation")["known"],
+        json!(["echo"])
+    );
     let r = invoke(&api, &ids[&A2aMode::Fails], &json!({"input": "x"})).await;
-    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "agent_failed");
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "agent_failed"
+    );
     let r = invoke(&api, &ids[&A2aMode::NotA2a], &json!({"input": "x"})).await;
-    assert_eq!(r.expect_error(502, "Upstream")["details"]["reason"], "not_protocol");
+    assert_eq!(
+        r.expect_error(502, "Upstream")["details"]["reason"],
+        "not_protocol"
+    );
 }

@@ -39,7 +39,9 @@ pub fn endpoint(card: &AgentCard) -> Result<String, GatewayError> {
         .iter()
         .find(|i| {
             i.protocol_binding.eq_ignore_ascii_case("JSONRPC")
-                && i.protocol_version.as_deref().is_none_or(|v| v.starts_with("0."))
+                && i.protocol_version
+                    .as_deref()
+                    .is_none_or(|v| v.starts_with("0."))
         })
         .map(|i| i.url.clone())
         .ok_or_else(|| {
@@ -208,10 +210,7 @@ pub fn outcome(result: &Value) -> Result<(u16, Value), GatewayError> {
 /// What a list of parts answers: one `data` part's data, one `text`
 /// part's text, else `{"parts": [...]}`.
 fn parts_output(parts: Option<&Value>) -> Value {
-    let parts: Vec<Value> = parts
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let parts: Vec<Value> = parts.and_then(Value::as_array).cloned().unwrap_or_default();
     match parts.as_slice() {
         [one] if one.get("data").is_some() => one["data"].clone(),
         [one] if one.get("text").is_some() => json!({"text": one["text"]}),
