@@ -254,3 +254,58 @@ async fn the_explorer_never_shows_a_private_agent_to_a_browser() {
         "and says it is not found:\n{dom}"
     );
 }
+
+/// The agent page's invoke form, run from an invoke link: the call goes
+/// through the node's gateway to a real agent, and the answer (or the
+/// refusal) is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium (apt-get install chromium)"]
+async fn the_explorer_invokes_an_agent_through_the_node() {
+    use agentmesh::testbed::agents::{AidipMode, InvokeAgents};
+    let browser = common::needs(chromium(), "Chromium", "apt-get install chromium");
+    let ca = agentmesh::testbed::certs::TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
+    let agents = InvokeAgents::start(&ca).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
+    let port = agents.addr().port().to_string();
+    let ca_path = ca_file.to_string_lossy().into_owned();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
+            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
+            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca_path}\"]"))
+            .start()
+    });
+    let doc = agents.aidip_document("echoer", AidipMode::Ok, "none");
+    node.api().post("/agents", &doc).await.expect(201);
+    let base = format!("http://{}", node.addr());
+    let profile = dir.path().join("chromium");
+    let render = |url: String| {
+        let (b, p) = (browser.clone(), profile.clone());
+        tokio::task::spawn_blocking(move || headless(&b, &p, &url, &["--dump-dom"], 8000))
+    };
+    let input = "%7B%22text%22%3A%22from%20the%20browser%22%7D";
+    let dom = render(format!(
+        "{base}/#/agent/echoer?operation=echo&input={input}"
+    ))
+    .await
+    .unwrap();
+    assert!(dom.contains("Invoke through this node"), "the form:\n{dom}");
+    assert!(dom.contains("id=\"invoke-output\""), "the answer:\n{dom}");
+    assert!(dom.contains("from the browser"), "the agent's echo:\n{dom}");
+    assert!(dom.contains("not probed"), "the liveness row:\n{dom}");
+    assert!(
+        agents
+            .seen()
+            .iter()
+            .any(|s| String::from_utf8_lossy(&s.body).contains("from the browser")),
+        "the agent was called"
+    );
+    // An input the operation's schema refuses: the refusal is shown.
+    let dom = render(format!("{base}/#/agent/echoer?operation=echo&input=%7B%7D"))
+        .await
+        .unwrap();
+    assert!(dom.contains("id=\"invoke-error\""), "{dom}");
+    assert!(dom.contains("400"), "{dom}");
+}

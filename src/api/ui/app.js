@@ -34,8 +34,8 @@ function when(unix) {
   return new Date(unix * 1000).toISOString().replace(".000Z", "Z");
 }
 
-async function api(method, path, body) {
-  const init = { method, headers: { accept: "application/json" } };
+async function api(method, path, body, headers) {
+  const init = { method, headers: Object.assign({ accept: "application/json" }, headers || {}) };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -186,7 +186,91 @@ function chain(report) {
     el("tbody", {}, rows));
 }
 
-async function showAgent(id) {
+function livenessText(l) {
+  if (!l) return "not probed";
+  return l.state + " (" + l.protocol + "), checked " + when(l.checked_at) + (l.rtt_ms !== undefined && l.rtt_ms !== null ? ", " + l.rtt_ms + " ms" : "");
+}
+
+/** The operations an invocation may name: an AIDIP document's
+ * `operations` (or its one implied operation, ""), an A2A card's skills;
+ * none for the rest (an MCP server's tools are listed by the server). */
+function invocable(summary, doc) {
+  if (summary.source_format === "aidip") {
+    if (Array.isArray(doc.operations)) {
+      return doc.operations.map((op) => ({ name: op.name, schema: op.inputs, example: exampleOf(op.examples) }));
+    }
+    if (doc.inputs) return [{ name: "", schema: doc.inputs, example: exampleOf(doc.examples) }];
+    return [];
+  }
+  if (summary.source_format === "a2a" && Array.isArray(doc.skills)) {
+    return doc.skills.map((s) => ({ name: s.id, schema: null, example: null }));
+  }
+  if (summary.source_format === "mcp-registry") return [{ name: null, schema: null, example: null }];
+  return [];
+}
+
+function exampleOf(examples) {
+  return Array.isArray(examples) && examples.length && examples[0].input !== undefined ? examples[0].input : null;
+}
+
+/** The form that calls the agent through this node's gateway
+ * (`POST /agents/{id}/invoke`); an invoke link
+ * (`#/agent/ID?operation=...&input=...`) fills it and runs it. */
+function invokeForm(id, summary, doc) {
+  const ops = invocable(summary, doc);
+  if (!ops.length) return null;
+  const isMcp = ops.length === 1 && ops[0].name === null;
+  const opField = isMcp
+    ? el("input", { id: "invoke-operation", name: "operation", autocomplete: "off", placeholder: "the tool's name" })
+    : el("select", { id: "invoke-operation", name: "operation" },
+      ops.map((op) => el("option", { value: op.name }, op.name || "(the agent's one operation)")));
+  const input = el("textarea", { id: "invoke-input", name: "input", rows: "6", spellcheck: "false" });
+  const first = ops[0];
+  input.value = JSON.stringify(first.example !== null && first.example !== undefined ? first.example : {}, null, 2);
+  const agentToken = el("input", { id: "invoke-agent-token", name: "agent-token", type: "password", autocomplete: "off" });
+  const nodeToken = el("input", { id: "invoke-node-token", name: "node-token", type: "password", autocomplete: "off" });
+  const result = el("div", { id: "invoke-result", "aria-live": "polite" });
+  const form = el("form", { id: "invoke-form", "aria-label": "Invoke this agent" },
+    el("label", {}, "Operation", opField),
+    el("label", { class: "wide" }, "Input (JSON)", input),
+    el("label", {}, "Your token for the agent (optional)", agentToken),
+    el("label", {}, "Your credential for this node (optional)", nodeToken),
+    el("button", { type: "submit" }, "Invoke"));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    invoke(id, result);
+  });
+  return [el("h2", {}, "Invoke through this node"), form, result];
+}
+
+async function invoke(id, result) {
+  let input;
+  try {
+    input = JSON.parse($("invoke-input").value || "null");
+  } catch (e) {
+    fill(result, el("p", { class: "error" }, "The input is not JSON: " + e.message));
+    return;
+  }
+  const body = { input };
+  const op = $("invoke-operation").value;
+  if (op) body.operation = op;
+  const headers = {};
+  if ($("invoke-agent-token").value) headers["agent-authorization"] = "Bearer " + $("invoke-agent-token").value;
+  if ($("invoke-node-token").value) headers.authorization = "Bearer " + $("invoke-node-token").value;
+  fill(result, el("p", { class: "muted" }, "Calling…"));
+  try {
+    const { json, headers: answered } = await api("POST", "/agents/" + encodeURIComponent(id) + "/invoke", body, headers);
+    const invalid = answered.get("x-agentmesh-output-invalid");
+    fill(result,
+      el("p", { class: "invoke-ok" }, "Answered in " + (answered.get("x-agentmesh-elapsed-ms") || "?") + " ms"),
+      invalid ? el("p", { class: "error" }, "The answer does not match the operation's output schema: " + invalid) : null,
+      el("pre", { id: "invoke-output" }, JSON.stringify(json, null, 2)));
+  } catch (e) {
+    fill(result, el("p", { class: "error", id: "invoke-error" }, (e.status ? e.status + ": " : "") + e.message));
+  }
+}
+
+async function showAgent(id, query) {
   page("agent");
   $("agent-name").textContent = id;
   $("agent-id").textContent = id;
@@ -220,6 +304,7 @@ async function showAgent(id) {
         ["status", summary.status || "not declared"],
         ["freshness", f ? f.state + ", checked " + when(f.checked_at) + ", next " + when(f.next_check_at) : "not tracked here"],
         ["endpoint answered", f && f.endpoint_ok !== undefined ? (f.endpoint_ok ? "yes" : "no") + (f.seen_at ? ", last seen " + when(f.seen_at) : "") : "not probed"],
+        ["liveness", livenessText(summary.liveness)],
         ["record", r ? "seq " + r.seq + ", signed " + when(r.issued_at) + ", valid until " + when(r.expires_at) : "none"],
         ["signed by", r ? r.signer : "none"],
         ["reasons", (summary.trust.reasons || []).join(", ") || "none"],
@@ -229,10 +314,18 @@ async function showAgent(id) {
       chain(report),
       schedule ? el("p", { class: "muted" }, "Next visit " + when(schedule.next_at) + "; failures in a row: " + schedule.failures) : null,
       operations(doc),
+      invokeForm(id, summary, doc),
       el("h2", {}, "Document"),
       el("pre", {}, JSON.stringify(doc, null, 2)),
     );
     $("main").focus();
+    // An invoke link fills the form and runs it.
+    const params = new URLSearchParams(query || "");
+    if ($("invoke-form") && (params.has("operation") || params.has("input"))) {
+      if (params.has("operation")) $("invoke-operation").value = params.get("operation");
+      if (params.has("input")) $("invoke-input").value = params.get("input");
+      await invoke(id, $("invoke-result"));
+    }
   } catch (e) {
     fill(body);
     showError(e);
@@ -298,7 +391,7 @@ function route() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [path, query] = raw.split("?");
   const hash = decodeURIComponent(path);
-  if (hash.startsWith("agent/")) return showAgent(hash.slice(6));
+  if (hash.startsWith("agent/")) return showAgent(hash.slice(6), query);
   if (hash === "peers") return showPeers();
   if (hash === "crawl") return showCrawl();
   page("search");
