@@ -181,6 +181,7 @@ impl GatewayOptions {
                 timeout: g.timeout,
                 max_response_bytes: g.max_response_bytes,
                 user_agent: format!("agentmesh-gateway/{}", env!("CARGO_PKG_VERSION")),
+                clients: forward::Clients::default(),
             },
             max_concurrent: g.max_concurrent.max(1),
             max_concurrent_per_agent: g.max_concurrent_per_agent.max(1),
@@ -200,6 +201,8 @@ pub struct Gateway {
     per_agent: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     /// The `Idempotency-Key`s of recent calls.
     keys: Arc<Keys>,
+    /// The operations' schemas, compiled.
+    compiled: operation::Compiled,
 }
 
 impl Gateway {
@@ -208,6 +211,7 @@ impl Gateway {
         Self {
             registry,
             keys: Arc::new(Keys::new(options.idempotency_window)),
+            compiled: operation::Compiled::default(),
             all: Arc::new(Semaphore::new(options.max_concurrent)),
             options: Arc::new(options),
             per_agent: Arc::new(Mutex::new(HashMap::new())),
@@ -228,7 +232,7 @@ impl Gateway {
         }
         let operation = operation::choose(&doc, call.operation.as_deref())?;
         if let Some(schema) = operation.input.clone() {
-            let found = checked(schema, call.input.clone())
+            let found = checked(&self.compiled, schema, call.input.clone())
                 .await
                 .map_err(GatewayError::BadSchema)?;
             if !found.is_empty() {
@@ -246,7 +250,9 @@ impl Gateway {
         let status = answer.status;
         let output = outcome(answer)?;
         let output_problems = match operation.output.clone() {
-            Some(schema) => checked(schema, output.clone()).await.unwrap_or_default(),
+            Some(schema) => checked(&self.compiled, schema, output.clone())
+                .await
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         Ok(Invoked {
@@ -285,7 +291,7 @@ impl Gateway {
         }
         let operation = operation::choose(&doc, call.operation.as_deref())?;
         if let Some(schema) = operation.input.clone() {
-            let found = checked(schema, call.input.clone())
+            let found = checked(&self.compiled, schema, call.input.clone())
                 .await
                 .map_err(GatewayError::BadSchema)?;
             if !found.is_empty() {
@@ -485,9 +491,14 @@ impl Gateway {
 }
 
 /// `schema` checked against `value` on a blocking thread (a publisher's
-/// schema may be large).
-async fn checked(schema: Value, value: Value) -> Result<Vec<Violation>, String> {
-    tokio::task::spawn_blocking(move || operation::check(&schema, &value))
+/// schema may be large), compiled once for every call that uses it.
+async fn checked(
+    compiled: &operation::Compiled,
+    schema: Value,
+    value: Value,
+) -> Result<Vec<Violation>, String> {
+    let compiled = compiled.clone();
+    tokio::task::spawn_blocking(move || compiled.check(&schema, &value))
         .await
         .map_err(|e| e.to_string())?
 }

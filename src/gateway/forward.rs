@@ -45,7 +45,26 @@ pub struct Upstream {
     pub max_response_bytes: usize,
     /// The User-Agent of every call.
     pub user_agent: String,
+    /// The clients made so far, one per host and checked address, whose
+    /// connections are kept for the next call.
+    pub clients: Clients,
 }
+
+/// Most clients kept; past it the table starts again.
+const MAX_CLIENTS: usize = 1024;
+/// How long an idle connection to an agent is kept.
+const IDLE_CONNECTION: Duration = Duration::from_secs(30);
+/// Idle connections kept per agent address.
+const IDLE_PER_ADDRESS: usize = 16;
+
+/// The gateway's HTTP clients, one per (host, checked address): each is
+/// pinned to that address (its resolver refuses every other name), so a
+/// kept connection goes where the policy allowed, and a call to the same
+/// agent reuses it instead of a new TCP and TLS handshake.
+#[derive(Debug, Clone, Default)]
+pub struct Clients(
+    Arc<std::sync::Mutex<std::collections::HashMap<(String, SocketAddr), reqwest::Client>>>,
+);
 
 /// The body of a streamed answer, chunk by chunk.
 pub type BodyStream =
@@ -321,18 +340,34 @@ impl Upstream {
         Err(GatewayError::Unreachable(last))
     }
 
+    /// The client pinned to `addr` for `host`: the one kept, or a new one.
     fn client(&self, host: &str, addr: SocketAddr) -> Result<reqwest::Client, GatewayError> {
-        reqwest::Client::builder()
+        let key = (host.to_owned(), addr);
+        let mut clients = self
+            .clients
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = reqwest::Client::builder()
             .use_preconfigured_tls((*self.tls).clone())
             .dns_resolver(Arc::new(RefuseAll))
             .resolve_to_addrs(host, &[addr])
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(self.connect_timeout)
-            .pool_max_idle_per_host(0)
+            .pool_max_idle_per_host(IDLE_PER_ADDRESS)
+            .pool_idle_timeout(IDLE_CONNECTION)
             .no_proxy()
             .user_agent(self.user_agent.as_str())
             .build()
-            .map_err(|e| GatewayError::Unreachable(format!("client setup: {e}")))
+            .map_err(|e| GatewayError::Unreachable(format!("client setup: {e}")))?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     /// Reads the answer up to the size limit.

@@ -89,6 +89,56 @@ pub fn choose(doc: &Value, name: Option<&str>) -> Result<Operation, GatewayError
     }
 }
 
+/// Most compiled schemas kept; past it the cache starts again.
+const MAX_COMPILED: usize = 1024;
+
+/// Compiled schemas by the SHA-256 of their JSON text: a schema is
+/// compiled once however many calls check against it. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Compiled(
+    std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<[u8; 32], std::sync::Arc<jsonschema::Validator>>,
+        >,
+    >,
+);
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled").finish_non_exhaustive()
+    }
+}
+
+impl Compiled {
+    /// As [`check`], with the compiled schema kept for the next call.
+    ///
+    /// # Errors
+    /// The schema's own problem, when it does not compile.
+    pub fn check(&self, schema: &Value, value: &Value) -> Result<Vec<Violation>, String> {
+        use sha2::{Digest as _, Sha256};
+        let digest: [u8; 32] = Sha256::digest(schema.to_string().as_bytes()).into();
+        let lock = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let kept = lock().get(&digest).cloned();
+        let validator = match kept {
+            Some(v) => v,
+            None => {
+                let v = std::sync::Arc::new(compile(schema)?);
+                let mut map = lock();
+                if map.len() >= MAX_COMPILED {
+                    map.clear();
+                }
+                map.insert(digest, v.clone());
+                v
+            }
+        };
+        Ok(violations(&validator, value))
+    }
+}
+
 /// Whether `schema` (the publisher's) compiles.
 fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
     jsonschema::options()
@@ -103,8 +153,12 @@ fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
 /// # Errors
 /// The schema's own problem, when it does not compile.
 pub fn check(schema: &Value, value: &Value) -> Result<Vec<Violation>, String> {
-    let validator = compile(schema)?;
-    Ok(validator
+    Ok(violations(&compile(schema)?, value))
+}
+
+/// The violations of `value` against a compiled schema.
+fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<Violation> {
+    validator
         .iter_errors(value)
         .take(MAX_VIOLATIONS)
         .map(|e| {
@@ -117,7 +171,7 @@ pub fn check(schema: &Value, value: &Value) -> Result<Vec<Violation>, String> {
                 message,
             }
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -171,6 +225,27 @@ mod tests {
         let fields: Vec<&str> = found.iter().map(|v| v.field.as_str()).collect();
         assert!(fields.contains(&""), "the missing text: {found:?}");
         assert!(fields.contains(&"/times"), "the too large times: {found:?}");
+    }
+
+    #[test]
+    fn a_schema_is_compiled_once_and_checks_as_before() {
+        let compiled = Compiled::default();
+        let schema = choose(&two_operations(), Some("echo"))
+            .unwrap()
+            .input
+            .unwrap();
+        for value in [json!({"text": "hi"}), json!({"times": 9}), json!(3)] {
+            assert_eq!(
+                compiled.check(&schema, &value).unwrap(),
+                check(&schema, &value).unwrap()
+            );
+        }
+        assert_eq!(
+            compiled.0.lock().unwrap().len(),
+            1,
+            "one schema, compiled once"
+        );
+        assert!(compiled.check(&json!({"type": 7}), &json!(1)).is_err());
     }
 
     #[test]
