@@ -25,9 +25,10 @@
 #[allow(dead_code)]
 #[path = "common/machine.rs"]
 mod machine;
+#[path = "common/node.rs"]
+mod node;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,56 +70,6 @@ impl Args {
         ensure!(a.bin.exists(), "no binary at {}", a.bin.display());
         ensure!(a.concurrency > 0 && a.seconds > 0 && a.rounds > 0, "zero");
         Ok(a)
-    }
-}
-
-/// The node process, killed and reaped on drop.
-struct NodeProc(Child);
-
-impl Drop for NodeProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the node and answers its API URL (from its "serving" line).
-fn start_node(bin: &Path, dir: &Path, port: u16, ca: &Path) -> anyhow::Result<(NodeProc, String)> {
-    let config = dir.join("agentmesh.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[api.limits]\nenabled = false\n\n\
-             [p2p]\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n\n[crawl]\nallow_private_addresses = true\n\
-             allowed_ports = [{port}]\nca_files = [{:?}]\n\n[gateway]\nmax_concurrent_per_agent = 1024\n",
-            dir.join("data").display().to_string(),
-            ca.display().to_string(),
-        ),
-    )?;
-    let stdout = dir.join("node.out");
-    let child = Command::new(bin)
-        .args(["node", "--config", &config.display().to_string()])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout)?)
-        .stderr(std::fs::File::create(dir.join("node.err"))?)
-        .spawn()?;
-    let node = NodeProc(child);
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
-        if let Some(url) = text.lines().find_map(|l| {
-            let rest = l.strip_prefix("agentmesh node ")?;
-            Some(rest.split_once(" serving ")?.1.trim().to_owned())
-        }) {
-            return Ok((node, url));
-        }
-        ensure!(
-            Instant::now() < until,
-            "the node printed no 'serving' line in 120 s: {}",
-            std::fs::read_to_string(dir.join("node.err")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -204,7 +155,14 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, ca.ca_pem())?;
-    let (_node, api) = start_node(&args.bin, dir.path(), agents.addr().port(), &ca_file)?;
+    // The gateway may reach the agent on loopback and trusts its CA.
+    let extra = format!(
+        "\n[api.limits]\nenabled = false\n\n[crawl]\nallow_private_addresses = true\n\
+         allowed_ports = [{}]\nca_files = [{:?}]\n\n[gateway]\nmax_concurrent_per_agent = 1024\n",
+        agents.addr().port(),
+        ca_file.display().to_string(),
+    );
+    let (_node, api) = node::start_node(&args.bin, dir.path(), &extra)?;
     let root = reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())?;
     let http = reqwest::Client::builder()
         .add_root_certificate(root)

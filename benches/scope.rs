@@ -26,12 +26,14 @@
 #[allow(dead_code)]
 #[path = "common/machine.rs"]
 mod machine;
+#[path = "common/node.rs"]
+mod node;
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
@@ -88,16 +90,6 @@ impl Args {
     }
 }
 
-/// The node process, killed and reaped on drop.
-struct NodeProc(Child);
-
-impl Drop for NodeProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn import(bin: &Path, dir: &Path, agents: usize) -> anyhow::Result<Duration> {
     let file = dir.join("agents.jsonl");
     let mut out = BufWriter::new(File::create(&file)?);
@@ -115,43 +107,6 @@ fn import(bin: &Path, dir: &Path, agents: usize) -> anyhow::Result<Duration> {
         .status()?;
     ensure!(status.success(), "agentmesh import exited with {status}");
     Ok(started.elapsed())
-}
-
-/// Starts the node and answers its API URL (from its "serving" line).
-fn start_node(bin: &Path, dir: &Path) -> anyhow::Result<(NodeProc, String)> {
-    let config = dir.join("agentmesh.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[p2p]\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n",
-            dir.join("data").display().to_string()
-        ),
-    )?;
-    let stdout = dir.join("node.out");
-    let child = Command::new(bin)
-        .args(["node", "--config", &config.display().to_string()])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(File::create(&stdout)?)
-        .stderr(File::create(dir.join("node.err"))?)
-        .spawn()?;
-    let node = NodeProc(child);
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
-        if let Some(url) = text.lines().find_map(|l| {
-            let rest = l.strip_prefix("agentmesh node ")?;
-            Some(rest.split_once(" serving ")?.1.trim().to_owned())
-        }) {
-            return Ok((node, url));
-        }
-        ensure!(
-            Instant::now() < until,
-            "the node printed no 'serving' line in 120 s: {}",
-            std::fs::read_to_string(dir.join("node.err")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// One search: its latency, the ids answered and the peers-asked header.
@@ -213,7 +168,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         took.as_secs_f64(),
         args.bin.display()
     );
-    let (_node, url) = start_node(&args.bin, dir.path())?;
+    let (_node, url) = node::start_node(&args.bin, dir.path(), "")?;
     let http = reqwest::Client::new();
 
     let mut bodies: Vec<(&str, Value)> = TEXT_QUERIES

@@ -26,6 +26,7 @@ pub mod forward;
 pub mod idempotency;
 pub mod mcp;
 pub mod operation;
+mod rpc;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -52,6 +53,15 @@ use crate::store::Viewer;
 
 /// Longest message of an agent's refusal passed on, characters.
 const MAX_REFUSAL_CHARS: usize = 2000;
+
+/// An AIDIP call ready to send ([`Gateway::aim`]).
+struct Aimed {
+    operation: Operation,
+    url: url::Url,
+    ips: Vec<std::net::IpAddr>,
+    /// The call's slots, in all and for its agent, held until it ends.
+    permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+}
 
 /// How an agent is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,20 +240,13 @@ impl Gateway {
             Protocol::A2a => return self.invoke_a2a(call, &doc, started).await,
             Protocol::Aidip => {}
         }
-        let operation = operation::choose(&doc, call.operation.as_deref())?;
-        if let Some(schema) = operation.input.clone() {
-            let found = checked(&self.compiled, schema, call.input.clone())
-                .await
-                .map_err(GatewayError::BadSchema)?;
-            if !found.is_empty() {
-                return Err(GatewayError::InvalidInput(found));
-            }
-        }
-        let _permits = self.permits(&call.agent)?;
+        let Aimed {
+            operation,
+            url,
+            ips,
+            permits: _permits,
+        } = self.aim(&call, &endpoint, &doc).await?;
         let upstream = &self.options.upstream;
-        let (url, ips) = upstream
-            .target(&operation_url(&endpoint, operation.name.as_deref())?)
-            .await?;
         let headers = self.outgoing(&call);
         let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
         let answer = upstream.post(&url, &ips, headers, body).await?;
@@ -261,6 +264,32 @@ impl Gateway {
             output,
             output_problems,
             elapsed: started.elapsed(),
+        })
+    }
+
+    /// An AIDIP call made ready to send: the operation chosen, the input
+    /// checked against its schema, the slots taken, the target checked.
+    async fn aim(&self, call: &Call, endpoint: &str, doc: &Value) -> Result<Aimed, GatewayError> {
+        let operation = operation::choose(doc, call.operation.as_deref())?;
+        if let Some(schema) = operation.input.clone() {
+            let found = checked(&self.compiled, schema, call.input.clone())
+                .await
+                .map_err(GatewayError::BadSchema)?;
+            if !found.is_empty() {
+                return Err(GatewayError::InvalidInput(found));
+            }
+        }
+        let permits = self.permits(&call.agent)?;
+        let (url, ips) = self
+            .options
+            .upstream
+            .target(&operation_url(endpoint, operation.name.as_deref())?)
+            .await?;
+        Ok(Aimed {
+            operation,
+            url,
+            ips,
+            permits,
         })
     }
 
@@ -289,20 +318,13 @@ impl Gateway {
                     .into(),
             ));
         }
-        let operation = operation::choose(&doc, call.operation.as_deref())?;
-        if let Some(schema) = operation.input.clone() {
-            let found = checked(&self.compiled, schema, call.input.clone())
-                .await
-                .map_err(GatewayError::BadSchema)?;
-            if !found.is_empty() {
-                return Err(GatewayError::InvalidInput(found));
-            }
-        }
-        let permits = self.permits(&call.agent)?;
+        let Aimed {
+            operation,
+            url,
+            ips,
+            permits,
+        } = self.aim(&call, &endpoint, &doc).await?;
         let upstream = &self.options.upstream;
-        let (url, ips) = upstream
-            .target(&operation_url(&endpoint, operation.name.as_deref())?)
-            .await?;
         let mut headers = self.outgoing(&call);
         headers.insert(
             reqwest::header::ACCEPT,

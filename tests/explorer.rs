@@ -261,20 +261,16 @@ async fn the_explorer_never_shows_a_private_agent_to_a_browser() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium (apt-get install chromium)"]
 async fn the_explorer_invokes_an_agent_through_the_node() {
-    use agentmesh::testbed::agents::{AidipMode, InvokeAgents};
+    use agentmesh::testbed::agents::AidipMode;
     let browser = common::needs(chromium(), "Chromium", "apt-get install chromium");
-    let ca = agentmesh::testbed::certs::TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
-    let agents = InvokeAgents::start(&ca).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
-    let port = agents.addr().port().to_string();
-    let ca_path = ca_file.to_string_lossy().into_owned();
+    let common::TestAgents {
+        agents,
+        dir,
+        ca_file,
+    } = common::test_agents().await;
     let node = tokio::task::block_in_place(|| {
         TestNode::builder()
-            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
-            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
-            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca_path}\"]"))
+            .calling(&[agents.addr().port()], &ca_file)
             .start()
     });
     let doc = agents.aidip_document("echoer", AidipMode::Ok, "none");

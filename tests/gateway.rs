@@ -11,31 +11,12 @@ use std::time::Duration;
 
 use agentmesh::config::{Config, GatewayCredential};
 use agentmesh::node::Node;
-use agentmesh::testbed::agents::{A2aMode, AidipMode, InvokeAgents, McpMode};
-use agentmesh::testbed::certs::TestCa;
+use agentmesh::testbed::agents::{A2aMode, AidipMode, McpMode};
 use serde_json::{json, Value};
 
-use crate::common::{agentmesh, run, wait_until, Api, Reply, TestNode};
-
-/// The agents, and the test CA's certificate in a file a node trusts.
-struct Agents {
-    agents: InvokeAgents,
-    _dir: tempfile::TempDir,
-    ca_file: std::path::PathBuf,
-}
-
-async fn agents() -> Agents {
-    let ca = TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
-    let agents = InvokeAgents::start(&ca).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
-    Agents {
-        agents,
-        _dir: dir,
-        ca_file,
-    }
-}
+use crate::common::{
+    agentmesh, run, test_agents as agents, wait_until, Api, Reply, TestAgents as Agents, TestNode,
+};
 
 /// A node that may call the agents (their loopback address and port
 /// allowed, their CA trusted), its rate limits off; `tweak` changes the
@@ -324,13 +305,9 @@ async fn the_gateway_keeps_to_the_address_policy_and_its_limits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_call_leaves_an_audit_entry_without_its_payload_and_the_cli_invokes() {
     let a = agents().await;
-    let ca = a.ca_file.to_string_lossy().into_owned();
-    let port = a.agents.addr().port().to_string();
     let node = tokio::task::block_in_place(|| {
         TestNode::builder()
-            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
-            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
-            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+            .calling(&[a.agents.addr().port()], &a.ca_file)
             .start()
     });
     let api = node.api();
@@ -432,13 +409,9 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         )
     });
     imported.assert_success("agentmesh import");
-    let ca = a.ca_file.to_string_lossy().into_owned();
-    let port = a.agents.addr().port().to_string();
     let node = tokio::task::block_in_place(|| {
         TestNode::builder()
-            .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
-            .env("AGENTMESH_CRAWL__ALLOWED_PORTS", &format!("[{port}]"))
-            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+            .calling(&[a.agents.addr().port()], &a.ca_file)
             .env("AGENTMESH_API__LIMITS__ENABLED", "false")
             .data_dir(data)
             .start()

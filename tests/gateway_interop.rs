@@ -156,15 +156,9 @@ fn setup(python: &PathBuf) -> Setup {
         "agentmesh import",
     )
     .assert_success("agentmesh import");
-    let ports: Vec<String> = servers.iter().map(|(_, s)| s.port.to_string()).collect();
-    let ca = ca_file.to_string_lossy().into_owned();
+    let ports: Vec<u16> = servers.iter().map(|(_, s)| s.port).collect();
     let node = TestNode::builder()
-        .env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
-        .env(
-            "AGENTMESH_CRAWL__ALLOWED_PORTS",
-            &format!("[{}]", ports.join(",")),
-        )
-        .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+        .calling(&ports, &ca_file)
         .env("AGENTMESH_API__LIMITS__ENABLED", "false")
         // The SDK's server is Python on a shared 2-core machine.
         .env("AGENTMESH_GATEWAY__TIMEOUT", "20s")

@@ -20,31 +20,10 @@ use agentmesh::issuer::{DescriptorIssue, Durability, Issuer};
 use agentmesh::net::AddressPolicy;
 use agentmesh::node::Node;
 use agentmesh::store::{Expect, LiveState, Origin, ProbeProtocol, Store};
-use agentmesh::testbed::agents::{A2aMode, AidipMode, InvokeAgents, McpMode};
-use agentmesh::testbed::certs::TestCa;
+use agentmesh::testbed::agents::{A2aMode, AidipMode, McpMode};
 use serde_json::{json, Value};
 
-use crate::common::{agentmesh, run, wait_until, Api};
-
-/// The agents, and the test CA's certificate in a file.
-struct Agents {
-    agents: InvokeAgents,
-    dir: tempfile::TempDir,
-    ca_file: std::path::PathBuf,
-}
-
-async fn agents() -> Agents {
-    let ca = TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
-    let agents = InvokeAgents::start(&ca).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
-    Agents {
-        agents,
-        dir,
-        ca_file,
-    }
-}
+use crate::common::{agentmesh, run, test_agents as agents, wait_until, Api, TestAgents as Agents};
 
 /// A port nothing listens on.
 fn closed_port() -> u16 {

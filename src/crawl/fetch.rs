@@ -583,8 +583,10 @@ pub fn check_json_bounds(
     Ok(())
 }
 
+mod event_stream;
 mod exchange;
 
+pub use event_stream::event_data;
 pub(crate) use exchange::{Answer, Ask};
 
 #[cfg(test)]

@@ -24,10 +24,8 @@ use url::Url;
 
 use super::error::GatewayError;
 use super::forward::Upstream;
+use super::rpc;
 use crate::formats::a2a::AgentCard;
-
-/// JSON-RPC's "invalid params".
-const INVALID_PARAMS: i64 = -32602;
 
 /// The interface a call goes to: the card's first JSON-RPC interface of
 /// an A2A 0.x version (a 1.x interface speaks other method names).
@@ -108,27 +106,8 @@ pub async fn call(
     });
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a Value serialises"));
     let answer = upstream.post_once(url, ips, headers, bytes).await?;
-    match answer.status {
-        200..=299 => {}
-        429 | 503 => {
-            return Err(GatewayError::AgentBusy {
-                retry_after: answer
-                    .retry_after
-                    .unwrap_or(std::time::Duration::from_secs(1)),
-            })
-        }
-        status @ (401 | 403) => {
-            return Err(GatewayError::AgentRefused {
-                status,
-                body: serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
-            })
-        }
-        status @ 500..=599 => {
-            return Err(GatewayError::AgentFailed(format!(
-                "the A2A agent answered {status}"
-            )))
-        }
-        status => return Err(not_a2a(&format!("it answered {status}"))),
+    if let Some(failure) = rpc::status_failure(&answer, "the A2A agent", "A2A") {
+        return Err(failure);
     }
     let message: Value =
         serde_json::from_slice(&answer.body).map_err(|_| not_a2a("its answer is not JSON"))?;
@@ -136,19 +115,7 @@ pub async fn call(
         return Err(not_a2a("its answer is not the JSON-RPC response asked for"));
     }
     if let Some(error) = message.get("error") {
-        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-        let text = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("no message");
-        return Err(if code == INVALID_PARAMS {
-            GatewayError::AgentRefused {
-                status: 400,
-                body: json!({"error": {"code": "InvalidInput", "message": text}}),
-            }
-        } else {
-            GatewayError::AgentFailed(format!("message/send failed: {code} {text}"))
-        });
+        return Err(rpc::error_of("message/send", error));
     }
     let result = message
         .get("result")
@@ -219,7 +186,7 @@ fn parts_output(parts: Option<&Value>) -> Value {
 }
 
 fn not_a2a(why: &str) -> GatewayError {
-    GatewayError::NotProtocol(format!("the endpoint answers HTTP but not A2A: {why}"))
+    rpc::not_protocol("A2A", why)
 }
 
 #[cfg(test)]

@@ -30,14 +30,13 @@ use url::Url;
 use super::error::GatewayError;
 use super::forward::{Answer, Upstream};
 use super::operation::{self, Violation};
+use super::rpc;
+use crate::crawl::fetch::event_data;
 
 /// The protocol version the gateway asks for.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
 /// Most tools read from `tools/list`.
 const MAX_TOOLS: usize = 1024;
-/// JSON-RPC's "invalid params".
-const INVALID_PARAMS: i64 = -32602;
-
 /// The tool's answer, and where it breaks the tool's output schema.
 #[derive(Debug, Clone)]
 pub struct ToolAnswer {
@@ -217,19 +216,7 @@ impl Session<'_> {
         }
         let message = response_of(&answer, id)?;
         if let Some(error) = message.get("error") {
-            let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-            let text = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            return Err(if code == INVALID_PARAMS {
-                GatewayError::AgentRefused {
-                    status: 400,
-                    body: json!({"error": {"code": "InvalidInput", "message": text}}),
-                }
-            } else {
-                GatewayError::AgentFailed(format!("{method} failed: {code} {text}"))
-            });
+            return Err(rpc::error_of(method, error));
         }
         message
             .get("result")
@@ -249,22 +236,9 @@ impl Session<'_> {
             .upstream
             .post_once(self.url, self.ips, self.headers(), bytes)
             .await?;
-        match answer.status {
-            200..=299 => Ok(answer),
-            429 | 503 => Err(GatewayError::AgentBusy {
-                retry_after: answer
-                    .retry_after
-                    .unwrap_or(std::time::Duration::from_secs(1)),
-            }),
-            status @ (401 | 403) => Err(GatewayError::AgentRefused {
-                status,
-                body: serde_json::from_slice(&answer.body)
-                    .unwrap_or_else(|_| json!({"error": {"code": "AgentError", "message": "the server refused the credentials"}})),
-            }),
-            status @ 500..=599 => Err(GatewayError::AgentFailed(format!(
-                "the MCP server answered {status}"
-            ))),
-            status => Err(not_mcp(&format!("it answered {status}"))),
+        match rpc::status_failure(&answer, "the MCP server", "MCP") {
+            Some(failure) => Err(failure),
+            None => Ok(answer),
         }
     }
 }
@@ -295,47 +269,6 @@ fn response_of(answer: &Answer, id: u64) -> Result<Value, GatewayError> {
     }
 }
 
-/// The data of each event of a `text/event-stream`, as the HTML
-/// standard's parser reads it: a line ends with CRLF, LF or CR (servers
-/// use each), a blank line ends an event, an event's `data` lines are
-/// joined with LF, comments (`:`) and other fields are skipped. An event
-/// the stream's end cuts off is kept (the answer read is whole).
-fn event_data(text: &str) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut data: Option<String> = None;
-    let mut rest = text;
-    loop {
-        let (line, next) = match rest.find(['\r', '\n']) {
-            Some(i) => {
-                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
-                (&rest[..i], Some(&rest[i + skip..]))
-            }
-            None => (rest, None),
-        };
-        if line.is_empty() {
-            events.extend(data.take());
-        } else if !line.starts_with(':') {
-            let (name, value) = line.split_once(':').unwrap_or((line, ""));
-            if name == "data" {
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match &mut data {
-                    Some(d) => {
-                        d.push('\n');
-                        d.push_str(value);
-                    }
-                    None => data = Some(value.to_owned()),
-                }
-            }
-        }
-        match next {
-            Some(next) => rest = next,
-            None => break,
-        }
-    }
-    events.extend(data);
-    events
-}
-
 /// The text contents of a tool result, joined, bounded.
 fn text_of(result: &Value) -> String {
     let text: Vec<&str> = result
@@ -349,7 +282,7 @@ fn text_of(result: &Value) -> String {
 }
 
 fn not_mcp(why: &str) -> GatewayError {
-    GatewayError::NotProtocol(format!("the endpoint answers HTTP but not MCP: {why}"))
+    rpc::not_protocol("MCP", why)
 }
 
 #[cfg(test)]

@@ -363,6 +363,20 @@ impl NodeBuilder {
             .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
     }
 
+    /// A node whose gateway and probe may reach agents on loopback at
+    /// `ports`, their TLS certificates signed by the CA in `ca_file`
+    /// (the crawler's rules, which both follow, opened that far).
+    pub fn calling(self, ports: &[u16], ca_file: &Path) -> Self {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        let ca = ca_file.to_string_lossy().into_owned();
+        self.env("AGENTMESH_CRAWL__ALLOW_PRIVATE_ADDRESSES", "true")
+            .env(
+                "AGENTMESH_CRAWL__ALLOWED_PORTS",
+                &format!("[{}]", ports.join(",")),
+            )
+            .env("AGENTMESH_CRAWL__CA_FILES", &format!("[\"{ca}\"]"))
+    }
+
     /// Adds command-line arguments after the harness's own
     /// (`node --data-dir <dir> --listen 127.0.0.1:0 --p2p-listen ...`).
     pub fn args(mut self, args: &[&str]) -> Self {
@@ -986,4 +1000,31 @@ pub fn signed_registration(
     agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
         .unwrap()
         .encode()
+}
+
+/// The testbed's invokable agents (AIDIP, MCP, A2A, misbehaving on
+/// request), and their test CA's certificate in a file a node trusts.
+pub struct TestAgents {
+    /// The agents.
+    pub agents: agentmesh::testbed::agents::InvokeAgents,
+    /// A directory the test may use (the CA's file is in it).
+    pub dir: tempfile::TempDir,
+    /// The CA's certificate.
+    pub ca_file: PathBuf,
+}
+
+/// Starts the testbed's invokable agents on loopback.
+pub async fn test_agents() -> TestAgents {
+    let ca = agentmesh::testbed::certs::TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
+    let agents = agentmesh::testbed::agents::InvokeAgents::start(&ca)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
+    TestAgents {
+        agents,
+        dir,
+        ca_file,
+    }
 }

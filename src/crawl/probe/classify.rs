@@ -97,36 +97,10 @@ pub(super) fn is_event_stream(content_type: &str) -> bool {
     essence(content_type) == "text/event-stream"
 }
 
-/// The `data` of each event of an event-stream body (multi-line data
-/// joined with `\n`), the last one possibly cut short.
+/// The `data` of each event of an event-stream body
+/// ([`event_data`](crate::crawl::fetch::event_data)).
 pub(super) fn sse_data(body: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(body);
-    let mut out = Vec::new();
-    let mut data: Option<String> = None;
-    for line in text.split('\n') {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.is_empty() {
-            out.extend(data.take());
-            continue;
-        }
-        let Some(value) = line.strip_prefix("data") else {
-            continue;
-        };
-        let value = match value.strip_prefix(':') {
-            Some(v) => v.strip_prefix(' ').unwrap_or(v),
-            None if value.is_empty() => "",
-            None => continue,
-        };
-        match &mut data {
-            Some(d) => {
-                d.push('\n');
-                d.push_str(value);
-            }
-            None => data = Some(value.to_owned()),
-        }
-    }
-    out.extend(data);
-    out
+    crate::crawl::fetch::event_data(&String::from_utf8_lossy(body))
 }
 
 /// The JSON-RPC 2.0 response to the request `id` in a JSON body or in
