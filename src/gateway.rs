@@ -21,6 +21,7 @@
 //! implied operation is its endpoint itself.
 
 pub mod a2a;
+pub mod credentials;
 pub mod error;
 pub mod forward;
 pub mod idempotency;
@@ -33,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -50,6 +51,7 @@ use crate::descriptor::DocumentFormat;
 use crate::record::RecordBody;
 use crate::registry::Registry;
 use crate::store::Viewer;
+use credentials::NodeCredentials;
 
 /// Longest message of an agent's refusal passed on, characters.
 const MAX_REFUSAL_CHARS: usize = 2000;
@@ -117,9 +119,9 @@ pub struct GatewayOptions {
     pub max_concurrent: usize,
     /// Calls in flight at once to one agent.
     pub max_concurrent_per_agent: usize,
-    /// The node's own credential for an agent (`[[gateway.credentials]]`):
-    /// the header it sends, by agent id.
-    pub credentials: HashMap<String, (HeaderName, HeaderValue)>,
+    /// The node's own credentials for agents (`[[gateway.credentials]]`):
+    /// the header it sends, the client certificate it presents.
+    pub credentials: NodeCredentials,
     /// How long an `Idempotency-Key` is remembered.
     pub idempotency_window: Duration,
 }
@@ -159,28 +161,7 @@ impl GatewayOptions {
             crawl.dns_cache_size,
         )?;
         let g = &config.gateway;
-        let mut credentials = HashMap::new();
-        for c in &g.credentials {
-            let bad = |message: String| SetupError::Credential {
-                agent: c.agent.clone(),
-                message,
-            };
-            let name = HeaderName::from_bytes(c.header.as_bytes())
-                .map_err(|e| bad(format!("header {:?}: {e}", c.header)))?;
-            let text = std::fs::read_to_string(&c.value_file)
-                .map_err(|e| bad(format!("{}: {e}", c.value_file.display())))?;
-            let text = text.lines().next().unwrap_or_default().trim();
-            if text.is_empty() {
-                return Err(bad(format!(
-                    "{} holds no value on its first line",
-                    c.value_file.display()
-                )));
-            }
-            let mut value = HeaderValue::from_str(text)
-                .map_err(|_| bad("the value is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            credentials.insert(c.agent.clone(), (name, value));
-        }
+        let credentials = NodeCredentials::read(&g.credentials, &crawl)?;
         Ok(Self {
             upstream: Upstream {
                 dns,
@@ -192,6 +173,7 @@ impl GatewayOptions {
                 max_response_bytes: g.max_response_bytes,
                 user_agent: format!("agentmesh-gateway/{}", env!("CARGO_PKG_VERSION")),
                 clients: forward::Clients::default(),
+                presenting: None,
             },
             max_concurrent: g.max_concurrent.max(1),
             max_concurrent_per_agent: g.max_concurrent_per_agent.max(1),
@@ -246,7 +228,7 @@ impl Gateway {
             ips,
             permits: _permits,
         } = self.aim(&call, &endpoint, &doc).await?;
-        let upstream = &self.options.upstream;
+        let upstream = &*self.upstream(&call.agent);
         let headers = self.outgoing(&call);
         let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
         let answer = upstream.post(&url, &ips, headers, body).await?;
@@ -324,7 +306,7 @@ impl Gateway {
             ips,
             permits,
         } = self.aim(&call, &endpoint, &doc).await?;
-        let upstream = &self.options.upstream;
+        let upstream = &*self.upstream(&call.agent);
         let mut headers = self.outgoing(&call);
         headers.insert(
             reqwest::header::ACCEPT,
@@ -364,7 +346,7 @@ impl Gateway {
         started: Instant,
     ) -> Result<Invoked, GatewayError> {
         let _permits = self.permits(&call.agent)?;
-        let upstream = &self.options.upstream;
+        let upstream = &*self.upstream(&call.agent);
         let deadline = started + upstream.timeout;
         let (url, ips) = upstream.target(endpoint).await?;
         let headers = self.outgoing(&call);
@@ -402,7 +384,7 @@ impl Gateway {
         let skill = a2a::skill(&card, call.operation.as_deref())?;
         let endpoint = a2a::endpoint(&card)?;
         let _permits = self.permits(&call.agent)?;
-        let upstream = &self.options.upstream;
+        let upstream = &*self.upstream(&call.agent);
         let deadline = started + upstream.timeout;
         let (url, ips) = upstream.target(&endpoint).await?;
         let headers = self.outgoing(&call);
@@ -419,12 +401,23 @@ impl Gateway {
         })
     }
 
+    /// How to reach `agent`: with the client certificate the operator
+    /// gave the node for it, if any.
+    fn upstream(&self, agent: &str) -> std::borrow::Cow<'_, Upstream> {
+        let upstream = &self.options.upstream;
+        match self.options.credentials.certificates.get(agent) {
+            Some(tls) => std::borrow::Cow::Owned(upstream.presenting(agent, tls.clone())),
+            None => std::borrow::Cow::Borrowed(upstream),
+        }
+    }
+
     /// The headers to send the agent of `call`.
     fn outgoing(&self, call: &Call) -> HeaderMap {
         forward::outgoing(
             &call.headers,
             self.options
                 .credentials
+                .headers
                 .get(&call.agent)
                 .map(|(n, v)| (n, v)),
             call.request_id.as_deref(),

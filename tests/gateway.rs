@@ -154,8 +154,10 @@ async fn credentials_reach_the_agent_and_nothing_else_and_the_node_s_own_are_use
         c.api.admin_token = Some("the-node-credential-of-the-gateway-test".to_owned().into());
         c.gateway.credentials = vec![GatewayCredential {
             agent: "operator-paid".into(),
-            header: "authorization".into(),
-            value_file: held.clone(),
+            header: Some("authorization".into()),
+            value_file: Some(held.clone()),
+            cert_file: None,
+            key_file: None,
         }];
     })
     .await;
@@ -337,6 +339,7 @@ async fn each_call_leaves_an_audit_entry_without_its_payload_and_the_cli_invokes
         .unwrap_or_else(|| panic!("no invoke entry in {entries:?}"));
     assert_eq!(call["target"], "audited#echo");
     assert_eq!(call["outcome"], "ok");
+    assert!(call["duration_ms"].is_u64(), "{call}");
     assert!(!page.text.contains("secret payload"), "{}", page.text);
     assert!(
         !node.stderr().contains("secret payload"),
@@ -729,4 +732,86 @@ async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
         r.expect_error(502, "Upstream")["details"]["reason"],
         "not_protocol"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_asks_for_a_client_certificate_gets_the_one_configured_for_it_only() {
+    use agentmesh::testbed::agents::InvokeAgents;
+    use agentmesh::testbed::certs::TestCa;
+    let ca = TestCa::new(&["127.0.0.1", "localhost"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.ca_pem()).unwrap();
+    let client = ca.client_pem("node.example.test").unwrap();
+    let (cert_file, key_file) = (dir.path().join("node.pem"), dir.path().join("node.key"));
+    std::fs::write(&cert_file, &client.cert).unwrap();
+    std::fs::write(&key_file, &client.key).unwrap();
+    let a = Agents {
+        agents: InvokeAgents::start_requiring_client_certificates(&ca)
+            .await
+            .unwrap(),
+        dir,
+        ca_file,
+    };
+    let (node, _dir) = node(&a, |c| {
+        c.gateway.credentials = vec![GatewayCredential {
+            agent: "with-certificate".into(),
+            header: None,
+            value_file: None,
+            cert_file: Some(cert_file.clone()),
+            key_file: Some(key_file.clone()),
+        }];
+    })
+    .await;
+    let api = api(&node);
+    for id in ["with-certificate", "without-certificate"] {
+        let doc = a.agents.aidip_document(id, AidipMode::Ok, "mtls");
+        api.post("/agents", &doc).await.expect(201);
+    }
+    let input = json!({"operation": "echo", "input": {"text": "over mutual TLS"}});
+    let r = invoke(&api, "with-certificate", &input).await;
+    assert_eq!(r.expect(200), &json!({"echo": "over mutual TLS"}));
+    assert_eq!(a.agents.seen().len(), 1, "the agent served the call");
+    // The certificate is this agent's only: another agent on the same
+    // server is called without it, and its handshake fails.
+    invoke(&api, "without-certificate", &input)
+        .await
+        .expect_error(502, "Upstream");
+    assert_eq!(a.agents.seen().len(), 1, "no request got through");
+    // Both again, in the other order: the clients kept do not mix.
+    invoke(&api, "with-certificate", &input).await.expect(200);
+    invoke(&api, "without-certificate", &input)
+        .await
+        .expect_error(502, "Upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_entry_that_does_not_read_stops_the_start_named() {
+    let a = agents().await;
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_key = dir.path().join("node.key");
+    std::fs::write(&not_a_key, "the-words-of-a-key-that-is-not-one").unwrap();
+    let mut config = Config {
+        data_dir: dir.path().join("data"),
+        ..Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.crawl.ca_files = vec![a.ca_file.clone()];
+    config.gateway.credentials = vec![GatewayCredential {
+        agent: "paid".into(),
+        header: None,
+        value_file: None,
+        cert_file: Some(a.ca_file.clone()),
+        key_file: Some(not_a_key),
+    }];
+    let Err(err) = Node::spawn(config).await else {
+        panic!("a node with a credential that does not read started");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("gateway.credentials for paid") && err.contains("node.key"),
+        "{err}"
+    );
+    assert!(!err.contains("the-words-of-a-key"), "{err}");
 }

@@ -214,7 +214,9 @@ pub(super) async fn trail(
     } else {
         req
     };
+    let started = std::time::Instant::now();
     let response = next.run(req).await;
+    let took = started.elapsed();
     let status = response.status();
     let action = match action {
         // An agent's own 401, passed on by the gateway, is not this
@@ -236,6 +238,9 @@ pub(super) async fn trail(
         target.clone_from(named);
     }
     let mut event = event_of(&caller, action, target, outcome_of(&response), request_id);
+    if action == AuditAction::Invoke {
+        event.duration_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+    }
     if action == AuditAction::AuthFailed {
         auth_failed(&state, event).await;
         return response;

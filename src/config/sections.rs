@@ -605,16 +605,29 @@ impl Default for GatewayConfig {
     }
 }
 
-/// A credential the node sends an agent (`[[gateway.credentials]]`),
-/// when the client sends none of its own.
+/// A credential the node presents to an agent
+/// (`[[gateway.credentials]]`): a header, sent when the client sends
+/// none of its own, a TLS client certificate (for agents that ask for
+/// one: `mtls`), or both. An entry gives `header` with `value_file`,
+/// `cert_file` with `key_file`, or all four.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayCredential {
     /// The agent's id.
     pub agent: String,
     /// The header it goes in (`authorization`, `x-api-key`).
-    pub header: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
     /// A file whose first line is the header's value (read at start;
     /// never logged).
-    pub value_file: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_file: Option<PathBuf>,
+    /// A PEM file with the client certificate the node presents to this
+    /// agent, then any intermediates (read at start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    /// A PEM file with that certificate's private key (read at start;
+    /// never logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
 }

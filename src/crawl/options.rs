@@ -167,6 +167,24 @@ impl CrawlerOptions {
     /// # Errors
     /// [`CrawlError::Setup`] for an unreadable or empty CA file.
     pub fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, CrawlError> {
+        self.tls_config_presenting(None)
+    }
+
+    /// As [`CrawlerOptions::tls_config`], presenting `identity` (a
+    /// certificate chain, the leaf first, and its key) to a server that
+    /// asks for a client certificate: the invocation gateway's to an
+    /// agent whose operator gave it one.
+    ///
+    /// # Errors
+    /// [`CrawlError::Setup`] for an unreadable or empty CA file, or a
+    /// key rustls cannot use.
+    pub fn tls_config_presenting(
+        &self,
+        identity: Option<(
+            Vec<rustls::pki_types::CertificateDer<'static>>,
+            rustls::pki_types::PrivateKeyDer<'static>,
+        )>,
+    ) -> Result<Arc<rustls::ClientConfig>, CrawlError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         for path in &self.ca_files {
@@ -197,8 +215,17 @@ impl CrawlerOptions {
         .map_err(|e| CrawlError::Setup {
             message: e.to_string(),
         })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+        let config = match identity {
+            None => config.with_no_client_auth(),
+            Some((chain, key)) => {
+                config
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| CrawlError::Setup {
+                        message: format!("client certificate: {e}"),
+                    })?
+            }
+        };
         Ok(Arc::new(config))
     }
 }

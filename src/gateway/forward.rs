@@ -45,9 +45,12 @@ pub struct Upstream {
     pub max_response_bytes: usize,
     /// The User-Agent of every call.
     pub user_agent: String,
-    /// The clients made so far, one per host and checked address, whose
-    /// connections are kept for the next call.
+    /// The clients made so far, one per host, checked address and client
+    /// certificate, whose connections are kept for the next call.
     pub clients: Clients,
+    /// The agent whose client certificate `tls` presents
+    /// (`[[gateway.credentials]]`), if any.
+    pub presenting: Option<Arc<str>>,
 }
 
 /// Most clients kept; past it the table starts again.
@@ -62,9 +65,11 @@ const IDLE_PER_ADDRESS: usize = 16;
 /// kept connection goes where the policy allowed, and a call to the same
 /// agent reuses it instead of a new TCP and TLS handshake.
 #[derive(Debug, Clone, Default)]
-pub struct Clients(
-    Arc<std::sync::Mutex<std::collections::HashMap<(String, SocketAddr), reqwest::Client>>>,
-);
+pub struct Clients(Arc<std::sync::Mutex<std::collections::HashMap<ClientKey, reqwest::Client>>>);
+
+/// What a kept client is for: the host, the checked address, and the
+/// agent whose client certificate it presents.
+type ClientKey = (String, SocketAddr, Option<Arc<str>>);
 
 /// The body of a streamed answer, chunk by chunk.
 pub type BodyStream =
@@ -118,6 +123,17 @@ pub struct Answer {
 }
 
 impl Upstream {
+    /// The same rules, presenting `agent`'s client certificate through
+    /// `tls` (the crawler's roots, with that identity); its clients are
+    /// kept apart from those presenting none.
+    pub fn presenting(&self, agent: &str, tls: Arc<rustls::ClientConfig>) -> Self {
+        Self {
+            tls,
+            presenting: Some(Arc::from(agent)),
+            ..self.clone()
+        }
+    }
+
     /// Checks `endpoint` and the addresses of its host: where the call
     /// may go.
     ///
@@ -342,7 +358,7 @@ impl Upstream {
 
     /// The client pinned to `addr` for `host`: the one kept, or a new one.
     fn client(&self, host: &str, addr: SocketAddr) -> Result<reqwest::Client, GatewayError> {
-        let key = (host.to_owned(), addr);
+        let key = (host.to_owned(), addr, self.presenting.clone());
         let mut clients = self
             .clients
             .0

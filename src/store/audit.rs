@@ -194,6 +194,7 @@ impl BlockingStore {
             request_id: &request_id,
             count: event.count,
             record: record_hash,
+            duration_ms: event.duration_ms,
         }
         .encode();
         let hash = chain_hash(&head.hash, &body);

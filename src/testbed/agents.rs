@@ -64,6 +64,8 @@ pub const MAX_BODY: usize = 1024 * 1024;
 /// Most requests [`InvokeAgents::seen`] keeps (the first ones); later
 /// requests are still served and counted in flight.
 pub const MAX_SEEN: usize = 10_000;
+/// The names the server's certificate is valid for.
+const NAMES: &[&str] = &["127.0.0.1", "::1", "localhost"];
 /// How long [`InvokeAgents::shutdown`] waits for the server to stop.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -270,7 +272,22 @@ impl InvokeAgents {
     /// [`TestbedError::Bind`] when no port can be bound,
     /// [`TestbedError::Certificate`] when the leaf cannot be made.
     pub async fn start(ca: &TestCa) -> Result<InvokeAgents, TestbedError> {
-        let tls = ca.single_server_config(&["127.0.0.1", "::1", "localhost"])?;
+        Self::serve(ca.single_server_config(NAMES)?).await
+    }
+
+    /// As [`InvokeAgents::start`], and every connection must present a
+    /// client certificate `ca` issued (an agent whose authentication is
+    /// `mtls`): the TLS handshake fails for any other.
+    ///
+    /// # Errors
+    /// As [`InvokeAgents::start`].
+    pub async fn start_requiring_client_certificates(
+        ca: &TestCa,
+    ) -> Result<InvokeAgents, TestbedError> {
+        Self::serve(ca.single_server_config_requiring_clients(NAMES)?).await
+    }
+
+    async fn serve(tls: Arc<rustls::ServerConfig>) -> Result<InvokeAgents, TestbedError> {
         let wanted = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let bind_error = |source| TestbedError::Bind {
             what: "agents",

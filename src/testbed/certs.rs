@@ -96,19 +96,21 @@ fn issue(
         PrivatePkcs8KeyDer::from(key.serialize_der()),
     ))
     .map_err(cert_error)?;
-    let cert = leaf_certificate(issuer, key, sans)?;
+    let cert = leaf_certificate(issuer, key, sans, ExtendedKeyUsagePurpose::ServerAuth)?;
     Ok(Arc::new(CertifiedKey::new(
         vec![cert.der().clone()],
         signing_key,
     )))
 }
 
-/// The certificate of a server leaf for `sans` (the first also its
-/// common name), signed by `issuer`, for `key`.
+/// The certificate of a leaf for `sans` (the first also its common
+/// name), signed by `issuer`, for `key`, for `usage` (a server's or a
+/// client's).
 fn leaf_certificate(
     issuer: &Issuer<'static, KeyPair>,
     key: &KeyPair,
     sans: Vec<String>,
+    usage: ExtendedKeyUsagePurpose,
 ) -> Result<rcgen::Certificate, TestbedError> {
     let common_name = sans
         .first()
@@ -118,7 +120,7 @@ fn leaf_certificate(
     params
         .distinguished_name
         .push(DnType::CommonName, common_name);
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.extended_key_usages = vec![usage];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.signed_by(key, issuer).map_err(cert_error)
 }
@@ -211,11 +213,63 @@ impl TestCa {
     pub fn leaf_pem<S: AsRef<str>>(&self, names: &[S]) -> Result<LeafPem, TestbedError> {
         let names: Vec<String> = names.iter().map(|n| n.as_ref().to_owned()).collect();
         let key = KeyPair::generate().map_err(cert_error)?;
-        let cert = leaf_certificate(&self.issuer, &key, names)?;
+        let cert = leaf_certificate(
+            &self.issuer,
+            &key,
+            names,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
         Ok(LeafPem {
             cert: cert.pem(),
             key: key.serialize_pem(),
         })
+    }
+
+    /// A client certificate for `name` (its common name and
+    /// subjectAltName), issued by this CA with a key of its own, as PEM:
+    /// what a node presents to an agent that asks for one.
+    ///
+    /// # Errors
+    /// [`TestbedError::Certificate`] when rcgen refuses the name.
+    pub fn client_pem(&self, name: &str) -> Result<LeafPem, TestbedError> {
+        let key = KeyPair::generate().map_err(cert_error)?;
+        let cert = leaf_certificate(
+            &self.issuer,
+            &key,
+            vec![name.to_owned()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
+        Ok(LeafPem {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+
+    /// As [`TestCa::single_server_config`], and the handshake fails for a
+    /// client that presents no certificate this CA issued.
+    ///
+    /// # Errors
+    /// As [`TestCa::single_server_config`].
+    pub fn single_server_config_requiring_clients<S: AsRef<str>>(
+        &self,
+        names: &[S],
+    ) -> Result<Arc<rustls::ServerConfig>, TestbedError> {
+        let names: Vec<String> = names.iter().map(|n| n.as_ref().to_owned()).collect();
+        let key = KeyPair::generate().map_err(cert_error)?;
+        let leaf = issue(&self.issuer, &key, names)?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(self.root_store()),
+            provider(),
+        )
+        .build()
+        .map_err(cert_error)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .expect("the ring provider supports TLS 1.3 and 1.2")
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(leaf)));
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
     }
 
     /// The CA certificate, PEM.

@@ -177,6 +177,9 @@ pub struct AuditEvent {
     pub count: u64,
     /// The signed record bytes the write left (its envelope), if any.
     pub record: Option<Vec<u8>>,
+    /// How long the action took, milliseconds, for the actions that
+    /// measure it (a call through the gateway: until its answer's head).
+    pub duration_ms: Option<u64>,
 }
 
 impl AuditEvent {
@@ -196,6 +199,7 @@ impl AuditEvent {
             request_id: None,
             count: 1,
             record: None,
+            duration_ms: None,
         }
     }
 }
@@ -224,6 +228,10 @@ pub struct AuditEntry {
     /// SHA-256 of the signed record bytes the write left, hex: the key of
     /// the version kept (`agentmesh audit show`).
     pub record: Option<String>,
+    /// How long the action took, milliseconds (a call through the
+    /// gateway); absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     /// The previous entry's hash, hex ([`GENESIS`] for the first).
     pub prev: String,
     /// This entry's hash, hex: SHA-256 over the domain, `prev` and the
@@ -255,13 +263,16 @@ pub(crate) struct Body<'a> {
     pub(crate) request_id: &'a str,
     pub(crate) count: u64,
     pub(crate) record: Option<[u8; 32]>,
+    pub(crate) duration_ms: Option<u64>,
 }
 
 impl Body<'_> {
     /// The canonical encoding: `seq`, `time_ms` (u64 big-endian), each
     /// string as a u32 big-endian byte length and its UTF-8 (an absent
     /// address or request id as the empty string), `count` (u64), then
-    /// 0, or 1 and the 32-byte record hash.
+    /// 0, or 1 and the 32-byte record hash; then, only for an entry with
+    /// a duration, 1 and the milliseconds (u64), so that the entries
+    /// written before durations were kept hash as they did.
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128);
         out.extend_from_slice(&self.seq.to_be_bytes());
@@ -285,6 +296,10 @@ impl Body<'_> {
                 out.push(1);
                 out.extend_from_slice(&h);
             }
+        }
+        if let Some(ms) = self.duration_ms {
+            out.push(1);
+            out.extend_from_slice(&ms.to_be_bytes());
         }
         out
     }
@@ -379,6 +394,14 @@ pub(crate) fn decode_stored(bytes: &[u8]) -> Result<Decoded, String> {
         1 => Some(r.hash()?),
         other => return Err(format!("record flag {other}")),
     };
+    let duration_ms = match r.0.first() {
+        None => None,
+        Some(1) => {
+            r.take(1)?;
+            Some(r.u64()?)
+        }
+        Some(other) => return Err(format!("duration flag {other}")),
+    };
     if !r.0.is_empty() {
         return Err(format!("{} trailing bytes", r.0.len()));
     }
@@ -398,6 +421,7 @@ pub(crate) fn decode_stored(bytes: &[u8]) -> Result<Decoded, String> {
             request_id: some(request_id),
             count,
             record: record.map(hex::encode),
+            duration_ms,
             prev: hex::encode(prev),
             hash: hex::encode(hash),
         },

@@ -260,3 +260,34 @@ fn actions_read_back_from_their_strings() {
         assert_eq!(AuditOutcome::from_wire(&o.to_wire()), o);
     }
 }
+
+#[test]
+fn a_call_s_duration_is_kept_hashed_and_entries_without_one_encode_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.blocking().audit_append(&event(1)).unwrap();
+    let mut call = AuditEvent::new(
+        "key:ops",
+        AuditAction::Invoke,
+        "agent-1#echo",
+        AuditOutcome::Ok,
+    );
+    call.duration_ms = Some(0x0102_0304);
+    s.blocking().audit_append(&call).unwrap();
+    s.blocking().audit_append(&event(3)).unwrap();
+    let page = s.blocking().audit_page(0, 10).unwrap();
+    assert_eq!(page[1].duration_ms, Some(0x0102_0304));
+    assert_eq!((page[0].duration_ms, page[2].duration_ms), (None, None));
+    assert!(s.blocking().audit_verify(None).unwrap().ok());
+    // An entry without a duration ends with its record flag, as entries
+    // did before durations were kept (their hashes unchanged).
+    let before = decode_stored(&raw(&s, 1)).unwrap();
+    assert_eq!(before.body.last(), Some(&0));
+    // The duration is covered by the hash: changed, the entry is named.
+    let mut value = raw(&s, 2);
+    let at = value.windows(4).position(|w| w == [1, 2, 3, 4]).unwrap();
+    value[at + 3] = 5;
+    put_raw(&s, 2, &value);
+    let broken = s.blocking().audit_verify(None).unwrap().broken.unwrap();
+    assert!(matches!(broken, Broken::Edited { seq: 2, .. }), "{broken}");
+}
