@@ -350,17 +350,16 @@ impl Gateway {
         let deadline = started + upstream.timeout;
         let (url, ips) = upstream.target(endpoint).await?;
         let headers = self.outgoing(&call);
-        let session = mcp::call(
+        let answer = mcp::call(
             upstream,
             &url,
             &ips,
             headers,
             call.operation.as_deref(),
             &call.input,
-        );
-        let answer = tokio::time::timeout_at(deadline, session)
-            .await
-            .map_err(|_| GatewayError::Timeout(upstream.timeout))??;
+            deadline,
+        )
+        .await?;
         Ok(Invoked {
             operation: Some(answer.tool),
             status: 200,

@@ -395,6 +395,7 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         ("io.example/tool-error", McpMode::ToolError),
         ("io.example/not-mcp", McpMode::NotMcp),
         ("io.example/auth", McpMode::Auth),
+        ("io.example/hang", McpMode::Hang),
     ]
     .iter()
     .map(|(name, mode)| mcp_server(&a, name, *mode).to_string())
@@ -416,6 +417,7 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         TestNode::builder()
             .calling(&[a.agents.addr().port()], &a.ca_file)
             .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+            .env("AGENTMESH_GATEWAY__TIMEOUT", "3s")
             .data_dir(data)
             .start()
     });
@@ -520,6 +522,28 @@ async fn an_mcp_server_s_tool_is_called_through_the_node_as_an_mcp_client_would(
         )
         .await;
     assert_eq!(r.expect(200), &json!({"echo": "let in"}));
+    // A tool that never answers: 504 at the deadline, and the session
+    // the node opened is ended all the same.
+    invoke(
+        &api,
+        "mcp:io.example/hang",
+        &call("echo", json!({"text": "x"})),
+    )
+    .await
+    .expect_error(504, "Upstream");
+    let hung = |seen: &[agentmesh::testbed::agents::SeenRequest], method: &str| {
+        seen.iter()
+            .find(|s| s.path == "/mcp/hang" && method_of(s) == method)
+            .and_then(|s| s.header("mcp-session-id").map(str::to_owned))
+    };
+    let opened = hung(&a.agents.seen(), "tools/call");
+    assert!(opened.is_some());
+    wait_until("the cut-off session is ended", || {
+        let ended = hung(&a.agents.seen(), "DELETE");
+        let opened = opened.clone();
+        async move { ended.is_some() && ended == opened }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,8 +10,9 @@
 //!    `structuredContent`, else `{"content": [...]}`, checked against the
 //!    tool's `outputSchema` when it has one;
 //! 5. the session ended (`DELETE` with its `Mcp-Session-Id`), whatever
-//!    the answer, so that no server is left holding it (a call cut off by
-//!    the deadline leaves it to the server's idle timeout).
+//!    the answer, so that no server is left holding it: after the answer
+//!    within [`END_TIMEOUT`], and for a call cut off by the deadline
+//!    once the client has its 504, in the background.
 //!
 //! A server may answer a request with one JSON object or with a
 //! `text/event-stream` carrying it, among other events (a tool's log
@@ -21,10 +22,12 @@
 //! error is the client's (400).
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use serde_json::{json, Value};
+use tokio::time::Instant;
 use url::Url;
 
 use super::error::GatewayError;
@@ -37,6 +40,8 @@ use crate::crawl::fetch::event_data;
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
 /// Most tools read from `tools/list`.
 const MAX_TOOLS: usize = 1024;
+/// The longest the session's `DELETE` is waited for.
+pub const END_TIMEOUT: Duration = Duration::from_secs(5);
 /// The tool's answer, and where it breaks the tool's output schema.
 #[derive(Debug, Clone)]
 pub struct ToolAnswer {
@@ -61,7 +66,7 @@ struct Session<'a> {
 }
 
 /// Calls `tool` (or the server's only tool) with `input` as its
-/// arguments. The caller bounds the whole exchange with its deadline.
+/// arguments, the session's requests within `deadline`.
 ///
 /// # Errors
 /// [`GatewayError`]: `AgentRefused` for the server's 4xx and for
@@ -74,6 +79,7 @@ pub async fn call(
     headers: HeaderMap,
     tool: Option<&str>,
     input: &Value,
+    deadline: Instant,
 ) -> Result<ToolAnswer, GatewayError> {
     let mut s = Session {
         upstream,
@@ -83,9 +89,16 @@ pub async fn call(
         session: None,
         next_id: 1,
     };
-    let called = s.call_tool(tool, input).await;
-    s.end().await;
-    called
+    match tokio::time::timeout_at(deadline, s.call_tool(tool, input)).await {
+        Ok(called) => {
+            let _ = tokio::time::timeout(END_TIMEOUT, s.end()).await;
+            called
+        }
+        Err(_) => {
+            s.end_later();
+            Err(GatewayError::Timeout(upstream.timeout))
+        }
+    }
 }
 
 impl Session<'_> {
@@ -187,6 +200,20 @@ impl Session<'_> {
             .upstream
             .delete_once(self.url, self.ips, self.headers())
             .await;
+    }
+
+    /// As [`Session::end`], in a task of its own within [`END_TIMEOUT`]:
+    /// for a call the deadline cut off, whose client is answered first.
+    fn end_later(&self) {
+        if self.session.is_none() {
+            return;
+        }
+        let (upstream, url, ips) = (self.upstream.clone(), self.url.clone(), self.ips.to_vec());
+        let headers = self.headers();
+        tokio::spawn(async move {
+            let ended = upstream.delete_once(&url, &ips, headers);
+            let _ = tokio::time::timeout(END_TIMEOUT, ended).await;
+        });
     }
 
     fn headers(&self) -> HeaderMap {

@@ -45,19 +45,29 @@ pub enum McpMode {
     /// 401 with `WWW-Authenticate: Bearer` unless `Authorization: Bearer
     /// agent-secret`; then as `Ok`.
     Auth,
+    /// As `Ok`, but `tools/call` never answers (until the server shuts
+    /// down): a session its client must end after giving up.
+    Hang,
 }
 
 impl McpMode {
     /// Every mode.
-    pub const ALL: [McpMode; 4] = [Self::Ok, Self::ToolError, Self::NotMcp, Self::Auth];
+    pub const ALL: [McpMode; 5] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::NotMcp,
+        Self::Auth,
+        Self::Hang,
+    ];
 
-    /// The path segment: `ok`, `tool-error`, `not-mcp`, `auth`.
+    /// The path segment: `ok`, `tool-error`, `not-mcp`, `auth`, `hang`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::ToolError => "tool-error",
             Self::NotMcp => "not-mcp",
             Self::Auth => "auth",
+            Self::Hang => "hang",
         }
     }
 
@@ -114,7 +124,7 @@ pub(super) async fn handle(
     }
     let session = headers.get(SESSION).and_then(|v| v.to_str().ok());
     match method {
-        Method::POST => post(&shared, mode, session, &headers, &body),
+        Method::POST => post(&shared, mode, session, &headers, &body).await,
         Method::DELETE => match session {
             Some(id) if shared.sessions.close(id) => StatusCode::OK.into_response(),
             Some(_) => StatusCode::NOT_FOUND.into_response(),
@@ -133,7 +143,7 @@ fn rpc(status: StatusCode, value: &Value) -> Response {
     (status, json_body(value)).into_response()
 }
 
-fn post(
+async fn post(
     shared: &Shared,
     mode: McpMode,
     session: Option<&str>,
@@ -182,6 +192,10 @@ fn post(
     let answer = match method.as_str() {
         "ping" => jsonrpc::result(&id, json!({})),
         "tools/list" => jsonrpc::result(&id, json!({ "tools": [tool()] })),
+        "tools/call" if mode == McpMode::Hang => {
+            shared.token.cancelled().await;
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
         "tools/call" => match call(mode, &params) {
             Ok(result) => jsonrpc::result(&id, result),
             Err(message) => jsonrpc::error(&id, INVALID_PARAMS, message),
