@@ -441,6 +441,9 @@ pub struct CrawlConfig {
     pub probe_interval: Duration,
     /// Most endpoints probed per second.
     pub probe_rate: u32,
+    /// Most probes in flight at once (each host still under the
+    /// per-host and per-address limits).
+    pub probe_concurrency: usize,
     /// The whole probe of one agent (every request of it, an MCP session's
     /// three or four), past which it counts as `timeout`.
     #[serde(with = "humantime_serde")]
@@ -479,6 +482,7 @@ impl Default for CrawlConfig {
             probe_registered: false,
             probe_interval: Duration::from_secs(3600),
             probe_rate: 2,
+            probe_concurrency: 16,
             probe_timeout: Duration::from_secs(10),
         }
     }

@@ -12,7 +12,8 @@
 //! credential (`probe/classify.rs`: [`LiveState`]).
 //!
 //! At most once per agent per `crawl.probe_interval`, at most `per_round`
-//! agents per round, each probe within `crawl.probe_timeout`, under the
+//! agents per round, `crawl.probe_concurrency` at once, each probe within
+//! `crawl.probe_timeout`, under the
 //! crawler's address policy, allowed ports and per-host and per-address
 //! limits; the result goes to the agent's [`Freshness`] (`liveness`, and
 //! `endpoint_ok` and `seen_at` as before), which results show and
@@ -27,6 +28,7 @@ mod speak;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +49,9 @@ const PAGES_PER_ROUND: usize = 8;
 
 /// The whole probe of one agent, every request of it, by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Probes run at once by default (`crawl.probe_concurrency`).
+pub const DEFAULT_CONCURRENCY: usize = 16;
 
 /// A registered agent as a round reads it: its id, how to probe it
 /// (`None`: it is not probed), and its freshness; `None` when not due.
@@ -87,6 +92,7 @@ pub struct Prober {
     interval: Duration,
     per_round: usize,
     timeout: Duration,
+    concurrency: usize,
     metrics: Arc<OnceLock<Metrics>>,
     /// Where the next round goes on looking (the last id looked at).
     cursor: Arc<Mutex<Option<String>>>,
@@ -109,9 +115,19 @@ impl Prober {
             interval,
             per_round: per_round.max(1),
             timeout: DEFAULT_TIMEOUT,
+            concurrency: DEFAULT_CONCURRENCY,
             metrics: Arc::default(),
             cursor: Arc::default(),
         }
+    }
+
+    /// The same prober, running up to `concurrency` probes at once
+    /// (`crawl.probe_concurrency`; the crawler's per-host and
+    /// per-address limits still hold each host).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
     }
 
     /// The same prober, each probe (all its requests) within `timeout`
@@ -137,6 +153,7 @@ impl Prober {
         let now = self.clock.now();
         let mut out = ProbeRound::default();
         let mut after = self.cursor.lock().expect("cursor lock").clone();
+        let mut round = Vec::new();
         'pages: for _ in 0..PAGES_PER_ROUND {
             let from = after.clone();
             let page = self
@@ -179,41 +196,49 @@ impl Prober {
             }
             for (id, due) in page {
                 after = Some(id);
-                let Some((id, target, held)) = due else {
+                let Some(due) = due else {
                     continue;
                 };
-                self.probe(&id, target, held, now, &mut out).await?;
-                if out.probed + out.skipped >= self.per_round {
+                round.push(due);
+                if round.len() >= self.per_round {
                     break 'pages;
                 }
             }
         }
         *self.cursor.lock().expect("cursor lock") = after;
+        let mut probes = futures_util::stream::iter(round)
+            .map(|(id, target, held)| async move { self.probe(&id, target, held, now).await })
+            .buffer_unordered(self.concurrency);
+        while let Some(probed) = probes.next().await {
+            match probed? {
+                None => out.skipped += 1,
+                Some(state) => {
+                    out.probed += 1;
+                    out.answered += usize::from(state.is_up());
+                    if let Some(i) = LiveState::ALL.iter().position(|s| *s == state) {
+                        out.states[i] += 1;
+                    }
+                }
+            }
+        }
         Ok(out)
     }
 
-    /// Probes one agent and keeps what it found.
+    /// Probes one agent and keeps what it found: its state, or `None`
+    /// when it was not asked.
     async fn probe(
         &self,
         id: &str,
         target: Option<Target>,
         held: Option<Freshness>,
         now: u64,
-        out: &mut ProbeRound,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<LiveState>, StoreError> {
         let Some(target) = target else {
-            out.skipped += 1;
-            return Ok(());
+            return Ok(None);
         };
         let Some((state, rtt)) = self.ask(id, &target).await else {
-            out.skipped += 1;
-            return Ok(());
+            return Ok(None);
         };
-        out.probed += 1;
-        out.answered += usize::from(state.is_up());
-        if let Some(i) = LiveState::ALL.iter().position(|s| *s == state) {
-            out.states[i] += 1;
-        }
         if let Some(m) = self.metrics.get() {
             m.probed(state.as_str());
         }
@@ -236,7 +261,8 @@ impl Prober {
                 protocol: target.protocol,
             }),
         };
-        self.store.set_freshness(id, freshness).await
+        self.store.set_freshness(id, freshness).await?;
+        Ok(Some(state))
     }
 
     /// The state `target` is in and the round trip, or `None` when it
