@@ -70,7 +70,7 @@ enum Protocol {
     Aidip,
     /// MCP over streamable HTTP: a session and `tools/call`.
     Mcp,
-    /// A2A over JSON-RPC: `message/send`.
+    /// A2A over JSON-RPC: `message/send` (0.x) or `SendMessage` (1.x).
     A2a,
 }
 
