@@ -72,7 +72,7 @@ enum Protocol {
     Aidip,
     /// MCP over streamable HTTP: a session and `tools/call`.
     Mcp,
-    /// A2A over JSON-RPC: `message/send`.
+    /// A2A over JSON-RPC: `message/send` (0.x) or `SendMessage` (1.x).
     A2a,
 }
 
@@ -369,8 +369,8 @@ impl Gateway {
         })
     }
 
-    /// An A2A agent ([`a2a`]): `message/send` to its card's JSON-RPC
-    /// interface, within `gateway.timeout`.
+    /// An A2A agent ([`a2a`]): `message/send` (0.x) or `SendMessage`
+    /// (1.x) to its card's JSON-RPC interface, within `gateway.timeout`.
     async fn invoke_a2a(
         &self,
         call: Call,
@@ -385,9 +385,15 @@ impl Gateway {
         let _permits = self.permits(&call.agent)?;
         let upstream = &*self.upstream(&call.agent);
         let deadline = started + upstream.timeout;
-        let (url, ips) = upstream.target(&endpoint).await?;
+        let (url, ips) = upstream.target(&endpoint.url).await?;
         let headers = self.outgoing(&call);
-        let sent = a2a::call(upstream, &url, &ips, headers, &skill, &call.input);
+        let sent = a2a::call(
+            upstream,
+            (&endpoint, &url, &ips),
+            headers,
+            &skill,
+            &call.input,
+        );
         let (status, output) = tokio::time::timeout_at(deadline, sent)
             .await
             .map_err(|_| GatewayError::Timeout(upstream.timeout))??;

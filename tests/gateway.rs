@@ -713,7 +713,7 @@ async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
     let api = api(&node);
     let key = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
     let mut ids = HashMap::new();
-    for mode in [A2aMode::Ok, A2aMode::Fails, A2aMode::NotA2a] {
+    for mode in A2aMode::ALL {
         let (id, record) = a2a_record(&a, mode, &key);
         api.post_raw("/records", Some("application/cbor"), record)
             .await
@@ -756,6 +756,25 @@ async fn an_a2a_agent_is_sent_the_input_as_a_message_and_its_task_answers() {
         r.expect_error(502, "Upstream")["details"]["reason"],
         "not_protocol"
     );
+    // A 1.0 card: spoken to in 1.0 (method, header, parts), its 1.0
+    // answer mapped the same way.
+    let r = invoke(&api, &ids[&A2aMode::V1], &json!({"input": "hola"})).await;
+    assert_eq!(r.expect(200)["echo"], json!("hola"), "{}", r.text);
+    let sent = a
+        .agents
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.path == "/a2a/v1")
+        .unwrap();
+    assert_eq!(sent.header("a2a-version"), Some("1.0"));
+    let message: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(message["method"], "SendMessage");
+    assert_eq!(
+        message["params"]["message"]["parts"],
+        json!([{"text": "hola"}])
+    );
+    assert_eq!(message["params"]["message"]["role"], "ROLE_USER");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 mod bind;
 mod common;
 
+mod a2a_interop;
 mod access;
 mod api;
 mod audit;

@@ -164,6 +164,13 @@ async fn each_class_comes_from_a_server_behaving_that_way() {
             Some(LiveState::Alive),
         ),
         (
+            "a2a-v1",
+            DocumentFormat::A2a,
+            format!("{base}/a2a/v1"),
+            a.agents.a2a_card(A2aMode::V1),
+            Some(LiveState::Alive),
+        ),
+        (
             "a2a-html",
             DocumentFormat::A2a,
             format!("{base}/a2a/not-a2a"),
@@ -196,9 +203,9 @@ async fn each_class_comes_from_a_server_behaving_that_way() {
     let prober =
         Prober::new(crawler, store.clone(), clock.clone(), hour, 100).with_timeout(probe_timeout);
     let round = prober.round().await.unwrap();
-    assert_eq!((round.probed, round.skipped), (12, 1), "{round:?}");
-    assert_eq!(round.answered, 7, "alive or auth_required: {round:?}");
-    assert_eq!(round.count(LiveState::Alive), 5, "{round:?}");
+    assert_eq!((round.probed, round.skipped), (13, 1), "{round:?}");
+    assert_eq!(round.answered, 8, "alive or auth_required: {round:?}");
+    assert_eq!(round.count(LiveState::Alive), 6, "{round:?}");
     assert_eq!(round.count(LiveState::Timeout), 1, "{round:?}");
     for (id, format, _, _, expected) in &cases {
         let freshness = store.freshness(id).await.unwrap();
@@ -261,6 +268,13 @@ async fn each_class_comes_from_a_server_behaving_that_way() {
     assert_eq!(a2a.len(), 1);
     let body: Value = serde_json::from_slice(&a2a[0].body).unwrap();
     assert_eq!(body["method"], "tasks/get");
+    assert_eq!(a2a[0].header("a2a-version"), None);
+    // A 1.0 card: GetTask, in 1.0.
+    let v1: Vec<_> = seen.iter().filter(|r| r.path == "/a2a/v1").collect();
+    assert_eq!(v1.len(), 1);
+    let body: Value = serde_json::from_slice(&v1[0].body).unwrap();
+    assert_eq!(body["method"], "GetTask");
+    assert_eq!(v1[0].header("a2a-version"), Some("1.0"));
     // AIDIP: a HEAD of the endpoint, a GET of a declared health URL;
     // no operation called.
     assert!(seen

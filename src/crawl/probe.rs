@@ -170,10 +170,12 @@ impl Prober {
                             let target = match s.compact(&id)? {
                                 Some(c) => {
                                     let format = c.source_format();
-                                    // Only MCP servers and AIDIP documents
-                                    // say more than the endpoint.
+                                    // Only MCP servers, AIDIP documents and
+                                    // A2A cards say more than the endpoint.
                                     let document = match format {
-                                        DocumentFormat::McpRegistry | DocumentFormat::Aidip => s
+                                        DocumentFormat::McpRegistry
+                                        | DocumentFormat::Aidip
+                                        | DocumentFormat::A2a => s
                                             .document(&id)?
                                             .and_then(|d| serde_json::from_str(&d).ok())
                                             .unwrap_or(Value::Null),

@@ -18,6 +18,7 @@
 //! while identifiers and URLs longer than [`MAX_VALUE_CHARS`] are refused,
 //! since a cut one would name something else.
 
+pub mod binding;
 pub mod signing;
 
 use serde_json::{Map, Value};
@@ -26,6 +27,7 @@ use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS};
 use crate::trust::Reason;
 
+pub use binding::{RpcInterface, RpcVersion};
 pub use signing::{
     jwks_of, sign_card, signing_payload, signing_payload_literal, signing_payload_v1,
     verify_signature, CardSignature, ProtectedHeader, SignatureError,
@@ -146,6 +148,9 @@ pub struct Interface {
     /// The A2A version spoken there; for a 0.x card the card's
     /// `protocolVersion`, absent before 0.2.5.
     pub protocol_version: Option<String>,
+    /// A 1.0 interface's `tenant`, which requests to it must carry
+    /// (0.x: none).
+    pub tenant: Option<String>,
 }
 
 /// `AgentSkill`.
@@ -361,6 +366,7 @@ fn interfaces_v1(card: &Obj<'_>) -> Result<Vec<Interface>, FormatError> {
                 url: item.url("url")?,
                 protocol_binding: item.string("protocolBinding", Long::Refuse)?,
                 protocol_version: Some(item.string("protocolVersion", Long::Refuse)?),
+                tenant: item.opt_string("tenant", Long::Refuse)?,
             })
         })
         .collect()
@@ -377,6 +383,7 @@ fn interfaces_v0(card: &Obj<'_>) -> Result<Vec<Interface>, FormatError> {
             .opt_string("preferredTransport", Long::Refuse)?
             .unwrap_or_else(|| "JSONRPC".to_owned()),
         protocol_version: protocol_version.clone(),
+        tenant: None,
     };
     let mut out = vec![first];
     for item in card
@@ -387,6 +394,7 @@ fn interfaces_v0(card: &Obj<'_>) -> Result<Vec<Interface>, FormatError> {
             url: item.url("url")?,
             protocol_binding: item.string("transport", Long::Refuse)?,
             protocol_version: protocol_version.clone(),
+            tenant: None,
         };
         if !out.contains(&next) {
             out.push(next);

@@ -1,11 +1,16 @@
-//! Calling an A2A agent (its card's JSON-RPC interface, A2A 0.x):
-//! `message/send`, blocking, with the input as the message's one part (a
-//! `data` part for a JSON object, a `text` part for a string), the
-//! operation named among the card's skills.
+//! Calling an A2A agent over its card's JSON-RPC interface, in A2A 0.x
+//! or 1.x as the card declares ([`RpcInterface`]: a 1.x JSON-RPC
+//! interface when there is one, else a 0.x one; the differences are
+//! tabled in `formats/a2a/binding.rs`): a blocking `message/send` (0.x)
+//! or `SendMessage` with `A2A-Version: 1.0` (1.x), the input as the
+//! message's one part (a `data` part for JSON, a `text` part for a
+//! string), the operation named among the card's skills in the message's
+//! `metadata.skill`, a 1.x interface's `tenant` carried.
 //!
-//! What the agent answers becomes the call's outcome:
+//! What the agent answers becomes the call's outcome, the same in both
+//! versions:
 //! - a Task `completed`: its artifacts' parts (one `data` part: that
-//!   data; else `{"artifacts": [...]}`);
+//!   data; one `text` part: `{"text": ...}`; else `{"parts": [...]}`);
 //! - a Message: its parts the same way;
 //! - a Task still `submitted` or `working` when the blocking call came
 //!   back: 202 with the task (the client may ask the agent for it);
@@ -13,41 +18,32 @@
 //!   agent's refusal; `failed`, `rejected`, `canceled`: a failed task,
 //!   never a 2xx;
 //! - JSON-RPC's invalid-params error: the client's (400); other errors
-//!   the agent's failure; what is not JSON-RPC: `not_protocol`.
+//!   the agent's failure; what is not JSON-RPC, or not the version's
+//!   result shape: `not_protocol`.
 
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use serde_json::{json, Value};
 use url::Url;
 
 use super::error::GatewayError;
 use super::forward::Upstream;
 use super::rpc;
-use crate::formats::a2a::AgentCard;
+use crate::formats::a2a::{AgentCard, RpcInterface, RpcVersion};
 
-/// The interface a call goes to: the card's first JSON-RPC interface of
-/// an A2A 0.x version (a 1.x interface speaks other method names).
+/// The interface a call goes to ([`AgentCard::rpc_interface`]).
 ///
 /// # Errors
 /// [`GatewayError::NotInvocable`] when the card has none.
-pub fn endpoint(card: &AgentCard) -> Result<String, GatewayError> {
-    card.interfaces
-        .iter()
-        .find(|i| {
-            i.protocol_binding.eq_ignore_ascii_case("JSONRPC")
-                && i.protocol_version
-                    .as_deref()
-                    .is_none_or(|v| v.starts_with("0."))
-        })
-        .map(|i| i.url.clone())
-        .ok_or_else(|| {
-            GatewayError::NotInvocable(
-                "the agent's card has no JSON-RPC interface of A2A 0.x, which the gateway speaks"
-                    .into(),
-            )
-        })
+pub fn endpoint(card: &AgentCard) -> Result<RpcInterface, GatewayError> {
+    card.rpc_interface().ok_or_else(|| {
+        GatewayError::NotInvocable(
+            "the agent's card has no JSON-RPC interface of A2A 0.x or 1.x, which the gateway speaks"
+                .into(),
+        )
+    })
 }
 
 /// The skill a call names (or the card's only one).
@@ -66,12 +62,50 @@ pub fn skill(card: &AgentCard, name: Option<&str>) -> Result<String, GatewayErro
     }
 }
 
-/// The message part `input` becomes.
-fn part_of(input: &Value) -> Value {
-    match input {
-        Value::String(text) => json!({"kind": "text", "text": text}),
-        other => json!({"kind": "data", "data": other}),
+/// The message part `input` becomes, in `version`'s shape.
+fn part_of(version: RpcVersion, input: &Value) -> Value {
+    match (version, input) {
+        (RpcVersion::V0, Value::String(text)) => json!({"kind": "text", "text": text}),
+        (RpcVersion::V0, other) => json!({"kind": "data", "data": other}),
+        (RpcVersion::V1, Value::String(text)) => json!({"text": text}),
+        (RpcVersion::V1, other) => json!({"data": other}),
     }
+}
+
+/// The JSON-RPC request that sends `input` for `skill` at `to`, with
+/// the request's `id`.
+fn request(to: &RpcInterface, id: &str, skill: &str, input: &Value) -> Value {
+    let message_id = hex::encode(rand::random::<[u8; 16]>());
+    let accepted = ["application/json", "text/plain"];
+    let params = match to.version {
+        RpcVersion::V0 => json!({
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": message_id,
+                "parts": [part_of(to.version, input)],
+                "metadata": {"skill": skill},
+            },
+            "configuration": {"blocking": true, "acceptedOutputModes": accepted},
+        }),
+        RpcVersion::V1 => {
+            // Blocking is 1.x's default (`returnImmediately` unset).
+            let mut params = json!({
+                "message": {
+                    "role": "ROLE_USER",
+                    "messageId": message_id,
+                    "parts": [part_of(to.version, input)],
+                    "metadata": {"skill": skill},
+                },
+                "configuration": {"acceptedOutputModes": accepted},
+            });
+            if let Some(tenant) = &to.tenant {
+                params["tenant"] = json!(tenant);
+            }
+            params
+        }
+    };
+    json!({"jsonrpc": "2.0", "id": id, "method": to.version.send_method(), "params": params})
 }
 
 /// Sends `input` to the agent at `url` for `skill`; the outcome's status
@@ -81,29 +115,20 @@ fn part_of(input: &Value) -> Value {
 /// [`GatewayError`] as the module documentation maps it.
 pub async fn call(
     upstream: &Upstream,
-    url: &Url,
-    ips: &[IpAddr],
+    (to, url, ips): (&RpcInterface, &Url, &[IpAddr]),
     mut headers: HeaderMap,
     skill: &str,
     input: &Value,
 ) -> Result<(u16, Value), GatewayError> {
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    if let Some((name, value)) = to.version.header() {
+        headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
     let id = hex::encode(rand::random::<[u8; 8]>());
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "role": "user",
-                "messageId": hex::encode(rand::random::<[u8; 16]>()),
-                "parts": [part_of(input)],
-                "metadata": {"skill": skill},
-            },
-            "configuration": {"blocking": true, "acceptedOutputModes": ["application/json", "text/plain"]},
-        },
-    });
+    let body = request(to, &id, skill, input);
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a Value serialises"));
     let answer = upstream.post_once(url, ips, headers, bytes).await?;
     if let Some(failure) = rpc::status_failure(&answer, "the A2A agent", "A2A") {
@@ -115,26 +140,26 @@ pub async fn call(
         return Err(not_a2a("its answer is not the JSON-RPC response asked for"));
     }
     if let Some(error) = message.get("error") {
-        return Err(rpc::error_of("message/send", error));
+        return Err(rpc::error_of(to.version.send_method(), error));
     }
     let result = message
         .get("result")
         .ok_or_else(|| not_a2a("its answer has no result"))?;
-    outcome(result)
+    outcome(to.version, result)
 }
 
 /// A `message/send` result as the call's outcome.
 ///
 /// # Errors
 /// As the module documentation says.
-pub fn outcome(result: &Value) -> Result<(u16, Value), GatewayError> {
-    match result.get("kind").and_then(Value::as_str) {
-        Some("message") => Ok((200, parts_output(result.get("parts")))),
-        Some("task") => {
+pub fn outcome(version: RpcVersion, result: &Value) -> Result<(u16, Value), GatewayError> {
+    match answered(version, result) {
+        Some(("message", message)) => Ok((200, parts_output(message.get("parts")))),
+        Some(("task", result)) => {
             let state = result
                 .pointer("/status/state")
                 .and_then(Value::as_str)
-                .unwrap_or("unknown");
+                .map_or("unknown", |s| version.state_name(s));
             let said = result
                 .pointer("/status/message/parts")
                 .and_then(Value::as_array)
@@ -174,6 +199,21 @@ pub fn outcome(result: &Value) -> Result<(u16, Value), GatewayError> {
     }
 }
 
+/// What a send result holds, `task` or `message`, and that object: 0.x
+/// says so in `kind`, 1.x in the one member it has (`SendMessageResponse`).
+fn answered(version: RpcVersion, result: &Value) -> Option<(&'static str, &Value)> {
+    match version {
+        RpcVersion::V0 => match result.get("kind").and_then(Value::as_str) {
+            Some("task") => Some(("task", result)),
+            Some("message") => Some(("message", result)),
+            _ => None,
+        },
+        RpcVersion::V1 => ["task", "message"]
+            .into_iter()
+            .find_map(|k| result.get(k).filter(|v| v.is_object()).map(|v| (k, v))),
+    }
+}
+
 /// What a list of parts answers: one `data` part's data, one `text`
 /// part's text, else `{"parts": [...]}`.
 fn parts_output(parts: Option<&Value>) -> Value {
@@ -197,25 +237,112 @@ mod tests {
     fn each_task_state_maps_to_its_outcome() {
         let done = json!({"kind": "task", "status": {"state": "completed"},
             "artifacts": [{"artifactId": "a", "parts": [{"kind": "data", "data": {"echo": 1}}]}]});
-        assert_eq!(outcome(&done).unwrap(), (200, json!({"echo": 1})));
+        assert_eq!(
+            outcome(RpcVersion::V0, &done).unwrap(),
+            (200, json!({"echo": 1}))
+        );
         let running = json!({"kind": "task", "id": "t", "status": {"state": "working"}});
-        assert_eq!(outcome(&running).unwrap().0, 202);
+        assert_eq!(outcome(RpcVersion::V0, &running).unwrap().0, 202);
         let failed = json!({"kind": "task", "status": {"state": "failed",
             "message": {"parts": [{"kind": "text", "text": "no luck"}]}}});
-        match outcome(&failed) {
+        match outcome(RpcVersion::V0, &failed) {
             Err(GatewayError::AgentFailed(m)) => assert!(m.contains("no luck"), "{m}"),
             other => panic!("{other:?}"),
         }
         let input = json!({"kind": "task", "status": {"state": "input-required"}});
         assert!(matches!(
-            outcome(&input),
+            outcome(RpcVersion::V0, &input),
             Err(GatewayError::AgentRefused { status: 409, .. })
         ));
         let reply = json!({"kind": "message", "parts": [{"kind": "text", "text": "hi"}]});
-        assert_eq!(outcome(&reply).unwrap(), (200, json!({"text": "hi"})));
+        assert_eq!(
+            outcome(RpcVersion::V0, &reply).unwrap(),
+            (200, json!({"text": "hi"}))
+        );
         assert!(matches!(
-            outcome(&json!({"kind": "status-update"})),
+            outcome(RpcVersion::V0, &json!({"kind": "status-update"})),
             Err(GatewayError::NotProtocol(_))
         ));
+    }
+
+    #[test]
+    fn a_1x_answer_maps_as_a_0x_one_does() {
+        let v1 = RpcVersion::V1;
+        let done = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a", "parts": [{"text": "HELLO"}]}]}});
+        assert_eq!(outcome(v1, &done).unwrap(), (200, json!({"text": "HELLO"})));
+        let data = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a", "parts": [{"data": [1, 2]}]}]}});
+        assert_eq!(outcome(v1, &data).unwrap(), (200, json!([1, 2])));
+        let running = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}}});
+        assert_eq!(
+            outcome(v1, &running).unwrap(),
+            (202, running["task"].clone())
+        );
+        let failed = json!({"task": {"id": "t", "status": {"state": "TASK_STATE_FAILED",
+            "message": {"role": "ROLE_AGENT", "parts": [{"text": "no luck"}]}}}});
+        match outcome(v1, &failed) {
+            Err(GatewayError::AgentFailed(m)) => {
+                assert_eq!(m, "the task ended failed: no luck");
+            }
+            other => panic!("{other:?}"),
+        }
+        for (state, status) in [
+            ("TASK_STATE_INPUT_REQUIRED", 409),
+            ("TASK_STATE_AUTH_REQUIRED", 401),
+        ] {
+            let task = json!({"task": {"id": "t", "status": {"state": state}}});
+            match outcome(v1, &task) {
+                Err(GatewayError::AgentRefused { status: s, .. }) => assert_eq!(s, status),
+                other => panic!("{state}: {other:?}"),
+            }
+        }
+        let reply = json!({"message": {"role": "ROLE_AGENT", "parts": [{"text": "hi"}]}});
+        assert_eq!(outcome(v1, &reply).unwrap(), (200, json!({"text": "hi"})));
+        // The other version's shape is not this version's answer.
+        let v0_task = json!({"kind": "task", "status": {"state": "completed"}});
+        assert!(matches!(
+            outcome(v1, &v0_task),
+            Err(GatewayError::NotProtocol(_))
+        ));
+        assert!(matches!(
+            outcome(RpcVersion::V0, &done),
+            Err(GatewayError::NotProtocol(_))
+        ));
+    }
+
+    #[test]
+    fn each_version_is_sent_its_own_request() {
+        let at = |version, tenant: Option<&str>| RpcInterface {
+            url: "https://a/rpc".into(),
+            version,
+            tenant: tenant.map(str::to_owned),
+        };
+        let old = request(&at(RpcVersion::V0, None), "1", "echo", &json!("hi"));
+        assert_eq!(old["method"], "message/send");
+        assert_eq!(old["params"]["message"]["role"], "user");
+        assert_eq!(
+            old["params"]["message"]["parts"],
+            json!([{"kind": "text", "text": "hi"}])
+        );
+        assert_eq!(old["params"]["configuration"]["blocking"], true);
+        let new = request(
+            &at(RpcVersion::V1, Some("t1")),
+            "2",
+            "echo",
+            &json!({"a": 1}),
+        );
+        assert_eq!(new["method"], "SendMessage");
+        assert_eq!(new["params"]["tenant"], "t1");
+        assert_eq!(new["params"]["message"]["role"], "ROLE_USER");
+        assert_eq!(
+            new["params"]["message"]["parts"],
+            json!([{"data": {"a": 1}}])
+        );
+        assert_eq!(new["params"]["message"]["metadata"]["skill"], "echo");
+        assert!(new["params"]["message"].get("kind").is_none());
+        let plain = request(&at(RpcVersion::V1, None), "3", "echo", &json!("hi"));
+        assert!(plain["params"].get("tenant").is_none());
+        assert_eq!(plain["params"]["message"]["parts"], json!([{"text": "hi"}]));
     }
 }

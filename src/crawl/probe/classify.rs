@@ -11,6 +11,7 @@ use url::Url;
 
 use super::super::error::CrawlError;
 use crate::descriptor::DocumentFormat;
+use crate::formats::a2a::{self, RpcInterface};
 use crate::store::{LiveState, ProbeProtocol};
 
 /// JSON-RPC's "method not found".
@@ -26,13 +27,19 @@ pub(super) struct Target {
     /// For AIDIP: whether `url` is the document's declared health URL
     /// (asked with `GET`) rather than the endpoint (asked with `HEAD`).
     pub(super) health: bool,
+    /// For A2A: the card's JSON-RPC interface asked (its URL is `url`),
+    /// which says the version to speak and the tenant.
+    pub(super) a2a: Option<RpcInterface>,
 }
 
 /// How an agent of `format` with this `endpoint` and `document` is
 /// probed; `None` when it is not: ADP agents (the crawl's challenge
 /// proves them), formats without a protocol to speak here (ARD, DNS-AID,
 /// AID), an MCP server whose first remote is not `streamable-http`, an
-/// agent without an endpoint.
+/// A2A agent whose card declares no JSON-RPC interface of a version
+/// spoken here (the gateway's choice,
+/// [`AgentCard::rpc_interface`](crate::formats::a2a::AgentCard::rpc_interface)),
+/// an agent without an endpoint.
 pub(super) fn target(
     format: DocumentFormat,
     endpoint: Option<&str>,
@@ -44,6 +51,7 @@ pub(super) fn target(
             protocol,
             url: url.to_owned(),
             health,
+            a2a: None,
         })
     };
     match format {
@@ -52,7 +60,15 @@ pub(super) fn target(
             (first == Some("streamable-http")).then_some(())?;
             at(ProbeProtocol::Mcp, endpoint, false)
         }
-        DocumentFormat::A2a => at(ProbeProtocol::A2a, endpoint, false),
+        DocumentFormat::A2a => {
+            let interface = a2a::parse_card(document).ok()?.rpc_interface()?;
+            Some(Target {
+                protocol: ProbeProtocol::A2a,
+                url: interface.url.clone(),
+                health: false,
+                a2a: Some(interface),
+            })
+        }
         DocumentFormat::Aidip => match health_url(endpoint, document) {
             Some(health) => at(ProbeProtocol::Aidip, health.as_str(), true),
             None => at(ProbeProtocol::Aidip, endpoint, false),
@@ -187,9 +203,10 @@ pub(super) fn mcp_tools_list(status: u16, content_type: &str, body: &[u8]) -> Li
     }
 }
 
-/// A2A's `tasks/get` of a task the agent never made, sent with `id`: a
-/// 2xx with the JSON-RPC answer (task not found, or any error but
-/// "method not found"; a result, should the random id exist) is `alive`.
+/// A2A's `tasks/get` (0.x) or `GetTask` (1.x) of a task the agent never
+/// made, sent with `id`: a 2xx with the JSON-RPC answer (task not found,
+/// or any error but "method not found"; a result, should the random id
+/// exist) is `alive`.
 pub(super) fn a2a_tasks_get(status: u16, content_type: &str, body: &[u8], id: &Value) -> LiveState {
     if auth_required(status) {
         return LiveState::AuthRequired;

@@ -10,8 +10,10 @@
 //!   `MCP-Protocol-Version`; then the session closed with `DELETE`. A
 //!   JSON body or an event stream is read, the stream only until the
 //!   answer arrives.
-//! - A2A (JSON-RPC): `tasks/get` of a random task id, which a working
-//!   agent answers with an error (task not found).
+//! - A2A (JSON-RPC, at the card's interface the gateway would call):
+//!   `tasks/get` (0.x) or `GetTask` with `A2A-Version: 1.0` and the
+//!   interface's tenant (1.x) of a random task id, which a working agent
+//!   answers with an error (task not found).
 //! - AIDIP: `GET` of the declared health URL, else `HEAD` of the
 //!   endpoint.
 
@@ -25,6 +27,7 @@ use super::super::error::CrawlError;
 use super::super::fetch::{Answer, Ask};
 use super::super::{target, Crawler};
 use super::classify::{self, Target};
+use crate::formats::a2a::RpcVersion;
 use crate::store::{LiveState, ProbeProtocol};
 
 /// The MCP version spoken.
@@ -64,17 +67,31 @@ pub(super) async fn speak(
             Ok((classify::aidip(answer.status), answer.rtt))
         }
         ProbeProtocol::A2a => {
+            // `target` gives every A2A target its interface; without
+            // one, 0.x as before 1.x was spoken.
+            let (version, tenant) = t
+                .a2a
+                .as_ref()
+                .map_or((RpcVersion::V0, None), |i| (i.version, i.tenant.as_deref()));
             let id = Value::String(format!("agentmesh-probe-{:016x}", rand::random::<u64>()));
+            let mut params =
+                json!({ "id": format!("agentmesh-probe-{:032x}", rand::random::<u128>()) });
+            if let (RpcVersion::V1, Some(tenant)) = (version, tenant) {
+                params["tenant"] = json!(tenant);
+            }
             let body = json!({
                 "jsonrpc": "2.0",
                 "id": id,
-                "method": "tasks/get",
-                "params": { "id": format!("agentmesh-probe-{:032x}", rand::random::<u128>()) },
+                "method": version.get_task_method(),
+                "params": params,
             });
-            let headers = vec![
+            let mut headers = vec![
                 ("content-type", "application/json".to_owned()),
                 ("accept", "application/json".to_owned()),
             ];
+            if let Some((name, value)) = version.header() {
+                headers.push((name, value.to_owned()));
+            }
             let answer = ask.send(Method::POST, headers, Some(&body)).await?;
             let state =
                 classify::a2a_tasks_get(answer.status, &answer.content_type, &answer.body, &id);

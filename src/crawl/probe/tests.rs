@@ -3,6 +3,7 @@ use serde_json::{json, Value};
 use super::classify::*;
 use crate::crawl::CrawlError;
 use crate::descriptor::DocumentFormat;
+use crate::formats::a2a::RpcVersion;
 use crate::store::{LiveState, ProbeProtocol};
 
 const JSON: &str = "application/json";
@@ -31,13 +32,37 @@ fn each_format_is_probed_in_its_protocol_or_not_at_all() {
         ),
         None
     );
-    let t = target(
-        DocumentFormat::A2a,
-        Some("https://a.test/rpc"),
-        &Value::Null,
-    )
-    .unwrap();
-    assert_eq!(t.protocol, ProbeProtocol::A2a);
+    // A2A: the card's JSON-RPC interface the gateway would call, in its
+    // version; a card that does not read, or declares none, is not probed.
+    let card = |interfaces: Value| {
+        json!({"name": "n", "description": "d", "version": "1", "supportedInterfaces": interfaces,
+               "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []})
+    };
+    let both = card(json!([
+        {"url": "https://a.test/v0", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": "https://a.test/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+    ]));
+    let t = target(DocumentFormat::A2a, Some("https://a.test/v0"), &both).unwrap();
+    assert_eq!(
+        (t.protocol, t.url.as_str()),
+        (ProbeProtocol::A2a, "https://a.test/v1")
+    );
+    assert_eq!(t.a2a.map(|i| i.version), Some(RpcVersion::V1));
+    let legacy = json!({"name": "n", "description": "d", "version": "1", "url": "https://a.test/rpc",
+        "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []});
+    let t = target(DocumentFormat::A2a, Some("https://a.test/rpc"), &legacy).unwrap();
+    assert_eq!(t.a2a.map(|i| i.version), Some(RpcVersion::V0));
+    let grpc =
+        card(json!([{"url": "a.test:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"}]));
+    assert_eq!(target(DocumentFormat::A2a, Some("a.test:443"), &grpc), None);
+    assert_eq!(
+        target(
+            DocumentFormat::A2a,
+            Some("https://a.test/rpc"),
+            &Value::Null
+        ),
+        None
+    );
     let t = target(
         DocumentFormat::Aidip,
         Some("https://x.test/agent"),

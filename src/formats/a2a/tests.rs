@@ -105,6 +105,7 @@ fn a_minimal_v1_card_is_read() {
             url: "https://echo.example.com/a2a".into(),
             protocol_binding: "JSONRPC".into(),
             protocol_version: Some("1.0".into()),
+            tenant: None,
         }]
     );
     assert_eq!(card.skills.len(), 1);
@@ -173,6 +174,32 @@ fn a_python_hybrid_is_read_as_v1() {
     assert_eq!(card.security_schemes[0].kind, SchemeKind::Http);
     assert!(card.skills.is_empty());
     assert_eq!(card.to_descriptor("a2a:x").auth.as_deref(), Some("http"));
+}
+
+/// The card `a2a-sdk` 1.3.0 serves at its well-known path, byte for byte
+/// (`tests/a2a_interop/a2a_agent.py`'s, its port fixed): the 1.0 members
+/// and the 0.3 ones merged, one JSON-RPC URL at both versions.
+const SDK_1_3_CARD: &str = r#"{"name":"Interop agent","description":"An A2A agent written with the A2A Python SDK.","supportedInterfaces":[{"url":"https://127.0.0.1:35921/a2a/jsonrpc","protocolBinding":"JSONRPC","protocolVersion":"1.0"},{"url":"https://127.0.0.1:35921/a2a/jsonrpc","protocolBinding":"JSONRPC","protocolVersion":"0.3"}],"version":"1.0.0","capabilities":{"streaming":false,"pushNotifications":false},"defaultInputModes":["text/plain","application/json"],"defaultOutputModes":["text/plain"],"skills":[{"id":"upper","name":"Upper","description":"Answers the input text in capitals.","tags":["interop"]},{"id":"fail","name":"Fail","description":"Always fails.","tags":["interop"]},{"id":"ask","name":"Ask","description":"Always asks a question back.","tags":["interop"]}],"preferredTransport":"JSONRPC","protocolVersion":"0.3","url":"https://127.0.0.1:35921/a2a/jsonrpc"}"#;
+
+#[test]
+fn the_python_sdks_card_is_read_and_spoken_to_in_1x() {
+    let doc: Value = serde_json::from_str(SDK_1_3_CARD).unwrap();
+    assert_eq!(classify(&doc), Shape::A2a);
+    let card = parse_card(&doc).unwrap();
+    assert_eq!(card.spec, SpecVersion::V1);
+    let versions: Vec<_> = card
+        .interfaces
+        .iter()
+        .map(|i| i.protocol_version.as_deref())
+        .collect();
+    assert_eq!(versions, [Some("1.0"), Some("0.3")]);
+    let skills: Vec<_> = card.skills.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(skills, ["upper", "fail", "ask"]);
+    let chosen = card.rpc_interface().unwrap();
+    assert_eq!(chosen.url, "https://127.0.0.1:35921/a2a/jsonrpc");
+    assert_eq!(chosen.version, RpcVersion::V1);
+    let descriptor = card.to_descriptor("a2a:sdk");
+    assert_eq!(descriptor.capabilities, ["ask", "fail", "upper"]);
 }
 
 #[test]

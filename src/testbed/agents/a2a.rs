@@ -1,18 +1,22 @@
-//! The A2A agent (A2A v0.3, JSON-RPC transport): its card at
-//! `GET /a2a/{mode}/.well-known/agent-card.json`, and `POST /a2a/{mode}`
-//! answering `message/send` with a Task whose artifact echoes what the
-//! message carried, and `tasks/get` with a task it made.
+//! The A2A agent (JSON-RPC transport; A2A 0.3, or 1.0 in mode `v1`): its
+//! card at `GET /a2a/{mode}/.well-known/agent-card.json`, and
+//! `POST /a2a/{mode}` answering `message/send` (1.0: `SendMessage`) with
+//! a Task whose artifact echoes what the message carried, and `tasks/get`
+//! (1.0: `GetTask`) with a task it made. In mode `v1` the shapes are 1.0's
+//! (`{"task": ...}`, `TASK_STATE_*`, parts without `kind`) and a request
+//! must say `A2A-Version: 1.x`, as the A2A Python SDK requires.
 //!
 //! JSON-RPC errors are answered 200, as A2A's JSON-RPC binding does: a
 //! body that is not JSON -32700, not a request -32600, an unknown method
-//! -32601, bad params -32602, an unknown task -32001 (`TaskNotFoundError`).
+//! -32601, bad params -32602, an unknown task -32001 (`TaskNotFoundError`),
+//! a version not spoken -32009 (`VersionNotSupportedError`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
@@ -23,6 +27,8 @@ use super::{error_object, html, json_body, lock, random_id, Shared};
 const CARD_PATH: &str = ".well-known/agent-card.json";
 /// A2A's `TaskNotFoundError`.
 const TASK_NOT_FOUND: i64 = -32001;
+/// A2A 1.0's `VersionNotSupportedError`.
+const VERSION_NOT_SUPPORTED: i64 = -32009;
 /// Most tasks kept for `tasks/get`; the oldest is forgotten past it.
 const MAX_TASKS: usize = 1024;
 
@@ -36,18 +42,22 @@ pub enum A2aMode {
     Fails,
     /// 200 `text/html` to everything, the card included.
     NotA2a,
+    /// As [`A2aMode::Ok`], in A2A 1.0: a 1.0 card, `SendMessage` and
+    /// `GetTask` with `A2A-Version: 1.x`, 1.0's shapes.
+    V1,
 }
 
 impl A2aMode {
     /// Every mode.
-    pub const ALL: [A2aMode; 3] = [Self::Ok, Self::Fails, Self::NotA2a];
+    pub const ALL: [A2aMode; 4] = [Self::Ok, Self::Fails, Self::NotA2a, Self::V1];
 
-    /// The path segment: `ok`, `fails`, `not-a2a`.
+    /// The path segment: `ok`, `fails`, `not-a2a`, `v1`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Fails => "fails",
             Self::NotA2a => "not-a2a",
+            Self::V1 => "v1",
         }
     }
 
@@ -76,16 +86,15 @@ impl Tasks {
     }
 }
 
-/// The card of the agent in `mode` at `base`.
+/// The card of the agent in `mode` at `base`: a 0.3 card, or in mode
+/// `v1` a 1.0 card.
 pub(super) fn card(base: &str, mode: A2aMode) -> Value {
-    let mode = mode.as_str();
-    json!({
-        "name": format!("Testbed A2A echo agent ({mode})"),
+    let name = mode.as_str();
+    let url = format!("{base}/a2a/{name}");
+    let mut card = json!({
+        "name": format!("Testbed A2A echo agent ({name})"),
         "description": "Echoes what a message carries, as a task's artifact; the agentmesh testbed's invokable A2A agent.",
-        "url": format!("{base}/a2a/{mode}"),
         "version": "1.0.0",
-        "protocolVersion": "0.3.0",
-        "preferredTransport": "JSONRPC",
         "capabilities": { "streaming": false },
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["application/json"],
@@ -95,7 +104,18 @@ pub(super) fn card(base: &str, mode: A2aMode) -> Value {
             "description": "Returns the text or data of the message it is sent.",
             "tags": ["echo", "testbed"],
         }],
-    })
+    });
+    let interface = if mode == A2aMode::V1 {
+        json!({"supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        ]})
+    } else {
+        json!({"url": url, "protocolVersion": "0.3.0", "preferredTransport": "JSONRPC"})
+    };
+    for (k, v) in interface.as_object().into_iter().flatten() {
+        card[k] = v.clone();
+    }
+    card
 }
 
 /// 404 for a path segment that names no mode.
@@ -138,6 +158,7 @@ pub(super) async fn rpc(
     State(shared): State<Arc<Shared>>,
     Path(mode): Path<String>,
     method: Method,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let Some(mode) = A2aMode::parse(&mode) else {
@@ -149,13 +170,29 @@ pub(super) async fn rpc(
     if method != Method::POST {
         return method_not_allowed("POST");
     }
+    let v1 = mode == A2aMode::V1;
+    let (send_method, get_method) = if v1 {
+        ("SendMessage", "GetTask")
+    } else {
+        ("message/send", "tasks/get")
+    };
+    // 1.0 §3.6.2: no header is 0.3, which this mode does not speak.
+    let version = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("0.3");
     let answer = match jsonrpc::parse(&body) {
+        Ok(Message::Request { id, .. }) if v1 && !version.starts_with("1.") => jsonrpc::error(
+            &id,
+            VERSION_NOT_SUPPORTED,
+            "A2A version not supported: this interface speaks 1.0",
+        ),
         Ok(Message::Request { id, method, params }) => match method.as_str() {
-            "message/send" => match send(&shared, mode, &params) {
+            m if m == send_method => match send(&shared, mode, &params) {
                 Ok(task) => jsonrpc::result(&id, task),
                 Err(message) => jsonrpc::error(&id, INVALID_PARAMS, message),
             },
-            "tasks/get" => match params.get("id").and_then(Value::as_str) {
+            m if m == get_method => match params.get("id").and_then(Value::as_str) {
                 Some(task) => match shared.tasks.get(task) {
                     Some(task) => jsonrpc::result(&id, task),
                     None => jsonrpc::error(&id, TASK_NOT_FOUND, "Task not found"),
@@ -174,6 +211,23 @@ pub(super) async fn rpc(
     json_body(&answer)
 }
 
+/// What one part carries: 0.3 names its kind (`text`, `data` an object),
+/// 1.0 has one of `text` or `data` (any JSON).
+fn part_value(v1: bool, part: &Value) -> Option<Value> {
+    let value = if v1 {
+        part.get("text")
+            .filter(|t| t.is_string())
+            .or_else(|| part.get("data"))
+    } else {
+        match part.get("kind").and_then(Value::as_str) {
+            Some("text") => part.get("text").filter(|t| t.is_string()),
+            Some("data") => part.get("data").filter(|d| d.is_object()),
+            _ => None,
+        }
+    };
+    value.cloned()
+}
+
 /// `message/send`: the task made from `params.message`, kept for
 /// `tasks/get`; or why the params are refused.
 fn send(shared: &Shared, mode: A2aMode, params: &Value) -> Result<Value, &'static str> {
@@ -189,18 +243,10 @@ fn send(shared: &Shared, mode: A2aMode, params: &Value) -> Result<Value, &'stati
         .and_then(Value::as_array)
         .filter(|p| !p.is_empty())
         .ok_or("params.message.parts must be a non-empty array")?;
+    let v1 = mode == A2aMode::V1;
     let mut received = Vec::with_capacity(parts.len());
     for part in parts {
-        let value = match part.get("kind").and_then(Value::as_str) {
-            Some("text") => part.get("text").filter(|t| t.is_string()),
-            Some("data") => part.get("data").filter(|d| d.is_object()),
-            _ => None,
-        };
-        received.push(
-            value
-                .cloned()
-                .ok_or("each part must be a text part or a data part")?,
-        );
+        received.push(part_value(v1, part).ok_or("each part must be a text part or a data part")?);
     }
     let echoed = if received.len() == 1 {
         received.remove(0)
@@ -213,7 +259,9 @@ fn send(shared: &Shared, mode: A2aMode, params: &Value) -> Result<Value, &'stati
         .and_then(Value::as_str)
         .map_or_else(random_id, str::to_owned);
     let mut task = Map::new();
-    task.insert("kind".into(), json!("task"));
+    if !v1 {
+        task.insert("kind".into(), json!("task"));
+    }
     task.insert("id".into(), json!(id));
     task.insert("contextId".into(), json!(context));
     match mode {
@@ -235,16 +283,28 @@ fn send(shared: &Shared, mode: A2aMode, params: &Value) -> Result<Value, &'stati
             task.insert("status".into(), status);
         }
         _ => {
-            task.insert("status".into(), json!({ "state": "completed" }));
+            let (state, part) = if v1 {
+                (
+                    "TASK_STATE_COMPLETED",
+                    json!({ "data": { "echo": echoed } }),
+                )
+            } else {
+                (
+                    "completed",
+                    json!({ "kind": "data", "data": { "echo": echoed } }),
+                )
+            };
+            task.insert("status".into(), json!({ "state": state }));
             let artifact = json!({
                 "artifactId": random_id(),
                 "name": "echo",
-                "parts": [{ "kind": "data", "data": { "echo": echoed } }],
+                "parts": [part],
             });
             task.insert("artifacts".into(), json!([artifact]));
         }
     }
+    // 1.0 wraps the task (`SendMessageResponse`); `GetTask` answers it bare.
     let task = Value::Object(task);
     shared.tasks.keep(id, task.clone());
-    Ok(task)
+    Ok(if v1 { json!({ "task": task }) } else { task })
 }

@@ -607,6 +607,52 @@ async fn a2a_card_send_and_get() {
 }
 
 #[tokio::test]
+async fn a2a_v1_mode_speaks_1_0_only() {
+    let (ca, agents) = start().await;
+    let c = client(&ca, agents.addr());
+    let base = agents.base_url();
+    let card = agents.a2a_card(A2aMode::V1);
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert!(card.get("url").is_none());
+    let parsed = crate::formats::a2a::parse_card(&card).expect("the node reads the card");
+    let chosen = parsed.rpc_interface().expect("a JSON-RPC interface");
+    assert_eq!(chosen.version, crate::formats::a2a::RpcVersion::V1);
+    let url = format!("{base}/a2a/v1");
+    assert_eq!(chosen.url, url);
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"role": "ROLE_USER", "parts": [{"data": [1, 2]}], "messageId": "m1"}
+    }});
+    let at_1_0 = |body: &Value| {
+        within(
+            "a 1.0 request",
+            c.post(&url).header("a2a-version", "1.0").json(body).send(),
+        )
+    };
+    let answer = json_of(at_1_0(&send).await.unwrap()).await;
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(task.get("kind").is_none());
+    assert_eq!(
+        task["artifacts"][0]["parts"][0],
+        json!({"data": {"echo": [1, 2]}})
+    );
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}});
+    assert_eq!(json_of(at_1_0(&get).await.unwrap()).await["result"], *task);
+    // Without the header the request is 0.3's, which this mode refuses;
+    // 0.x's method names are unknown to it.
+    assert_eq!(
+        json_of(post(&c, &url, &send).await).await["error"]["code"],
+        -32009
+    );
+    let old = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": "x"}});
+    assert_eq!(
+        json_of(at_1_0(&old).await.unwrap()).await["error"]["code"],
+        -32601
+    );
+    agents.shutdown().await;
+}
+
+#[tokio::test]
 async fn a2a_fails_and_not_a2a() {
     let (ca, agents) = start().await;
     let c = client(&ca, agents.addr());
