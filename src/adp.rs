@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod handshake;
+pub mod message;
 pub mod rotation;
 pub mod txt;
 

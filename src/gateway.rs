@@ -3,7 +3,8 @@
 //! `POST /agents/{id}/operations/{op}`, and the node does what the AIDIP
 //! draft's invocation section asks of a gateway. In order:
 //! - the agent is one the client may see, not suspended here, an AIDIP
-//!   agent with an endpoint;
+//!   agent with an endpoint (or an MCP server, an A2A agent, an ADP agent:
+//!   [`mcp`], [`a2a`], [`adp`]);
 //! - the operation is named (or the only one), and the input checked
 //!   against its JSON Schema before anything is sent
 //!   ([`operation`]);
@@ -21,6 +22,7 @@
 //! implied operation is its endpoint itself.
 
 pub mod a2a;
+pub mod adp;
 pub mod credentials;
 pub mod error;
 pub mod forward;
@@ -39,6 +41,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+pub use adp::NodeSigner;
 pub use error::GatewayError;
 pub use forward::{Answer, BodyStream, Opened, Upstream, PASSED_THROUGH};
 pub use idempotency::{Claim, Kept, Keys};
@@ -74,6 +77,23 @@ enum Protocol {
     Mcp,
     /// A2A over JSON-RPC: `message/send` (0.x) or `SendMessage` (1.x).
     A2a,
+    /// ADP: a `message` frame on its chat WebSocket.
+    Adp,
+}
+
+/// What the node holds for the agent a call is for.
+struct HeldAgent {
+    /// How it is called.
+    protocol: Protocol,
+    /// Where: the descriptor's endpoint, an ADP agent's `endpoints.chat`.
+    endpoint: String,
+    /// Its document.
+    doc: Value,
+    /// The document's digest.
+    doc_sha256: Vec<u8>,
+    /// The DNS fingerprint matched its key, by this node or a trusted
+    /// peer (counted, not claimed).
+    anchored: bool,
 }
 
 /// A call a client makes through the gateway.
@@ -124,6 +144,9 @@ pub struct GatewayOptions {
     pub credentials: NodeCredentials,
     /// How long an `Idempotency-Key` is remembered.
     pub idempotency_window: Duration,
+    /// The node's id and key, which sign its frames to ADP agents
+    /// (`None`: ADP agents are not called).
+    pub signer: Option<NodeSigner>,
 }
 
 /// Why the gateway could not be set up.
@@ -179,6 +202,7 @@ impl GatewayOptions {
             max_concurrent_per_agent: g.max_concurrent_per_agent.max(1),
             credentials,
             idempotency_window: g.idempotency_window,
+            signer: None,
         })
     }
 }
@@ -216,10 +240,12 @@ impl Gateway {
     /// [`GatewayError`], each with its status.
     pub async fn invoke(&self, call: Call) -> Result<Invoked, GatewayError> {
         let started = Instant::now();
-        let (protocol, endpoint, doc) = self.held(&call).await?;
-        match protocol {
-            Protocol::Mcp => return self.invoke_mcp(call, &endpoint, started).await,
-            Protocol::A2a => return self.invoke_a2a(call, &doc, started).await,
+        let held = self.held(&call).await?;
+        let (endpoint, doc) = (&held.endpoint, &held.doc);
+        match held.protocol {
+            Protocol::Mcp => return self.invoke_mcp(call, endpoint, started).await,
+            Protocol::A2a => return self.invoke_a2a(call, doc, started).await,
+            Protocol::Adp => return self.invoke_adp(call, &held, started).await,
             Protocol::Aidip => {}
         }
         let Aimed {
@@ -227,7 +253,7 @@ impl Gateway {
             url,
             ips,
             permits: _permits,
-        } = self.aim(&call, &endpoint, &doc).await?;
+        } = self.aim(&call, endpoint, doc).await?;
         let upstream = &*self.upstream(&call.agent);
         let headers = self.outgoing(&call);
         let body = Bytes::from(serde_json::to_vec(&call.input).expect("a Value serialises"));
@@ -293,19 +319,21 @@ impl Gateway {
         &self,
         call: Call,
     ) -> Result<(Option<String>, u16, String, BodyStream), GatewayError> {
-        let (protocol, endpoint, doc) = self.held(&call).await?;
-        if protocol != Protocol::Aidip {
+        let held = self.held(&call).await?;
+        if held.protocol != Protocol::Aidip {
             return Err(GatewayError::NotInvocable(
-                "a streamed answer is for AIDIP agents; MCP tools and A2A agents answer whole"
+                "a streamed answer is for AIDIP agents; MCP tools, A2A and ADP agents answer \
+                 whole"
                     .into(),
             ));
         }
+        let (endpoint, doc) = (&held.endpoint, &held.doc);
         let Aimed {
             operation,
             url,
             ips,
             permits,
-        } = self.aim(&call, &endpoint, &doc).await?;
+        } = self.aim(&call, endpoint, doc).await?;
         let upstream = &*self.upstream(&call.agent);
         let mut headers = self.outgoing(&call);
         headers.insert(
@@ -416,6 +444,62 @@ impl Gateway {
         }
     }
 
+    /// An ADP agent ([`adp`]): a capability offered over `chat`, called
+    /// with a signed `message` frame on its chat WebSocket after the
+    /// handshake, within `gateway.timeout`. Only under a key this node
+    /// counts as anchored in DNS.
+    async fn invoke_adp(
+        &self,
+        call: Call,
+        held: &HeldAgent,
+        started: Instant,
+    ) -> Result<Invoked, GatewayError> {
+        let id = &call.agent;
+        let signer = self.options.signer.as_ref().ok_or_else(|| {
+            GatewayError::NotInvocable("this gateway has no node key to sign ADP frames".into())
+        })?;
+        if !held.anchored {
+            return Err(GatewayError::NotInvocable(format!(
+                "agent {id}'s key is not one this node counts as anchored in DNS (verified \
+                 by this node or a trusted peer): the gateway calls an ADP agent only under \
+                 such a key"
+            )));
+        }
+        let document: crate::adp::AgentDocument = serde_json::from_value(held.doc.clone())
+            .map_err(|e| {
+                GatewayError::NotInvocable(format!("the agent's document does not read: {e}"))
+            })?;
+        let capability = adp::capability(&document, call.operation.as_deref())?;
+        let _permits = self.permits(id)?;
+        let upstream = &*self.upstream(id);
+        let deadline = started + upstream.timeout;
+        let (url, ips) = upstream.chat_target(&held.endpoint).await?;
+        let target = adp::Held {
+            agent: id,
+            document: &document,
+            doc_sha256: &held.doc_sha256,
+        };
+        let sent = adp::call(
+            upstream,
+            signer,
+            &url,
+            &ips,
+            &target,
+            &capability,
+            &call.input,
+        );
+        let output = tokio::time::timeout_at(deadline, sent)
+            .await
+            .map_err(|_| GatewayError::Timeout(upstream.timeout))??;
+        Ok(Invoked {
+            operation: Some(capability),
+            status: 200,
+            output,
+            output_problems: Vec::new(),
+            elapsed: started.elapsed(),
+        })
+    }
+
     /// The headers to send the agent of `call`.
     fn outgoing(&self, call: &Call) -> HeaderMap {
         forward::outgoing(
@@ -429,9 +513,10 @@ impl Gateway {
         )
     }
 
-    /// The agent's protocol, endpoint and document, for a caller who may
-    /// see it, when it is not suspended here.
-    async fn held(&self, call: &Call) -> Result<(Protocol, String, Value), GatewayError> {
+    /// What the node holds for the agent of `call` (its protocol,
+    /// endpoint and document), for a caller who may see it, when it is not
+    /// suspended here.
+    async fn held(&self, call: &Call) -> Result<HeldAgent, GatewayError> {
         let id = &call.agent;
         let not_found = || GatewayError::NotFound { id: id.clone() };
         self.registry
@@ -445,8 +530,10 @@ impl Gateway {
             .store()
             .get(id)
             .await
-            .map_err(|e| GatewayError::Unreachable(format!("the store failed: {e}")))?;
-        let Some(RecordBody::Descriptor(d)) = held.map(|h| h.body) else {
+            .map_err(|e| GatewayError::Unreachable(format!("the store failed: {e}")))?
+            .ok_or_else(not_found)?;
+        let anchored = held.counted_evidence().fingerprint;
+        let RecordBody::Descriptor(d) = held.body else {
             return Err(not_found());
         };
         let doc: Value = serde_json::from_str(&d.document).unwrap_or(Value::Null);
@@ -461,20 +548,35 @@ impl Gateway {
                 Protocol::Mcp
             }
             DocumentFormat::A2a => Protocol::A2a,
+            DocumentFormat::Adp => Protocol::Adp,
             other => {
                 return Err(GatewayError::NotInvocable(format!(
                     "agent {id} is published as {}: the gateway calls AIDIP agents, MCP \
-                     servers over streamable HTTP and A2A agents",
+                     servers over streamable HTTP, A2A agents and ADP agents",
                     other.as_str()
                 )))
             }
         };
-        let endpoint = d
-            .descriptor
-            .endpoint
-            .clone()
-            .ok_or_else(|| GatewayError::NotInvocable(format!("agent {id} has no endpoint")))?;
-        Ok((protocol, endpoint, doc))
+        let endpoint = if protocol == Protocol::Adp {
+            doc.pointer("/endpoints/chat")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    GatewayError::NotInvocable(format!("agent {id} has no endpoints.chat"))
+                })?
+        } else {
+            d.descriptor
+                .endpoint
+                .clone()
+                .ok_or_else(|| GatewayError::NotInvocable(format!("agent {id} has no endpoint")))?
+        };
+        Ok(HeldAgent {
+            protocol,
+            endpoint,
+            doc,
+            doc_sha256: d.doc_sha256,
+            anchored,
+        })
     }
 
     /// A slot among all calls and among this agent's, or `Busy`.

@@ -253,7 +253,11 @@ impl Node {
             Some(mesh.clone()),
         );
         let gateway = if config.gateway.enabled {
-            let options = GatewayOptions::from_config(&config)?;
+            let mut options = GatewayOptions::from_config(&config)?;
+            options.signer = Some(crate::gateway::NodeSigner {
+                id: peer_id.clone(),
+                key: key.clone(),
+            });
             Some(Gateway::new(registry.clone(), options))
         } else {
             None

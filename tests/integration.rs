@@ -21,6 +21,7 @@ mod federation;
 mod formats;
 mod freshness;
 mod gateway;
+mod gateway_adp;
 mod gateway_interop;
 mod hostile;
 mod import_mcp;

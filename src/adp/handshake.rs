@@ -145,6 +145,33 @@ pub fn answer_with_nonce(
     }
 }
 
+/// The key an answer must be signed with: `proven`, the key the
+/// document's fingerprint chain proved (its `publicKey.full`), or without
+/// it the answer's own key when it hashes to the document's `fingerprint`
+/// (the one DNS published).
+///
+/// # Errors
+/// [`HandshakeError::Malformed`] for a `public_key` that is not a key,
+/// [`HandshakeError::WrongKey`] for one that does not hash to
+/// `fingerprint`.
+pub fn answer_key(
+    proven: Option<VerifyingKey>,
+    fingerprint: &str,
+    answer: &HandshakeFrame,
+) -> Result<VerifyingKey, HandshakeError> {
+    if let Some(k) = proven {
+        return Ok(k);
+    }
+    let k =
+        identity::decode_public_key(&answer.public_key).map_err(|e| HandshakeError::Malformed {
+            reason: e.to_string(),
+        })?;
+    if !crate::adp::check::has_fingerprint(&k, fingerprint) {
+        return Err(HandshakeError::WrongKey);
+    }
+    Ok(k)
+}
+
 /// An answer that proved the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedAnswer {

@@ -551,54 +551,56 @@ fn failure(e: GatewayError) -> Response {
         _ => None,
     };
     let details = |extra: Value| json!({"reason": e.reason(), "upstream": extra});
-    let error = match &e {
-        GatewayError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
-        GatewayError::Suspended { .. } => ApiError::new(ErrorCode::Forbidden, message),
-        GatewayError::NotInvocable(_) | GatewayError::NoOperations => {
-            ApiError::new(ErrorCode::InvalidInput, message)
-        }
-        GatewayError::UnknownOperation { known, .. } => {
-            ApiError::new(ErrorCode::InvalidInput, message.clone())
-                .with_details(json!([{"field": "/operation", "message": message, "known": known}]))
-        }
-        GatewayError::InvalidInput(violations) => {
-            let problems: Vec<Value> = violations
-                .iter()
-                .map(|v| json!({"field": format!("/input{}", v.field), "message": v.message}))
-                .collect();
-            ApiError::new(ErrorCode::InvalidInput, message).with_details(Value::Array(problems))
-        }
-        GatewayError::BadSchema(_) => ApiError::new(ErrorCode::AgentError, message),
-        GatewayError::AgentRefused { status, body } => {
-            // The agent's own error object, when it gave one, is passed on.
-            let told = body
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(|m| format!("the agent refused the call ({status}): {m}"))
-                .unwrap_or(message);
-            let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
-            ApiError::new(ErrorCode::AgentError, told)
-                .with_status(status)
-                .with_details(details(json!({"status": status.as_u16(), "body": body})))
-        }
-        GatewayError::AgentBusy { .. } | GatewayError::Busy(_) => {
-            ApiError::new(ErrorCode::Unavailable, message)
-        }
-        GatewayError::Timeout(_) => ApiError::new(ErrorCode::Upstream, message)
-            .with_status(StatusCode::GATEWAY_TIMEOUT)
-            .with_details(json!({"reason": e.reason()})),
-        // What went wrong with the agent stays in the log; the client is
-        // told that it did and why in one word.
-        GatewayError::EndpointRefused(_) => {
-            ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
-        }
-        GatewayError::NotProtocol(_) => {
-            ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
-        }
-        GatewayError::Unreachable(_) | GatewayError::AgentFailed(_) => {
-            ApiError::new(ErrorCode::Upstream, message).with_details(json!({"reason": e.reason()}))
-        }
-    };
+    let error =
+        match &e {
+            GatewayError::NotFound { .. } => ApiError::new(ErrorCode::NotFound, message),
+            GatewayError::Suspended { .. } => ApiError::new(ErrorCode::Forbidden, message),
+            GatewayError::NotInvocable(_) | GatewayError::NoOperations => {
+                ApiError::new(ErrorCode::InvalidInput, message)
+            }
+            GatewayError::UnknownOperation { known, .. } => {
+                ApiError::new(ErrorCode::InvalidInput, message.clone()).with_details(
+                    json!([{"field": "/operation", "message": message, "known": known}]),
+                )
+            }
+            GatewayError::InvalidInput(violations) => {
+                let problems: Vec<Value> = violations
+                    .iter()
+                    .map(|v| json!({"field": format!("/input{}", v.field), "message": v.message}))
+                    .collect();
+                ApiError::new(ErrorCode::InvalidInput, message).with_details(Value::Array(problems))
+            }
+            GatewayError::BadSchema(_) => ApiError::new(ErrorCode::AgentError, message),
+            GatewayError::AgentRefused { status, body } => {
+                // The agent's own error object, when it gave one, is passed on.
+                let told = body
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(|m| format!("the agent refused the call ({status}): {m}"))
+                    .unwrap_or(message);
+                let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
+                ApiError::new(ErrorCode::AgentError, told)
+                    .with_status(status)
+                    .with_details(details(json!({"status": status.as_u16(), "body": body})))
+            }
+            GatewayError::AgentBusy { .. } | GatewayError::Busy(_) => {
+                ApiError::new(ErrorCode::Unavailable, message)
+            }
+            GatewayError::Timeout(_) => ApiError::new(ErrorCode::Upstream, message)
+                .with_status(StatusCode::GATEWAY_TIMEOUT)
+                .with_details(json!({"reason": e.reason()})),
+            // What went wrong with the agent stays in the log; the client is
+            // told that it did and why in one word.
+            GatewayError::EndpointRefused(_) => ApiError::new(ErrorCode::Upstream, message)
+                .with_details(json!({"reason": e.reason()})),
+            GatewayError::NotProtocol(_) => ApiError::new(ErrorCode::Upstream, message)
+                .with_details(json!({"reason": e.reason()})),
+            GatewayError::Unreachable(_)
+            | GatewayError::AgentFailed(_)
+            | GatewayError::KeyNotProven(_)
+            | GatewayError::BadSignature(_) => ApiError::new(ErrorCode::Upstream, message)
+                .with_details(json!({"reason": e.reason()})),
+        };
     let mut response = error.into_response();
     // Whether the agent may have received the call (then a retry with
     // the same Idempotency-Key must not run it again).
@@ -608,6 +610,7 @@ fn failure(e: GatewayError) -> Response {
             | GatewayError::AgentBusy { .. }
             | GatewayError::AgentFailed(_)
             | GatewayError::NotProtocol(_)
+            | GatewayError::BadSignature(_)
             | GatewayError::Timeout(_)
     );
     response.extensions_mut().insert(Sent(sent));

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::header::{HeaderValue, USER_AGENT};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::Connector;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use url::Url;
 
 use super::error::CrawlError;
@@ -109,37 +109,14 @@ impl Challenger {
         challenge: &HandshakeFrame,
         judge: impl FnOnce(HandshakeFrame) -> Result<(T, Option<HandshakeFrame>), CrawlError>,
     ) -> Result<T, CrawlError> {
-        let _ = stream.set_nodelay(true);
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(MAX_FRAME_BYTES))
-            .max_frame_size(Some(MAX_FRAME_BYTES));
-        let mut request = url
-            .as_str()
-            .into_client_request()
-            .map_err(|e| CrawlError::BadUrl {
-                url: url.to_string(),
-                reason: e.to_string(),
-            })?;
-        if let Ok(agent) = HeaderValue::from_str(&self.user_agent) {
-            request.headers_mut().insert(USER_AGENT, agent);
-        }
-        let (mut ws, _) = tokio_tungstenite::client_async_tls_with_config(
-            request,
+        let mut ws = upgrade(
+            url,
             stream,
-            Some(config),
-            Some(Connector::Rustls(self.tls.clone())),
+            self.tls.clone(),
+            &self.user_agent,
+            MAX_FRAME_BYTES,
         )
-        .await
-        .map_err(|e| match e {
-            tokio_tungstenite::tungstenite::Error::Tls(t) => CrawlError::Tls {
-                url: url.to_string(),
-                message: t.to_string(),
-            },
-            other => CrawlError::Connect {
-                url: url.to_string(),
-                message: other.to_string(),
-            },
-        })?;
+        .await?;
         let text = serde_json::to_string(challenge).expect("a handshake frame always serialises");
         ws.send(Message::text(text))
             .await
@@ -184,6 +161,58 @@ impl Challenger {
             after: Duration::ZERO,
         })
     }
+}
+
+/// A WebSocket session over TLS.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The TLS handshake (verified with `tls`) and the WebSocket upgrade to
+/// `url` on a connected `stream`, with `user_agent`; each message the
+/// other side sends is at most `max_message` bytes (past it, reading
+/// fails). Shared by the challenge and the gateway's ADP calls.
+///
+/// # Errors
+/// [`CrawlError::BadUrl`], [`CrawlError::Tls`], [`CrawlError::Connect`]
+/// (the upgrade refused).
+pub async fn upgrade(
+    url: &Url,
+    stream: TcpStream,
+    tls: Arc<rustls::ClientConfig>,
+    user_agent: &str,
+    max_message: usize,
+) -> Result<Socket, CrawlError> {
+    let _ = stream.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| CrawlError::BadUrl {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+    if let Ok(agent) = HeaderValue::from_str(user_agent) {
+        request.headers_mut().insert(USER_AGENT, agent);
+    }
+    let (ws, _) = tokio_tungstenite::client_async_tls_with_config(
+        request,
+        stream,
+        Some(config),
+        Some(Connector::Rustls(tls)),
+    )
+    .await
+    .map_err(|e| match e {
+        tokio_tungstenite::tungstenite::Error::Tls(t) => CrawlError::Tls {
+            url: url.to_string(),
+            message: t.to_string(),
+        },
+        other => CrawlError::Connect {
+            url: url.to_string(),
+            message: other.to_string(),
+        },
+    })?;
+    Ok(ws)
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use super::challenge::Challenger;
 use super::document::{Checked, Held};
 use super::error::CrawlError;
 use super::report::{Run, StepName};
-use crate::adp::check;
 use crate::adp::handshake::{self, HandshakeFrame};
 use crate::adp::AgentDocument;
 use crate::identity;
@@ -120,26 +119,23 @@ impl Prover {
     }
 }
 
-/// The key an answer must be signed with: the document's `publicKey.full`,
-/// or, without it, the answer's own key if it hashes to the fingerprint
-/// DNS published.
+/// The key an answer must be signed with ([`handshake::answer_key`]):
+/// the document's `publicKey.full`, or, without it, the answer's own key
+/// if it hashes to the fingerprint DNS published.
 fn answer_key(
     checked: &Checked,
     answer: &HandshakeFrame,
 ) -> Result<ed25519_dalek::VerifyingKey, CrawlError> {
-    if let Some(k) = checked.key {
-        return Ok(k);
-    }
-    let k = identity::decode_public_key(&answer.public_key).map_err(|e| {
-        CrawlError::ChallengeFailed {
-            message: e.to_string(),
-        }
-    })?;
     let fingerprint = &checked.document.identity.public_key.fingerprint;
-    if !check::has_fingerprint(&k, fingerprint) {
-        return Err(CrawlError::ChallengeFailed {
-            message: "the answer's key does not hash to the DNS fingerprint".into(),
-        });
-    }
-    Ok(k)
+    handshake::answer_key(checked.key, fingerprint, answer).map_err(|e| {
+        CrawlError::ChallengeFailed {
+            message: match e {
+                handshake::HandshakeError::WrongKey => {
+                    "the answer's key does not hash to the DNS fingerprint".into()
+                }
+                handshake::HandshakeError::Malformed { reason } => reason,
+                other => other.to_string(),
+            },
+        }
+    })
 }

@@ -78,6 +78,14 @@ pub enum GatewayError {
     /// published with (an MCP server that is not one).
     #[error("{0}")]
     NotProtocol(String),
+    /// An ADP agent's handshake did not prove the key this node counts
+    /// for it: nothing of the call was sent.
+    #[error("the agent did not prove its key: {0}")]
+    KeyNotProven(String),
+    /// An ADP agent's reply is unsigned or not signed by its key: nothing
+    /// of it is passed on.
+    #[error("the agent's reply is not signed by its key")]
+    BadSignature(String),
     /// This node runs as many calls as it may (in all, or to this agent).
     #[error("{0}")]
     Busy(&'static str),
@@ -113,6 +121,8 @@ impl GatewayError {
             Self::AgentBusy { .. } => "agent_busy",
             Self::AgentFailed(_) => "agent_failed",
             Self::NotProtocol(_) => "not_protocol",
+            Self::KeyNotProven(_) => "key_not_proven",
+            Self::BadSignature(_) => "bad_signature",
             Self::Busy(_) => "node_busy",
         }
     }

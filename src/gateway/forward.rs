@@ -141,12 +141,30 @@ impl Upstream {
     /// [`GatewayError::EndpointRefused`], [`GatewayError::Unreachable`]
     /// (the name does not resolve).
     pub async fn target(&self, endpoint: &str) -> Result<(Url, Vec<IpAddr>), GatewayError> {
+        self.target_of(endpoint, "https").await
+    }
+
+    /// As [`Upstream::target`], for an ADP agent's chat WebSocket
+    /// (`wss` only).
+    ///
+    /// # Errors
+    /// As [`Upstream::target`].
+    pub async fn chat_target(&self, endpoint: &str) -> Result<(Url, Vec<IpAddr>), GatewayError> {
+        self.target_of(endpoint, "wss").await
+    }
+
+    /// `endpoint` checked, its scheme `scheme`, and its host's addresses.
+    async fn target_of(
+        &self,
+        endpoint: &str,
+        scheme: &str,
+    ) -> Result<(Url, Vec<IpAddr>), GatewayError> {
         let url = Url::parse(endpoint).map_err(|e| {
             GatewayError::EndpointRefused(format!("{endpoint:?} is not a URL: {e}"))
         })?;
-        if url.scheme() != "https" {
+        if url.scheme() != scheme {
             return Err(GatewayError::EndpointRefused(format!(
-                "{url} is not HTTPS (the gateway calls agents over TLS only)"
+                "{url} is not {scheme} (the gateway calls agents over TLS only)"
             )));
         }
         let refused = |e: crate::crawl::CrawlError| GatewayError::EndpointRefused(e.to_string());

@@ -64,6 +64,9 @@ pub struct SiteCounts {
     /// Mutual handshakes completed: the verifier's closing frame, signed
     /// over the agent's own nonce, checked (`challenge_own_nonce` sites).
     pub mutual: u64,
+    /// ADP message frames received whose signature checked against the
+    /// key of the handshake's challenge (calls through a gateway).
+    pub messages: u64,
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +76,7 @@ struct Counters {
     landing: AtomicU64,
     chat: AtomicU64,
     mutual: AtomicU64,
+    messages: AtomicU64,
 }
 
 /// Where a site's document comes from.
@@ -117,6 +121,9 @@ struct Runtime {
     refuse: std::sync::Mutex<Option<(StatusCode, Option<u64>)>>,
     /// The chat endpoint accepts the WebSocket and never answers.
     chat_down: std::sync::atomic::AtomicBool,
+    /// The handshake answer carries the agent's key but is signed by
+    /// another (as [`Behaviour::ChallengeBadSignature`] sites do).
+    handshake_forged: std::sync::atomic::AtomicBool,
     /// The document is served without an ETag (and conditional requests
     /// are answered in full).
     no_etag: std::sync::atomic::AtomicBool,
@@ -266,6 +273,7 @@ impl AgentSite {
             landing: c.landing.load(Ordering::Relaxed),
             chat: c.chat.load(Ordering::Relaxed),
             mutual: c.mutual.load(Ordering::Relaxed),
+            messages: c.messages.load(Ordering::Relaxed),
         }
     }
 
@@ -293,6 +301,19 @@ impl AgentSite {
     /// (`true`), or with one again.
     pub fn set_no_etag(&self, no_etag: bool) {
         self.runtime.no_etag.store(no_etag, Ordering::SeqCst);
+    }
+
+    /// From now on, the handshake answer carries the agent's key but is
+    /// signed by another, as an impostor's would be (`false`: signed by
+    /// the agent's key again).
+    pub fn set_handshake_forged(&self, forged: bool) {
+        self.runtime
+            .handshake_forged
+            .store(forged, Ordering::SeqCst);
+    }
+
+    pub(super) fn handshake_forged(&self) -> bool {
+        self.runtime.handshake_forged.load(Ordering::SeqCst)
     }
 
     pub(super) fn chat_down(&self) -> bool {

@@ -192,8 +192,9 @@ function livenessText(l) {
 }
 
 /** The operations an invocation may name: an AIDIP document's
- * `operations` (or its one implied operation, ""), an A2A card's skills;
- * none for the rest (an MCP server's tools are listed by the server). */
+ * `operations` (or its one implied operation, ""), an A2A card's skills,
+ * an ADP document's capabilities offered over chat; none for the rest
+ * (an MCP server's tools are listed by the server). */
 function invocable(summary, doc) {
   if (summary.source_format === "aidip") {
     if (Array.isArray(doc.operations)) {
@@ -204,6 +205,11 @@ function invocable(summary, doc) {
   }
   if (summary.source_format === "a2a" && Array.isArray(doc.skills)) {
     return doc.skills.map((s) => ({ name: s.id, schema: null, example: null }));
+  }
+  if (summary.source_format === "adp" && Array.isArray(doc.capabilities)) {
+    return doc.capabilities
+      .filter((c) => Array.isArray(c.interfaces) && c.interfaces.some((i) => String(i).toLowerCase() === "chat"))
+      .map((c) => ({ name: c.id, schema: null, example: null }));
   }
   if (summary.source_format === "mcp-registry") return [{ name: null, schema: null, example: null }];
   return [];
