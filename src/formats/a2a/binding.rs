@@ -14,12 +14,13 @@
 //! | a task state | `completed`, `input-required`, ... | `TASK_STATE_COMPLETED`, ... |
 //! | a role | `user` | `ROLE_USER` |
 //!
-//! The choice: the card's first JSON-RPC interface of a 1.x version when
-//! it declares one, else its first JSON-RPC interface of a 0.x version (a
-//! 0.x card without `protocolVersion`, from before 0.2.5, counts as 0.x);
-//! a card declaring neither has no interface agentmesh speaks.
+//! The choice, as A2A 1.0 §8.3.2 has clients choose: the card's first
+//! JSON-RPC interface, in the card's order (its order of preference), of
+//! a version agentmesh speaks, 1.x or 0.x (a 0.x card without
+//! `protocolVersion`, from before 0.2.5, counts as 0.x); a card declaring
+//! neither has no interface agentmesh speaks.
 
-use super::{AgentCard, Interface};
+use super::AgentCard;
 
 /// The HTTP header a 1.x request names its version in (A2A 1.0 §3.6.1,
 /// `A2A-Version`), lower-case as HTTP/2 sends it.
@@ -102,19 +103,16 @@ impl AgentCard {
     /// documentation's choice); `None` when the card declares none of a
     /// version it speaks.
     pub fn rpc_interface(&self) -> Option<RpcInterface> {
-        let json_rpc = |i: &&Interface| i.protocol_binding.eq_ignore_ascii_case("JSONRPC");
-        let of = |version: RpcVersion| {
-            self.interfaces
-                .iter()
-                .filter(json_rpc)
-                .find(|i| version_of(i.protocol_version.as_deref()) == Some(version))
-                .map(|i| RpcInterface {
+        self.interfaces
+            .iter()
+            .filter(|i| i.protocol_binding.eq_ignore_ascii_case("JSONRPC"))
+            .find_map(|i| {
+                Some(RpcInterface {
                     url: i.url.clone(),
-                    version,
+                    version: version_of(i.protocol_version.as_deref())?,
                     tenant: i.tenant.clone().filter(|t| !t.is_empty()),
                 })
-        };
-        of(RpcVersion::V1).or_else(|| of(RpcVersion::V0))
+            })
     }
 }
 
@@ -150,11 +148,12 @@ mod tests {
     }
 
     #[test]
-    fn a_1x_json_rpc_interface_wins_wherever_it_is_listed() {
+    fn the_card_s_first_json_rpc_interface_of_a_version_spoken_wins() {
         let card = card_with(json!([
             {"url": "https://a/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-            {"url": "https://a/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "https://a/future", "protocolBinding": "JSONRPC", "protocolVersion": "2.0"},
             {"url": "https://a/new", "protocolBinding": "JSONRPC", "protocolVersion": "1.0", "tenant": "t1"},
+            {"url": "https://a/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ]));
         assert_eq!(
             card.rpc_interface(),
@@ -163,6 +162,17 @@ mod tests {
                 version: RpcVersion::V1,
                 tenant: Some("t1".into()),
             })
+        );
+        // The card's order is its preference (A2A 1.0 §8.3.2): a 0.x
+        // interface listed first is the one spoken to.
+        let prefers_old = card_with(json!([
+            {"url": "https://a/old", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": "https://a/new", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        ]));
+        let chosen = prefers_old.rpc_interface().unwrap();
+        assert_eq!(
+            (chosen.url.as_str(), chosen.version),
+            ("https://a/old", RpcVersion::V0)
         );
         let old = card_with(json!([
             {"url": "https://a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
