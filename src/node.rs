@@ -533,7 +533,8 @@ fn start_prober(config: &Config, crawler: &Crawler, parts: &CrawlParts<'_>, stag
         config.crawl.probe_interval,
         usize::try_from(per_round).unwrap_or(usize::MAX),
     )
-    .with_timeout(config.crawl.probe_timeout);
+    .with_timeout(config.crawl.probe_timeout)
+    .publishing(parts.issuer.clone());
     prober.count_in(parts.metrics.clone());
     stages.adopt(
         Stage::Crawl,
