@@ -153,12 +153,6 @@ fn signed_envelope(kind: &str, payload: &[u8], key: &SigningKey) -> Vec<u8> {
     raw_envelope(kind, payload, key.verifying_key().as_bytes(), &signature)
 }
 
-/// `SignedRecord::decode` followed by `body`: the full check a node runs.
-fn check(bytes: &[u8]) -> Result<(SignedRecord, RecordBody), RecordError> {
-    let rec = SignedRecord::decode(bytes)?;
-    let body = rec.body()?;
-    Ok((rec, body))
-}
 
 // ---------------------------------------------------------------------------
 // One test per refusal.
