@@ -153,7 +153,6 @@ fn signed_envelope(kind: &str, payload: &[u8], key: &SigningKey) -> Vec<u8> {
     raw_envelope(kind, payload, key.verifying_key().as_bytes(), &signature)
 }
 
-
 // ---------------------------------------------------------------------------
 // One test per refusal.
 

@@ -18,7 +18,9 @@
 //! Freshness is local, like a suspension: it is never gossiped. Other
 //! nodes see an agent's freshness only through its record, which this
 //! node re-signs while the agent keeps being confirmed and lets expire
-//! when it is not.
+//! when it is not. The probe's result alone also leaves the node, for a
+//! public agent, as a signed `liveness` record (`crawl::probe`); what
+//! other nodes' results say is kept apart (`store/liveness.rs`).
 
 use std::collections::HashMap;
 
