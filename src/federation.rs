@@ -41,6 +41,16 @@
 //! whatever the seqs, the key goes to the store's revoked list, and every
 //! later descriptor carrying it is refused (`key_revoked`).
 //!
+//! **Liveness results** (`liveness` records, docs/protocol.md#probe) are
+//! another node's signed word that its probe found an agent alive (or
+//! not): kept only about an agent this node holds live at the probed seq
+//! or later and shows (never a private or unlisted one), checked no
+//! longer ago than [`MAX_LIVENESS_AGE_SECS`] and not in the future beyond
+//! the skew; one per signer per agent, at most
+//! [`store::MAX_CHECKS_PER_AGENT`](crate::store::MAX_CHECKS_PER_AGENT).
+//! They are shown with their signer; only a trusted peer's counts for
+//! `alive_within`.
+//!
 //! Every refusal is counted by reason.
 //!
 //! Files: `federation/refusal.rs` ([`Refusal`], the reasons),
@@ -61,8 +71,11 @@ use crate::adp::{handshake, AgentDocument};
 use crate::config::Replication;
 use crate::descriptor::DocumentFormat;
 use crate::identity::AgentId;
+use crate::record::LivenessRecord;
 use crate::record::{self, DescriptorRecord, RecordBody, RecordError, SignedRecord};
-use crate::store::{Expect, Origin, PutOutcome, Store, StoreError, StoredAgent};
+use crate::store::{
+    CheckPut, Expect, Origin, PeerCheck, PutOutcome, Store, StoreError, StoredAgent,
+};
 
 pub use refusal::Refusal;
 
@@ -70,6 +83,23 @@ pub use refusal::Refusal;
 /// be, and how far a seq (milliseconds by convention,
 /// [`record::next_seq`]) may run ahead of this node's clock.
 pub const MAX_CLOCK_SKEW_SECS: u64 = 300;
+
+/// The oldest liveness result accepted, seconds since its `checked_at`:
+/// a day.
+pub const MAX_LIVENESS_AGE_SECS: u64 = 24 * 3600;
+
+/// What the judge saw of liveness records (`GET /peers`,
+/// `records.liveness`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct LivenessCounts {
+    /// Liveness records that reached the judge, whatever became of them.
+    pub received: u64,
+    /// Of those, kept.
+    pub stored: u64,
+    /// Of those, about an agent this node does not show
+    /// (`liveness_unknown_agent`).
+    pub unknown_agent: u64,
+}
 
 /// The longest record lifetime accepted by default
 /// (`p2p.max_record_lifetime`): 30 days.
@@ -156,6 +186,7 @@ pub struct Judge {
     trusted: HashSet<[u8; 32]>,
     refusals: Mutex<BTreeMap<Refusal, u64>>,
     accepted: Mutex<u64>,
+    liveness: Mutex<LivenessCounts>,
 }
 
 impl std::fmt::Debug for Judge {
@@ -183,6 +214,7 @@ impl Judge {
             trusted: trusted.into_iter().map(|k| k.to_bytes()).collect(),
             refusals: Mutex::new(BTreeMap::new()),
             accepted: Mutex::new(0),
+            liveness: Mutex::new(LivenessCounts::default()),
         }
     }
 
@@ -232,6 +264,21 @@ impl Judge {
         *self.accepted.lock().expect("the counter is never poisoned")
     }
 
+    /// What was seen of liveness records so far.
+    pub fn liveness_counts(&self) -> LivenessCounts {
+        *self
+            .liveness
+            .lock()
+            .expect("the counters are never poisoned")
+    }
+
+    fn count_liveness(&self, f: impl FnOnce(&mut LivenessCounts)) {
+        f(&mut self
+            .liveness
+            .lock()
+            .expect("the counters are never poisoned"));
+    }
+
     fn refuse(&self, reason: Refusal) -> Judgement {
         // Aggregated per code (`store/audit.rs`): a hostile peer cannot
         // flood the log.
@@ -271,6 +318,10 @@ impl Judge {
             Ok(r) => r,
             Err(e) => return self.refuse(Refusal::from(&e)),
         };
+        if record.kind() == record::RecordType::Liveness {
+            self.count_liveness(|c| c.received += 1);
+            return self.judge_liveness(&record, dht_key);
+        }
         let body = match record.body() {
             Ok(b) => b,
             Err(e) => return self.refuse(Refusal::from(&e)),
@@ -369,6 +420,72 @@ impl Judge {
             }
             Err(e) => {
                 tracing::error!(error = %e, "storing a remote record failed");
+                self.refuse(Refusal::StoreFailed)
+            }
+        }
+    }
+
+    /// A liveness record (its signature checked): kept as the signer's
+    /// check of an agent this node holds and shows, or why not.
+    fn judge_liveness(&self, record: &SignedRecord, dht_key: Option<&[u8]>) -> Judgement {
+        let body = match record.liveness() {
+            Ok(b) => b,
+            Err(e) => return self.refuse(Refusal::from(&e)),
+        };
+        // The DHT holds agent records under agent keys, nothing else.
+        if dht_key.is_some() {
+            return self.refuse(Refusal::WrongDhtKey);
+        }
+        if let Err(reason) = check_liveness_window(&body, record::unix_now()) {
+            return self.refuse(reason);
+        }
+        // This node's own results are in the agent's freshness already.
+        if *record.signer() == self.own_key {
+            return Judgement::Duplicate;
+        }
+        let store = self.store.blocking();
+        let held = match store.get(&body.agent_id) {
+            Ok(h) => h,
+            Err(_) => return self.refuse(Refusal::StoreFailed),
+        };
+        let shown = held.is_some_and(|h| {
+            matches!(h.body, RecordBody::Descriptor(_)) && h.body.seq() >= body.seq
+        }) && !store.is_hidden(&body.agent_id);
+        if !shown {
+            self.count_liveness(|c| c.unknown_agent += 1);
+            return Judgement::Unverifiable(Refusal::LivenessUnknownAgent);
+        }
+        let trusted = self.trusted.contains(record.signer().as_bytes());
+        let check = PeerCheck {
+            seq: body.seq,
+            state: body.state,
+            checked_at: body.checked_at,
+            rtt_ms: body.rtt_ms,
+            protocol: body.protocol,
+            trusted,
+        };
+        match store.put_peer_check(&body.agent_id, record.signer().as_bytes(), check) {
+            Ok(CheckPut::Stored) => {
+                self.count_liveness(|c| c.stored += 1);
+                Judgement::Stored {
+                    agent_id: body.agent_id,
+                    trusted,
+                    reverify: None,
+                    signer: record.signer().to_bytes(),
+                }
+            }
+            Ok(CheckPut::Same) => Judgement::Duplicate,
+            Ok(CheckPut::Older) => {
+                self.refuse(Refusal::StaleSeq);
+                Judgement::Stale
+            }
+            Ok(CheckPut::Full) => self.refuse(Refusal::LivenessFull),
+            Ok(CheckPut::UnknownAgent) => {
+                self.count_liveness(|c| c.unknown_agent += 1);
+                Judgement::Unverifiable(Refusal::LivenessUnknownAgent)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "storing a liveness result failed");
                 self.refuse(Refusal::StoreFailed)
             }
         }
@@ -556,6 +673,18 @@ impl crate::search::Admit for Judge {
     fn admit(&self, record: &[u8]) -> bool {
         matches!(self.judge(record), Judgement::Stored { .. })
     }
+}
+
+/// A liveness result's time: checked no later than the tolerated skew
+/// from `now`, and no longer ago than [`MAX_LIVENESS_AGE_SECS`].
+fn check_liveness_window(body: &LivenessRecord, now: u64) -> Result<(), Refusal> {
+    if body.checked_at > now.saturating_add(MAX_CLOCK_SKEW_SECS) {
+        return Err(Refusal::IssuedInFuture);
+    }
+    if body.checked_at.saturating_add(MAX_LIVENESS_AGE_SECS) < now {
+        return Err(Refusal::LivenessTooOld);
+    }
+    Ok(())
 }
 
 /// The fingerprint of the agent key a `Revoked` tombstone revokes, when

@@ -1,6 +1,8 @@
 //! Everything this node signs goes through one [`Issuer`]: registrations,
 //! updates and deletions (the registry), crawled agents and mutual-peer
-//! upgrades (the crawler). It reads the held seq under the agent's write
+//! upgrades (the crawler), and the liveness probe's results of public
+//! agents ([`Issuer::liveness`], gossiped only, not stored: the probe
+//! keeps its own result in the agent's freshness). It reads the held seq under the agent's write
 //! lock, signs the record with the node key for the configured lifetime
 //! (`store.record_ttl`), stores it, flushes the store when the record is
 //! one the API acknowledges ([`Durability`]), and hands the record to the
@@ -26,10 +28,12 @@ pub use outbox::{Outbox, Published};
 
 use crate::descriptor::Descriptor;
 use crate::record::{
-    self, DescriptorRecord, RecordBody, RecordError, SignedRecord, TombstoneReason,
+    self, DescriptorRecord, LivenessRecord, RecordBody, RecordError, SignedRecord, TombstoneReason,
     TombstoneRecord, Transfer,
 };
-use crate::store::{failed_batch, BlockingStore, Expect, Origin, PutOutcome, Store, StoreError};
+use crate::store::{
+    failed_batch, BlockingStore, Expect, Liveness, Origin, PutOutcome, Store, StoreError,
+};
 use crate::trust::Evidence;
 
 /// Why a record could not be issued.
@@ -240,6 +244,54 @@ impl Issuer {
             .await
             .pop()
             .expect("one result per record")
+    }
+
+    /// Signs this node's probe result of `agent_id` as a `liveness`
+    /// record (docs/protocol.md#probe), naming the seq of the descriptor
+    /// held, and drops it into the outbox to be gossiped; `true` when it
+    /// did. Nothing is signed for an agent that is private or unlisted
+    /// (it never leaves the node), not held as a live descriptor, or
+    /// when nothing is published (no outbox). Never waits for the mesh: a
+    /// full outbox drops the result (the next probe makes another).
+    ///
+    /// # Errors
+    /// [`IssueError::Store`] when the held record cannot be read;
+    /// [`IssueError::TooLarge`] for an id too long for the record.
+    pub async fn liveness(&self, agent_id: &str, found: Liveness) -> Result<bool, IssueError> {
+        let Some(outbox) = &self.outbox else {
+            return Ok(false);
+        };
+        let (key, id) = (self.key.clone(), agent_id.to_owned());
+        let signed = self
+            .store
+            .run_blocking(move |store| -> Result<Option<Published>, IssueError> {
+                if store.is_hidden(&id) {
+                    return Ok(None);
+                }
+                let seq = match store.get(&id)? {
+                    Some(held) if matches!(held.body, RecordBody::Descriptor(_)) => held.body.seq(),
+                    _ => return Ok(None),
+                };
+                let body = LivenessRecord {
+                    agent_id: id,
+                    seq,
+                    state: found.state,
+                    checked_at: found.checked_at,
+                    rtt_ms: found.rtt_ms,
+                    protocol: found.protocol,
+                };
+                let record =
+                    SignedRecord::sign_liveness(&body, &key).map_err(IssueError::TooLarge)?;
+                Ok(Some(Published::liveness(&record, &body.agent_id)))
+            })
+            .await??;
+        Ok(match signed {
+            Some(published) => {
+                outbox.send(published);
+                true
+            }
+            None => false,
+        })
     }
 
     /// The one path: lock the agents (their stripes, in order), then on a

@@ -538,7 +538,8 @@ fn start_prober(config: &Config, crawler: &Crawler, parts: &CrawlParts<'_>, stag
         usize::try_from(per_round).unwrap_or(usize::MAX),
     )
     .with_timeout(config.crawl.probe_timeout)
-    .with_concurrency(config.crawl.probe_concurrency);
+    .with_concurrency(config.crawl.probe_concurrency)
+    .publishing(parts.issuer.clone());
     prober.count_in(parts.metrics.clone());
     stages.adopt(
         Stage::Crawl,

@@ -11,7 +11,9 @@
 //!
 //! Files: `record/error.rs` ([`RecordError`]), `record/cbor.rs` (the CBOR
 //! helpers both record and transfer use), `record/transfer.rs`
-//! ([`Transfer`], an id handed to another key).
+//! ([`Transfer`], an id handed to another key), `record/liveness.rs`
+//! ([`LivenessRecord`], a node's signed probe result, with [`LiveState`]
+//! and [`ProbeProtocol`]).
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
@@ -22,10 +24,12 @@ use crate::trust::Evidence;
 
 mod cbor;
 mod error;
+mod liveness;
 mod transfer;
 
 use cbor::{from_cbor_exact, to_cbor};
 pub use error::RecordError;
+pub use liveness::{LiveState, LivenessRecord, ProbeProtocol, MAX_LIVENESS_PAYLOAD_BYTES};
 pub use transfer::{Transfer, TransferError, TRANSFER_CONTEXT};
 
 /// Largest encoded record, in bytes (docs/protocol.md#record-limits).
@@ -42,6 +46,8 @@ pub enum RecordType {
     Tombstone,
     /// A second node co-signing a descriptor hash.
     Attestation,
+    /// A node's signed result of probing an agent ([`LivenessRecord`]).
+    Liveness,
 }
 
 impl RecordType {
@@ -51,6 +57,7 @@ impl RecordType {
             Self::Descriptor => "descriptor",
             Self::Tombstone => "tombstone",
             Self::Attestation => "attestation",
+            Self::Liveness => "liveness",
         }
     }
 
@@ -59,6 +66,7 @@ impl RecordType {
             "descriptor" => Some(Self::Descriptor),
             "tombstone" => Some(Self::Tombstone),
             "attestation" => Some(Self::Attestation),
+            "liveness" => Some(Self::Liveness),
             _ => None,
         }
     }
@@ -108,11 +116,12 @@ fn within_limit(size: usize) -> Result<(), RecordError> {
     Ok(())
 }
 
-/// An attestation where an agent record (descriptor or tombstone) is read.
-fn not_an_agent_record() -> RecordError {
+/// An attestation or a liveness result where an agent record
+/// (descriptor or tombstone) is read.
+fn not_an_agent_record(kind: RecordType) -> RecordError {
     RecordError::BadPayload {
-        kind: "attestation",
-        reason: "attestations are not agent records".into(),
+        kind: kind.as_str(),
+        reason: format!("a {} is not an agent record", kind.as_str()),
     }
 }
 
@@ -147,6 +156,17 @@ impl SignedRecord {
     /// As [`SignedRecord::sign`].
     pub fn sign_tombstone(body: &TombstoneRecord, key: &SigningKey) -> Result<Self, RecordError> {
         Self::sign(RecordType::Tombstone, to_cbor(body), key)
+    }
+
+    /// Signs a liveness payload.
+    ///
+    /// # Errors
+    /// As [`SignedRecord::sign`], and [`RecordError::BadPayload`] for a
+    /// payload over [`MAX_LIVENESS_PAYLOAD_BYTES`].
+    pub fn sign_liveness(body: &LivenessRecord, key: &SigningKey) -> Result<Self, RecordError> {
+        let payload = to_cbor(body);
+        liveness_within_limit(payload.len())?;
+        Self::sign(RecordType::Liveness, payload, key)
     }
 
     /// The envelope's CBOR bytes.
@@ -230,7 +250,9 @@ impl SignedRecord {
                     reason: e.to_string(),
                 }),
             Some(RecordType::Tombstone) => Ok(None),
-            Some(RecordType::Attestation) => Err(not_an_agent_record()),
+            Some(kind @ (RecordType::Attestation | RecordType::Liveness)) => {
+                Err(not_an_agent_record(kind))
+            }
             None => Err(RecordError::UnknownType { kind: head.kind }),
         }
     }
@@ -324,18 +346,41 @@ impl SignedRecord {
         })
     }
 
+    /// Decodes the payload as a liveness result.
+    ///
+    /// # Errors
+    /// [`RecordError::BadPayload`] for the wrong type, a payload over
+    /// [`MAX_LIVENESS_PAYLOAD_BYTES`], or a malformed body (unknown
+    /// fields, states and protocols included).
+    pub fn liveness(&self) -> Result<LivenessRecord, RecordError> {
+        if self.kind != RecordType::Liveness {
+            return Err(RecordError::BadPayload {
+                kind: "liveness",
+                reason: format!("record is a {}", self.kind.as_str()),
+            });
+        }
+        liveness_within_limit(self.payload.len())?;
+        from_cbor_exact(&self.payload).map_err(|e| RecordError::BadPayload {
+            kind: "liveness",
+            reason: e.to_string(),
+        })
+    }
+
     /// Decodes the payload by type.
     ///
     /// # Errors
     /// As [`SignedRecord::descriptor`] / [`SignedRecord::tombstone`];
-    /// attestations are not stored as agent records yet.
+    /// attestations and liveness results are not agent records
+    /// ([`SignedRecord::liveness`] reads the latter).
     pub fn body(&self) -> Result<RecordBody, RecordError> {
         match self.kind {
             RecordType::Descriptor => self
                 .descriptor()
                 .map(|d| RecordBody::Descriptor(Box::new(d))),
             RecordType::Tombstone => self.tombstone().map(RecordBody::Tombstone),
-            RecordType::Attestation => Err(not_an_agent_record()),
+            kind @ (RecordType::Attestation | RecordType::Liveness) => {
+                Err(not_an_agent_record(kind))
+            }
         }
     }
 }
@@ -442,6 +487,18 @@ pub struct TombstoneRecord {
     pub issued_at: u64,
     /// Why.
     pub reason: TombstoneReason,
+}
+
+/// [`RecordError::BadPayload`] for a liveness payload of `size` bytes
+/// over [`MAX_LIVENESS_PAYLOAD_BYTES`].
+fn liveness_within_limit(size: usize) -> Result<(), RecordError> {
+    if size > MAX_LIVENESS_PAYLOAD_BYTES {
+        return Err(RecordError::BadPayload {
+            kind: "liveness",
+            reason: format!("{size} bytes, over the {MAX_LIVENESS_PAYLOAD_BYTES}-byte limit"),
+        });
+    }
+    Ok(())
 }
 
 /// Current Unix time in seconds.

@@ -28,8 +28,8 @@ use crate::issuer::{DescriptorIssue, Durability, IssueError, Issuer};
 use crate::record::{RecordBody, RecordError, TombstoneReason};
 use crate::semantic::Semantic;
 use crate::store::{
-    BlockingStore, CompactAgent, Expect, Filter, Freshness, Liveness, Origin, PutOutcome, Store,
-    StoreError, StoredAgent,
+    BlockingStore, CompactAgent, Expect, Filter, Freshness, LiveState, Liveness, Origin,
+    ProbeProtocol, PutOutcome, Store, StoreError, StoredAgent,
 };
 use crate::trust::{Evidence, EvidenceFlags, Reason, TrustLevel};
 use crate::understand::Understood;
@@ -173,6 +173,25 @@ pub struct ClaimView {
     pub by: String,
 }
 
+/// Another node's signed probe result of an agent (`checked_by` in
+/// results; docs/protocol.md#probe): "checked live by node X at T".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CheckView {
+    /// The peer id of the node that probed and signed it.
+    pub node: String,
+    /// What its probe found.
+    pub state: LiveState,
+    /// When, Unix seconds.
+    pub checked_at: u64,
+    /// How long the agent took to answer, milliseconds.
+    pub rtt_ms: u64,
+    /// The protocol it spoke.
+    pub protocol: ProbeProtocol,
+    /// Whether the node is one of this node's `p2p.trusted_peers`: only
+    /// a trusted node's result counts for `alive_within`.
+    pub trusted: bool,
+}
+
 /// An AIDIP summary object, with agentmesh's `score`, `trust`, `source`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Summary {
@@ -211,6 +230,10 @@ pub struct Summary {
     /// it was asked in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub liveness: Option<Liveness>,
+    /// What other nodes' probes found, as they signed it (newest first,
+    /// at most `store::MAX_CHECKS_PER_AGENT`); absent when none did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checked_by: Vec<CheckView>,
 }
 
 /// A search request, already bounded by the caller.
@@ -553,7 +576,23 @@ impl Registry {
         let source_format = agent.source_format();
         let mut freshness = store.freshness(&agent.id)?;
         let liveness = freshness.as_mut().and_then(|f| f.liveness.take());
+        let checked_by = store
+            .peer_checks(&agent.id)?
+            .into_iter()
+            .filter_map(|(signer, c)| {
+                let key = ed25519_dalek::VerifyingKey::from_bytes(&signer).ok()?;
+                Some(CheckView {
+                    node: identity::peer_id_of_public(&key),
+                    state: c.state,
+                    checked_at: c.checked_at,
+                    rtt_ms: c.rtt_ms,
+                    protocol: c.protocol,
+                    trusted: c.trusted,
+                })
+            })
+            .collect();
         Ok(Summary {
+            checked_by,
             source_format,
             status: agent.status,
             freshness,

@@ -531,8 +531,10 @@ impl Walk<'_> {
         // Only what this node proved, or a trusted peer attested, counts:
         // a claimed proof is no proof for the policy.
         let evidence = agent.counted_evidence();
+        // This node's probe, or a trusted peer's signed result: another
+        // node's word counts only when this node trusts it.
         let liveness = match self.plan.request.policy.alive_within {
-            Some(_) => self.store.freshness(&d.id)?.and_then(|f| f.liveness),
+            Some(_) => self.store.counted_liveness(&d.id)?,
             None => None,
         };
         let checked = policy::check(

@@ -17,6 +17,9 @@
 //!   summaries show without reading the report (filled from `reports` at
 //!   the first open of a data directory written before it existed);
 //! - `pending`: agents whose text-index entry may not be committed yet;
+//! - `liveness`: other nodes' signed probe results of the agents held,
+//!   by agent ordinal and signer (`store/liveness.rs`; a tree added
+//!   without a layout change: a data directory without it gets it empty);
 //! - `meta`: the schema version;
 //! - `audit`, `audit_versions`, `audit_meta`: the hash-chained audit log,
 //!   the record versions its entries name, its head and retention
@@ -52,6 +55,7 @@
 //!   the agents shown; `status.rs`: suspensions, freshness, the recrawl
 //!   schedule; `reports.rs`: crawl reports and their reason codes;
 //!   `trust.rs`: what this node counts, revoked keys, transfers;
+//!   `liveness.rs`: other nodes' signed probe results;
 //! - `stored.rs` (a record as stored), `compact.rs`, `postings.rs`,
 //!   `filter.rs`, `claims.rs`, `changes.rs`, `migrate.rs`, `error.rs`;
 //!   `text.rs`, the text index;
@@ -69,6 +73,7 @@ mod error;
 mod filter;
 mod freshness;
 mod handles;
+mod liveness;
 mod migrate;
 mod open;
 mod postings;
@@ -94,6 +99,7 @@ pub use error::{failed_batch, StoreError};
 pub use filter::Filter;
 pub use freshness::{FreshState, Freshness, LiveState, Liveness, ProbeProtocol};
 pub use handles::{BlockingStore, Store};
+pub use liveness::{CheckPut, PeerCheck, MAX_CHECKS_PER_AGENT};
 pub use migrate::SCHEMA_VERSION;
 pub use open::{StoreOptions, CLOSE_WAIT};
 pub use stored::StoredAgent;

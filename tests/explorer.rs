@@ -291,6 +291,7 @@ async fn the_explorer_invokes_an_agent_through_the_node() {
     assert!(dom.contains("id=\"invoke-output\""), "the answer:\n{dom}");
     assert!(dom.contains("from the browser"), "the agent's echo:\n{dom}");
     assert!(dom.contains("not probed"), "the liveness row:\n{dom}");
+    assert!(dom.contains("no other node"), "the checked-by row:\n{dom}");
     assert!(
         agents
             .seen()

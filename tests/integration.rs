@@ -27,6 +27,7 @@ mod hostile;
 mod import_mcp;
 mod layers;
 mod limits;
+mod liveness_mesh;
 mod mesh;
 mod mtls;
 mod nginx;

@@ -500,9 +500,11 @@ struct Filters {
     tags: Vec<String>,
     /// Only agents at this trust level or above (`dns-verified`, ...).
     min_trust: Option<TrustLevel>,
-    /// Only agents whose last liveness probe here found them `alive`
-    /// within this many seconds (1 to 31,536,000); agents this node does
-    /// not probe never match.
+    /// Only agents whose last liveness probe here, or a signed result of
+    /// one of `p2p.trusted_peers`, found them `alive` within this many
+    /// seconds (1 to 31,536,000); other peers' results are shown
+    /// (`checked_by`), never counted; agents nobody counted probes never
+    /// match.
     #[schema(minimum = 1, maximum = 31_536_000)]
     alive_within: Option<u64>,
 }

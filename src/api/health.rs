@@ -77,6 +77,9 @@ pub(super) struct PeerRecords {
     /// (`recent`, `peer_rate`, `signer_rate`, `node_rate`,
     /// `too_many_sources`, `queue_full`).
     reverify: crate::federation::reverify::ReverifyCounts,
+    /// Other nodes' signed liveness results: received, kept, and about
+    /// an agent this node does not show.
+    liveness: crate::federation::LivenessCounts,
 }
 
 #[utoipa::path(get, path = "/health", tag = "node",
@@ -142,6 +145,7 @@ pub(super) async fn peers(State(state): State<AppState>) -> Result<Json<Peers>, 
             accepted: mesh.judge.accepted(),
             refused: mesh.judge.refusals(),
             reverify: mesh.reverify.counts(),
+            liveness: mesh.judge.liveness_counts(),
         },
     }))
 }

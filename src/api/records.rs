@@ -200,8 +200,9 @@ async fn answer(
     }
 }
 
-/// Flushes the stored record to disk, then gossips it; a failed publish
-/// is logged, not answered (the record is stored).
+/// Flushes the stored record to disk, then gossips it (and puts an agent
+/// record in the DHT; a liveness result is only gossiped); a failed
+/// publish is logged, not answered (the record is stored).
 async fn store_and_publish(
     state: &AppState,
     mesh: &MeshState,
@@ -214,10 +215,17 @@ async fn store_and_publish(
         .flush()
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("the store failed: {e}")))?;
-    let publish = mesh
-        .client
-        .publish(body.to_vec(), agent_id.to_owned(), Vec::new());
-    if let Err(e) = publish.await {
+    let liveness = crate::record::SignedRecord::decode_trusted(&body)
+        .is_ok_and(|r| r.kind() == crate::record::RecordType::Liveness);
+    let publish = if liveness {
+        mesh.client.gossip(body.to_vec()).await.map(|_| ())
+    } else {
+        mesh.client
+            .publish(body.to_vec(), agent_id.to_owned(), Vec::new())
+            .await
+            .map(|_| ())
+    };
+    if let Err(e) = publish {
         tracing::warn!(agent = %agent_id, error = %e, "publishing a submitted record failed");
     }
     Ok(())

@@ -74,8 +74,9 @@ pub(super) struct ResolveBody {
     /// Constraints every candidate must pass: `min_trust`,
     /// `dnssec_required`, `share_intent`, `languages`, `protocols`,
     /// `interfaces`, `status`, `exclude`, `jurisdiction`, `max_price`,
-    /// `max_latency_ms`, `alive_within` (seconds: the liveness probe here
-    /// found the agent `alive` that recently).
+    /// `max_latency_ms`, `alive_within` (seconds: the liveness probe here,
+    /// or a trusted peer's signed result, found the agent `alive` that
+    /// recently).
     #[schema(value_type = Object, required = false)]
     policy: Option<Value>,
 }

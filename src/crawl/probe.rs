@@ -19,8 +19,11 @@
 //! `endpoint_ok` and `seen_at` as before), which results show and
 //! `alive_within` filters by. ADP agents, and agents of the other formats
 //! a crawl found (the recrawl scheduler keeps their freshness), are not
-//! probed. Results are this node's own: they are neither signed nor
-//! gossiped.
+//! probed. With an issuer ([`Prober::publishing`]), each result of a
+//! public agent is also signed with the node key as a `liveness` record
+//! and gossiped ([`Issuer::liveness`]), so that other nodes show who
+//! checked it when; a private or unlisted agent's never leaves the node,
+//! and a publication that fails never holds the probe up.
 
 mod classify;
 mod speak;
@@ -35,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::scheduler::Clock;
 use super::Crawler;
 use crate::descriptor::DocumentFormat;
+use crate::issuer::Issuer;
 use crate::metrics::Metrics;
 use crate::store::{FreshState, Freshness, LiveState, Liveness, Store, StoreError};
 use classify::Target;
@@ -94,6 +98,8 @@ pub struct Prober {
     timeout: Duration,
     concurrency: usize,
     metrics: Arc<OnceLock<Metrics>>,
+    /// Signs and gossips the results of public agents, when set.
+    issuer: Option<Issuer>,
     /// Where the next round goes on looking (the last id looked at).
     cursor: Arc<Mutex<Option<String>>>,
 }
@@ -117,6 +123,7 @@ impl Prober {
             timeout: DEFAULT_TIMEOUT,
             concurrency: DEFAULT_CONCURRENCY,
             metrics: Arc::default(),
+            issuer: None,
             cursor: Arc::default(),
         }
     }
@@ -127,6 +134,14 @@ impl Prober {
     #[must_use]
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// The same prober, signing each result of a public agent with
+    /// `issuer`'s node key and gossiping it ([`Issuer::liveness`]).
+    #[must_use]
+    pub fn publishing(mut self, issuer: Issuer) -> Self {
+        self.issuer = Some(issuer);
         self
     }
 
@@ -246,6 +261,12 @@ impl Prober {
         }
         tracing::debug!(agent = %id, state = state.as_str(), rtt_ms = rtt.as_millis() as u64, "probed");
         let up = state.is_up();
+        let liveness = Liveness {
+            state,
+            checked_at: now,
+            rtt_ms: u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX),
+            protocol: target.protocol,
+        };
         let freshness = Freshness {
             state: FreshState::Fresh,
             checked_at: now,
@@ -256,14 +277,15 @@ impl Prober {
             },
             endpoint_ok: Some(up),
             next_check_at: now + self.interval.as_secs().max(1),
-            liveness: Some(Liveness {
-                state,
-                checked_at: now,
-                rtt_ms: u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX),
-                protocol: target.protocol,
-            }),
+            liveness: Some(liveness),
         };
         self.store.set_freshness(id, freshness).await?;
+        if let Some(issuer) = &self.issuer {
+            // The result is kept whatever becomes of its publication.
+            if let Err(e) = issuer.liveness(id, liveness).await {
+                tracing::warn!(agent = %id, error = %e, "publishing a liveness result failed");
+            }
+        }
         Ok(Some(state))
     }
 

@@ -72,12 +72,14 @@ impl NodeHandler {
             Judgement::NotKept => Verdict::Accept,
             Judgement::Stale => Verdict::Ignore("stale_seq"),
             Judgement::Unverifiable(reason) => Verdict::Ignore(reason.as_str()),
-            // Over a quota, or no room here: valid, and no fault of the
-            // relay.
+            // Over a quota, no room here, or a liveness result too old
+            // or with no room: valid, and no fault of the relay.
             Judgement::Refused(
                 reason @ (super::Refusal::SignerQuota
                 | super::Refusal::ClaimsFull
-                | super::Refusal::NoRoom),
+                | super::Refusal::NoRoom
+                | super::Refusal::LivenessTooOld
+                | super::Refusal::LivenessFull),
             ) => Verdict::Ignore(reason.as_str()),
             Judgement::Refused(reason) => Verdict::Reject(reason.as_str()),
         }

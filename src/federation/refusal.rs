@@ -78,11 +78,22 @@ pub enum Refusal {
     /// here, it is not signed by the held record's signer or the held
     /// seq is past its bound.
     BadTransfer,
+    /// A liveness result about an agent this node does not show: not
+    /// held, held at an older seq than the one probed, deleted, or
+    /// private or unlisted here (ignored, not counted).
+    LivenessUnknownAgent,
+    /// A liveness result checked longer ago than
+    /// [`MAX_LIVENESS_AGE_SECS`](super::MAX_LIVENESS_AGE_SECS) (not
+    /// penalised).
+    LivenessTooOld,
+    /// A liveness result from a new signer while the agent's results are
+    /// full of newer ones or trusted ones (not penalised).
+    LivenessFull,
 }
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 28] = [
+    pub const ALL: [Refusal; 31] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -111,6 +122,9 @@ impl Refusal {
         Self::SignerQuota,
         Self::ClaimsFull,
         Self::BadTransfer,
+        Self::LivenessUnknownAgent,
+        Self::LivenessTooOld,
+        Self::LivenessFull,
     ];
 
     /// The refusal's wire code (`bad_signature`, `stale_seq`, ...).
@@ -144,6 +158,9 @@ impl Refusal {
             Self::SignerQuota => "signer_quota",
             Self::ClaimsFull => "claims_full",
             Self::BadTransfer => "bad_transfer",
+            Self::LivenessUnknownAgent => "liveness_unknown_agent",
+            Self::LivenessTooOld => "liveness_too_old",
+            Self::LivenessFull => "liveness_full",
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::trust::{ChallengeProof, Evidence, TrustLevel};
 use ed25519_dalek::SigningKey;
 
 mod hostile;
+mod liveness;
 
 struct Fixture {
     _dir: tempfile::TempDir,

@@ -2,7 +2,8 @@
 //! to the mesh. The [`super::Issuer`] drops each stored record into
 //! an [`Outbox`] (a bounded channel: a full outbox drops the send, and the
 //! DHT's republication carries the record later); the publisher task hands
-//! them to the [`MeshClient`] one by one, outside every request path.
+//! them to the [`MeshClient`] one by one, outside every request path. A
+//! liveness result (`Published::liveness`) is gossiped only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +25,9 @@ pub struct Published {
     pub agent_id: String,
     /// The capabilities to provide (none for a tombstone).
     pub capabilities: Vec<String>,
+    /// Gossiped only, never put in the DHT (a liveness result: the DHT
+    /// holds agent records under agent keys).
+    pub gossip_only: bool,
 }
 
 impl Published {
@@ -36,6 +40,17 @@ impl Published {
                 RecordBody::Descriptor(d) => d.descriptor.capabilities.clone(),
                 RecordBody::Tombstone(_) => Vec::new(),
             },
+            gossip_only: false,
+        }
+    }
+
+    /// What to publish for a signed liveness result about `agent_id`.
+    pub fn liveness(record: &SignedRecord, agent_id: &str) -> Self {
+        Self {
+            record: record.encode(),
+            agent_id: agent_id.to_owned(),
+            capabilities: Vec::new(),
+            gossip_only: true,
         }
     }
 }
@@ -104,8 +119,15 @@ pub fn spawn_publisher(
                         None => break,
                     },
                 };
-                match mesh.publish(p.record, p.agent_id.clone(), p.capabilities).await {
-                    Ok(report) => tracing::debug!(agent = %p.agent_id, gossiped = report.gossiped, "published"),
+                let sent = if p.gossip_only {
+                    mesh.gossip(p.record).await
+                } else {
+                    mesh.publish(p.record, p.agent_id.clone(), p.capabilities)
+                        .await
+                        .map(|report| report.gossiped)
+                };
+                match sent {
+                    Ok(gossiped) => tracing::debug!(agent = %p.agent_id, gossiped, "published"),
                     // Records still queued when the node stops are republished
                     // at the next start.
                     Err(crate::mesh::MeshError::Shutdown) => break,
@@ -128,6 +150,7 @@ mod tests {
             record: Vec::new(),
             agent_id: format!("a{i}"),
             capabilities: Vec::new(),
+            gossip_only: false,
         }
     }
 

@@ -140,6 +140,10 @@ pub(crate) enum Command {
         fresh: bool,
         reply: Reply<PublishReport>,
     },
+    Gossip {
+        record: Vec<u8>,
+        reply: Reply<bool>,
+    },
     StopProviding {
         capabilities: Vec<String>,
         reply: Reply<()>,
@@ -299,6 +303,26 @@ impl MeshClient {
             reply,
         })
         .await
+    }
+
+    /// Gossips `record` (encoded `SignedRecord` bytes) on the records
+    /// topic only: nothing goes in the DHT, which holds agent records
+    /// under agent keys (a liveness result). `true` when it was
+    /// gossiped; with no gossip peer yet it waits for one (as
+    /// [`MeshClient::publish`]'s gossip does) and answers `false`.
+    ///
+    /// # Errors
+    /// [`MeshError::TooLarge`] for a record over the record limit;
+    /// [`MeshError::Shutdown`].
+    pub async fn gossip(&self, record: Vec<u8>) -> Result<bool, MeshError> {
+        let max = crate::record::MAX_RECORD_BYTES;
+        if record.len() > max {
+            return Err(MeshError::TooLarge {
+                size: record.len(),
+                max,
+            });
+        }
+        self.ask(|reply| Command::Gossip { record, reply }).await
     }
 
     /// Stops providing (and re-announcing) the shard keys of these

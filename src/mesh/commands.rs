@@ -40,6 +40,9 @@ impl EventLoop {
                 fresh,
                 reply,
             } => self.publish(record, &agent_id, capabilities, fresh, reply),
+            Command::Gossip { record, reply } => {
+                let _ = reply.send(Ok(self.gossip(record)));
+            }
             Command::StopProviding {
                 capabilities,
                 reply,
@@ -149,6 +152,29 @@ impl EventLoop {
             .kad
             .kbuckets()
             .all(|k| k.num_entries() == 0)
+    }
+
+    /// Gossips `record` on the records topic, or keeps it for the first
+    /// peer that subscribes (`unsent.rs`); `true` when it was gossiped.
+    fn gossip(&mut self, record: Vec<u8>) -> bool {
+        let topic = records_topic();
+        match self
+            .swarm
+            .behaviour_mut()
+            .gossipsub
+            .publish(topic, record.clone())
+        {
+            Ok(_) => true,
+            Err(PublishError::NoPeersSubscribedToTopic) => {
+                self.unsent.push(tokio::time::Instant::now(), record);
+                false
+            }
+            Err(PublishError::Duplicate) => false,
+            Err(e) => {
+                warn!(error = %e, "gossip publish failed");
+                false
+            }
+        }
     }
 
     fn publish(

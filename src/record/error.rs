@@ -42,7 +42,7 @@ pub enum RecordError {
     /// The payload is not the type the envelope says.
     #[error("malformed {kind} payload: {reason}")]
     BadPayload {
-        /// The payload type expected (`descriptor` or `tombstone`).
+        /// The payload type expected (`descriptor`, `tombstone` or `liveness`).
         kind: &'static str,
         /// What is wrong with it.
         reason: String,

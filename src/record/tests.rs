@@ -45,6 +45,56 @@ fn signed_descriptor_round_trips() {
     assert_eq!(back.descriptor().unwrap(), body);
 }
 
+#[test]
+fn a_liveness_result_round_trips_and_is_no_agent_record() {
+    let key = SigningKey::from_bytes(&[1; 32]);
+    let body = LivenessRecord {
+        agent_id: "a".into(),
+        seq: 5,
+        state: LiveState::AuthRequired,
+        checked_at: 100,
+        rtt_ms: 7,
+        protocol: ProbeProtocol::Mcp,
+    };
+    let rec = SignedRecord::sign_liveness(&body, &key).unwrap();
+    let back = SignedRecord::decode(&rec.encode()).unwrap();
+    assert_eq!(back.kind().as_str(), "liveness");
+    assert_eq!(back.liveness().unwrap(), body);
+    assert!(matches!(
+        back.body(),
+        Err(RecordError::BadPayload {
+            kind: "liveness",
+            ..
+        })
+    ));
+    assert!(back.descriptor().is_err());
+    // Unknown members, states and protocols are refused.
+    let payload = |extra: &str| {
+        let mut v: serde_json::Value = serde_json::to_value(&body).unwrap();
+        match extra {
+            "member" => v["extra"] = 1.into(),
+            "state" => v["state"] = "dead".into(),
+            _ => v["protocol"] = "grpc".into(),
+        }
+        cbor::to_cbor(&v)
+    };
+    for extra in ["member", "state", "protocol"] {
+        let rec = SignedRecord::sign(RecordType::Liveness, payload(extra), &key).unwrap();
+        assert!(
+            matches!(rec.liveness(), Err(RecordError::BadPayload { .. })),
+            "{extra}"
+        );
+    }
+    // A payload over its bound is neither signed nor read.
+    let long = LivenessRecord {
+        agent_id: "x".repeat(MAX_LIVENESS_PAYLOAD_BYTES),
+        ..body
+    };
+    assert!(SignedRecord::sign_liveness(&long, &key).is_err());
+    let rec = SignedRecord::sign(RecordType::Liveness, cbor::to_cbor(&long), &key).unwrap();
+    assert!(rec.liveness().is_err());
+}
+
 // ---------------------------------------------------------------------------
 // Helpers that state the wire format independently of the code under test.
 
@@ -101,13 +151,6 @@ fn raw_envelope(kind: &str, payload: &[u8], signer: &[u8], signature: &[u8]) -> 
 fn signed_envelope(kind: &str, payload: &[u8], key: &SigningKey) -> Vec<u8> {
     let signature = sign_with(SIGNING_CONTEXT, kind, payload, key);
     raw_envelope(kind, payload, key.verifying_key().as_bytes(), &signature)
-}
-
-/// `SignedRecord::decode` followed by `body`: the full check a node runs.
-fn check(bytes: &[u8]) -> Result<(SignedRecord, RecordBody), RecordError> {
-    let rec = SignedRecord::decode(bytes)?;
-    let body = rec.body()?;
-    Ok((rec, body))
 }
 
 // ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 //! | max_price | a `pricing` member | the `pricing` of the capabilities the intent names (all of them when it names none) |
 //! | max_latency_ms | a `latency_ms` member (number) | `latency_ms`, else `availability.latency_ms` |
 //! | status | `status` | `availability.status` (`online`, `offline`, `maintenance`) |
-//! | alive_within | not declared: this node's liveness probe (`crawl::probe`) found it `alive` that recently | the same |
+//! | alive_within | not declared: this node's liveness probe (`crawl::probe`), or a trusted peer's signed one, found it `alive` that recently | the same |
 //!
 //! A pricing object is `{"model": "free"}`, or has an `amount` (or
 //! `price`) and a `currency`, at its top or under `details` (the ADP
@@ -70,8 +70,8 @@ pub enum ReasonCode {
     PolicyStatus,
     /// It is not in `policy.exclude`.
     PolicyExclude,
-    /// This node's liveness probe found it `alive` within
-    /// `policy.alive_within` seconds.
+    /// This node's liveness probe (or a trusted peer's signed result)
+    /// found it `alive` within `policy.alive_within` seconds.
     PolicyAlive,
 }
 
@@ -124,7 +124,8 @@ pub(super) struct Agent<'a> {
     pub(super) document: &'a Value,
     /// The capability ids the intent names (for ADP per-capability prices).
     pub(super) intent_capabilities: &'a [String],
-    /// What this node's liveness probe last found, if it probes the agent.
+    /// The liveness that counts: the newest `alive` result of this node's
+    /// probe or a trusted peer's, else this node's last result.
     pub(super) liveness: Option<&'a Liveness>,
     /// Now, Unix seconds.
     pub(super) now: u64,

@@ -21,8 +21,9 @@ pub struct Filter {
     /// Answer only agents at this trust level or above (the walk and the
     /// text ranking both keep it, beside any floor a query names).
     pub min_trust: Option<TrustLevel>,
-    /// Answer only agents the liveness probe found `alive` at its last
-    /// try, at this time (Unix seconds) or later (`alive_within`).
+    /// Answer only agents the liveness probe (this node's at its last
+    /// try, or a trusted peer's signed result) found `alive` at this time
+    /// (Unix seconds) or later (`alive_within`).
     pub alive_since: Option<u64>,
     /// Whom the answer is for: unlisted agents, and private ones the
     /// audience is not entitled to, are left out (by default everything

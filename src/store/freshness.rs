@@ -9,7 +9,8 @@
 //!   walk subtracts and the text ranking filters by, unless a query asks
 //!   for stale agents too; and the agents whose last probe found them
 //!   `alive` into a map of ordinal -> when, which `alive_within` filters
-//!   by ([`FreshIndex`]).
+//!   by ([`FreshIndex`]), with the agents a trusted peer's signed probe
+//!   result found `alive` (`store/liveness.rs`).
 //! - `schedule`: domain -> the scheduler's bytes (`crawl::scheduler`
 //!   owns their meaning; the store keeps them opaque, so it does not
 //!   depend on the crawler).
@@ -17,12 +18,16 @@
 //! Freshness is local, like a suspension: it is never gossiped. Other
 //! nodes see an agent's freshness only through its record, which this
 //! node re-signs while the agent keeps being confirmed and lets expire
-//! when it is not.
+//! when it is not. The probe's result alone also leaves the node, for a
+//! public agent, as a signed `liveness` record (`crawl::probe`); what
+//! other nodes' results say is kept apart (`store/liveness.rs`).
 
 use std::collections::HashMap;
 
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
+
+pub use crate::record::{LiveState, ProbeProtocol};
 
 use super::error::StoreError;
 use super::postings;
@@ -79,102 +84,6 @@ pub struct Freshness {
     pub liveness: Option<Liveness>,
 }
 
-/// What a liveness probe found: the agent's endpoint asked the way a
-/// client of its protocol would ask it, read-only.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveState {
-    /// It answered in its protocol (MCP `initialize` and `tools/list`,
-    /// A2A's JSON-RPC, any HTTP answer of an AIDIP endpoint).
-    Alive,
-    /// It answered 401 or 403: up, and wanting a credential.
-    AuthRequired,
-    /// It answered HTTP, but not in its protocol (HTML, a body that is
-    /// not the JSON-RPC answer, a 404 on the JSON-RPC endpoint).
-    NotProtocol,
-    /// No answer at all: the name did not resolve, the connection or
-    /// the TLS handshake failed.
-    Unreachable,
-    /// Connected, but no whole answer within `crawl.probe_timeout`.
-    Timeout,
-}
-
-impl LiveState {
-    /// Every state, in order (the metrics' fixed label set).
-    pub const ALL: [LiveState; 5] = [
-        Self::Alive,
-        Self::AuthRequired,
-        Self::NotProtocol,
-        Self::Unreachable,
-        Self::Timeout,
-    ];
-
-    /// The wire name (`alive`, `auth_required`, `not_protocol`,
-    /// `unreachable`, `timeout`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Alive => "alive",
-            Self::AuthRequired => "auth_required",
-            Self::NotProtocol => "not_protocol",
-            Self::Unreachable => "unreachable",
-            Self::Timeout => "timeout",
-        }
-    }
-
-    /// Whether the endpoint is up (it answered, in its protocol or
-    /// asking for a credential).
-    pub fn is_up(self) -> bool {
-        matches!(self, Self::Alive | Self::AuthRequired)
-    }
-}
-
-/// The protocol a probe spoke.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbeProtocol {
-    /// MCP streamable HTTP: `initialize`, `tools/list`.
-    Mcp,
-    /// A2A JSON-RPC: `tasks/get` of a task that does not exist.
-    A2a,
-    /// AIDIP: the declared health URL, else a `HEAD` of the endpoint.
-    Aidip,
-}
-
-impl ProbeProtocol {
-    /// The wire name (`mcp`, `a2a`, `aidip`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mcp => "mcp",
-            Self::A2a => "a2a",
-            Self::Aidip => "aidip",
-        }
-    }
-}
-
 /// The liveness probe's last result for one agent (`liveness` in results).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Liveness {
@@ -204,6 +113,10 @@ impl Liveness {
 pub(super) struct FreshIndex {
     ords: RoaringBitmap,
     alive: HashMap<u32, u64>,
+    /// When a trusted peer's probe last found each agent `alive`, the
+    /// newest of its checks (`store/liveness.rs`): only agents with such
+    /// a check are in the map.
+    trusted_alive: HashMap<u32, u64>,
 }
 
 impl FreshIndex {
@@ -243,20 +156,47 @@ impl FreshIndex {
         }
     }
 
-    /// The ordinals of the agents the probe found `alive` at `since` or
-    /// later (at their last probe).
+    /// Keeps when a trusted peer last found the agent with ordinal `ord`
+    /// `alive` (`None`: no trusted check of it found it alive).
+    pub(super) fn set_trusted_alive(&mut self, ord: u32, at: Option<u64>) {
+        match at {
+            Some(at) => {
+                self.trusted_alive.insert(ord, at);
+            }
+            None => {
+                self.trusted_alive.remove(&ord);
+            }
+        }
+    }
+
+    /// Keeps `at` for `ord` if it is later than the trusted `alive` time
+    /// held.
+    pub(super) fn raise_trusted_alive(&mut self, ord: u32, at: u64) {
+        let held = self.trusted_alive.entry(ord).or_insert(at);
+        *held = (*held).max(at);
+    }
+
+    /// Forgets every trusted peer's `alive` time.
+    pub(super) fn clear_trusted(&mut self) {
+        self.trusted_alive.clear();
+    }
+
+    /// The ordinals of the agents this node's probe (at its last try) or
+    /// a trusted peer's found `alive` at `since` or later.
     pub(super) fn alive_since(&self, since: u64) -> RoaringBitmap {
         self.alive
             .iter()
+            .chain(&self.trusted_alive)
             .filter(|(_, at)| **at >= since)
             .map(|(ord, _)| *ord)
             .collect()
     }
 
     /// Whether the agent with ordinal `ord` was found alive at `since`
-    /// or later.
+    /// or later, by this node or a trusted peer.
     pub(super) fn is_alive_since(&self, ord: u32, since: u64) -> bool {
         self.alive.get(&ord).is_some_and(|at| *at >= since)
+            || self.trusted_alive.get(&ord).is_some_and(|at| *at >= since)
     }
 
     pub(super) fn contains(&self, ord: u32) -> bool {

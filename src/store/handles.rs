@@ -66,6 +66,10 @@ pub(super) struct Inner {
     pub(super) freshness: sled::Tree,
     pub(super) schedule: sled::Tree,
     pub(super) dropped: RwLock<FreshIndex>,
+    /// Other nodes' signed probe results (`store/liveness.rs`), and the
+    /// lock their read-modify-writes take turns under.
+    pub(super) liveness: sled::Tree,
+    pub(super) liveness_turn: Mutex<()>,
     /// Live claimed records by signer (`store/claims.rs`).
     pub(super) claims: Mutex<ClaimCounts>,
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint

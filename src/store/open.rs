@@ -102,7 +102,8 @@ impl Store {
         )?;
         let suspended = Suspended::load(&trees.suspended, &trees.ordinals)?;
         let entitlements = Entitlements::load(&trees.entitlements, &trees.ordinals)?;
-        let dropped = FreshIndex::load(&trees.freshness, &trees.ordinals)?;
+        let mut dropped = FreshIndex::load(&trees.freshness, &trees.ordinals)?;
+        dropped.load_trusted(&trees.liveness)?;
         let audit = super::audit::AuditLog::open(&db)?;
         let Trees {
             meta,
@@ -119,6 +120,7 @@ impl Store {
             schedule,
             revoked,
             transfers,
+            liveness,
         } = trees;
         Ok(Self {
             sync: BlockingStore {
@@ -141,6 +143,8 @@ impl Store {
                     freshness,
                     schedule,
                     dropped: RwLock::new(dropped),
+                    liveness,
+                    liveness_turn: Mutex::new(()),
                     claims: Mutex::new(claims),
                     revoked,
                     transfers,
@@ -235,6 +239,7 @@ struct Trees {
     schedule: sled::Tree,
     revoked: sled::Tree,
     transfers: sled::Tree,
+    liveness: sled::Tree,
 }
 
 impl Trees {
@@ -255,6 +260,7 @@ impl Trees {
             schedule: db.open_tree("schedule")?,
             revoked: db.open_tree("revoked")?,
             transfers: db.open_tree("transfers")?,
+            liveness: db.open_tree("liveness")?,
         })
     }
 }

@@ -113,6 +113,7 @@ impl BlockingStore {
                 Err(e) => return Err(e),
             }
         }
+        self.reflag_peer_checks(vouched)?;
         self.flush()?;
         meta.insert(TRUSTED_DIGEST, digest)?;
         meta.flush()?;

@@ -386,6 +386,12 @@ impl Inner {
                 postings.insert(p, change.ord);
             }
         }
+        // A deleted agent's checks by other nodes go with it.
+        if change.was_live && !change.now_live {
+            if let Err(e) = self.drop_peer_checks(change.ord) {
+                tracing::error!(agent = %id, error = %e, "dropping the agent's liveness checks failed");
+            }
+        }
         if change.claim_before != change.claim_after {
             let mut claims = self
                 .claims

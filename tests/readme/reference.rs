@@ -296,6 +296,15 @@ fn protocol_facts() -> Vec<String> {
             "more than {} s in the future",
             federation::MAX_CLOCK_SKEW_SECS
         ),
+        format!(
+            "at most {} hours old",
+            federation::MAX_LIVENESS_AGE_SECS / 3600
+        ),
+        format!(
+            "{} per agent (`store::MAX_CHECKS_PER_AGENT`)",
+            agentmesh::store::MAX_CHECKS_PER_AGENT
+        ),
+        format!("at most {} bytes", record::MAX_LIVENESS_PAYLOAD_BYTES),
     ];
     facts.extend(trust::TrustLevel::ALL.map(|l| format!("| `{}` |", l.as_str())));
     facts

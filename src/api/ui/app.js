@@ -191,6 +191,13 @@ function livenessText(l) {
   return l.state + " (" + l.protocol + "), checked " + when(l.checked_at) + (l.rtt_ms !== undefined && l.rtt_ms !== null ? ", " + l.rtt_ms + " ms" : "");
 }
 
+/** Other nodes' signed probe results: "checked live by node X at T",
+ * a trusted peer's marked as counted for `alive_within`. */
+function checkedByText(checks) {
+  if (!checks || !checks.length) return "no other node";
+  return checks.map((c) => c.state + " (" + c.protocol + ") by node " + c.node + ", checked " + when(c.checked_at) + ", " + c.rtt_ms + " ms" + (c.trusted ? ", trusted" : ", not trusted: shown, not counted")).join("; ");
+}
+
 /** The operations an invocation may name: an AIDIP document's
  * `operations` (or its one implied operation, ""), an A2A card's skills,
  * an ADP document's capabilities offered over chat; none for the rest
@@ -311,6 +318,7 @@ async function showAgent(id, query) {
         ["freshness", f ? f.state + ", checked " + when(f.checked_at) + ", next " + when(f.next_check_at) : "not tracked here"],
         ["endpoint answered", f && f.endpoint_ok !== undefined ? (f.endpoint_ok ? "yes" : "no") + (f.seen_at ? ", last seen " + when(f.seen_at) : "") : "not probed"],
         ["liveness", livenessText(summary.liveness)],
+        ["checked by", checkedByText(summary.checked_by)],
         ["record", r ? "seq " + r.seq + ", signed " + when(r.issued_at) + ", valid until " + when(r.expires_at) : "none"],
         ["signed by", r ? r.signer : "none"],
         ["reasons", (summary.trust.reasons || []).join(", ") || "none"],

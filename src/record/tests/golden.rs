@@ -33,8 +33,26 @@ fn vector(name: &str, description: &str, bytes: &[u8], signer: &[u8], expect: &s
     }
 }
 
+/// A decoded payload: an agent record's, or a liveness result.
+enum Payload {
+    Agent(RecordBody),
+    Liveness(LivenessRecord),
+}
+
+/// `SignedRecord::decode` followed by reading the payload by type
+/// (`body`, or `liveness` for a liveness record): the full check a node
+/// runs.
+fn check_any(bytes: &[u8]) -> Result<(SignedRecord, Payload), RecordError> {
+    let rec = SignedRecord::decode(bytes)?;
+    let payload = match rec.kind() {
+        RecordType::Liveness => Payload::Liveness(rec.liveness()?),
+        _ => Payload::Agent(rec.body()?),
+    };
+    Ok((rec, payload))
+}
+
 fn ok_vector(name: &str, description: &str, rec: &SignedRecord) -> Vector {
-    let body = rec.body().expect("ok vectors hold valid bodies");
+    let (_, body) = check_any(&rec.encode()).expect("ok vectors hold valid bodies");
     Vector {
         payload: Some(payload_json(&body)),
         ..vector(
@@ -48,13 +66,13 @@ fn ok_vector(name: &str, description: &str, rec: &SignedRecord) -> Vector {
 }
 
 /// The payload as JSON, field for field, byte strings as lowercase hex.
-fn payload_json(body: &RecordBody) -> Value {
+fn payload_json(body: &Payload) -> Value {
     let hex_field = |v: &mut Value, key: &str| {
         let bytes: Vec<u8> = serde_json::from_value(v[key].take()).unwrap();
         v[key] = Value::String(hex::encode(bytes));
     };
     match body {
-        RecordBody::Descriptor(d) => {
+        Payload::Agent(RecordBody::Descriptor(d)) => {
             let mut v = serde_json::to_value(d).unwrap();
             hex_field(&mut v, "doc_sha256");
             if let Some(challenge) = v["evidence"].get_mut("challenge") {
@@ -63,7 +81,8 @@ fn payload_json(body: &RecordBody) -> Value {
             }
             v
         }
-        RecordBody::Tombstone(t) => serde_json::to_value(t).unwrap(),
+        Payload::Agent(RecordBody::Tombstone(t)) => serde_json::to_value(t).unwrap(),
+        Payload::Liveness(l) => serde_json::to_value(l).unwrap(),
     }
 }
 
@@ -187,6 +206,17 @@ fn golden_vectors() -> Vec<Vector> {
         issued_at: ISSUED_AT + 120,
         reason: TombstoneReason::Deleted,
     };
+    let liveness = LivenessRecord {
+        agent_id: "agent-12345".into(),
+        seq: SEQ,
+        state: LiveState::Alive,
+        checked_at: ISSUED_AT + 60,
+        rtt_ms: 42,
+        protocol: ProbeProtocol::Aidip,
+    };
+    let mut dead = serde_json::to_value(&liveness).unwrap();
+    dead["state"] = "dead".into();
+    let dead_payload = to_cbor(&dead);
     let at_limit = SignedRecord::decode(&padded_envelope(MAX_RECORD_BYTES)).unwrap();
     let over_limit = padded_envelope(MAX_RECORD_BYTES + 1);
     let sig = translator.signature.to_bytes();
@@ -258,6 +288,20 @@ fn golden_vectors() -> Vec<Vector> {
             "tombstone_deleted_by_agent",
             "agent:alice.agent deleted, signed by Alice's own example key.",
             &SignedRecord::sign_tombstone(&deleted, &example_agent_key("alice.agent")).unwrap(),
+        ),
+        ok_vector(
+            "liveness_alive_by_node",
+            "The node (seed 0x01 x 32) found agent-12345 alive over AIDIP, at the seq of \
+            descriptor_aidip_translator, 60 s after it was signed, in 42 ms.",
+            &SignedRecord::sign_liveness(&liveness, &node).unwrap(),
+        ),
+        vector(
+            "bad_payload_liveness_unknown_state",
+            "liveness_alive_by_node with the state \"dead\", which no probe finds, correctly \
+            signed.",
+            &signed_envelope("liveness", &dead_payload, &node),
+            &node_pub,
+            "bad_payload",
         ),
         ok_vector(
             "descriptor_at_size_limit",
@@ -451,7 +495,7 @@ fn golden_vectors_decode_as_expected() {
     for v in &vectors {
         let bytes = hex::decode(&v.hex).unwrap();
         seen.insert(v.expect.as_str());
-        match (check(&bytes), v.expect.as_str()) {
+        match (check_any(&bytes), v.expect.as_str()) {
             (Ok((rec, body)), "ok") => {
                 assert_eq!(
                     hex::encode(rec.signer().as_bytes()),
@@ -462,8 +506,9 @@ fn golden_vectors_decode_as_expected() {
                 assert_eq!(Some(payload_json(&body)), v.payload, "{}", v.name);
                 assert_eq!(hex::encode(rec.encode()), v.hex, "{}: re-encoded", v.name);
                 let canonical = match &body {
-                    RecordBody::Descriptor(d) => to_cbor(d),
-                    RecordBody::Tombstone(t) => to_cbor(t),
+                    Payload::Agent(RecordBody::Descriptor(d)) => to_cbor(d),
+                    Payload::Agent(RecordBody::Tombstone(t)) => to_cbor(t),
+                    Payload::Liveness(l) => to_cbor(l),
                 };
                 assert_eq!(canonical, rec.payload(), "{}: payload re-encoded", v.name);
             }
