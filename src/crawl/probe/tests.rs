@@ -38,11 +38,14 @@ fn each_format_is_probed_in_its_protocol_or_not_at_all() {
         json!({"name": "n", "description": "d", "version": "1", "supportedInterfaces": interfaces,
                "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []})
     };
+    // The card's first JSON-RPC interface of a version spoken, in its
+    // order (A2A 1.0 section 8.3.2).
     let both = card(json!([
-        {"url": "https://a.test/v0", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": "a.test:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
         {"url": "https://a.test/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "https://a.test/v0", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
     ]));
-    let t = target(DocumentFormat::A2a, Some("https://a.test/v0"), &both).unwrap();
+    let t = target(DocumentFormat::A2a, Some("a.test:443"), &both).unwrap();
     assert_eq!(
         (t.protocol, t.url.as_str()),
         (ProbeProtocol::A2a, "https://a.test/v1")
