@@ -423,3 +423,63 @@ async fn alive_within_keeps_only_agents_the_probe_found_alive() {
     .expect_field_problem("/policy/alive_within");
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_run_at_once_but_waiting_for_a_busy_host_is_not_a_timeout() {
+    let a = agents().await;
+    let base = a.agents.base_url();
+    let store = Store::open(&a.dir.path().join("store"), 16 << 20).unwrap();
+    let key = Arc::new(agentmesh::identity::generate());
+    let issuer = Issuer::new(store.clone(), key.clone(), Duration::from_secs(3600));
+    // Ids in the order a round reads them: the hanging agents first, so
+    // the working ones wait for the host behind them.
+    let mut cases = Vec::new();
+    for i in 0..4 {
+        cases.push((format!("a-hang-{i}"), AidipMode::Hang, LiveState::Timeout));
+    }
+    for i in 0..4 {
+        cases.push((format!("b-ok-{i}"), AidipMode::Slow, LiveState::Alive));
+    }
+    for (id, mode, _) in &cases {
+        // A slow agent answers its health check after 300 ms.
+        let doc = match mode {
+            AidipMode::Slow => json!({"health": "/aidip/slow?ms=300"}),
+            _ => json!({}),
+        };
+        let endpoint = format!("{base}/aidip/{}", mode.as_str());
+        register(&issuer, id, DocumentFormat::Aidip, &endpoint, doc).await;
+    }
+    let options = CrawlerOptions {
+        ca_files: vec![a.ca_file.clone()],
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        politeness: Politeness {
+            per_host_concurrency: 2,
+            per_host_interval: Duration::from_millis(1),
+            per_address_concurrency: 64,
+            per_address_interval: Duration::ZERO,
+        },
+        allowed_ports: AllowedPorts::new([a.agents.addr().port()]),
+        ..CrawlerOptions::default()
+    };
+    let crawler = Crawler::new(options, key, "verifier".into()).unwrap();
+    let clock = Arc::new(ManualClock::new(agentmesh::record::unix_now()));
+    let prober = Prober::new(
+        crawler,
+        store.clone(),
+        clock,
+        Duration::from_secs(3600),
+        100,
+    )
+    .with_timeout(Duration::from_secs(1))
+    .with_concurrency(16);
+    let round = prober.round().await.unwrap();
+    assert_eq!(round.probed, 8, "{round:?}");
+    for (id, _, expected) in &cases {
+        let l = store.freshness(id).await.unwrap().and_then(|f| f.liveness);
+        assert_eq!(l.map(|l| l.state), Some(*expected), "{id}: {l:?}");
+    }
+    // Probes ran side by side, never more to one host than its limit.
+    assert_eq!(a.agents.max_in_flight(), 2);
+}

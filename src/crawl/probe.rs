@@ -28,11 +28,13 @@
 mod classify;
 mod speak;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use serde_json::Value;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::scheduler::Clock;
@@ -223,8 +225,31 @@ impl Prober {
             }
         }
         *self.cursor.lock().expect("cursor lock") = after;
+        // At most the crawler's per-host concurrency of probes of one host
+        // start at once, so that a probe's timeout never runs while it
+        // waits for its host's turn (it would be counted a `timeout`).
+        let per_host = self.crawler.options().politeness.per_host_concurrency;
+        let mut gates: HashMap<String, Arc<Semaphore>> = HashMap::new();
         let mut probes = futures_util::stream::iter(round)
-            .map(|(id, target, held)| async move { self.probe(&id, target, held, now).await })
+            .map(|(id, target, held)| {
+                let gate = target.as_ref().map(|t| {
+                    let host = url::Url::parse(&t.url)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+                        .unwrap_or_default();
+                    gates
+                        .entry(host)
+                        .or_insert_with(|| Arc::new(Semaphore::new(per_host.max(1))))
+                        .clone()
+                });
+                async move {
+                    let _turn = match gate {
+                        Some(gate) => Some(gate.acquire_owned().await.expect("never closed")),
+                        None => None,
+                    };
+                    self.probe(&id, target, held, now).await
+                }
+            })
             .buffer_unordered(self.concurrency);
         while let Some(probed) = probes.next().await {
             match probed? {
