@@ -369,6 +369,16 @@ impl Crawler {
             Err(CrawlError::ChallengeUnavailable) => None,
             Err(_) => Some(false),
         };
+        let state = match &challenge {
+            Ok(_) => Some(crate::store::LiveState::Alive),
+            Err(e) => probe::challenge_state(e),
+        };
+        run.report.visit.liveness = state.map(|state| crate::store::Liveness {
+            state,
+            checked_at: crate::record::unix_now(),
+            rtt_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            protocol: crate::store::ProbeProtocol::Adp,
+        });
         run.step(StepName::Challenge, started, challenge, |p| {
             format!("signed by the agent key for verifier {}", p.verifier)
         })

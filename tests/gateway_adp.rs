@@ -223,3 +223,59 @@ async fn an_adp_agent_on_a_loopback_address_is_refused_without_connecting_by_a_n
     assert_eq!(site.counts().chat, before, "nothing connected to the agent");
     strict.shutdown().await.unwrap();
 }
+
+/// The summaries a local search for `capability` answers, with
+/// `filters` beside the capability.
+async fn summaries(api: &Api, capability: &str, filters: Value) -> Vec<Value> {
+    let mut f = json!({"capabilities": [capability]});
+    f.as_object_mut()
+        .unwrap()
+        .extend(filters.as_object().unwrap().clone());
+    let body = json!({"scope": "local", "top": 100, "filters": f});
+    let r = api.post("/agents/search", &body).await;
+    r.expect(200).as_array().unwrap().clone()
+}
+
+/// What a search result shows of `id`'s liveness.
+async fn liveness_of(api: &Api, id: &str, capability: &str) -> Value {
+    let found = summaries(api, capability, json!({})).await;
+    let agent = found.iter().find(|a| a["id"] == id).expect("found");
+    agent["liveness"].clone()
+}
+
+/// Whether a local `alive_within` search for `id`'s capability finds it.
+async fn found_alive(api: &Api, id: &str, capability: &str) -> bool {
+    summaries(api, capability, json!({"alive_within": 600}))
+        .await
+        .iter()
+        .any(|a| a["id"] == id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_challenge_of_each_visit_is_a_crawled_agent_s_liveness() {
+    let (bed, domain, capability) = bed().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = node(&bed, dir.path(), |c| {
+        c.crawl.recrawl = true;
+        // Every visit challenges the agent, unchanged document or not.
+        c.crawl.challenge_interval = Duration::ZERO;
+    })
+    .await;
+    let api = api(&node);
+    crawl(&api, &domain).await;
+    let id = format!("agent:{domain}");
+    let live = liveness_of(&api, &id, &capability).await;
+    assert_eq!(live["state"], "alive", "{live}");
+    assert_eq!(live["protocol"], "adp", "{live}");
+    assert!(found_alive(&api, &id, &capability).await);
+    // A visit whose handshake does not prove the key: the agent answers
+    // the WebSocket, not the protocol; alive_within no longer finds it.
+    bed.site(&domain).unwrap().set_handshake_forged(true);
+    let crawled = api
+        .post("/crawl", &json!({"domains": [domain], "wait": true}))
+        .await;
+    crawled.expect(200);
+    let live = liveness_of(&api, &id, &capability).await;
+    assert_eq!(live["state"], "not_protocol", "{live}");
+    assert!(!found_alive(&api, &id, &capability).await);
+}

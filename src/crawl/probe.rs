@@ -38,7 +38,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::scheduler::Clock;
-use super::Crawler;
+use super::{CrawlError, Crawler};
 use crate::descriptor::DocumentFormat;
 use crate::issuer::Issuer;
 use crate::metrics::Metrics;
@@ -353,6 +353,23 @@ impl Prober {
                 }
             }
         })
+    }
+}
+
+/// The liveness a failed ADP challenge shows (the crawler's challenge is
+/// an ADP agent's probe, on its visits): no connection, `unreachable`; no
+/// answer in time, `timeout`; an answer that is not the handshake or does
+/// not prove the key, or a connection closed unanswered, `not_protocol`;
+/// `None` when the challenge was not tried (no chat endpoint, an address
+/// or port the policy refuses).
+pub(super) fn challenge_state(e: &CrawlError) -> Option<LiveState> {
+    match e {
+        CrawlError::ChallengeNoAnswer { after } if !after.is_zero() => Some(LiveState::Timeout),
+        CrawlError::ChallengeNoAnswer { .. }
+        | CrawlError::ChallengeBadSignature
+        | CrawlError::ChallengeWrongNonce
+        | CrawlError::ChallengeFailed { .. } => Some(LiveState::NotProtocol),
+        other => classify::failure(other),
     }
 }
 

@@ -221,6 +221,12 @@ pub struct Visit {
     /// not tried (a held proof stood, or there is no endpoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint_ok: Option<bool>,
+    /// What the challenge showed of the agent's liveness, when it ran
+    /// and its outcome tells (the agent's [`crate::store::Liveness`] on
+    /// its visits; not part of the report's JSON).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub liveness: Option<crate::store::Liveness>,
     /// How long the publisher asked the crawler to wait (`Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_secs: Option<u64>,

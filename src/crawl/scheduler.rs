@@ -275,6 +275,8 @@ impl Scheduler {
         let stored: Vec<&CrawlReport> = reports.iter().filter(|r| r.stored).collect();
         let held = self.state(domain);
         let is_new = held.is_none();
+        // The ADP agent's challenge in this visit, when it told its liveness.
+        let mut challenged = None;
         let mut state = held.unwrap_or(DomainState {
             next_at: now,
             visited_at: now,
@@ -282,6 +284,7 @@ impl Scheduler {
             seen_at: None,
             endpoint_ok: None,
             challenged_at: None,
+            liveness: None,
             failures: 0,
             etag: None,
             max_age_secs: None,
@@ -299,6 +302,14 @@ impl Scheduler {
                 if ok {
                     state.seen_at = Some(now);
                 }
+            }
+        }
+        // A challenge tells whether or not the visit stored the agent (a
+        // held one stays, and its liveness with it).
+        if let Some(adp) = adp {
+            if let Some(found) = adp.visit.liveness {
+                state.liveness = Some(found);
+                challenged = Some((adp.agent_id.clone(), found));
             }
         }
         if stored.is_empty() {
@@ -353,12 +364,20 @@ impl Scheduler {
                     return Ok(());
                 }
                 Admission::Evicted(victim, victim_state) => {
-                    self.leave(&victim, victim_state, LeftBecause::Evicted)
+                    self.leave(&victim, *victim_state, LeftBecause::Evicted)
                         .await?;
                 }
             }
         }
-        self.keep(domain, state).await
+        self.keep(domain, state).await?;
+        if let Some((agent, found)) = challenged {
+            // Signed and gossiped as the probe's results are; kept here
+            // whatever becomes of its publication.
+            if let Err(e) = self.inner.issuer.liveness(&agent, found).await {
+                tracing::warn!(agent = %agent, error = %e, "publishing a liveness result failed");
+            }
+        }
+        Ok(())
     }
 
     /// Makes room for a new `domain` (state `state`), under the lock, so
@@ -383,7 +402,7 @@ impl Scheduler {
                     .remove(&victim)
                     .expect("the victim was just found in the map");
                 domains.insert(domain.to_owned(), state.clone());
-                Admission::Evicted(victim, victim_state)
+                Admission::Evicted(victim, Box::new(victim_state))
             }
             None => Admission::Refused,
         }
@@ -410,7 +429,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: 0,
-                liveness: None,
+                liveness: state.liveness.filter(|_| adp),
             };
             store.set_freshness(agent, freshness).await?;
         }
@@ -570,7 +589,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: state.next_at,
-                liveness: None,
+                liveness: state.liveness.filter(|_| adp),
             };
             store.set_freshness(agent, freshness).await?;
         }
@@ -618,7 +637,7 @@ enum Admission {
     /// There was room.
     Admitted,
     /// This domain (with its state) left to make room.
-    Evicted(String, DomainState),
+    Evicted(String, Box<DomainState>),
     /// No room, and nothing that may be evicted for it.
     Refused,
 }

@@ -96,15 +96,19 @@ pub enum ProbeProtocol {
     A2a,
     /// AIDIP: the declared health URL, else a `HEAD` of the endpoint.
     Aidip,
+    /// ADP: the crawler's challenge on the agent's chat WebSocket
+    /// (docs/protocol.md#crawl-challenge), on its visits.
+    Adp,
 }
 
 impl ProbeProtocol {
-    /// The wire name (`mcp`, `a2a`, `aidip`).
+    /// The wire name (`mcp`, `a2a`, `aidip`, `adp`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Mcp => "mcp",
             Self::A2a => "a2a",
             Self::Aidip => "aidip",
+            Self::Adp => "adp",
         }
     }
 }

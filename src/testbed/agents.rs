@@ -272,7 +272,17 @@ impl InvokeAgents {
     /// [`TestbedError::Bind`] when no port can be bound,
     /// [`TestbedError::Certificate`] when the leaf cannot be made.
     pub async fn start(ca: &TestCa) -> Result<InvokeAgents, TestbedError> {
-        Self::serve(ca.single_server_config(NAMES)?).await
+        Self::serve(ca.single_server_config(NAMES)?, Ipv4Addr::LOCALHOST).await
+    }
+
+    /// As [`InvokeAgents::start`], on `ip` (another loopback address, so
+    /// that several servers are several hosts to a client's per-host
+    /// limits), its certificate valid for `ip`.
+    ///
+    /// # Errors
+    /// As [`InvokeAgents::start`].
+    pub async fn start_at(ca: &TestCa, ip: Ipv4Addr) -> Result<InvokeAgents, TestbedError> {
+        Self::serve(ca.single_server_config(&[ip.to_string()])?, ip).await
     }
 
     /// As [`InvokeAgents::start`], and every connection must present a
@@ -284,11 +294,18 @@ impl InvokeAgents {
     pub async fn start_requiring_client_certificates(
         ca: &TestCa,
     ) -> Result<InvokeAgents, TestbedError> {
-        Self::serve(ca.single_server_config_requiring_clients(NAMES)?).await
+        Self::serve(
+            ca.single_server_config_requiring_clients(NAMES)?,
+            Ipv4Addr::LOCALHOST,
+        )
+        .await
     }
 
-    async fn serve(tls: Arc<rustls::ServerConfig>) -> Result<InvokeAgents, TestbedError> {
-        let wanted = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    async fn serve(
+        tls: Arc<rustls::ServerConfig>,
+        ip: Ipv4Addr,
+    ) -> Result<InvokeAgents, TestbedError> {
+        let wanted = SocketAddr::from((ip, 0));
         let bind_error = |source| TestbedError::Bind {
             what: "agents",
             addr: wanted,

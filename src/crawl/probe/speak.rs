@@ -61,6 +61,9 @@ pub(super) async fn speak(
         timeout,
     };
     match t.protocol {
+        // ADP agents answer the crawler's challenge on its visits; the
+        // probe has no ADP target (`classify::target`).
+        ProbeProtocol::Adp => Err(CrawlError::ChallengeUnavailable),
         ProbeProtocol::Aidip => {
             let method = if t.health { Method::GET } else { Method::HEAD };
             let answer = ask.send(method, Vec::new(), None).await?;

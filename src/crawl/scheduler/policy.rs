@@ -137,6 +137,10 @@ pub struct DomainState {
     /// When the challenge last ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub challenged_at: Option<u64>,
+    /// What the latest challenge that told showed of the ADP agent's
+    /// liveness (its `liveness`, protocol `adp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<crate::store::Liveness>,
     /// Failed visits in a row.
     pub failures: u32,
     /// The ADP document's ETag and max-age.
