@@ -286,6 +286,7 @@ impl Prober {
         }
         tracing::debug!(agent = %id, state = state.as_str(), rtt_ms = rtt.as_millis() as u64, "probed");
         let up = state.is_up();
+        let next = backoff(self.interval, held.as_ref(), up);
         let liveness = Liveness {
             state,
             checked_at: now,
@@ -301,7 +302,7 @@ impl Prober {
                 held.and_then(|f| f.seen_at)
             },
             endpoint_ok: Some(up),
-            next_check_at: now + self.interval.as_secs().max(1),
+            next_check_at: now + next,
             liveness: Some(liveness),
         };
         self.store.set_freshness(id, freshness).await?;
@@ -355,6 +356,28 @@ impl Prober {
         })
     }
 }
+
+/// Seconds until an agent is probed again: `interval` after an answer;
+/// after a probe that found it down (unreachable, timed out, not its
+/// protocol), twice the wait before when the probe before found it down
+/// too, at most [`MAX_BACKOFF`] intervals, so dead endpoints cost less
+/// and less until one answers.
+fn backoff(interval: Duration, held: Option<&Freshness>, up: bool) -> u64 {
+    let interval = interval.as_secs().max(1);
+    let was_down = held
+        .and_then(|f| f.liveness)
+        .is_some_and(|l| !l.state.is_up());
+    if up || !was_down {
+        return interval;
+    }
+    let before = held.map_or(interval, |f| f.next_check_at.saturating_sub(f.checked_at));
+    before
+        .saturating_mul(2)
+        .clamp(interval, interval.saturating_mul(MAX_BACKOFF))
+}
+
+/// The longest wait between probes of an agent found down, in intervals.
+pub const MAX_BACKOFF: u64 = 8;
 
 /// The liveness a failed ADP challenge shows (the crawler's challenge is
 /// an ADP agent's probe, on its visits): no connection, `unreachable`; no

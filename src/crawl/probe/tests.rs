@@ -273,3 +273,40 @@ fn failures_are_unreachable_or_timeout_or_not_asked() {
     let port = CrawlError::PortNotAllowed { url, port: 22 };
     assert_eq!(failure(&port), None);
 }
+
+#[test]
+fn an_agent_found_down_again_and_again_is_asked_less_and_less_often() {
+    use super::{backoff, MAX_BACKOFF};
+    use crate::store::{FreshState, Freshness, Liveness};
+    let hour = std::time::Duration::from_secs(3600);
+    let found = |state: LiveState, waited: u64| Freshness {
+        state: FreshState::Fresh,
+        checked_at: 1_000,
+        seen_at: None,
+        endpoint_ok: Some(state.is_up()),
+        next_check_at: 1_000 + waited,
+        liveness: Some(Liveness {
+            state,
+            checked_at: 1_000,
+            rtt_ms: 5,
+            protocol: ProbeProtocol::Aidip,
+        }),
+    };
+    // First probe, or an answer: the interval.
+    assert_eq!(backoff(hour, None, false), 3600);
+    assert_eq!(
+        backoff(hour, Some(&found(LiveState::Alive, 3600)), false),
+        3600
+    );
+    assert_eq!(
+        backoff(hour, Some(&found(LiveState::Timeout, 7200)), true),
+        3600
+    );
+    // Down after down: twice the wait before, up to the bound.
+    let down = found(LiveState::Unreachable, 3600);
+    assert_eq!(backoff(hour, Some(&down), false), 7200);
+    let long = found(LiveState::NotProtocol, 4 * 3600);
+    assert_eq!(backoff(hour, Some(&long), false), 8 * 3600);
+    let longest = found(LiveState::Timeout, MAX_BACKOFF * 3600);
+    assert_eq!(backoff(hour, Some(&longest), false), MAX_BACKOFF * 3600);
+}
