@@ -669,6 +669,14 @@ async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_ad
     assert_eq!(prober.round().await.unwrap().probed, 0);
     rig.clock.advance(hour);
     assert_eq!(prober.round().await.unwrap().probed, 2);
+    // Found down twice in a row, the dead one waits twice the interval;
+    // the working one, the interval.
+    let next = |id: &'static str| {
+        let store = rig.store.clone();
+        async move { store.freshness(id).await.unwrap().unwrap().next_check_at }
+    };
+    assert_eq!(next("dead").await, rig.clock.now() + 2 * 3600);
+    assert_eq!(next("alive").await, rig.clock.now() + 3600);
 
     // A prober under the default address policy never connects to the
     // testbed's loopback addresses.
@@ -681,7 +689,7 @@ async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_ad
     };
     let strict = Crawler::new(options, rig.key.clone(), "verifier".into()).unwrap();
     let strict = Prober::new(strict, rig.store.clone(), rig.clock.clone(), hour, 10);
-    rig.clock.advance(hour);
+    rig.clock.advance(2 * hour);
     let round = strict.round().await.unwrap();
     assert_eq!((round.probed, round.skipped), (0, 3));
     assert_eq!(rig.testbed.site_counts(&d).unwrap().landing, landing);
