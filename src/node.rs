@@ -498,6 +498,9 @@ async fn start_crawling(
         )
         .await?;
         scheduler.count_in(parts.metrics.clone());
+        if config.crawl.probe_crawled {
+            scheduler.probe_found(config.crawl.probe_timeout);
+        }
         stages.adopt(
             Stage::Crawl,
             "recrawl",

@@ -279,3 +279,48 @@ async fn the_challenge_of_each_visit_is_a_crawled_agent_s_liveness() {
     assert_eq!(live["state"], "not_protocol", "{live}");
     assert!(!found_alive(&api, &id, &capability).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_agent_a_crawl_finds_is_probed_on_its_visits_when_asked() {
+    let population = Population::generate(&PopulationConfig::healthy(41, 2));
+    let options = TestbedOptions {
+        formats: true,
+        ..TestbedOptions::default()
+    };
+    let bed = Testbed::start(population, options).await.unwrap();
+    let domain = "a2a.formats.test";
+    let id = format!("a2a:{domain}");
+    for probe_crawled in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let node = node(&bed, dir.path(), |c| {
+            c.crawl.recrawl = true;
+            c.crawl.probe_crawled = probe_crawled;
+            // Cards are read from the testbed's HTTPS port.
+            c.crawl.https_port = bed.https_port();
+        })
+        .await;
+        let api = api(&node);
+        let crawled = api
+            .post("/crawl", &json!({"domains": [domain], "wait": true}))
+            .await;
+        let reports = crawled.expect(200)["reports"].clone();
+        assert!(
+            reports
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["agent_id"] == id && r["stored"] == true),
+            "{reports}"
+        );
+        let live = liveness_of(&api, &id, "route_planning").await;
+        if probe_crawled {
+            // The card's JSON-RPC URL is the testbed's web server, which
+            // answers HTTP but not A2A there.
+            assert_eq!(live["protocol"], "a2a", "{live}");
+            assert_eq!(live["state"], "not_protocol", "{live}");
+        } else {
+            assert_eq!(live, Value::Null, "not probed unless asked");
+        }
+        node.shutdown().await.unwrap();
+    }
+}

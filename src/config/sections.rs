@@ -436,6 +436,11 @@ pub struct CrawlConfig {
     /// servers, A2A agents) whether they answer in their protocol
     /// (`crawl::probe`; off by default).
     pub probe_registered: bool,
+    /// Probe, on each visit, the agents of other formats than ADP a crawl
+    /// stores (an A2A agent whose card a crawled domain serves), as the
+    /// probe asks a registered one (off by default; ADP agents are
+    /// checked by the challenge).
+    pub probe_crawled: bool,
     /// How often each registered agent's endpoint is asked.
     #[serde(with = "humantime_serde")]
     pub probe_interval: Duration,
@@ -480,6 +485,7 @@ impl Default for CrawlConfig {
             per_address_interval: Duration::from_millis(100),
             contact: None,
             probe_registered: false,
+            probe_crawled: false,
             probe_interval: Duration::from_secs(3600),
             probe_rate: 2,
             probe_concurrency: 16,

@@ -318,23 +318,7 @@ impl Prober {
     /// The state `target` is in and the round trip, or `None` when it
     /// could not be asked (nothing is recorded then).
     async fn ask(&self, id: &str, target: &Target) -> Option<(LiveState, Duration)> {
-        let started = Instant::now();
-        let spoken = tokio::time::timeout(
-            self.timeout,
-            speak::speak(&self.crawler, target, self.timeout),
-        )
-        .await;
-        match spoken {
-            Err(_) => Some((LiveState::Timeout, started.elapsed())),
-            Ok(Ok(heard)) => Some(heard),
-            Ok(Err(e)) => match classify::failure(&e) {
-                Some(state) => Some((state, started.elapsed())),
-                None => {
-                    tracing::debug!(agent = %id, error = %e, "agent not probed");
-                    None
-                }
-            },
-        }
+        ask(&self.crawler, id, target, self.timeout).await
     }
 
     /// Runs [`Prober::round`] every `tick` until `cancel` fires.
@@ -355,6 +339,68 @@ impl Prober {
             }
         })
     }
+}
+
+/// The state `target` is in and the round trip, the whole probe within
+/// `timeout`, or `None` when it could not be asked.
+async fn ask(
+    crawler: &Crawler,
+    id: &str,
+    target: &Target,
+    timeout: Duration,
+) -> Option<(LiveState, Duration)> {
+    let started = Instant::now();
+    let spoken = tokio::time::timeout(timeout, speak::speak(crawler, target, timeout)).await;
+    match spoken {
+        Err(_) => Some((LiveState::Timeout, started.elapsed())),
+        Ok(Ok(heard)) => Some(heard),
+        Ok(Err(e)) => match classify::failure(&e) {
+            Some(state) => Some((state, started.elapsed())),
+            None => {
+                tracing::debug!(agent = %id, error = %e, "agent not probed");
+                None
+            }
+        },
+    }
+}
+
+/// Asks an agent a crawl found in another format than ADP (an A2A agent
+/// whose card a crawled domain serves) what the probe asks a registered
+/// one, within `timeout`: its liveness, or `None` when its format is not
+/// probed or it could not be asked. The recrawl scheduler calls it on
+/// its visits (`crawl.probe_crawled`).
+pub(super) async fn probe_found(
+    crawler: &Crawler,
+    store: &Store,
+    id: &str,
+    timeout: Duration,
+) -> Option<Liveness> {
+    let held = id.to_owned();
+    let target = store
+        .run_blocking(move |s| -> Result<Option<Target>, StoreError> {
+            let Some(c) = s.compact(&held)? else {
+                return Ok(None);
+            };
+            let document = s
+                .document(&held)?
+                .and_then(|d| serde_json::from_str(&d).ok())
+                .unwrap_or(Value::Null);
+            Ok(classify::target(
+                c.source_format(),
+                c.endpoint.as_deref(),
+                &document,
+            ))
+        })
+        .await
+        .ok()?
+        .ok()??;
+    let (state, rtt) = ask(crawler, id, &target, timeout).await?;
+    Some(Liveness {
+        state,
+        checked_at: crate::record::unix_now(),
+        rtt_ms: u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX),
+        protocol: target.protocol,
+    })
 }
 
 /// Seconds until an agent is probed again: `interval` after an answer;

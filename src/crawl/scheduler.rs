@@ -145,6 +145,9 @@ struct Inner {
     left: [AtomicU64; 3],
     /// Where revisits are counted (`/metrics`), once set.
     metrics: std::sync::OnceLock<crate::metrics::Metrics>,
+    /// When set (`crawl.probe_crawled`), the agents of other formats a
+    /// visit stores are probed on it, each within this timeout.
+    probe_found: std::sync::OnceLock<Duration>,
 }
 
 impl Scheduler {
@@ -199,6 +202,7 @@ impl Scheduler {
                 domains: Mutex::new(domains),
                 left: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
                 metrics: std::sync::OnceLock::new(),
+                probe_found: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -207,6 +211,14 @@ impl Scheduler {
     /// queue's crawls are); a second call keeps the first.
     pub fn count_in(&self, metrics: crate::metrics::Metrics) {
         let _ = self.inner.metrics.set(metrics);
+    }
+
+    /// Probes, on each visit, the agents of other formats than ADP the
+    /// visit stores (an A2A agent whose card the domain serves) as the
+    /// liveness probe asks a registered one, each within `timeout`
+    /// (`crawl.probe_crawled`).
+    pub fn probe_found(&self, timeout: Duration) {
+        let _ = self.inner.probe_found.set(timeout);
     }
 
     /// The policy kept.
@@ -285,6 +297,7 @@ impl Scheduler {
             endpoint_ok: None,
             challenged_at: None,
             liveness: None,
+            probed: std::collections::BTreeMap::new(),
             failures: 0,
             etag: None,
             max_age_secs: None,
@@ -301,6 +314,22 @@ impl Scheduler {
                 state.challenged_at = Some(now);
                 if ok {
                     state.seen_at = Some(now);
+                }
+            }
+        }
+        let mut probed = Vec::new();
+        if let Some(timeout) = self.inner.probe_found.get() {
+            let store = self.inner.issuer.store();
+            for r in stored
+                .iter()
+                .filter(|r| r.source_format != DocumentFormat::Adp)
+            {
+                let crawler = &self.inner.crawler;
+                if let Some(found) =
+                    super::probe::probe_found(crawler, store, &r.agent_id, *timeout).await
+                {
+                    state.probed.insert(r.agent_id.clone(), found);
+                    probed.push((r.agent_id.clone(), found));
                 }
             }
         }
@@ -369,8 +398,10 @@ impl Scheduler {
                 }
             }
         }
+        let agents = &state.agents;
+        state.probed.retain(|id, _| agents.contains(id));
         self.keep(domain, state).await?;
-        if let Some((agent, found)) = challenged {
+        for (agent, found) in challenged.into_iter().chain(probed) {
             // Signed and gossiped as the probe's results are; kept here
             // whatever becomes of its publication.
             if let Err(e) = self.inner.issuer.liveness(&agent, found).await {
@@ -429,7 +460,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: 0,
-                liveness: state.liveness.filter(|_| adp),
+                liveness: state.liveness_of(agent, adp),
             };
             store.set_freshness(agent, freshness).await?;
         }
@@ -589,7 +620,7 @@ impl Scheduler {
                 seen_at: state.seen_at.filter(|_| adp),
                 endpoint_ok: state.endpoint_ok.filter(|_| adp),
                 next_check_at: state.next_at,
-                liveness: state.liveness.filter(|_| adp),
+                liveness: state.liveness_of(agent, adp),
             };
             store.set_freshness(agent, freshness).await?;
         }

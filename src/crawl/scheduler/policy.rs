@@ -37,6 +37,18 @@ pub struct SchedulePolicy {
     pub evict_after_failures: u32,
 }
 
+impl DomainState {
+    /// The liveness shown for `agent`: the challenge's for the domain's
+    /// ADP agent (`adp`), the probe's for the others.
+    pub fn liveness_of(&self, agent: &str, adp: bool) -> Option<crate::store::Liveness> {
+        if adp {
+            self.liveness
+        } else {
+            self.probed.get(agent).copied()
+        }
+    }
+}
+
 impl SchedulePolicy {
     /// The policy of a `[crawl]` section.
     pub fn from_config(c: &CrawlConfig) -> Self {
@@ -141,6 +153,11 @@ pub struct DomainState {
     /// liveness (its `liveness`, protocol `adp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness: Option<crate::store::Liveness>,
+    /// What the latest visit's probe found of the domain's agents of
+    /// other formats (`crawl.probe_crawled`), by agent id; only agents
+    /// the domain still holds.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub probed: std::collections::BTreeMap<String, crate::store::Liveness>,
     /// Failed visits in a row.
     pub failures: u32,
     /// The ADP document's ETag and max-age.
