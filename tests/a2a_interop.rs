@@ -24,7 +24,6 @@
 //! `$A2A_SDK_PYTHON`, else `/opt/a2a-sdk/bin/python`.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,9 +38,7 @@ use agentmesh::store::{Expect, LiveState, Origin, ProbeProtocol, Store};
 use agentmesh::testbed::certs::TestCa;
 use serde_json::{json, Value};
 
-use crate::common::{
-    capture, needs, repo_root, run, Api, Captured, ChildGuard, Reply, TestNode, DEADLINE,
-};
+use crate::common::{needs, python_with, Api, PythonServer, Reply, TestNode, DEADLINE};
 
 /// How to install what this test needs.
 const INSTALL: &str = "python3 -m venv /opt/a2a-sdk && /opt/a2a-sdk/bin/pip install \
@@ -51,69 +48,25 @@ const INSTALL: &str = "python3 -m venv /opt/a2a-sdk && /opt/a2a-sdk/bin/pip inst
 /// extra) and uvicorn: `$A2A_SDK_PYTHON`, else the virtualenv `.ci/run`
 /// makes.
 fn sdk_python() -> Option<PathBuf> {
-    let python = std::env::var_os("A2A_SDK_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/opt/a2a-sdk/bin/python".into());
-    if !python.exists() {
-        return None;
-    }
-    let mut probe = std::process::Command::new(&python);
-    probe.args(["-c", "import a2a.server.routes, starlette, uvicorn"]);
-    let found = run(
-        &mut probe,
-        Duration::from_secs(60),
-        "python -c 'import a2a'",
-    );
-    found.status.success().then_some(python)
-}
-
-/// The SDK's agent, killed on drop.
-struct SdkAgent {
-    _process: ChildGuard,
-    port: u16,
-    stderr: Captured,
+    python_with(
+        "A2A_SDK_PYTHON",
+        "/opt/a2a-sdk/bin/python",
+        "a2a.server.routes, starlette, uvicorn",
+    )
 }
 
 /// Starts `a2a_agent.py` with a leaf of `ca` for 127.0.0.1 written in
 /// `dir`; waits for the port it prints.
-fn start_agent(python: &Path, ca: &TestCa, dir: &Path) -> SdkAgent {
-    let leaf = ca.leaf_pem(&["127.0.0.1"]).unwrap();
-    let cert = dir.join("agent-cert.pem");
-    let key = dir.join("agent-key.pem");
-    std::fs::write(&cert, &leaf.cert).unwrap();
-    std::fs::write(&key, &leaf.key).unwrap();
-    let script = repo_root().join("tests/a2a_interop/a2a_agent.py");
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(&script)
-        .arg(&cert)
-        .arg(&key)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let what = "the A2A SDK agent";
-    let mut process = ChildGuard::spawn(&mut cmd, what);
-    let stderr = Captured::default();
-    capture(process.take_stderr(), stderr.clone(), |_| {});
-    let (tx, rx) = mpsc::channel();
-    capture(process.take_stdout(), Captured::default(), move |line| {
-        if let Some(port) = line.strip_prefix("listening ") {
-            let _ = tx.send(port.trim().parse::<u16>().ok());
-        }
-    });
-    let port = match rx.recv_timeout(DEADLINE) {
-        Ok(Some(port)) => port,
-        Ok(None) => panic!("{what} printed no port: {}", stderr.text()),
-        Err(_) => panic!(
-            "{what} did not listen within {DEADLINE:?}: {}",
-            stderr.text()
-        ),
-    };
-    SdkAgent {
-        _process: process,
-        port,
-        stderr,
-    }
+fn start_agent(python: &Path, ca: &TestCa, dir: &Path) -> PythonServer {
+    PythonServer::start(
+        python,
+        "tests/a2a_interop/a2a_agent.py",
+        &[],
+        ca,
+        dir,
+        "agent",
+        "the A2A SDK agent",
+    )
 }
 
 /// The card the SDK serves at its well-known path, fetched as any client
@@ -175,7 +128,7 @@ async fn invoke(api: &Api, id: &str, body: Value) -> Reply {
 }
 
 /// What the module documentation lists for one version's card.
-async fn check_calls(node: &TestNode, id: &str, agent: &SdkAgent) {
+async fn check_calls(node: &TestNode, id: &str, agent: &PythonServer) {
     let api = &node.api();
     let what = |r: &Reply| {
         format!(

@@ -20,15 +20,12 @@
 //! `$MCP_SDK_PYTHON`, else `/opt/mcp-sdk/bin/python`.
 
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use agentmesh::testbed::certs::TestCa;
 use serde_json::{json, Value};
 
-use crate::common::{
-    agentmesh, capture, needs, repo_root, run, Api, Captured, ChildGuard, Reply, TestNode, DEADLINE,
-};
+use crate::common::{agentmesh, needs, python_with, run, Api, PythonServer, Reply, TestNode};
 
 /// How to install what these tests need.
 const INSTALL: &str = "python3 -m venv /opt/mcp-sdk && /opt/mcp-sdk/bin/pip install \
@@ -41,93 +38,51 @@ const MAX_SESSIONS: usize = 2;
 /// The Python interpreter that has the MCP SDK and uvicorn:
 /// `$MCP_SDK_PYTHON`, else the virtualenv `.ci/run` makes.
 fn sdk_python() -> Option<PathBuf> {
-    let python = std::env::var_os("MCP_SDK_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/opt/mcp-sdk/bin/python".into());
-    if !python.exists() {
-        return None;
-    }
-    let mut probe = std::process::Command::new(&python);
-    probe.args(["-c", "import mcp.server.mcpserver, uvicorn"]);
-    let found = run(
-        &mut probe,
-        Duration::from_secs(60),
-        "python -c 'import mcp'",
-    );
-    found.status.success().then_some(python)
+    python_with(
+        "MCP_SDK_PYTHON",
+        "/opt/mcp-sdk/bin/python",
+        "mcp.server.mcpserver, uvicorn",
+    )
 }
 
-/// One SDK server, killed on drop.
-struct SdkServer {
-    _process: ChildGuard,
-    port: u16,
-    stderr: Captured,
-}
-
-impl SdkServer {
-    fn url(&self) -> String {
-        format!("https://127.0.0.1:{}/mcp", self.port)
-    }
+/// The URL of an SDK server's MCP endpoint.
+fn mcp_url(server: &PythonServer) -> String {
+    format!("https://127.0.0.1:{}/mcp", server.port)
 }
 
 /// Starts `mcp_server.py` in `mode` (`sse` or `json`) with a leaf of
 /// `ca` for 127.0.0.1 written in `dir`; waits for the port it prints.
-fn start_server(python: &PathBuf, ca: &TestCa, dir: &std::path::Path, mode: &str) -> SdkServer {
-    let leaf = ca.leaf_pem(&["127.0.0.1"]).unwrap();
-    let cert = dir.join(format!("{mode}-cert.pem"));
-    let key = dir.join(format!("{mode}-key.pem"));
-    std::fs::write(&cert, &leaf.cert).unwrap();
-    std::fs::write(&key, &leaf.key).unwrap();
-    let script = repo_root().join("tests/gateway_interop/mcp_server.py");
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(&script)
-        .arg(&cert)
-        .arg(&key)
-        .arg(mode)
-        .arg(MAX_SESSIONS.to_string())
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let what = format!("the MCP SDK server ({mode})");
-    let mut process = ChildGuard::spawn(&mut cmd, &what);
-    let stderr = Captured::default();
-    capture(process.take_stderr(), stderr.clone(), |_| {});
-    let (tx, rx) = mpsc::channel();
-    capture(process.take_stdout(), Captured::default(), move |line| {
-        if let Some(port) = line.strip_prefix("listening ") {
-            let _ = tx.send(port.trim().parse::<u16>().ok());
-        }
-    });
-    let port = match rx.recv_timeout(DEADLINE) {
-        Ok(Some(port)) => port,
-        Ok(None) => panic!("{what} printed no port: {}", stderr.text()),
-        Err(_) => panic!(
-            "{what} did not listen within {DEADLINE:?}: {}",
-            stderr.text()
-        ),
-    };
-    SdkServer {
-        _process: process,
-        port,
-        stderr,
-    }
+fn start_server(
+    python: &std::path::Path,
+    ca: &TestCa,
+    dir: &std::path::Path,
+    mode: &str,
+) -> PythonServer {
+    PythonServer::start(
+        python,
+        "tests/gateway_interop/mcp_server.py",
+        &[mode.to_owned(), MAX_SESSIONS.to_string()],
+        ca,
+        dir,
+        mode,
+        &format!("the MCP SDK server ({mode})"),
+    )
 }
 
 /// The two SDK servers (event stream, JSON) imported from an MCP
 /// registry's `server.json`s into a node that may call them.
 struct Setup {
-    servers: Vec<(&'static str, SdkServer)>,
+    servers: Vec<(&'static str, PythonServer)>,
     node: TestNode,
     _dir: tempfile::TempDir,
 }
 
-fn setup(python: &PathBuf) -> Setup {
+fn setup(python: &std::path::Path) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new::<&str>(&[]).unwrap();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, ca.ca_pem()).unwrap();
-    let servers: Vec<(&'static str, SdkServer)> = ["sse", "json"]
+    let servers: Vec<(&'static str, PythonServer)> = ["sse", "json"]
         .into_iter()
         .map(|mode| (mode, start_server(python, &ca, dir.path(), mode)))
         .collect();
@@ -139,7 +94,7 @@ fn setup(python: &PathBuf) -> Setup {
                 "name": format!("io.example/sdk-{mode}"),
                 "description": "An MCP server written with the MCP Python SDK.",
                 "version": "1.0.0",
-                "remotes": [{"type": "streamable-http", "url": server.url()}],
+                "remotes": [{"type": "streamable-http", "url": mcp_url(server)}],
             })
             .to_string()
         })
@@ -181,7 +136,7 @@ async fn invoke(api: &Api, server: &str, tool: &str, input: Value) -> Reply {
 }
 
 /// Everything the module documentation lists, against one server.
-async fn check_server(api: &Api, mode: &str, server: &SdkServer) {
+async fn check_server(api: &Api, mode: &str, server: &PythonServer) {
     let what = |r: &Reply| {
         format!(
             "{mode}: {} {}; the server said: {}",

@@ -1028,3 +1028,86 @@ pub async fn test_agents() -> TestAgents {
         ca_file,
     }
 }
+
+/// The Python interpreter named by `$env`, else `default`, when it
+/// exists and imports `modules` (a Python `import` line's names): how
+/// the interop tests find the SDK `.ci/run` installed.
+pub fn python_with(env: &str, default: &str, modules: &str) -> Option<PathBuf> {
+    let python = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| default.into());
+    if !python.exists() {
+        return None;
+    }
+    let mut probe = Command::new(&python);
+    probe.args(["-c", &format!("import {modules}")]);
+    let found = run(
+        &mut probe,
+        Duration::from_secs(60),
+        &format!("python -c 'import {modules}'"),
+    );
+    found.status.success().then_some(python)
+}
+
+/// A server written in Python with another party's SDK, on loopback
+/// over TLS, killed on drop.
+pub struct PythonServer {
+    _process: ChildGuard,
+    /// The port it printed (`listening PORT` on stdout).
+    pub port: u16,
+    /// What it wrote to stderr.
+    pub stderr: Captured,
+}
+
+impl PythonServer {
+    /// Runs `python script CERT KEY args...` with a leaf of `ca` for
+    /// 127.0.0.1 written in `dir` as `{name}-cert.pem` and
+    /// `{name}-key.pem`; waits for the port it prints. `what` names it
+    /// in failures.
+    pub fn start(
+        python: &Path,
+        script: &str,
+        args: &[String],
+        ca: &agentmesh::testbed::certs::TestCa,
+        dir: &Path,
+        name: &str,
+        what: &str,
+    ) -> Self {
+        let leaf = ca.leaf_pem(&["127.0.0.1"]).unwrap();
+        let cert = dir.join(format!("{name}-cert.pem"));
+        let key = dir.join(format!("{name}-key.pem"));
+        std::fs::write(&cert, &leaf.cert).unwrap();
+        std::fs::write(&key, &leaf.key).unwrap();
+        let mut cmd = Command::new(python);
+        cmd.arg(repo_root().join(script))
+            .arg(&cert)
+            .arg(&key)
+            .args(args)
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut process = ChildGuard::spawn(&mut cmd, what);
+        let stderr = Captured::default();
+        capture(process.take_stderr(), stderr.clone(), |_| {});
+        let (tx, rx) = mpsc::channel();
+        capture(process.take_stdout(), Captured::default(), move |line| {
+            if let Some(port) = line.strip_prefix("listening ") {
+                let _ = tx.send(port.trim().parse::<u16>().ok());
+            }
+        });
+        let port = match rx.recv_timeout(DEADLINE) {
+            Ok(Some(port)) => port,
+            Ok(None) => panic!("{what} printed no port: {}", stderr.text()),
+            Err(_) => panic!(
+                "{what} did not listen within {DEADLINE:?}: {}",
+                stderr.text()
+            ),
+        };
+        Self {
+            _process: process,
+            port,
+            stderr,
+        }
+    }
+}
