@@ -39,6 +39,7 @@ mod import;
 mod invoke;
 mod json;
 mod limits;
+mod mcp_registry;
 mod observe;
 mod openapi;
 mod records;
@@ -126,6 +127,15 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/agents/{id}/visibility",
             get(visibility::get).put(visibility::put),
+        )
+        .route("/v0.1/servers", get(mcp_registry::list))
+        .route(
+            "/v0.1/servers/{serverName}/versions",
+            get(mcp_registry::versions),
+        )
+        .route(
+            "/v0.1/servers/{serverName}/versions/{version}",
+            get(mcp_registry::version),
         )
         .route("/health", get(health::health))
         .route("/peers", get(health::peers))

@@ -102,6 +102,9 @@ impl Default for Config {
     }
 }
 
+/// Most MCP registries one node follows (`crawl.mcp_upstreams`).
+pub const MAX_MCP_UPSTREAMS: usize = 16;
+
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "AGENTMESH_";
 
@@ -334,6 +337,27 @@ impl Config {
         }
         if c.probe_interval < Duration::from_secs(60) {
             return invalid("crawl.probe_interval", "must be at least 1 minute");
+        }
+        if c.mcp_follow_interval < Duration::from_secs(10) {
+            return invalid("crawl.mcp_follow_interval", "must be at least 10 seconds");
+        }
+        if c.mcp_upstreams.len() > MAX_MCP_UPSTREAMS {
+            return invalid(
+                "crawl.mcp_upstreams",
+                &format!("at most {MAX_MCP_UPSTREAMS} registries are followed"),
+            );
+        }
+        for upstream in &c.mcp_upstreams {
+            match url::Url::parse(upstream) {
+                Ok(u) if u.scheme() == "https" && u.host_str().is_some() && u.query().is_none() => {
+                }
+                _ => {
+                    return invalid(
+                        "crawl.mcp_upstreams",
+                        &format!("{upstream:?} is not an https URL without a query"),
+                    )
+                }
+            }
         }
         if c.probe_rate == 0 || c.probe_rate > 100 {
             return invalid("crawl.probe_rate", "must be between 1 and 100 per second");

@@ -37,6 +37,7 @@ pub mod dns;
 mod document;
 mod error;
 pub mod fetch;
+pub mod follow;
 mod frontier;
 mod lookup;
 mod one_hop;

@@ -103,6 +103,8 @@ struct Inner {
     crawl_jobs: Histogram,
     schedule_left: Family<Labels1, Counter>,
     probes: Family<Labels1, Counter>,
+    upstream_servers: Family<Labels1, Counter>,
+    upstream_syncs: Family<Labels1, Counter>,
     searches: Family<Labels1, Histogram, fn() -> Histogram>,
     records_by_trust: Family<Labels1, Gauge>,
     records_by_source: Family<Labels1, Gauge>,
@@ -237,6 +239,18 @@ impl Metrics {
             "Liveness probes of agents (crawl.probe_registered), by result: alive, auth_required, not_protocol, unreachable, timeout",
             probes.clone(),
         );
+        let upstream_servers = Family::<Labels1, Counter>::default();
+        registry.register(
+            "mcp_upstream_servers",
+            "Servers read from the MCP registries this node follows (crawl.mcp_upstreams), by outcome: created, updated, unchanged, deleted, skipped, refused",
+            upstream_servers.clone(),
+        );
+        let upstream_syncs = Family::<Labels1, Counter>::default();
+        registry.register(
+            "mcp_upstream_syncs",
+            "Passes over the MCP registries this node follows, by result: ok (every change read), failed (stopped, resumed later where it stopped)",
+            upstream_syncs.clone(),
+        );
         let searches: Family<Labels1, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(search_histogram);
         registry.register_with_unit(
@@ -296,6 +310,8 @@ impl Metrics {
                 crawl_jobs,
                 schedule_left,
                 probes,
+                upstream_servers,
+                upstream_syncs,
                 searches,
                 records_by_trust,
                 records_by_source,
@@ -395,6 +411,22 @@ impl Metrics {
     /// set of [`crate::store::LiveState::as_str`]).
     pub fn probed(&self, result: &'static str) {
         self.inner.probes.get_or_create(&[("result", result)]).inc();
+    }
+
+    /// `n` servers read from a followed MCP registry with `outcome`.
+    pub fn upstream_servers(&self, outcome: &'static str, n: u64) {
+        self.inner
+            .upstream_servers
+            .get_or_create(&[("outcome", outcome)])
+            .inc_by(n);
+    }
+
+    /// One pass over a followed MCP registry ended: `ok` or `failed`.
+    pub fn upstream_synced(&self, result: &'static str) {
+        self.inner
+            .upstream_syncs
+            .get_or_create(&[("result", result)])
+            .inc();
     }
 
     /// One crawl job done, after `elapsed`.

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::api::{self, AppState, AppStateParts, MeshState};
 use crate::config::Config;
+use crate::crawl::follow::Follower;
 use crate::crawl::probe::Prober;
 use crate::crawl::queue::{CrawlQueue, QueueOptions};
 use crate::crawl::scheduler::{SchedulePolicy, Scheduler, SystemClock};
@@ -38,6 +39,10 @@ pub use wiring::{start_mesh, MeshParts, MeshWiring};
 
 /// How often this node's registrations are checked for renewal.
 const RENEW_EVERY: Duration = Duration::from_secs(600);
+
+/// How often the follower of `crawl.mcp_upstreams` looks for an upstream
+/// that is due (the first look is one tick after the start).
+const FOLLOW_TICK: Duration = Duration::from_secs(5);
 
 /// How often the recrawl scheduler looks for due domains.
 const RECRAWL_TICK: Duration = Duration::from_secs(5);
@@ -217,6 +222,7 @@ impl Node {
             &config,
             CrawlParts {
                 store: &store,
+                registry: &registry,
                 issuer,
                 key: &key,
                 peer_id: &peer_id,
@@ -463,6 +469,7 @@ async fn build_registry(config: &Config, issuer: &Issuer) -> Result<Registry, No
 /// What the crawl step is built from.
 struct CrawlParts<'a> {
     store: &'a Store,
+    registry: &'a Registry,
     issuer: Issuer,
     key: &'a Arc<SigningKey>,
     peer_id: &'a str,
@@ -512,6 +519,23 @@ async fn start_crawling(
     };
     if config.crawl.probe_registered {
         start_prober(config, &crawler, &parts, stages);
+    }
+    if !config.crawl.mcp_upstreams.is_empty() {
+        let follower = Follower::new(
+            crawler.clone(),
+            parts.registry.clone(),
+            config.crawl.mcp_follow_interval,
+        )
+        .counting_in(parts.metrics.clone());
+        stages.adopt(
+            Stage::Crawl,
+            "mcp_follow",
+            follower.spawn(
+                config.crawl.mcp_upstreams.clone(),
+                FOLLOW_TICK,
+                stages.token(Stage::Crawl),
+            ),
+        );
     }
     let (queue, crawl_task) = CrawlQueue::spawn(
         crawler,

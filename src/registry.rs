@@ -12,6 +12,7 @@ use serde_json::Value;
 mod dense;
 mod find;
 pub mod import;
+mod mcp_served;
 mod transfer;
 mod vectors;
 mod visibility;
@@ -19,6 +20,7 @@ mod visibility;
 pub(crate) use dense::Dense;
 use dense::SemanticRanking;
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
+pub use mcp_served::{McpPage, McpQuery};
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor::{Descriptor, DocumentFormat};

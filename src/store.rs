@@ -17,10 +17,14 @@
 //!   summaries show without reading the report (filled from `reports` at
 //!   the first open of a data directory written before it existed);
 //! - `pending`: agents whose text-index entry may not be committed yet;
+//! - `gone`: the last `server.json` of each MCP Registry server a
+//!   tombstone replaced, for the MCP sub-registry API (`store/gone.rs`;
+//!   added without a layout change);
 //! - `liveness`: other nodes' signed probe results of the agents held,
 //!   by agent ordinal and signer (`store/liveness.rs`; a tree added
 //!   without a layout change: a data directory without it gets it empty);
-//! - `meta`: the schema version;
+//! - `meta`: the schema version, and the state of each upstream registry
+//!   followed (`store/upstreams.rs`);
 //! - `audit`, `audit_versions`, `audit_meta`: the hash-chained audit log,
 //!   the record versions its entries name, its head and retention
 //!   checkpoint (`store/audit.rs`).
@@ -72,6 +76,7 @@ mod compact;
 mod error;
 mod filter;
 mod freshness;
+mod gone;
 mod handles;
 mod liveness;
 mod migrate;
@@ -84,6 +89,7 @@ mod stored;
 mod suspended;
 pub mod text;
 mod trust;
+mod upstreams;
 mod usage;
 mod visibility;
 mod write;
@@ -98,6 +104,7 @@ pub use compact::{Claimed, CompactAgent};
 pub use error::{failed_batch, StoreError};
 pub use filter::Filter;
 pub use freshness::{FreshState, Freshness, LiveState, Liveness, ProbeProtocol};
+pub use gone::GoneServer;
 pub use handles::{BlockingStore, Store};
 pub use liveness::{CheckPut, PeerCheck, MAX_CHECKS_PER_AGENT};
 pub use migrate::SCHEMA_VERSION;

@@ -34,6 +34,7 @@ pub mod formats;
 pub mod population;
 pub mod publish;
 mod synthetic;
+pub mod upstream;
 pub(crate) mod vocab;
 pub mod web;
 

@@ -119,6 +119,17 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/admin/audit/verify", Some(Scope::Admin)),
     ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
     ("GET", "/admin/export", Some(Scope::Admin)),
+    ("GET", "/v0.1/servers", Some(Scope::Read)),
+    (
+        "GET",
+        "/v0.1/servers/{serverName}/versions",
+        Some(Scope::Read),
+    ),
+    (
+        "GET",
+        "/v0.1/servers/{serverName}/versions/{version}",
+        Some(Scope::Read),
+    ),
 ];
 
 #[test]

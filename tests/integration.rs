@@ -28,6 +28,7 @@ mod import_mcp;
 mod layers;
 mod limits;
 mod liveness_mesh;
+mod mcp_registry;
 mod mesh;
 mod mtls;
 mod nginx;

@@ -334,6 +334,17 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("POST", "/agents/{id}/invoke", Some(Scope::Invoke)),
     ("POST", "/agents/{id}/operations/{op}", Some(Scope::Invoke)),
     ("POST", "/resolve", Some(Scope::Read)),
+    ("GET", "/v0.1/servers", Some(Scope::Read)),
+    (
+        "GET",
+        "/v0.1/servers/{serverName}/versions",
+        Some(Scope::Read),
+    ),
+    (
+        "GET",
+        "/v0.1/servers/{serverName}/versions/{version}",
+        Some(Scope::Read),
+    ),
     ("POST", "/crawl", Some(Scope::Crawl)),
     ("GET", "/crawl/{domain}", Some(Scope::Read)),
     ("POST", "/records", Some(Scope::Records)),

@@ -33,6 +33,11 @@ pub(super) struct Health {
     crawl: Option<crate::crawl::queue::QueueStatus>,
     /// The vector index, when a semantic model is configured.
     semantic: Option<SemanticHealth>,
+    /// The MCP registries this node follows (`crawl.mcp_upstreams`):
+    /// where each pass stands, when the last one finished, what it read,
+    /// and the last error (absent when it follows none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    mcp_upstreams: Vec<crate::crawl::follow::UpstreamState>,
 }
 
 /// The vector index that semantic search finds agents by meaning in.
@@ -114,7 +119,21 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Health> {
         peers,
         crawl: state.crawl_queue().map(CrawlQueue::status),
         semantic: semantic_health(state.registry()),
+        mcp_upstreams: upstreams(state.registry().store()).await,
     })
+}
+
+/// The kept state of every upstream registry followed (none when the
+/// store cannot say: health still answers).
+async fn upstreams(store: &crate::store::Store) -> Vec<crate::crawl::follow::UpstreamState> {
+    let kept = store
+        .run_blocking(|s| s.upstreams())
+        .await
+        .and_then(|r| r)
+        .unwrap_or_default();
+    kept.into_iter()
+        .filter_map(|(_, bytes)| serde_json::from_slice(&bytes).ok())
+        .collect()
 }
 
 /// Live descriptors by trust level, from the in-memory indexes (no read).

@@ -453,6 +453,14 @@ pub struct CrawlConfig {
     /// three or four), past which it counts as `timeout`.
     #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
+    /// MCP registries this node follows (`crawl::follow`): the base URL of
+    /// each (`https://registry.modelcontextprotocol.io`), whose
+    /// `/v0.1/servers` it reads in full once and then by `updated_since`,
+    /// importing the servers as the bulk import does.
+    pub mcp_upstreams: Vec<String>,
+    /// How often each upstream is asked for its changes.
+    #[serde(with = "humantime_serde")]
+    pub mcp_follow_interval: Duration,
 }
 
 impl Default for CrawlConfig {
@@ -490,6 +498,8 @@ impl Default for CrawlConfig {
             probe_rate: 2,
             probe_concurrency: 16,
             probe_timeout: Duration::from_secs(10),
+            mcp_upstreams: Vec::new(),
+            mcp_follow_interval: Duration::from_secs(15 * 60),
         }
     }
 }

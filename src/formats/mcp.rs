@@ -228,6 +228,16 @@ pub fn server_of(item: &Value) -> &Value {
     }
 }
 
+/// The `_meta` of a list item (the registry's metadata), when it is a
+/// `{server, _meta}` object that has one.
+pub fn meta_of(item: &Value) -> Option<&Value> {
+    if is_wrapper(item) {
+        item.get("_meta")
+    } else {
+        None
+    }
+}
+
 /// Whether `doc` is a list of servers in one of the shapes
 /// [`parse_list`] reads (an array, or an object with `servers`), rather
 /// than one item.
@@ -628,5 +638,8 @@ fn array<'a>(
     }
 }
 
+mod served;
 #[cfg(test)]
 mod tests;
+
+pub use served::{rfc3339, served_item, stored_document, Official};

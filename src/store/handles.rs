@@ -70,6 +70,9 @@ pub(super) struct Inner {
     /// lock their read-modify-writes take turns under.
     pub(super) liveness: sled::Tree,
     pub(super) liveness_turn: Mutex<()>,
+    /// The last document of each MCP Registry server a tombstone
+    /// replaced (`store/gone.rs`).
+    pub(super) gone: sled::Tree,
     /// Live claimed records by signer (`store/claims.rs`).
     pub(super) claims: Mutex<ClaimCounts>,
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint

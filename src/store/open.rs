@@ -121,6 +121,7 @@ impl Store {
             revoked,
             transfers,
             liveness,
+            gone,
         } = trees;
         Ok(Self {
             sync: BlockingStore {
@@ -145,6 +146,7 @@ impl Store {
                     dropped: RwLock::new(dropped),
                     liveness,
                     liveness_turn: Mutex::new(()),
+                    gone,
                     claims: Mutex::new(claims),
                     revoked,
                     transfers,
@@ -240,6 +242,7 @@ struct Trees {
     revoked: sled::Tree,
     transfers: sled::Tree,
     liveness: sled::Tree,
+    gone: sled::Tree,
 }
 
 impl Trees {
@@ -261,6 +264,7 @@ impl Trees {
             revoked: db.open_tree("revoked")?,
             transfers: db.open_tree("transfers")?,
             liveness: db.open_tree("liveness")?,
+            gone: db.open_tree("gone")?,
         })
     }
 }

@@ -78,6 +78,8 @@ struct Change {
     /// wrote (`store/trust.rs`'s counts).
     claim_before: Option<[u8; 32]>,
     claim_after: Option<[u8; 32]>,
+    /// What the write does to the `gone` tree (`store/gone.rs`).
+    gone: super::gone::GoneChange,
 }
 
 /// A write ready for sled: everything owned, so that it can move to a
@@ -85,6 +87,8 @@ struct Change {
 pub(super) struct Write {
     id: String,
     seq: u64,
+    /// When the record was signed (unix seconds).
+    issued_at: u64,
     kind: u8,
     value: Vec<u8>,
     /// The compact record (a live descriptor's), its `local` flag set
@@ -122,6 +126,10 @@ impl Write {
         Self {
             id: body.agent_id().to_owned(),
             seq: body.seq(),
+            issued_at: match body {
+                RecordBody::Descriptor(d) => d.issued_at,
+                RecordBody::Tombstone(t) => t.issued_at,
+            },
             kind,
             value,
             compact,
@@ -329,6 +337,11 @@ impl Inner {
             .as_ref()
             .filter(|c| c.claimed.is_some())
             .and_then(|c| <[u8; 32]>::try_from(c.signer.as_slice()).ok());
+        let gone = super::gone::change(
+            prev.as_ref(),
+            w.compact.as_ref().map(CompactAgent::source_format),
+            w.issued_at,
+        );
         Ok(Ok(Change {
             ord,
             removed,
@@ -337,6 +350,7 @@ impl Inner {
             now_live: w.is_live(),
             claim_before,
             claim_after,
+            gone,
         }))
     }
 
@@ -386,6 +400,7 @@ impl Inner {
                 postings.insert(p, change.ord);
             }
         }
+        self.keep_gone(id, change.gone);
         // A deleted agent's checks by other nodes go with it.
         if change.was_live && !change.now_live {
             if let Err(e) = self.drop_peer_checks(change.ord) {

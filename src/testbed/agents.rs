@@ -30,7 +30,7 @@ mod a2a;
 mod aidip;
 mod jsonrpc;
 mod mcp;
-mod serve;
+pub(crate) mod serve;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};

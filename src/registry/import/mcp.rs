@@ -2,7 +2,8 @@
 //! ([`ImportFormat::McpRegistry`](super::ImportFormat::McpRegistry)):
 //! MCP Registry servers ([`crate::formats::mcp`]) issued as this node's
 //! registrations under `mcp:{name}`, their `server.json` (compact) as the
-//! document.
+//! document, with what the registry's metadata said of it inside
+//! ([`mcp::stored_document`]).
 //!
 //! [`sniff`] reads the first line to tell the two shapes of input apart.
 //! A line that is a whole JSON value other than a list starts NDJSON: each
@@ -232,6 +233,9 @@ pub(super) fn check(line: u64, item: &Value) -> Checked {
     Checked::Ready {
         line,
         id,
-        prepared: Box::new(Prepared::mcp_server(&server, mcp::server_of(item))),
+        prepared: Box::new(Prepared::mcp_server(
+            &server,
+            &mcp::stored_document(mcp::server_of(item), mcp::meta_of(item)),
+        )),
     }
 }

@@ -450,9 +450,16 @@ async fn mcp_inputs_of_every_shape_import_alike() {
         let d = held_descriptor(&reg, "mcp:io.github.test/b").await.unwrap();
         assert_eq!(d.format, crate::descriptor::DocumentFormat::McpRegistry);
         assert_eq!(d.endpoint.as_deref(), Some("https://b.example.com/mcp"));
-        // The document is the server.json, compact.
+        // The document is the server.json (with what the registry said
+        // of it inside, which serving it takes out again).
         let doc = reg.document("mcp:io.github.test/b").await.unwrap();
-        assert_eq!(doc, serde_json::to_string(&seed[1]).unwrap(), "{shape}");
+        let official = crate::formats::mcp::Official {
+            status: crate::formats::mcp::Status::Active,
+            updated_at: 0,
+            deleted_at: None,
+        };
+        let served = crate::formats::mcp::served_item(&doc, &official).unwrap();
+        assert_eq!(served["server"], seed[1], "{shape}");
     }
     // One server.json, as a publisher keeps it.
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,53 @@
+//! What a node knows of the upstream registries it follows
+//! (`crawl/follow.rs`): one JSON value per upstream URL, in the `meta`
+//! tree under `upstream/{url}`, so that a restarted node resumes where it
+//! was instead of fetching everything again.
+
+use super::error::StoreError;
+use super::handles::BlockingStore;
+
+/// The key prefix of upstream states in the `meta` tree.
+const PREFIX: &str = "upstream/";
+
+impl BlockingStore {
+    /// Keeps the state of the upstream at `url` (opaque bytes: the
+    /// follower's JSON), durably.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn put_upstream(&self, url: &str, state: &[u8]) -> Result<(), StoreError> {
+        self.inner
+            .meta
+            .insert(format!("{PREFIX}{url}").as_bytes(), state)?;
+        self.inner.meta.flush()?;
+        Ok(())
+    }
+
+    /// The state kept for the upstream at `url`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn upstream(&self, url: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .inner
+            .meta
+            .get(format!("{PREFIX}{url}").as_bytes())?
+            .map(|v| v.to_vec()))
+    }
+
+    /// Every upstream state kept, by URL.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn upstreams(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.inner
+            .meta
+            .scan_prefix(PREFIX.as_bytes())
+            .map(|entry| {
+                let (k, v) = entry?;
+                let url = String::from_utf8_lossy(&k[PREFIX.len()..]).into_owned();
+                Ok((url, v.to_vec()))
+            })
+            .collect()
+    }
+}
