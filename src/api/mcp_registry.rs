@@ -88,17 +88,53 @@ fn bounded<'a>(name: &str, value: &'a str, max: usize) -> Result<&'a str, McpErr
     Ok(value)
 }
 
-/// `updated_since`: an RFC 3339 time (UTC, `Z`), as unix seconds.
+/// `updated_since`: an RFC 3339 date-time, as unix seconds (before 1970:
+/// 0). The registry's document says only "RFC3339 datetime", and clients
+/// send what their libraries write: `Z` or any numeric offset (Python's
+/// `isoformat()` writes `+02:00` for a local time), a fraction of a
+/// second, `t` and `z` in lower case (RFC 3339 section 5.6 allows them).
 fn since(value: &str) -> Result<u64, McpError> {
-    let time = humantime::parse_rfc3339(value).map_err(|e| {
+    let refused = |why: &str| {
         bad(format!(
-            "updated_since is {:?}: {e} (an RFC 3339 time in UTC, e.g. 2025-08-07T13:15:04Z)",
+            "updated_since is {:?}: {why} (an RFC 3339 date-time, e.g. 2025-08-07T13:15:04Z \
+             or 2025-08-07T15:15:04+02:00)",
             crate::formats::bounded(value, 64)
         ))
-    })?;
-    Ok(time
+    };
+    let upper = value.to_ascii_uppercase();
+    // The offset: `Z`, or `+HH:MM` / `-HH:MM` at the end, in seconds east.
+    let (local, east) = if let Some(local) = upper.strip_suffix('Z') {
+        (local, 0)
+    } else {
+        let split = upper
+            .len()
+            .checked_sub(6)
+            .filter(|&i| upper.is_char_boundary(i));
+        let Some((local, offset)) = split.map(|i| upper.split_at(i)) else {
+            return Err(refused("no time zone offset"));
+        };
+        let b = offset.as_bytes();
+        let digits = |s: &[u8]| -> Option<i64> {
+            s.iter()
+                .all(u8::is_ascii_digit)
+                .then(|| s.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+        };
+        let sign = match b[0] {
+            b'+' => 1,
+            b'-' => -1,
+            _ => return Err(refused("no time zone offset")),
+        };
+        match (digits(&b[1..3]), b[3], digits(&b[4..6])) {
+            (Some(h), b':', Some(m)) if h < 24 && m < 60 => (local, sign * (h * 3600 + m * 60)),
+            _ => return Err(refused("a malformed time zone offset")),
+        }
+    };
+    let time =
+        humantime::parse_rfc3339(&format!("{local}Z")).map_err(|e| refused(&e.to_string()))?;
+    let utc = time
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()))
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    Ok(u64::try_from(utc.saturating_sub(east)).unwrap_or(0))
 }
 
 /// `GET /v0.1/servers`: one page of the MCP servers this node serves, in
@@ -230,4 +266,47 @@ pub(super) async fn version(
         return Err(not_found("Server version not found"));
     }
     Ok(Json(item))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::since;
+
+    #[test]
+    fn updated_since_reads_every_offset_rfc_3339_allows() {
+        let utc = 1_754_572_504; // 2025-08-07T13:15:04Z
+        for value in [
+            "2025-08-07T13:15:04Z",
+            "2025-08-07T13:15:04.280Z",
+            "2025-08-07t13:15:04z",
+            "2025-08-07T13:15:04+00:00",
+            "2025-08-07T15:15:04+02:00",
+            "2025-08-07T07:45:04.5-05:30",
+            "2025-08-07T13:15:04-00:00",
+        ] {
+            assert_eq!(since(value).unwrap(), utc, "{value}");
+        }
+        assert_eq!(
+            since("1970-01-01T01:00:00+02:00").unwrap(),
+            0,
+            "before 1970"
+        );
+    }
+
+    #[test]
+    fn updated_since_refuses_what_is_not_a_date_time() {
+        for value in [
+            "yesterday",
+            "2025-08-07T13:15:04",
+            "2025-08-07T13:15:04+2:00",
+            "2025-08-07T13:15:04+24:00",
+            "2025-08-07T13:15:04+02:60",
+            "2025-08-07T13:15:04+0200",
+            "2025-08-07 13:15:04Z",
+            "2025-08-07T13:15:04\u{e9}:00",
+            "",
+        ] {
+            assert!(since(value).is_err(), "{value}");
+        }
+    }
 }
