@@ -4,8 +4,12 @@
 //! registry on loopback over TLS (`testbed::upstream`), speaking the list
 //! API as the registry's OpenAPI document describes it; the node is the
 //! real binary, or the follower in process over a store on disk.
+//! `mcp_registry/interop.rs` judges the served API by what others wrote:
+//! the registry's own OpenAPI document and a published client.
 
 use crate::common;
+
+mod interop;
 
 use std::sync::Arc;
 use std::time::Duration;

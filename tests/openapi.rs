@@ -119,8 +119,9 @@ async fn a_node_serves_the_document_and_routes_every_operation_in_it() {
 }
 
 /// The schemathesis command line: `$SCHEMATHESIS`, else `st` on the
-/// PATH, else the virtualenv `.ci/run` makes.
-fn schemathesis() -> Option<PathBuf> {
+/// PATH, else the virtualenv `.ci/run` makes (`mcp_registry::interop`
+/// runs it too).
+pub(crate) fn schemathesis() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SCHEMATHESIS") {
         return Some(PathBuf::from(p));
     }
