@@ -2,9 +2,11 @@
 //! part 3): schemathesis sends the requests the MCP Registry's own
 //! OpenAPI document allows (`openapi.yaml`, verbatim from
 //! `modelcontextprotocol/registry`, its GET operations; the publishing
-//! ones are optional there and not offered here) and checks every answer
-//! against it: no server error, a documented status, its content type,
-//! its body's schema. Then `mcp-registry-sdk` (PyPI, a typed client
+//! ones are optional there and not offered here) and checks the answers
+//! against it: to valid requests, a documented status, its content type,
+//! its body's schema; to every request, no server error and any body the
+//! document describes as it describes it (the document has no status for
+//! refusing a malformed request). Then `mcp-registry-sdk` (PyPI, a typed client
 //! written to that document by a third party, `sdk_client.py` driving
 //! it) reads the node as it reads any registry: every page by its
 //! cursors, one server, its versions, a deleted one, a missing one, and
