@@ -4,15 +4,17 @@
 //! the allowed ports, size, depth and time limits, reason codes).
 //!
 //! For each ServiceMode record:
-//! 1. `dns_address`: the target's addresses, under the address policy. A
+//! 1. `dnssec`: the SVCB RRset it was read from, asked again through the
+//!    validating resolver ([`record_dnssec`] says what counts).
+//! 2. `dns_address`: the target's addresses, under the address policy. A
 //!    target that has none, or only addresses the policy refuses, ends
 //!    the agent: nothing is stored for an endpoint this node may not
 //!    connect to.
-//! 2. `capability`: the document the `cap` key names, when it is a URL:
+//! 3. `capability`: the document the `cap` key names, when it is a URL:
 //!    https only, its host's addresses under the policy, its bytes checked
 //!    against `cap-sha256` when the record has one, then read. A URN is
 //!    not fetched (the step is skipped).
-//! 3. `card`: the metadata document: the `well-known` key's, else the
+//! 4. `card`: the metadata document: the `well-known` key's, else the
 //!    A2A card (`a2a`) or MCP server card (`mcp`) the protocol implies.
 //!
 //! What is stored: the record's agent as DNS and those documents describe
@@ -32,6 +34,7 @@
 //! The document kept with the record is the card when one was read, else
 //! the capability document, else the SVCB record's presentation text.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -39,6 +42,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::{found, OtherFormats, MAX_DNS_AID_NAMES};
+use crate::crawl::dns::Dnssec;
 use crate::crawl::error::CrawlError;
 use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, DNS_AID_CAP, MCP_SERVER_CARD};
 use crate::crawl::report::{CrawlOutcome, Run, StepName};
@@ -103,11 +107,40 @@ impl OtherFormats<'_> {
                 }
             }
         }
-        let followed = agents
-            .into_iter()
-            .map(|(run, agent, record)| self.follow(run, agent, record));
+        let verdicts = self.validate(&agents).await;
+        let followed = agents.into_iter().filter_map(|(mut run, agent, record)| {
+            let (verdict, took) = verdicts.get(&agent.owner)?;
+            if record_dnssec(&mut run, &agent.owner, &record, verdict, *took) {
+                Some(futures_util::future::Either::Left(
+                    self.follow(run, agent, record),
+                ))
+            } else {
+                Some(futures_util::future::Either::Right(std::future::ready(
+                    run.unverified(),
+                )))
+            }
+        });
         out.extend(futures_util::future::join_all(followed).await);
         out
+    }
+
+    /// DNSSEC's verdict on the SVCB RRset of each owner the agents were
+    /// read at, asked once per owner through the validating resolver.
+    async fn validate(
+        &self,
+        agents: &[(Run, DnsAidAgent, String)],
+    ) -> HashMap<String, (Dnssec, Duration)> {
+        let mut owners: Vec<&str> = agents.iter().map(|(_, a, _)| a.owner.as_str()).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let asked = owners.into_iter().map(|owner| async move {
+            let (verdict, took) = timed(self.dns.svcb_dnssec(owner)).await;
+            (owner.to_owned(), (verdict, took))
+        });
+        futures_util::future::join_all(asked)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// The SVCB records at `name` as DNS-AID agents, each with its
@@ -279,6 +312,58 @@ impl OtherFormats<'_> {
                 Part::Read(metadata, line, fetched.text)
             }
             Err(e) => Part::Failed(e.into()),
+        }
+    }
+}
+
+/// Records the `dnssec` step of an agent read from `record` at `owner`;
+/// `false` when the verdict refuses it. Secure passes when the record is
+/// among those that validated; Bogus (under a trust anchor, a signature
+/// that fails or is missing) refuses it, as it refuses an ADP record;
+/// Insecure and Indeterminate skip the step. A Secure answer is shown in
+/// the report and not carried as the record's `dnssec` evidence flag:
+/// peers refuse records of the formats besides ADP that claim evidence,
+/// since they cannot re-check it (docs/protocol.md#record-limits).
+fn record_dnssec(
+    run: &mut Run,
+    owner: &str,
+    record: &str,
+    verdict: &Dnssec,
+    took: Duration,
+) -> bool {
+    let took_ms = took.as_secs_f64() * 1000.0;
+    let bogus = |detail: String| CrawlError::DnssecBogus {
+        name: owner.to_owned(),
+        detail,
+    };
+    match verdict {
+        Dnssec::Secure { records } if records.iter().any(|r| r == record) => {
+            run.pass(
+                StepName::Dnssec,
+                took_ms,
+                "the SVCB RRset validates Secure from the trust anchor (shown here; DNS-AID records carry no evidence flag)",
+            );
+            true
+        }
+        Dnssec::Secure { .. } => {
+            run.fail(
+                StepName::Dnssec,
+                took_ms,
+                bogus("the SVCB record read is not among the records that validated".into()),
+            );
+            false
+        }
+        Dnssec::Bogus { detail } => {
+            run.fail(StepName::Dnssec, took_ms, bogus(detail.clone()));
+            false
+        }
+        Dnssec::Insecure => {
+            run.skip(StepName::Dnssec, "the zone is not signed (Insecure)");
+            true
+        }
+        Dnssec::Indeterminate { detail } => {
+            run.skip(StepName::Dnssec, format!("not validated: {detail}"));
+            true
         }
     }
 }
