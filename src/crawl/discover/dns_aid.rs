@@ -323,7 +323,7 @@ impl OtherFormats<'_> {
 /// Insecure and Indeterminate skip the step. A Secure answer is shown in
 /// the report and not carried as the record's `dnssec` evidence flag:
 /// peers refuse records of the formats besides ADP that claim evidence,
-/// since they cannot re-check it (docs/protocol.md#record-limits).
+/// since they cannot re-check it (docs/protocol.md#record-types).
 fn record_dnssec(
     run: &mut Run,
     owner: &str,
