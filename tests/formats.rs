@@ -16,7 +16,8 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store, TextQuery};
 use agentmesh::testbed::formats::{
-    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_PRIVATE_CAP_DOMAIN, JWKS_PATH,
+    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
+    JWKS_PATH,
 };
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::trust::{Reason, TrustLevel};
@@ -329,4 +330,37 @@ async fn a_node_refuses_dns_aid_targets_and_cap_documents_at_private_addresses()
             r.agent_id
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_gets_at_most_32_dns_aid_agents_followed() {
+    let rig = rig().await;
+    let reports = rig
+        .crawler
+        .crawl_many(
+            &rig.issuer,
+            vec![DNS_AID_CROWD_DOMAIN.to_owned()],
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    let dns_aid: Vec<&CrawlReport> = reports
+        .iter()
+        .filter(|r| r.source_format == DocumentFormat::DnsAid)
+        .collect();
+    assert_eq!(dns_aid.len(), 33, "{reports:?}");
+    let followed = dns_aid
+        .iter()
+        .filter(|r| r.steps.iter().any(|s| s.step == "dns_address"))
+        .count();
+    assert_eq!(followed, 32);
+    let refused: Vec<_> = dns_aid.iter().filter(|r| !r.stored).collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].reasons, [Reason::DnsAidMalformed]);
+    assert_eq!(
+        refused[0].agent_id,
+        format!("dns-aid:extra.{DNS_AID_CROWD_DOMAIN}"),
+        "the index's name comes after the protocol names"
+    );
 }

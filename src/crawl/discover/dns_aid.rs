@@ -51,6 +51,10 @@ use crate::formats::dns_aid::{self, CapDocument, DnsAidAgent, Metadata};
 use crate::formats::FormatError;
 use crate::trust::Reason;
 
+/// Most DNS-AID agents of one domain followed to their targets (each
+/// costs up to two fetches); the records past it are refused.
+pub(in crate::crawl) const MAX_DNS_AID_FOLLOWED: usize = 32;
+
 /// How one of the documents behind a record ended.
 enum Part<T> {
     /// Nothing to fetch, or nothing published where it was implied: why.
@@ -90,6 +94,19 @@ impl OtherFormats<'_> {
                 Ok(records) => {
                     for (record, parsed) in records {
                         let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::DnsAid);
+                        let parsed = parsed.and_then(|agent| {
+                            if agents.len() < MAX_DNS_AID_FOLLOWED {
+                                Ok(agent)
+                            } else {
+                                Err(FormatError::new(
+                                    Reason::DnsAidMalformed,
+                                    format!(
+                                        "more than {MAX_DNS_AID_FOLLOWED} agents under {domain}: \
+                                         the rest are not followed"
+                                    ),
+                                ))
+                            }
+                        });
                         let parsed = parsed.map_err(CrawlError::from);
                         if let Ok(agent) = run.step_took(StepName::DnsSvcb, took, parsed, |a| {
                             format!("SVCB {name}: {}", a.endpoint())

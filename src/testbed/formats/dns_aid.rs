@@ -30,6 +30,9 @@ pub const DNS_AID_CARD_NAME: &str = "Tide Forecaster";
 /// by a crawler that allows private addresses, refused by one that does
 /// not.
 pub const DNS_AID_PRIVATE_CAP_DOMAIN: &str = "dnsaid-privcap.formats.test";
+/// The domain publishing one agent more than a crawler follows: 16 SVCB
+/// records at each protocol name, and one at the name its index lists.
+pub const DNS_AID_CROWD_DOMAIN: &str = "dnsaid-crowd.formats.test";
 /// The public address of that target; nothing connects to it.
 const PUBLIC_TARGET: Ipv4Addr = Ipv4Addr::new(192, 88, 99, 1);
 /// Where the capability documents are served.
@@ -95,6 +98,35 @@ impl Builder {
         self.dns_aid_private_cap();
         self.dns_aid_refused();
         self.dns_aid_broken_cards();
+        self.dns_aid_crowd();
+    }
+
+    /// [`DNS_AID_CROWD_DOMAIN`]: 33 agents, each record of an RRset told
+    /// apart by its priority; their targets serve no card.
+    fn dns_aid_crowd(&mut self) {
+        let target = host("dnsaid-crowd-host");
+        self.add_host(&target);
+        let https = self.ports.https;
+        let record = |priority: u16| {
+            let params = vec![(SvcParamKey::Port, SvcParamValue::Port(https))];
+            svcb(priority, &format!("{target}."), params)
+        };
+        for proto in ["a2a", "mcp"] {
+            for priority in 1..=16 {
+                self.records.push((
+                    format!("_{proto}._agents.{DNS_AID_CROWD_DOMAIN}"),
+                    record(priority),
+                ));
+            }
+        }
+        self.records.push((
+            format!("_index._agents.{DNS_AID_CROWD_DOMAIN}"),
+            RData::TXT(hickory_proto::rr::rdata::TXT::new(vec![
+                "agents=extra:a2a".into()
+            ])),
+        ));
+        self.records
+            .push((format!("extra.{DNS_AID_CROWD_DOMAIN}"), record(1)));
     }
 
     /// `_a2a._agents` to a host serving an A2A card, and a capability
