@@ -139,6 +139,19 @@ async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
         rig.testbed.document_fetches("a2a.formats.test", JWKS_PATH),
         1
     );
+    // The SVCB index's host: dns-aid-core's index tried first and left
+    // (not ARD), then the ARD catalog read.
+    for path in [
+        "/.well-known/agents-index.json",
+        "/.well-known/ai-catalog.json",
+    ] {
+        assert_eq!(
+            rig.testbed
+                .document_fetches("dnsaid-index-host.formats.test", path),
+            1,
+            "{path}"
+        );
+    }
     for r in &reports {
         if r.domain.ends_with("formats.test") {
             assert_ne!(r.source_format, DocumentFormat::Adp, "{}", r.agent_id);

@@ -301,32 +301,7 @@ impl OtherFormats<'_> {
         }) else {
             return vec![run.unverified()];
         };
-        let took = ms(started);
-        let raw = doc.get("entries").and_then(Value::as_array);
-        catalog
-            .entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, entry)| {
-                let raw_entry = raw.and_then(|r| r.get(i));
-                let id = raw_entry
-                    .and_then(|e| e.get("identifier"))
-                    .and_then(Value::as_str)
-                    .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
-                let mut run = Run::new(domain, id, DocumentFormat::Ard);
-                run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
-                match entry {
-                    Ok(entry) => {
-                        let text = raw_entry.map(Value::to_string).unwrap_or_default();
-                        found(run, entry.to_descriptor(), text)
-                    }
-                    Err(e) => {
-                        run.fail(StepName::Entry, 0.0, e.into());
-                        run.unverified()
-                    }
-                }
-            })
-            .collect()
+        catalog_entries(domain, &where_, &doc, catalog, ms(started))
     }
 
     /// The domain's AID record (`v=aid1`/`aid2` at `_agent.{domain}`,
@@ -350,6 +325,42 @@ impl OtherFormats<'_> {
             Err(()) => Some(run.unverified()),
         }
     }
+}
+
+/// One outcome per entry of `catalog`, read from `doc` at `where_` (a
+/// host and path) in `took` ms, for agents published by `domain`.
+fn catalog_entries(
+    domain: &str,
+    where_: &str,
+    doc: &Value,
+    catalog: ard::Catalog,
+    took: f64,
+) -> Vec<CrawlOutcome> {
+    let raw = doc.get("entries").and_then(Value::as_array);
+    catalog
+        .entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let raw_entry = raw.and_then(|r| r.get(i));
+            let id = raw_entry
+                .and_then(|e| e.get("identifier"))
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
+            let mut run = Run::new(domain, id, DocumentFormat::Ard);
+            run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
+            match entry {
+                Ok(entry) => {
+                    let text = raw_entry.map(Value::to_string).unwrap_or_default();
+                    found(run, entry.to_descriptor(), text)
+                }
+                Err(e) => {
+                    run.fail(StepName::Entry, 0.0, e.into());
+                    run.unverified()
+                }
+            }
+        })
+        .collect()
 }
 
 fn ms(started: std::time::Instant) -> f64 {

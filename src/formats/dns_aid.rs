@@ -323,6 +323,12 @@ fn base_url(target: &str, port: Option<u16>) -> String {
 }
 
 impl IndexHost {
+    /// `https://{target}:{port}`: the record's port, else `default_port`
+    /// (the crawler's HTTPS port), left out when it is 443.
+    pub fn origin(&self, default_port: u16) -> String {
+        base_url(&self.target, Some(self.port.unwrap_or(default_port)))
+    }
+
     /// The URLs to try for the index, in order: [`HTTP_INDEX_PATHS`] on
     /// `https://{target}[:port]`.
     pub fn urls(&self) -> Vec<String> {

@@ -31,6 +31,9 @@
 //! agent is stored as DNS alone describes it: its name from the owner,
 //! its endpoint and protocol.
 //!
+//! A -02 SVCB index at `_index._agents.{domain}` leads to the ARD
+//! catalog on the host it names ([`OtherFormats::svcb_index`]).
+//!
 //! The document kept with the record is the card when one was read, else
 //! the capability document, else the SVCB record's presentation text.
 
@@ -44,7 +47,7 @@ use url::Url;
 use super::{found, OtherFormats, MAX_DNS_AID_NAMES};
 use crate::crawl::dns::Dnssec;
 use crate::crawl::error::CrawlError;
-use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, DNS_AID_CAP, MCP_SERVER_CARD};
+use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, AI_CATALOG, DNS_AID_CAP, MCP_SERVER_CARD};
 use crate::crawl::report::{CrawlOutcome, Run, StepName};
 use crate::descriptor::DocumentFormat;
 use crate::formats::dns_aid::{self, CapDocument, DnsAidAgent, Metadata};
@@ -124,7 +127,8 @@ impl OtherFormats<'_> {
                 }
             }
         }
-        let verdicts = self.validate(&agents).await;
+        let (verdicts, index) = tokio::join!(self.validate(&agents), self.svcb_index(domain));
+        out.extend(index);
         let followed = agents.into_iter().filter_map(|(mut run, agent, record)| {
             let (verdict, took) = verdicts.get(&agent.owner)?;
             if record_dnssec(&mut run, &agent.owner, &record, verdict, *took) {
@@ -139,6 +143,87 @@ impl OtherFormats<'_> {
         });
         out.extend(futures_util::future::join_all(followed).await);
         out
+    }
+
+    /// The ARD catalog a -02 SVCB index record (at `_index._agents`)
+    /// leads to: the first of [`dns_aid::HTTP_INDEX_PATHS`] on the host it
+    /// names that is an ARD catalog, its entries read for `domain` as the
+    /// domain's own catalog is (the domain's DNS names the host, so the
+    /// catalog speaks for the domain). Nothing published there, or only
+    /// another index format, is no report; a host the address policy
+    /// refuses, or a catalog served broken, is.
+    async fn svcb_index(&self, domain: &str) -> Vec<CrawlOutcome> {
+        let name = dns_aid::index_name(domain);
+        let Ok(records) = self.dns.svcb(&name).await else {
+            return Vec::new();
+        };
+        let Some(index) = records
+            .iter()
+            .find_map(|r| match dns_aid::index_from_svcb(&name, r) {
+                Ok(dns_aid::Binding::Service(index)) => Some(index),
+                _ => None,
+            })
+        else {
+            return Vec::new();
+        };
+        let started = Instant::now();
+        let where_ = format!("{}{}", index.target, dns_aid::HTTP_INDEX_PATHS[0]);
+        let mut run = Run::new(domain, where_, DocumentFormat::Ard);
+        let ips = self.allowed_addresses(&index.target).await;
+        let Ok(ips) = run.step(StepName::DnsAddress, started, ips, |ips| {
+            format!(
+                "SVCB {name}: {} has {} address(es) the policy allows",
+                index.target,
+                ips.len()
+            )
+        }) else {
+            return vec![run.unverified()];
+        };
+        let origin = index.origin(self.options.https_port);
+        let own = format!(
+            "{}{}",
+            base_origin(domain, self.options.https_port),
+            crate::formats::ard::WELL_KNOWN_PATH
+        );
+        for path in dns_aid::HTTP_INDEX_PATHS {
+            let text = format!("{origin}{path}");
+            // The domain's own catalog is read beside this, once.
+            if text == own {
+                continue;
+            }
+            let Ok(url) = Url::parse(&text) else {
+                continue;
+            };
+            let started = Instant::now();
+            let fetched = match self.fetcher.fetch_kind(&url, &ips, None, AI_CATALOG).await {
+                Ok(Some(fetched)) => fetched,
+                Err(e) if served_and_broken(&e) => {
+                    run.fail(StepName::Fetch, started.elapsed().as_secs_f64() * 1000.0, e);
+                    return vec![run.unverified()];
+                }
+                Ok(None) | Err(_) => continue,
+            };
+            let Ok(doc) = json(&fetched.text) else {
+                continue;
+            };
+            // Another index format (dns-aid-core's own): not read.
+            let Ok(catalog) = crate::formats::ard::parse_catalog(&doc, domain) else {
+                continue;
+            };
+            let where_ = format!("{}{}", index.target, url.path());
+            run.report.agent_id.clone_from(&where_);
+            run.pass(
+                StepName::Catalog,
+                started.elapsed().as_secs_f64() * 1000.0,
+                format!(
+                    "an ARD catalog of {} entries at {url}, named by SVCB {name}",
+                    catalog.entries.len()
+                ),
+            );
+            let took = started.elapsed().as_secs_f64() * 1000.0;
+            return super::catalog_entries(domain, &where_, &doc, catalog, took);
+        }
+        Vec::new()
     }
 
     /// DNSSEC's verdict on the SVCB RRset of each owner the agents were
@@ -382,6 +467,15 @@ fn record_dnssec(
             run.skip(StepName::Dnssec, format!("not validated: {detail}"));
             true
         }
+    }
+}
+
+/// `https://{host}:{port}`, the port left out when it is 443 (as
+/// [`dns_aid::IndexHost::origin`] writes it).
+fn base_origin(host: &str, port: u16) -> String {
+    match port {
+        443 => format!("https://{host}"),
+        port => format!("https://{host}:{port}"),
     }
 }
 

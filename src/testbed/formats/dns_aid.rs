@@ -99,6 +99,50 @@ impl Builder {
         self.dns_aid_refused();
         self.dns_aid_broken_cards();
         self.dns_aid_crowd();
+        self.dns_aid_index();
+    }
+
+    /// A -02 SVCB index at `_index._agents` naming a host that serves
+    /// dns-aid-core's own index (not read) and an ARD catalog of one entry
+    /// of the domain.
+    fn dns_aid_index(&mut self) {
+        let domain = host("dnsaid-index");
+        let target = host("dnsaid-index-host");
+        self.add_host(&target);
+        let params = vec![(SvcParamKey::Port, SvcParamValue::Port(self.ports.https))];
+        self.records.push((
+            format!("_index._agents.{domain}"),
+            svcb(1, &format!("{target}."), params),
+        ));
+        self.serve(
+            &target,
+            "/.well-known/agents-index.json",
+            json_doc(&json!({"agents": [{"name": "pilot", "protocol": "a2a"}]})),
+        );
+        let id = format!("urn:air:{domain}:harbour-pilot");
+        let base = origin("https", &target, self.ports.https);
+        let catalog = json!({
+            "specVersion": "1.0",
+            "host": {"displayName": "Harbour Index"},
+            "entries": [{
+                "identifier": id, "displayName": "Harbour Pilot",
+                "type": "application/a2a-agent-card+json",
+                "url": format!("{base}/pilot/agent-card.json"),
+                "description": "Guides ships into the harbour.",
+                "capabilities": ["harbour_pilotage"],
+            }],
+        });
+        self.serve(
+            &target,
+            crate::formats::ard::WELL_KNOWN_PATH,
+            json_doc(&catalog),
+        );
+        self.expected.push(expect(
+            &domain,
+            &id,
+            crate::descriptor::DocumentFormat::Ard,
+            Ok(Unverified),
+        ));
     }
 
     /// [`DNS_AID_CROWD_DOMAIN`]: 33 agents, each record of an RRset told
