@@ -21,6 +21,7 @@
 //! | `dnsaid-zero.formats.test` | a target at 0.0.0.0 | `address_not_allowed` |
 //! | `dnsaid-digest.formats.test` | a `cap` document that is not the one `cap-sha256` names | `cap_digest_mismatch` |
 //! | `dnsaid-index.formats.test` | a -02 SVCB index naming a host that serves dns-aid-core's index and an ARD catalog | the catalog's `urn:air:` agent, unverified |
+//! | `dnsaid-index-broken.formats.test` | a -02 SVCB index naming a host whose `ai-catalog.json` is of `specVersion` 2.0 | `catalog_invalid` |
 //! | `dnsaid-crowd.formats.test` | 33 DNS-AID agents (16 records at each protocol name, one the index lists) | 32 followed, the last `dns_aid_malformed` |
 //! | `dnsaid-big`, `dnsaid-truncated`, `dnsaid-slow.formats.test` | an implied A2A card over 64 KiB, cut in half, drip-fed | `document_too_large`, `invalid_json`, `timeout` |
 //! | an ADP agent of the population | also an AID TXT record at its `_agent` name | the ADP agent as before and an `aid:` agent |

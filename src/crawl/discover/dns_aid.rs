@@ -51,12 +51,12 @@ use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, AI_CATALOG, DNS_AID_CAP,
 use crate::crawl::report::{CrawlOutcome, Run, StepName};
 use crate::descriptor::DocumentFormat;
 use crate::formats::dns_aid::{self, CapDocument, DnsAidAgent, Metadata};
-use crate::formats::FormatError;
+use crate::formats::{ard, FormatError};
 use crate::trust::Reason;
 
 /// Most DNS-AID agents of one domain followed to their targets (each
 /// costs up to two fetches); the records past it are refused.
-pub(in crate::crawl) const MAX_DNS_AID_FOLLOWED: usize = 32;
+const MAX_DNS_AID_FOLLOWED: usize = 32;
 
 /// How one of the documents behind a record ended.
 enum Part<T> {
@@ -151,7 +151,8 @@ impl OtherFormats<'_> {
     /// domain's own catalog is (the domain's DNS names the host, so the
     /// catalog speaks for the domain). Nothing published there, or only
     /// another index format, is no report; a host the address policy
-    /// refuses, or a catalog served broken, is.
+    /// refuses, a document served broken, or a document at ARD's own path
+    /// that is not a catalog, is.
     async fn svcb_index(&self, domain: &str) -> Vec<CrawlOutcome> {
         let name = dns_aid::index_name(domain);
         let Ok(records) = self.dns.svcb(&name).await else {
@@ -183,7 +184,7 @@ impl OtherFormats<'_> {
         let own = format!(
             "{}{}",
             base_origin(domain, self.options.https_port),
-            crate::formats::ard::WELL_KNOWN_PATH
+            ard::WELL_KNOWN_PATH
         );
         for path in dns_aid::HTTP_INDEX_PATHS {
             let text = format!("{origin}{path}");
@@ -203,14 +204,24 @@ impl OtherFormats<'_> {
                 }
                 Ok(None) | Err(_) => continue,
             };
-            let Ok(doc) = json(&fetched.text) else {
-                continue;
-            };
-            // Another index format (dns-aid-core's own): not read.
-            let Ok(catalog) = crate::formats::ard::parse_catalog(&doc, domain) else {
-                continue;
-            };
             let where_ = format!("{}{}", index.target, url.path());
+            let parsed = json(&fetched.text)
+                .and_then(|doc| ard::parse_catalog(&doc, domain).map(|c| (doc, c)));
+            let (doc, catalog) = match parsed {
+                Ok(read) => read,
+                // ARD's own path: a broken catalog is reported.
+                Err(e) if path == ard::WELL_KNOWN_PATH => {
+                    run.report.agent_id.clone_from(&where_);
+                    run.fail(
+                        StepName::Catalog,
+                        started.elapsed().as_secs_f64() * 1000.0,
+                        e.into(),
+                    );
+                    return vec![run.unverified()];
+                }
+                // Another index format (dns-aid-core's own): not read.
+                Err(_) => continue,
+            };
             run.report.agent_id.clone_from(&where_);
             run.pass(
                 StepName::Catalog,

@@ -143,6 +143,28 @@ impl Builder {
             crate::descriptor::DocumentFormat::Ard,
             Ok(Unverified),
         ));
+
+        // An index host whose document at ARD's path is not a catalog.
+        let domain = host("dnsaid-index-broken");
+        let target = host("dnsaid-index-broken-host");
+        self.add_host(&target);
+        let params = vec![(SvcParamKey::Port, SvcParamValue::Port(self.ports.https))];
+        self.records.push((
+            format!("_index._agents.{domain}"),
+            svcb(1, &format!("{target}."), params),
+        ));
+        let path = crate::formats::ard::WELL_KNOWN_PATH;
+        self.serve(
+            &target,
+            path,
+            json_doc(&json!({"specVersion": "2.0", "entries": []})),
+        );
+        self.expected.push(expect(
+            &domain,
+            &format!("{target}{path}"),
+            crate::descriptor::DocumentFormat::Ard,
+            Err("catalog_invalid"),
+        ));
     }
 
     /// [`DNS_AID_CROWD_DOMAIN`]: 33 agents, each record of an RRset told
