@@ -220,7 +220,7 @@ pub enum Reason {
     AidUnsupportedVersion,
     /// A DNS-AID SVCB record that names no usable endpoint.
     DnsAidMalformed,
-    /// An MCP Registry `server.json` that is not valid (name, description, version, remotes).
+    /// An MCP Registry `server.json` that is not valid (name, description, version, remotes), or an MCP server card (a DNS-AID target's) without `serverInfo.name`.
     McpServerInvalid,
     /// The publisher answered 429, or 503 with `Retry-After`: it asked
     /// the crawler to come back later.
@@ -233,11 +233,17 @@ pub enum Reason {
     /// A URL (the TXT `wk`, an SRV target, a redirect, `endpoints.chat`)
     /// names a port other than 443 and `crawl.allowed_ports`.
     PortNotAllowed,
+    /// A DNS-AID capability document whose SHA-256 is not the record's
+    /// `cap-sha256`.
+    CapDigestMismatch,
+    /// A DNS-AID capability document that is not one (not an object, or
+    /// `capabilities` not a list of strings).
+    CapInvalid,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 49] = [
+    pub const ALL: [Reason; 51] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -287,6 +293,8 @@ impl Reason {
         Self::HostBackoff,
         Self::KeyRevoked,
         Self::PortNotAllowed,
+        Self::CapDigestMismatch,
+        Self::CapInvalid,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -341,6 +349,8 @@ impl Reason {
             Self::HostBackoff => "host_backoff",
             Self::KeyRevoked => "key_revoked",
             Self::PortNotAllowed => "port_not_allowed",
+            Self::CapDigestMismatch => "cap_digest_mismatch",
+            Self::CapInvalid => "cap_invalid",
         }
     }
 }

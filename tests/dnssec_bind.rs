@@ -20,6 +20,9 @@
 //! anchor covers them, which is `dnssec_bogus`, never a downgrade to
 //! unsigned DNS.
 //!
+//! A DNS-AID SVCB record in the same zone validates Secure, and altered
+//! after signing is `dnssec_bogus`.
+//!
 //! `.ci/run` installs BIND (`bind9`, `bind9-utils`); without it the tests
 //! say so and pass, except under CI, where they fail. The harness is
 //! `tests/bind/mod.rs`.
@@ -437,5 +440,71 @@ async fn stripped_signatures_under_an_anchor_are_bogus() {
         assert_bogus(&crawl(&domain, &ca, stripping.addr, anchor).await);
     }
     drop(stripping);
+    bed.shutdown().await;
+}
+
+/// A DNS-AID record (`_a2a._agents` of an agent of org1.test, pointing
+/// at its own host) in the zone BIND signs: its SVCB RRset validates
+/// Secure, and the agent is stored; the record altered after signing (its
+/// port) is `dnssec_bogus` and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
+async fn a_dns_aid_record_signed_by_bind_validates_and_a_tampered_one_is_bogus() {
+    require_bind();
+    let dir = tempfile::tempdir().unwrap();
+    let (bed, ca, domain) = testbed(23, 3, dir.path()).await;
+    let https = bed.https_port();
+    let owner = format!("_a2a._agents.{domain}");
+    let zone = format!(
+        "{}{owner}. IN SVCB 1 {domain}. alpn=\"h2\" port={https} key65402=\"a2a\"\n",
+        zone_text(&bed)
+    );
+    let (mut zones, anchor) = sign_chain(dir.path(), &zone);
+    let id = format!("dns-aid:{owner}");
+    let crawl_dns_aid = |dns: std::net::SocketAddr, store: &str| {
+        let (ca, anchor) = (ca.clone(), anchor.clone());
+        let store_dir = dir.path().join(store);
+        let id = id.clone();
+        let domain = domain.clone();
+        async move {
+            let store = agentmesh::store::Store::open(&store_dir, 8 << 20).unwrap();
+            let issuer = agentmesh::issuer::Issuer::new(
+                store,
+                std::sync::Arc::new(agentmesh::identity::generate()),
+                std::time::Duration::from_secs(3600),
+            );
+            crawler(&ca, dns, &anchor)
+                .crawl_many(&issuer, vec![domain], false, 10, |_| {})
+                .await
+                .into_iter()
+                .find(|r| r.agent_id == id)
+                .expect("a report of the DNS-AID agent")
+        }
+    };
+
+    let named = Named::start(dir.path(), &zones).await;
+    let report = crawl_dns_aid(named.addr, "secure").await;
+    let step = report.steps.iter().find(|s| s.step == "dnssec").unwrap();
+    assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", report.steps);
+    assert!(report.stored, "{:?}", report.steps);
+
+    // The port changed in the signed file; its RRSIG stays.
+    let text = std::fs::read_to_string(&zones[2].1).unwrap();
+    let needle = format!("port={https}");
+    assert_eq!(text.matches(&needle).count(), 1, "the SVCB record, once");
+    let altered = text.replace(&needle, &format!("port={}", https.wrapping_add(1)));
+    let tampered = zones[2].1.with_file_name("org1.svcb-tampered");
+    std::fs::write(&tampered, altered).unwrap();
+    zones[2].1 = tampered;
+    let forging = Named::start(dir.path(), &zones).await;
+    let report = crawl_dns_aid(forging.addr, "forged").await;
+    assert_eq!(
+        report.reasons.first().map(|r| r.as_str()),
+        Some("dnssec_bogus"),
+        "{:?}",
+        report.steps
+    );
+    assert!(!report.stored);
+    drop((named, forging));
     bed.shutdown().await;
 }

@@ -19,10 +19,11 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::store::FreshState;
 use agentmesh::testbed::dns::{DnsServer, Zone};
 use agentmesh::testbed::dnssec::ZoneKey;
+use agentmesh::testbed::formats::DNS_AID_CARD_DOMAIN;
 use agentmesh::testbed::publish::AGENT_ADDRESS;
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::trust::TrustLevel;
-use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::rr::{Name, RData, RecordType};
 
 async fn crawl(domain: &str, dns: SocketAddr, ca: &Path, anchor: &Path, port: u16) -> CrawlReport {
     let options = CrawlerOptions {
@@ -236,6 +237,122 @@ async fn a_zone_signed_in_process_validates_and_a_changed_record_is_bogus() {
         Some("dnssec_bogus")
     );
     assert_eq!(summary.freshness.unwrap().state, FreshState::Stale);
+
+    server.shutdown().await;
+    forging.shutdown().await;
+    bed.shutdown().await;
+}
+
+/// A DNS-AID record in the signed zone validates (the report's `dnssec`
+/// step) and the agent behind it is read; the same record changed after
+/// signing is `dnssec_bogus`, refused before its target is fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dns_aid_record_in_a_signed_zone_validates_and_a_changed_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(3, 3)),
+        TestbedOptions {
+            formats: true,
+            ..TestbedOptions::default()
+        },
+    )
+    .await
+    .expect("the testbed starts");
+    let ca = dir.path().join("ca.pem");
+    bed.write_ca(&ca).unwrap();
+    let key = ZoneKey::generate().unwrap();
+    let anchor = dir.path().join("anchor.key");
+    std::fs::write(&anchor, key.trust_anchor()).unwrap();
+    let mut zone: Zone = bed.population().zone(bed.ports(), AGENT_ADDRESS).unwrap();
+    for (owner, data) in &bed.formats().expect("the formats organisation").records {
+        zone.add(owner, data.clone()).unwrap();
+    }
+    key.sign(&mut zone).unwrap();
+
+    // The same record with another priority: its signature is over the
+    // old data.
+    let owner = format!("_a2a._agents.{DNS_AID_CARD_DOMAIN}");
+    let mut forged = zone.clone();
+    let old = forged.remove(&owner, RecordType::SVCB).unwrap();
+    let RData::SVCB(mut changed) = old[0].data.clone() else {
+        panic!("an SVCB record at {owner}")
+    };
+    changed.svc_priority += 1;
+    forged.add(&owner, RData::SVCB(changed)).unwrap();
+    let mut server = DnsServer::start("127.0.0.1:0".parse().unwrap(), zone)
+        .await
+        .unwrap();
+    let mut forging = DnsServer::start("127.0.0.1:0".parse().unwrap(), forged)
+        .await
+        .unwrap();
+
+    let crawl = |dns: SocketAddr| {
+        let (ca, anchor) = (ca.clone(), anchor.clone());
+        let store_dir = dir.path().join(format!("store-{}", dns.port()));
+        let https_port = bed.https_port();
+        async move {
+            let options = CrawlerOptions {
+                resolvers: vec![dns],
+                ca_files: vec![ca],
+                policy: AddressPolicy {
+                    allow_private: true,
+                },
+                trust_anchors: vec![anchor],
+                https_port,
+                allowed_ports: AllowedPorts::new([https_port]),
+                fetch_timeout: Duration::from_secs(3),
+                ..CrawlerOptions::default()
+            };
+            let key = agentmesh::identity::generate();
+            let verifier = agentmesh::identity::peer_id_of(&key);
+            let crawler =
+                Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds");
+            let store = agentmesh::store::Store::open(&store_dir, 8 << 20).unwrap();
+            let issuer = agentmesh::issuer::Issuer::new(
+                store,
+                Arc::new(agentmesh::identity::generate()),
+                Duration::from_secs(3600),
+            );
+            crawler
+                .crawl_many(
+                    &issuer,
+                    vec![DNS_AID_CARD_DOMAIN.to_owned()],
+                    false,
+                    10,
+                    |_| {},
+                )
+                .await
+                .into_iter()
+                .find(|r| r.agent_id == format!("dns-aid:_a2a._agents.{DNS_AID_CARD_DOMAIN}"))
+                .expect("a report of the DNS-AID agent")
+        }
+    };
+    let secure = crawl(server.local_addr()).await;
+    let step = secure.steps.iter().find(|s| s.step == "dnssec").unwrap();
+    assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", secure.steps);
+    assert!(secure.stored, "{:?}", secure.steps);
+    let card_fetches = bed.document_fetches(
+        "dnsaid-card-host.formats.test",
+        "/.well-known/agent-card.json",
+    );
+    assert_eq!(card_fetches, 1);
+
+    let bogus = crawl(forging.local_addr()).await;
+    assert_eq!(
+        bogus.reasons.first().map(|r| r.as_str()),
+        Some("dnssec_bogus"),
+        "{:?}",
+        bogus.steps
+    );
+    assert!(!bogus.stored);
+    assert_eq!(
+        bed.document_fetches(
+            "dnsaid-card-host.formats.test",
+            "/.well-known/agent-card.json"
+        ),
+        card_fetches,
+        "refused before the target is fetched"
+    );
 
     server.shutdown().await;
     forging.shutdown().await;

@@ -14,10 +14,13 @@ use agentmesh::descriptor::DocumentFormat;
 use agentmesh::issuer::Issuer;
 use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
-use agentmesh::store::Store;
-use agentmesh::testbed::formats::JWKS_PATH;
+use agentmesh::store::{Filter, Store, TextQuery};
+use agentmesh::testbed::formats::{
+    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
+    JWKS_PATH,
+};
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
-use agentmesh::trust::TrustLevel;
+use agentmesh::trust::{Reason, TrustLevel};
 
 struct Rig {
     testbed: Testbed,
@@ -37,24 +40,8 @@ async fn rig() -> Rig {
     let testbed = Testbed::start(population, options)
         .await
         .expect("the testbed starts");
-    let ca_file = dir.path().join("ca.pem");
-    testbed.write_ca(&ca_file).unwrap();
     let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
-    let options = CrawlerOptions {
-        resolvers: vec![testbed.dns_addr()],
-        ca_files: vec![ca_file],
-        policy: AddressPolicy {
-            allow_private: true,
-        },
-        fetch_timeout: Duration::from_secs(3),
-        challenge_timeout: Duration::from_secs(2),
-        https_port: testbed.https_port(),
-        allowed_ports: AllowedPorts::new([testbed.https_port()]),
-        ..CrawlerOptions::default()
-    };
-    let key = agentmesh::identity::generate();
-    let verifier = agentmesh::identity::peer_id_of(&key);
-    let crawler = Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds");
+    let crawler = crawler(&testbed, dir.path(), true);
     let issuer = Issuer::new(
         store.clone(),
         Arc::new(agentmesh::identity::generate()),
@@ -67,6 +54,26 @@ async fn rig() -> Rig {
         issuer,
         crawler,
     }
+}
+
+/// A crawler of the testbed, which is on loopback: `allow_private` as a
+/// test rig sets it, or as a node's default (refused).
+fn crawler(testbed: &Testbed, dir: &std::path::Path, allow_private: bool) -> Crawler {
+    let ca_file = dir.join("ca.pem");
+    testbed.write_ca(&ca_file).unwrap();
+    let options = CrawlerOptions {
+        resolvers: vec![testbed.dns_addr()],
+        ca_files: vec![ca_file],
+        policy: AddressPolicy { allow_private },
+        fetch_timeout: Duration::from_secs(3),
+        challenge_timeout: Duration::from_secs(2),
+        https_port: testbed.https_port(),
+        allowed_ports: AllowedPorts::new([testbed.https_port()]),
+        ..CrawlerOptions::default()
+    };
+    let key = agentmesh::identity::generate();
+    let verifier = agentmesh::identity::peer_id_of(&key);
+    Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,6 +139,19 @@ async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
         rig.testbed.document_fetches("a2a.formats.test", JWKS_PATH),
         1
     );
+    // The SVCB index's host: dns-aid-core's index tried first and left
+    // (not ARD), then the ARD catalog read.
+    for path in [
+        "/.well-known/agents-index.json",
+        "/.well-known/ai-catalog.json",
+    ] {
+        assert_eq!(
+            rig.testbed
+                .document_fetches("dnsaid-index-host.formats.test", path),
+            1,
+            "{path}"
+        );
+    }
     for r in &reports {
         if r.domain.ends_with("formats.test") {
             assert_ne!(r.source_format, DocumentFormat::Adp, "{}", r.agent_id);
@@ -154,4 +174,206 @@ async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
             (outcome, held) => panic!("{}: {outcome:?} but held {}", e.agent_id, held.is_some()),
         }
     }
+}
+
+/// The step of `report` named `name`.
+fn step<'a>(report: &'a CrawlReport, name: &str) -> &'a agentmesh::crawl::Step {
+    report
+        .steps
+        .iter()
+        .find(|s| s.step == name)
+        .unwrap_or_else(|| panic!("no {name} step in {:?}", report.steps))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dns_aid_agent_is_found_by_what_the_card_behind_its_record_says() {
+    let rig = rig().await;
+    let reports = rig
+        .crawler
+        .crawl_many(
+            &rig.issuer,
+            vec![DNS_AID_CARD_DOMAIN.to_owned()],
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    let id = format!("dns-aid:_a2a._agents.{DNS_AID_CARD_DOMAIN}");
+    let report = reports
+        .iter()
+        .find(|r| r.agent_id == id)
+        .unwrap_or_else(|| panic!("no report for {id}: {reports:?}"));
+    assert!(report.stored, "{:?}", report.steps);
+    assert_eq!(report.source_format, DocumentFormat::DnsAid);
+    assert_eq!(report.level(), TrustLevel::Unverified);
+    for name in ["dns_svcb", "dns_address", "capability", "card"] {
+        let s = step(report, name);
+        assert_eq!(
+            s.outcome,
+            agentmesh::crawl::StepOutcome::Ok,
+            "{name}: {}",
+            s.detail
+        );
+    }
+    assert!(
+        step(report, "capability")
+            .detail
+            .contains("cap-sha256 matches"),
+        "{}",
+        step(report, "capability").detail
+    );
+
+    // Stored with the card's name, description and skills, and the
+    // capability document's capabilities, under the DNS-AID id.
+    let held = rig
+        .store
+        .get(&id)
+        .await
+        .unwrap()
+        .expect("the agent is held");
+    let RecordBody::Descriptor(d) = &held.body else {
+        panic!("a tombstone")
+    };
+    let d = &d.descriptor;
+    assert_eq!(d.name, DNS_AID_CARD_NAME);
+    assert!(
+        d.description.contains("published as an A2A Agent Card"),
+        "{}",
+        d.description
+    );
+    assert_eq!(d.format, DocumentFormat::DnsAid);
+    assert!(
+        d.capabilities.contains(&"tide_prediction".to_owned()),
+        "{:?}",
+        d.capabilities
+    );
+    assert!(
+        d.capabilities.contains(&"harbour_schedules".to_owned()),
+        "{:?}",
+        d.capabilities
+    );
+    assert!(d.tags.contains(&"a2a".to_owned()), "{:?}", d.tags);
+
+    // Found by a capability the card names, and by words of its name.
+    let by_capability = rig
+        .store
+        .search(&Filter::new(["tide_prediction"], [], []).unwrap(), None, 10)
+        .await
+        .unwrap();
+    assert!(
+        by_capability.iter().any(|a| a.body.agent_id() == id),
+        "not found by capability"
+    );
+    rig.store.flush().await.unwrap();
+    rig.store.sync_text().await.unwrap();
+    let by_text = rig
+        .store
+        .text_search(&TextQuery {
+            text: "tide forecaster",
+            filter: &Filter::default(),
+            limit: 10,
+            now: agentmesh::record::unix_now(),
+            min_trust: None,
+            capabilities: &[],
+            subjects: &[],
+        })
+        .await
+        .unwrap()
+        .expect("the words rank");
+    assert_eq!(
+        by_text.first().map(|(id, _)| id.as_str()),
+        Some(id.as_str()),
+        "{by_text:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refuses_dns_aid_targets_and_cap_documents_at_private_addresses() {
+    let rig = rig().await;
+    let dir = tempfile::tempdir().unwrap();
+    let strict = crawler(&rig.testbed, dir.path(), false);
+    let reports = strict
+        .crawl_many(
+            &rig.issuer,
+            vec![
+                DNS_AID_PRIVATE_CAP_DOMAIN.to_owned(),
+                DNS_AID_CARD_DOMAIN.to_owned(),
+            ],
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    let report = |domain: &str| {
+        reports
+            .iter()
+            .find(|r| r.domain == domain && r.source_format == DocumentFormat::DnsAid)
+            .unwrap_or_else(|| panic!("no DNS-AID report for {domain}: {reports:?}"))
+    };
+    // The target is public and nothing is fetched there; the cap's host
+    // is loopback: refused before anything connects, nothing stored.
+    let private_cap = report(DNS_AID_PRIVATE_CAP_DOMAIN);
+    assert!(!private_cap.stored);
+    assert_eq!(
+        private_cap.reasons,
+        [Reason::AddressNotAllowed],
+        "{:?}",
+        private_cap.steps
+    );
+    assert_eq!(
+        step(private_cap, "dns_address").outcome,
+        agentmesh::crawl::StepOutcome::Ok
+    );
+    assert_eq!(
+        step(private_cap, "capability").reason,
+        Some(Reason::AddressNotAllowed)
+    );
+    // A target at loopback: refused at the target.
+    let private_target = report(DNS_AID_CARD_DOMAIN);
+    assert!(!private_target.stored);
+    assert_eq!(
+        step(private_target, "dns_address").reason,
+        Some(Reason::AddressNotAllowed)
+    );
+    assert!(private_target.steps.iter().all(|s| s.step != "card"));
+    for r in [private_cap, private_target] {
+        assert!(
+            rig.store.get(&r.agent_id).await.unwrap().is_none(),
+            "{}",
+            r.agent_id
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_gets_at_most_32_dns_aid_agents_followed() {
+    let rig = rig().await;
+    let reports = rig
+        .crawler
+        .crawl_many(
+            &rig.issuer,
+            vec![DNS_AID_CROWD_DOMAIN.to_owned()],
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    let dns_aid: Vec<&CrawlReport> = reports
+        .iter()
+        .filter(|r| r.source_format == DocumentFormat::DnsAid)
+        .collect();
+    assert_eq!(dns_aid.len(), 33, "{reports:?}");
+    let followed = dns_aid
+        .iter()
+        .filter(|r| r.steps.iter().any(|s| s.step == "dns_address"))
+        .count();
+    assert_eq!(followed, 32);
+    let refused: Vec<_> = dns_aid.iter().filter(|r| !r.stored).collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].reasons, [Reason::DnsAidMalformed]);
+    assert_eq!(
+        refused[0].agent_id,
+        format!("dns-aid:extra.{DNS_AID_CROWD_DOMAIN}"),
+        "the index's name comes after the protocol names"
+    );
 }

@@ -11,7 +11,8 @@
 //! large, too deep, not the format) gets a report with the reason code. None of these formats proves a key the way ADP does, so
 //! every agent they give is stored `unverified`; a card's signature is
 //! checked and reported (a forged one is refused), but its key is not
-//! anchored in DNS, so it earns no level.
+//! anchored in DNS, so it earns no level. A DNS-AID record is followed to
+//! what its target serves ([`dns_aid`]).
 
 use serde_json::Value;
 use url::Url;
@@ -22,8 +23,10 @@ use super::fetch::{self, DocumentKind, Fetched, Fetcher, A2A_CARD, AI_CATALOG, J
 use super::options::CrawlerOptions;
 use super::report::{CrawlOutcome, Run, StepName, Verified};
 use crate::descriptor::{Descriptor, DocumentFormat};
-use crate::formats::{a2a, aid, ard, dns_aid, FormatError};
+use crate::formats::{a2a, aid, ard, FormatError};
 use crate::trust::{Evidence, Reason};
+
+mod dns_aid;
 
 /// Most DNS-AID names looked up for one domain (the index's entries and
 /// the protocol names).
@@ -298,108 +301,7 @@ impl OtherFormats<'_> {
         }) else {
             return vec![run.unverified()];
         };
-        let took = ms(started);
-        let raw = doc.get("entries").and_then(Value::as_array);
-        catalog
-            .entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, entry)| {
-                let raw_entry = raw.and_then(|r| r.get(i));
-                let id = raw_entry
-                    .and_then(|e| e.get("identifier"))
-                    .and_then(Value::as_str)
-                    .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
-                let mut run = Run::new(domain, id, DocumentFormat::Ard);
-                run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
-                match entry {
-                    Ok(entry) => {
-                        let text = raw_entry.map(Value::to_string).unwrap_or_default();
-                        found(run, entry.to_descriptor(), text)
-                    }
-                    Err(e) => {
-                        run.fail(StepName::Entry, 0.0, e.into());
-                        run.unverified()
-                    }
-                }
-            })
-            .collect()
-    }
-
-    /// The domain's DNS-AID records: the protocol names and the names the
-    /// index lists, each SVCB record one agent (an AliasMode record is
-    /// followed one hop).
-    async fn dns_aid(&self, domain: &str) -> Vec<CrawlOutcome> {
-        let mut names = dns_aid::protocol_names(domain);
-        if let Ok((index, _)) = self.dns.txt(&dns_aid::index_name(domain)).await {
-            if let Ok(agents) = dns_aid::parse_index(&index) {
-                for agent in agents {
-                    names.extend(dns_aid::agent_names(&agent.name, &agent.proto, domain));
-                }
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        names.retain(|n| seen.insert(n.clone()));
-        names.truncate(MAX_DNS_AID_NAMES);
-        let lookups = names.iter().map(|name| async move {
-            let started = std::time::Instant::now();
-            let records = self.dns_aid_records(name).await;
-            (name, records, ms(started))
-        });
-        let mut out = Vec::new();
-        for (name, records, took) in futures_util::future::join_all(lookups).await {
-            let agent_id = format!("dns-aid:{name}");
-            match records {
-                Ok(records) => {
-                    for (record, parsed) in records {
-                        let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::DnsAid);
-                        let took = std::time::Duration::from_secs_f64(took / 1000.0);
-                        let parsed = parsed.map_err(CrawlError::from);
-                        match run.step_took(StepName::DnsSvcb, took, parsed, |a| {
-                            format!("SVCB {name}: {}", a.endpoint())
-                        }) {
-                            Ok(agent) => out.push(found(run, agent.to_descriptor(), record)),
-                            Err(()) => out.push(run.unverified()),
-                        }
-                    }
-                }
-                Err(e) => {
-                    let mut run = Run::new(domain, agent_id, DocumentFormat::DnsAid);
-                    run.fail(StepName::DnsSvcb, took, e);
-                    out.push(run.unverified());
-                }
-            }
-        }
-        out
-    }
-
-    /// The SVCB records at `name` as DNS-AID agents, each with its
-    /// presentation text; an AliasMode record is followed once.
-    async fn dns_aid_records(
-        &self,
-        name: &str,
-    ) -> Result<Vec<(String, Result<dns_aid::DnsAidAgent, FormatError>)>, CrawlError> {
-        let mut out = Vec::new();
-        for svcb in self.dns.svcb(name).await? {
-            match dns_aid::from_svcb(name, &svcb) {
-                Ok(dns_aid::Binding::Service(agent)) => out.push((svcb.to_string(), Ok(agent))),
-                Ok(dns_aid::Binding::Alias { target }) => {
-                    for aliased in self.dns.svcb(&target).await? {
-                        let parsed = match dns_aid::from_svcb(&target, &aliased) {
-                            Ok(dns_aid::Binding::Service(agent)) => Ok(agent),
-                            Ok(dns_aid::Binding::Alias { target: next }) => Err(FormatError::new(
-                                Reason::DnsAidMalformed,
-                                format!("{name} aliases {target}, which aliases {next}: one hop is followed"),
-                            )),
-                            Err(e) => Err(e),
-                        };
-                        out.push((aliased.to_string(), parsed));
-                    }
-                }
-                Err(e) => out.push((svcb.to_string(), Err(e))),
-            }
-        }
-        Ok(out)
+        catalog_entries(domain, &where_, &doc, catalog, ms(started))
     }
 
     /// The domain's AID record (`v=aid1`/`aid2` at `_agent.{domain}`,
@@ -423,6 +325,42 @@ impl OtherFormats<'_> {
             Err(()) => Some(run.unverified()),
         }
     }
+}
+
+/// One outcome per entry of `catalog`, read from `doc` at `where_` (a
+/// host and path) in `took` ms, for agents published by `domain`.
+fn catalog_entries(
+    domain: &str,
+    where_: &str,
+    doc: &Value,
+    catalog: ard::Catalog,
+    took: f64,
+) -> Vec<CrawlOutcome> {
+    let raw = doc.get("entries").and_then(Value::as_array);
+    catalog
+        .entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let raw_entry = raw.and_then(|r| r.get(i));
+            let id = raw_entry
+                .and_then(|e| e.get("identifier"))
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
+            let mut run = Run::new(domain, id, DocumentFormat::Ard);
+            run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
+            match entry {
+                Ok(entry) => {
+                    let text = raw_entry.map(Value::to_string).unwrap_or_default();
+                    found(run, entry.to_descriptor(), text)
+                }
+                Err(e) => {
+                    run.fail(StepName::Entry, 0.0, e.into());
+                    run.unverified()
+                }
+            }
+        })
+        .collect()
 }
 
 fn ms(started: std::time::Instant) -> f64 {

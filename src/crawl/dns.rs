@@ -99,6 +99,12 @@ impl Dns {
         self.validator.txt(name).await
     }
 
+    /// Asks for the SVCB RRset at `name` again, through the validator
+    /// (DNS-AID; [`dnssec`] says when a verdict counts).
+    pub async fn svcb_dnssec(&self, name: &str) -> Dnssec {
+        self.validator.svcb(name).await
+    }
+
     async fn lookup(
         &self,
         name: &str,

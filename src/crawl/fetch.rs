@@ -3,7 +3,7 @@
 //! a body of at most 64 KiB, `application/json` or `application/adp+json`,
 //! bounded JSON depth and size, and timeouts on connect and on the whole
 //! exchange. The other formats' documents (A2A cards, ARD catalogs, JSON
-//! Web Key Sets) are fetched the same way, each [`DocumentKind`] with its
+//! Web Key Sets, DNS-AID capability documents, MCP server cards) are fetched the same way, each [`DocumentKind`] with its
 //! media types and size bounds. The caller resolves and checks the host's addresses (the SSRF
 //! guard); each fetch builds a client pinned to exactly those addresses,
 //! whose resolver refuses every other name, so the checked address is the
@@ -83,6 +83,24 @@ pub const AI_CATALOG: DocumentKind = DocumentKind {
     media_types: &["application/json", "application/ai-catalog+json"],
     max_bytes: 1024 * 1024,
     max_values: 200_000,
+    headers: &[],
+};
+/// A DNS-AID capability document (the SVCB `cap` key's URL).
+pub const DNS_AID_CAP: DocumentKind = DocumentKind {
+    what: "capability document",
+    accept: "application/json",
+    media_types: &["application/json"],
+    max_bytes: MAX_DOCUMENT_BYTES,
+    max_values: MAX_JSON_VALUES,
+    headers: &[],
+};
+/// An MCP server card (SEP-1649, `/.well-known/mcp/server-card.json`).
+pub const MCP_SERVER_CARD: DocumentKind = DocumentKind {
+    what: "server card",
+    accept: "application/json",
+    media_types: &["application/json"],
+    max_bytes: MAX_DOCUMENT_BYTES,
+    max_values: MAX_JSON_VALUES,
     headers: &[],
 };
 /// A JSON Web Key Set (an A2A card's `jku`).

@@ -56,7 +56,8 @@ pub enum StepName {
     Record,
     /// Mutual verified peers.
     Peers,
-    /// An A2A Agent Card read.
+    /// An A2A Agent Card read (or, behind a DNS-AID record, the A2A card
+    /// or MCP server card its target serves).
     Card,
     /// An A2A Agent Card's signature checked.
     Signature,
@@ -66,6 +67,9 @@ pub enum StepName {
     Entry,
     /// A DNS-AID SVCB record.
     DnsSvcb,
+    /// A DNS-AID record's capability document (its `cap` key): fetched,
+    /// its `cap-sha256` checked, read.
+    Capability,
 }
 
 impl StepName {
@@ -90,6 +94,7 @@ impl StepName {
             Self::Catalog => "catalog",
             Self::Entry => "entry",
             Self::DnsSvcb => "dns_svcb",
+            Self::Capability => "capability",
         }
     }
 }

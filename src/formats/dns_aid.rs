@@ -26,6 +26,9 @@
 //! follow the reference implementation, dns-aid-core (-01 and -02 tags),
 //! as recorded in `notes/formats/dns-aid.md`.
 //!
+//! What the record's target serves (the `cap` document, the A2A or MCP
+//! server card) is read by [`documents`]; the crawler fetches it.
+//!
 //! Pure code: nothing here resolves a name or fetches the index.
 
 use base64::Engine as _;
@@ -34,6 +37,13 @@ use hickory_proto::rr::rdata::svcb::{SvcParamKey, SvcParamValue, SVCB};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{bounded, terms, FormatError, MAX_NAME_CHARS};
 use crate::trust::Reason;
+
+mod documents;
+
+pub use documents::{
+    check_cap_digest, parse_cap, parse_metadata, parse_server_card, CapDocument, Metadata,
+    ServerCard, MAX_DOCUMENT_TERMS, MAX_TERM_CHARS, MCP_SERVER_CARD_PATH,
+};
 
 /// The label under which DNS-AID names live.
 pub const AGENTS_LABEL: &str = "_agents";
@@ -313,6 +323,12 @@ fn base_url(target: &str, port: Option<u16>) -> String {
 }
 
 impl IndexHost {
+    /// `https://{target}:{port}`: the record's port, else `default_port`
+    /// (the crawler's HTTPS port), left out when it is 443.
+    pub fn origin(&self, default_port: u16) -> String {
+        base_url(&self.target, Some(self.port.unwrap_or(default_port)))
+    }
+
     /// The URLs to try for the index, in order: [`HTTP_INDEX_PATHS`] on
     /// `https://{target}[:port]`.
     pub fn urls(&self) -> Vec<String> {
@@ -350,8 +366,9 @@ impl DnsAidAgent {
         owner_labels(&self.owner).0
     }
 
-    /// The normalised descriptor: id `dns-aid:{owner}`, the agent name,
-    /// the endpoint, the protocol and alpn ids as tags.
+    /// The normalised descriptor from DNS alone: id `dns-aid:{owner}`,
+    /// the agent name, the endpoint, the protocol and alpn ids as tags
+    /// ([`DnsAidAgent::describe`] adds what the target serves).
     pub fn to_descriptor(&self) -> Descriptor {
         let id = format!("dns-aid:{}", self.owner);
         let name = match bounded(&self.name(), MAX_NAME_CHARS) {

@@ -14,6 +14,16 @@
 //! | `aid-broken.formats.test` | an AID TXT record without `u` | `aid_malformed` |
 //! | `dnsaid.formats.test` | a DNS-AID SVCB record (`_mcp._agents`) | `dns-aid:` agent, unverified |
 //! | `dnsaid-broken.formats.test` | a DNS-AID AliasMode record to nowhere | `dns_aid_malformed` |
+//! | `dnsaid-card.formats.test` | `_a2a._agents` to a host serving an A2A card, and a `cap` document with its `cap-sha256` | `dns-aid:` agent with the card's name, description and skills, unverified |
+//! | `dnsaid-mcp.formats.test` | `_mcp._agents` with a `well-known` path to an MCP server card | `dns-aid:` agent with the server card's name and tools |
+//! | `dnsaid-privcap.formats.test` | a record whose `cap` is on a loopback host (its target public, nothing fetched there) | read with private addresses allowed, `address_not_allowed` without |
+//! | `dnsaid-http.formats.test` | a plain-http `cap` | `insecure_url` |
+//! | `dnsaid-zero.formats.test` | a target at 0.0.0.0 | `address_not_allowed` |
+//! | `dnsaid-digest.formats.test` | a `cap` document that is not the one `cap-sha256` names | `cap_digest_mismatch` |
+//! | `dnsaid-index.formats.test` | a -02 SVCB index naming a host that serves dns-aid-core's index and an ARD catalog | the catalog's `urn:air:` agent, unverified |
+//! | `dnsaid-index-broken.formats.test` | a -02 SVCB index naming a host whose `ai-catalog.json` is of `specVersion` 2.0 | `catalog_invalid` |
+//! | `dnsaid-crowd.formats.test` | 33 DNS-AID agents (16 records at each protocol name, one the index lists) | 32 followed, the last `dns_aid_malformed` |
+//! | `dnsaid-big`, `dnsaid-truncated`, `dnsaid-slow.formats.test` | an implied A2A card over 64 KiB, cut in half, drip-fed | `document_too_large`, `invalid_json`, `timeout` |
 //! | an ADP agent of the population | also an AID TXT record at its `_agent` name | the ADP agent as before and an `aid:` agent |
 
 use std::net::Ipv4Addr;
@@ -31,6 +41,12 @@ use super::web::Served;
 use crate::descriptor::DocumentFormat::{self, A2a, Aid, Ard, DnsAid};
 use crate::formats::a2a;
 use crate::trust::TrustLevel::{self, Unverified};
+
+mod dns_aid;
+
+pub use dns_aid::{
+    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
+};
 
 /// The zone of the formats organisation.
 pub const ZONE: &str = "formats.test";
@@ -73,6 +89,7 @@ fn json_doc(body: &Value) -> Served {
         content_type: "application/json",
         body: Bytes::from(serde_json::to_vec_pretty(body).expect("JSON values serialise")),
         status: StatusCode::OK,
+        drip: None,
     }
 }
 
@@ -143,8 +160,10 @@ pub fn formats_org(ports: Ports, advertise: Ipv4Addr, adp_domain: Option<&str>) 
     org.ard_catalogs();
     // AID: a record, a broken one, and one beside an ADP record.
     org.aid_records(adp_domain);
-    // DNS-AID: a service record, and an alias to nowhere.
+    // DNS-AID: a service record, and an alias to nowhere; records whose
+    // targets serve cards and capability documents, healthy and broken.
     org.dns_aid_records();
+    org.dns_aid_followed();
     FormatsOrg {
         records: org.records,
         documents: org.documents,

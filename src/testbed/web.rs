@@ -438,6 +438,8 @@ pub struct Served {
     pub body: Bytes,
     /// The status (200 unless a broken publisher says otherwise).
     pub status: StatusCode,
+    /// Drip-fed at this rate (a slow publisher), else sent at once.
+    pub drip: Option<Drip>,
 }
 
 /// Many sites, routed by Host.
@@ -512,6 +514,10 @@ impl Sites {
             .entry(key)
             .or_default() += 1;
         let headers = [(header::CONTENT_TYPE, served.content_type)];
+        if let Some(drip) = served.drip {
+            let body = drip_body(served.body.clone(), drip, self.shutdown.clone());
+            return Some((served.status, headers, body).into_response());
+        }
         Some((served.status, headers, served.body.clone()).into_response())
     }
 

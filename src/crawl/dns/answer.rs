@@ -21,9 +21,11 @@ pub enum Dnssec {
     /// A chain of signed DNSKEY and DS records from a trust anchor to
     /// the RRset, and its signature verifies.
     Secure {
-        /// The TXT records that validated (each record's strings joined,
-        /// at most [`MAX_TXT_RECORDS`]): what the crawl reads, rather
-        /// than an unvalidated answer to another query.
+        /// The records that validated: TXT records with each record's
+        /// strings joined (at most [`MAX_TXT_RECORDS`]), SVCB records in
+        /// presentation format (at most [`MAX_SVCB_RECORDS`]): what the
+        /// crawl reads, or checks its answer against, rather than an
+        /// unvalidated answer to another query.
         records: Vec<String>,
     },
     /// Provably unsigned (a zone without DNSSEC, or under one).

@@ -1,4 +1,5 @@
-//! DNSSEC validation of the `_agent` TXT RRset, from the trust anchors of
+//! DNSSEC validation of the `_agent` TXT RRset (and of DNS-AID's SVCB
+//! RRsets), from the trust anchors of
 //! [`super::anchors`], by hickory's validator; never a resolver's AD bit.
 //!
 //! # Priming: an anchor becomes the keys hickory trusts
@@ -63,7 +64,7 @@ use hickory_resolver::TokioResolver;
 use tokio::sync::Mutex;
 
 use super::anchors::TrustAnchorSet;
-use super::answer::{joined, Dnssec, MAX_TTL, MAX_TXT_RECORDS};
+use super::answer::{joined, Dnssec, MAX_SVCB_RECORDS, MAX_TTL, MAX_TXT_RECORDS};
 use super::resolver::build;
 
 /// How soon a zone whose priming failed is primed again.
@@ -118,8 +119,40 @@ impl Validator {
         }
     }
 
-    /// What DNSSEC validation says of the TXT RRset at `name`.
+    /// What DNSSEC validation says of the TXT RRset at `name` (its
+    /// records' strings joined).
     pub(super) async fn txt(&self, name: &str) -> Dnssec {
+        self.rrset(name, RecordType::TXT, MAX_TXT_RECORDS, |data| match data {
+            RData::TXT(t) => Some(joined(t)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// What DNSSEC validation says of the SVCB RRset at `name` (DNS-AID;
+    /// its records in presentation format).
+    pub(super) async fn svcb(&self, name: &str) -> Dnssec {
+        self.rrset(
+            name,
+            RecordType::SVCB,
+            MAX_SVCB_RECORDS,
+            |data| match data {
+                RData::SVCB(svcb) => Some(svcb.to_string()),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// What DNSSEC validation says of the `rtype` RRset at `name`; at
+    /// most `max` of the records that validated, as `text` gives them.
+    async fn rrset(
+        &self,
+        name: &str,
+        rtype: RecordType,
+        max: usize,
+        text: impl Fn(&RData) -> Option<String>,
+    ) -> Dnssec {
         let fqdn = format!("{}.", name.trim_end_matches('.'));
         let Ok(owner) = Name::from_ascii(&fqdn) else {
             return Dnssec::Indeterminate {
@@ -157,22 +190,19 @@ impl Validator {
                 detail: "no validating resolver".into(),
             };
         };
-        match resolver.lookup(fqdn.as_str(), RecordType::TXT).await {
+        match resolver.lookup(fqdn.as_str(), rtype).await {
             Ok(lookup) => {
-                let txt: Vec<&Record> = lookup
+                let rrset: Vec<&Record> = lookup
                     .answers()
                     .iter()
-                    .filter(|r| r.record_type() == RecordType::TXT)
+                    .filter(|r| r.record_type() == rtype)
                     .collect();
-                match txt.iter().map(|r| r.proof).min() {
+                match rrset.iter().map(|r| r.proof).min() {
                     Some(Proof::Secure) => Dnssec::Secure {
-                        records: txt
+                        records: rrset
                             .iter()
-                            .filter_map(|r| match &r.data {
-                                RData::TXT(t) => Some(joined(t)),
-                                _ => None,
-                            })
-                            .take(MAX_TXT_RECORDS)
+                            .filter_map(|r| text(&r.data))
+                            .take(max)
                             .collect(),
                     },
                     Some(Proof::Insecure) if zone.is_root() => Dnssec::Insecure,
@@ -183,10 +213,10 @@ impl Validator {
                         ),
                     },
                     Some(Proof::Bogus) => Dnssec::Bogus {
-                        detail: "a TXT record's signature does not verify".into(),
+                        detail: format!("a {rtype} record's signature does not verify"),
                     },
                     Some(Proof::Indeterminate) | None => Dnssec::Bogus {
-                        detail: "the validator proved nothing of the TXT RRset".into(),
+                        detail: format!("the validator proved nothing of the {rtype} RRset"),
                     },
                 }
             }
@@ -196,7 +226,7 @@ impl Validator {
                 ),
             },
             Err(e) => Dnssec::Bogus {
-                detail: format!("the TXT RRset could not be validated from {zone}: {e}"),
+                detail: format!("the {rtype} RRset could not be validated from {zone}: {e}"),
             },
         }
     }
