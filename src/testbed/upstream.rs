@@ -213,12 +213,14 @@ async fn list(
         .get("cursor")
         .and_then(|c| URL_SAFE_NO_PAD.decode(c).ok())
         .and_then(|b| String::from_utf8(b).ok());
-    let versions = lock(&shared.versions).clone();
-    let latest = |v: &Version| {
-        !versions
-            .iter()
-            .any(|o| o.name() == v.name() && o.published_at > v.published_at)
-    };
+    let versions = lock(&shared.versions);
+    // The newest publication of each name: its latest version.
+    let mut newest: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for v in versions.iter() {
+        let at = newest.entry(v.name()).or_insert(v.published_at);
+        *at = (*at).max(v.published_at);
+    }
+    let latest = |v: &Version| newest.get(v.name()) == Some(&v.published_at);
     let mut chosen: Vec<&Version> = versions
         .iter()
         .filter(|v| include_deleted || v.status != "deleted")
@@ -231,7 +233,7 @@ async fn list(
         .collect();
     chosen.sort_by(|a, b| (a.name(), a.version()).cmp(&(b.name(), b.version())));
     let key = |v: &Version| format!("{}\u{0}{}", v.name(), v.version());
-    let start = after.map_or(0, |a| chosen.iter().take_while(|v| key(v) <= a).count());
+    let start = after.map_or(0, |a| chosen.partition_point(|v| key(v) <= a));
     let page: Vec<&Version> = chosen.iter().skip(start).take(limit).copied().collect();
     let more = start + page.len() < chosen.len();
     let servers: Vec<Value> = page
@@ -249,11 +251,13 @@ async fn list(
             json!({"server": v.server, "_meta": { OFFICIAL_META: official }})
         })
         .collect();
+    let next = more
+        .then(|| page.last().map(|last| URL_SAFE_NO_PAD.encode(key(last))))
+        .flatten();
+    drop(versions);
     let mut metadata = json!({ "count": servers.len() });
-    if more {
-        if let Some(last) = page.last() {
-            metadata["nextCursor"] = URL_SAFE_NO_PAD.encode(key(last)).into();
-        }
+    if let Some(next) = next {
+        metadata["nextCursor"] = next.into();
     }
     Json(json!({ "servers": servers, "metadata": metadata })).into_response()
 }
