@@ -28,6 +28,7 @@
 //! (`api/tls.rs`).
 
 mod agents;
+mod ard;
 mod audit;
 mod auth;
 mod caller;
@@ -128,6 +129,11 @@ pub fn router(state: AppState) -> Router {
             "/agents/{id}/visibility",
             get(visibility::get).put(visibility::put),
         )
+        .route("/ard/search", axum::routing::post(ard::search))
+        .route("/ard/explore", axum::routing::post(ard::explore))
+        .route("/ard/agents", get(ard::list))
+        .route("/.well-known/ard.json", get(ard::well_known))
+        .route("/.well-known/ai-catalog.json", get(ard::legacy_catalog))
         .route("/v0.1/servers", get(mcp_registry::list))
         .route(
             "/v0.1/servers/{serverName}/versions",

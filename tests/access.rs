@@ -119,6 +119,11 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/admin/audit/verify", Some(Scope::Admin)),
     ("GET", "/admin/audit/{seq}", Some(Scope::Admin)),
     ("GET", "/admin/export", Some(Scope::Admin)),
+    ("GET", "/.well-known/ard.json", None),
+    ("GET", "/.well-known/ai-catalog.json", None),
+    ("POST", "/ard/search", Some(Scope::Read)),
+    ("POST", "/ard/explore", Some(Scope::Read)),
+    ("GET", "/ard/agents", Some(Scope::Read)),
     ("GET", "/v0.1/servers", Some(Scope::Read)),
     (
         "GET",

@@ -9,6 +9,7 @@ mod common;
 mod a2a_interop;
 mod access;
 mod api;
+mod ard_api;
 mod audit;
 mod backup;
 mod cli;

@@ -334,6 +334,11 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("POST", "/agents/{id}/invoke", Some(Scope::Invoke)),
     ("POST", "/agents/{id}/operations/{op}", Some(Scope::Invoke)),
     ("POST", "/resolve", Some(Scope::Read)),
+    ("GET", "/.well-known/ard.json", None),
+    ("GET", "/.well-known/ai-catalog.json", None),
+    ("POST", "/ard/search", Some(Scope::Read)),
+    ("POST", "/ard/explore", Some(Scope::Read)),
+    ("GET", "/ard/agents", Some(Scope::Read)),
     ("GET", "/v0.1/servers", Some(Scope::Read)),
     (
         "GET",

@@ -395,6 +395,10 @@ async fn classify(limits: &Limits, req: Request) -> Result<(Limit, Request), Api
     let limit = match (req.method(), route.as_ref().map(MatchedPath::as_str)) {
         (&Method::POST, Some("/agents/search")) => return search_limit(limits, req).await,
         (&Method::POST, Some("/resolve")) => Limit::Resolve,
+        // ARD's search asks the mesh unless told not to: charged as a
+        // mesh search; its explore ranks locally.
+        (&Method::POST, Some("/ard/search")) => Limit::MeshSearch,
+        (&Method::POST, Some("/ard/explore")) => Limit::TextSearch,
         (&Method::POST, Some("/records")) => Limit::Records,
         (&Method::POST, Some("/admin/import")) => Limit::Import,
         (&Method::GET | &Method::HEAD | &Method::OPTIONS, _) | (_, None) => Limit::Reads,

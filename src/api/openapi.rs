@@ -27,8 +27,8 @@ use utoipa::{Modify, OpenApi};
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
-    agents, audit, crawl, export, health, import, invoke, mcp_registry, observe, records, resolve,
-    suspend, transfer, ui, visibility,
+    agents, ard, audit, crawl, export, health, import, invoke, mcp_registry, observe, records,
+    resolve, suspend, transfer, ui, visibility,
 };
 use crate::access::Scope;
 
@@ -76,6 +76,11 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         transfer::hand_over,
         import::import,
         export::export,
+        ard::search,
+        ard::explore,
+        ard::list,
+        ard::well_known,
+        ard::legacy_catalog,
         mcp_registry::list,
         mcp_registry::versions,
         mcp_registry::version,
@@ -94,6 +99,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         (name = "crawl", description = "Crawling agents anchored in DNS"),
         (name = "mesh", description = "Signed records from other nodes"),
         (name = "admin", description = "Operator actions"),
+        (name = "ard", description = "ARD's registry search API (Agentic Resource Discovery) under /ard/, and the node's ARD catalog"),
         (name = "mcp-registry", description = "The MCP Registry's read API (/v0.1) over the MCP servers this node holds"),
         (name = "node", description = "What the node is and holds"),
         (name = "explorer", description = "The web explorer"),

@@ -1,0 +1,362 @@
+//! ARD's registry API served by a node (`/ard/search`, `/ard/explore`,
+//! `/ard/agents`, `/.well-known/ard.json`): what an ARD client asks, the
+//! catalog entries it gets back, and what it is refused, against the
+//! real binary.
+
+use crate::common;
+
+use common::{repo_root, Api, TestNode};
+use serde_json::{json, Value};
+
+fn agent(id: &str, name: &str, description: &str, capabilities: &[&str], tags: &[&str]) -> Value {
+    json!({
+        "id": id,
+        "name": name,
+        "description": description,
+        "capabilities": capabilities,
+        "tags": tags,
+        "endpoint": format!("https://agents.example.net/{id}"),
+        "supported_languages": ["en"],
+        "status": "active",
+        "inputs": {"type": "object"},
+        "outputs": {"type": "object"},
+    })
+}
+
+async fn registered(api: &Api) {
+    for doc in [
+        agent(
+            "translator-fr",
+            "French Translator",
+            "Translates documents between French and English.",
+            &["translation"],
+            &["language"],
+        ),
+        agent(
+            "translator-de",
+            "German Translator",
+            "Translates documents between German and English.",
+            &["translation"],
+            &["language"],
+        ),
+        agent(
+            "summarizer",
+            "Legal Summarizer",
+            "Summarizes legal documents and contracts.",
+            &["summarization"],
+            &["legal"],
+        ),
+        agent(
+            "weather",
+            "Weather Forecaster",
+            "Forecasts the weather of any city.",
+            &["forecast"],
+            &["weather"],
+        ),
+    ] {
+        api.register(&doc).await;
+    }
+}
+
+async fn post(api: &Api, path: &str, body: Value) -> common::Reply {
+    api.send(
+        format!("POST {path}"),
+        api.request(reqwest::Method::POST, path).json(&body),
+    )
+    .await
+}
+
+fn ids(entries: &Value) -> Vec<String> {
+    entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["metadata"]["agentmesh:id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_ard_client_finds_the_node_searches_it_and_reads_the_documents_it_names() {
+    let node = TestNode::start();
+    let api = node.api();
+    registered(&api).await;
+    let base = node.base_url();
+
+    // The node's catalog names its search API.
+    for path in ["/.well-known/ard.json", "/.well-known/ai-catalog.json"] {
+        let catalog = api.get(path).await;
+        let entry = &catalog.expect(200)["entries"][0];
+        assert_eq!(entry["type"], "application/ai-registry+json", "{path}");
+        assert_eq!(entry["url"], format!("{base}/ard/"), "{path}");
+        assert!(entry["identifier"]
+            .as_str()
+            .unwrap()
+            .starts_with("urn:air:127.0.0.1:"));
+    }
+
+    let found = post(
+        &api,
+        "/ard/search",
+        json!({"query": {"text": "translate french documents"}, "federation": "none"}),
+    )
+    .await;
+    let results = &found.expect(200)["results"];
+    let got = ids(results);
+    let mut top: Vec<&str> = got.iter().take(2).map(String::as_str).collect();
+    top.sort_unstable();
+    assert_eq!(top, ["translator-de", "translator-fr"], "{results}");
+    let first = results
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metadata"]["agentmesh:id"] == "translator-fr")
+        .unwrap();
+    assert_eq!(first["displayName"], "French Translator");
+    assert_eq!(first["type"], "application/aidip+json");
+    assert_eq!(first["source"], format!("{base}/ard/"));
+    assert_eq!(first["capabilities"], json!(["translation"]));
+    assert_eq!(first["metadata"]["agentmesh:trust"], "unverified");
+    let identifier = first["identifier"].as_str().unwrap();
+    assert_eq!(identifier, "urn:air:127.0.0.1:aidip:translator-fr");
+    let scores: Vec<i64> = results
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_i64().unwrap())
+        .collect();
+    assert!(scores.iter().all(|s| (0..=100).contains(s)), "{scores:?}");
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]),
+        "best first: {scores:?}"
+    );
+    // The url is the document, as this node serves it.
+    let url = first["url"].as_str().unwrap();
+    let doc: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    assert_eq!(doc["id"], "translator-fr");
+
+    // Filters: type, one capability, several (OR), a tag, the publisher.
+    let cases = [
+        (json!({"type": "application/mcp-server-card+json"}), vec![]),
+        (json!({"capabilities": "summarization"}), vec!["summarizer"]),
+        (
+            json!({"capabilities": ["summarization", "forecast"]}),
+            vec!["summarizer", "weather"],
+        ),
+        (json!({"tags": ["weather"]}), vec!["weather"]),
+        (
+            json!({"publisher": ["127.0.0.1"], "capabilities": "forecast"}),
+            vec!["weather"],
+        ),
+        (json!({"publisher": "elsewhere.example"}), vec![]),
+    ];
+    for (filter, want) in cases {
+        let r = post(&api, "/ard/search", json!({"query": {"text": "documents weather legal translate", "filter": filter}, "federation": "none"})).await;
+        let mut got = ids(&r.expect(200)["results"]);
+        got.sort();
+        assert_eq!(got, want, "{filter}");
+    }
+
+    // Pages: one at a time, each once, then no token.
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..10 {
+        let mut body =
+            json!({"query": {"text": "translates documents"}, "pageSize": 1, "federation": "none"});
+        if let Some(t) = &token {
+            body["pageToken"] = t.clone().into();
+        }
+        let r = post(&api, "/ard/search", body).await;
+        let page = r.expect(200);
+        seen.extend(ids(&page["results"]));
+        match page["pageToken"].as_str() {
+            Some(t) => token = Some(t.to_owned()),
+            None => break,
+        }
+    }
+    let mut unique = seen.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "{seen:?}");
+    assert!(
+        seen.starts_with(&["translator-de".to_owned()])
+            || seen.starts_with(&["translator-fr".to_owned()]),
+        "{seen:?}"
+    );
+    assert!(seen.len() >= 2, "{seen:?}");
+
+    let referred = post(
+        &api,
+        "/ard/search",
+        json!({"query": {"text": "weather"}, "federation": "referrals"}),
+    )
+    .await;
+    assert_eq!(referred.expect(200)["referrals"], json!([]));
+}
+
+#[tokio::test]
+async fn explore_counts_facets_and_the_listing_pages_through_every_entry() {
+    let node = TestNode::start();
+    let api = node.api();
+    registered(&api).await;
+
+    let explored = post(&api, "/ard/explore", json!({"resultType": {"facets": [{"field": "type"}, {"field": "capabilities", "limit": 1}]}})).await;
+    let facets = &explored.expect(200)["facets"];
+    assert_eq!(explored.body["resultType"], "facets");
+    assert_eq!(
+        facets["type"]["buckets"],
+        json!([{"value": "application/aidip+json", "count": 4}])
+    );
+    assert_eq!(
+        facets["capabilities"]["buckets"],
+        json!([{"value": "translation", "count": 2}])
+    );
+    assert_eq!(facets["capabilities"]["otherCount"], 2);
+    let narrowed = post(&api, "/ard/explore", json!({"query": {"text": "legal contracts"}, "resultType": {"facets": [{"field": "capabilities"}]}})).await;
+    assert_eq!(
+        narrowed.expect(200)["facets"]["capabilities"]["buckets"][0]["value"],
+        "summarization"
+    );
+
+    let mut all = Vec::new();
+    let mut path = "/ard/agents?pageSize=3".to_owned();
+    for _ in 0..5 {
+        let page = api.get(&path).await;
+        let body = page.expect(200);
+        all.extend(ids(&body["items"]));
+        match body["pageToken"].as_str() {
+            Some(t) => path = format!("/ard/agents?pageSize=3&pageToken={t}"),
+            None => break,
+        }
+    }
+    all.sort();
+    assert_eq!(
+        all,
+        ["summarizer", "translator-de", "translator-fr", "weather"]
+    );
+    let filtered = api
+        .get("/ard/agents?filter=capabilities%20%3D%20%27translation%27")
+        .await;
+    let mut got = ids(&filtered.expect(200)["items"]);
+    got.sort();
+    assert_eq!(got, ["translator-de", "translator-fr"]);
+}
+
+#[tokio::test]
+async fn what_ard_does_not_allow_is_refused_in_its_error_shape() {
+    let node = TestNode::start();
+    let api = node.api();
+    registered(&api).await;
+    let refused = [
+        ("/ard/search", json!({"query": {}})),
+        ("/ard/search", json!({"query": {"text": "x"}, "extra": 1})),
+        (
+            "/ard/search",
+            json!({"query": {"text": "x", "filter": {"trustManifest.attestations.type": ["SOC2"]}}}),
+        ),
+        (
+            "/ard/search",
+            json!({"query": {"text": "x"}, "federation": "sideways"}),
+        ),
+        (
+            "/ard/search",
+            json!({"query": {"text": "x"}, "pageSize": 0}),
+        ),
+        (
+            "/ard/search",
+            json!({"query": {"text": "x"}, "pageToken": "not-ours"}),
+        ),
+        ("/ard/search", json!({"query": {"text": "x".repeat(2000)}})),
+        (
+            "/ard/explore",
+            json!({"resultType": {"facets": [{"field": "secrets"}]}}),
+        ),
+        ("/ard/explore", json!({"resultType": {"facets": []}})),
+    ];
+    for (path, body) in refused {
+        let r = post(&api, path, body.clone()).await;
+        let e = r.expect(400);
+        assert_eq!(e["errorCode"], "INVALID_ARGUMENT", "{path} {body}");
+        assert!(e["message"].is_string());
+    }
+    for path in [
+        "/ard/agents?orderBy=displayName",
+        "/ard/agents?pageSize=500",
+        "/ard/agents?filter=type",
+    ] {
+        let r = api.get(path).await;
+        assert_eq!(r.expect(400)["errorCode"], "INVALID_ARGUMENT", "{path}");
+    }
+    let not_json = api
+        .send(
+            "POST /ard/search".into(),
+            api.request(reqwest::Method::POST, "/ard/search")
+                .header("content-type", "application/json")
+                .body("{"),
+        )
+        .await;
+    assert_eq!(not_json.expect(400)["errorCode"], "INVALID_ARGUMENT");
+    let _ = repo_root();
+}
+
+/// Schemathesis with ARD's own OpenAPI document of the search API
+/// (`tests/ard_api/ard.openapi.yaml`, with the catalog schema its results
+/// refer to beside it) against a node's `/ard/`: every operation, valid
+/// and invalid requests, no server error, and every answer's status,
+/// content type and body as the document describes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs schemathesis (pip install schemathesis, or SCHEMATHESIS=path/to/st)"]
+async fn schemathesis_finds_no_answer_that_breaks_ards_own_document() {
+    let st = common::needs(
+        crate::openapi::schemathesis(),
+        "schemathesis",
+        "pip install schemathesis, or SCHEMATHESIS=path/to/st",
+    );
+    let node = TestNode::builder()
+        .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+        .start();
+    let api = node.api();
+    registered(&api).await;
+    let document = repo_root().join("tests/ard_api/ard.openapi.yaml");
+    let base = format!("{}/ard", node.base_url());
+    let reports = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(st);
+    cmd.current_dir(reports.path())
+        .arg("run")
+        .arg(&document)
+        .args(["--url", &base])
+        .args(["--mode", "all", "--phases", "examples,coverage,fuzzing"])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,\
+             response_schema_conformance",
+        ])
+        .args(["--max-examples", "60", "--seed", "1"])
+        .args(["--generation-database", "none"])
+        .args(["--request-timeout", "20", "--no-color"]);
+    let run = tokio::task::spawn_blocking(move || {
+        let run = common::run(
+            &mut cmd,
+            std::time::Duration::from_secs(600),
+            "schemathesis with ARD's document",
+        );
+        drop(reports);
+        run
+    })
+    .await
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "schemathesis found problems:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        !run.stdout.contains("\nErrors:"),
+        "schemathesis could not test every operation:\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Tested: 3"),
+        "schemathesis tested the three operations:\n{}",
+        run.stdout
+    );
+}
