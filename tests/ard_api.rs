@@ -298,7 +298,7 @@ async fn what_ard_does_not_allow_is_refused_in_its_error_shape() {
 }
 
 /// Schemathesis with ARD's own OpenAPI document of the search API
-/// (`tests/ard_api/ard.openapi.yaml`, with the catalog schema its results
+/// (`tests/ard_api/spec/schemas/ard.openapi.yaml`, with the catalog schema its results
 /// refer to beside it) against a node's `/ard/`: every operation, valid
 /// and invalid requests, no server error, and every answer's status,
 /// content type and body as the document describes them.
@@ -315,7 +315,7 @@ async fn schemathesis_finds_no_answer_that_breaks_ards_own_document() {
         .start();
     let api = node.api();
     registered(&api).await;
-    let document = repo_root().join("tests/ard_api/ard.openapi.yaml");
+    let document = repo_root().join("tests/ard_api/spec/schemas/ard.openapi.yaml");
     let base = format!("{}/ard", node.base_url());
     let reports = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(st);
@@ -359,4 +359,67 @@ async fn schemathesis_finds_no_answer_that_breaks_ards_own_document() {
         "schemathesis tested the three operations:\n{}",
         run.stdout
     );
+}
+
+/// ARD's own conformance tester (`tests/ard_api/conformance/bin/`, from
+/// the specification's repository) run against a node: its registry mode
+/// probes `GET /agents`, `POST /search` and `POST /explore` under
+/// `/ard`, its manifest mode reads the node's `/.well-known/ard.json`
+/// against ARD's catalog schema (with jsonschema) and its URN rules; both
+/// must report PASS with no warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Python with jsonschema (python3 -m venv /opt/ard-conformance && /opt/ard-conformance/bin/pip install jsonschema, or ARD_CONFORMANCE_PYTHON)"]
+async fn ards_conformance_tester_passes_the_node() {
+    let python = common::needs(
+        common::python_with(
+            "ARD_CONFORMANCE_PYTHON",
+            "/opt/ard-conformance/bin/python",
+            "jsonschema",
+        ),
+        "a Python with jsonschema",
+        "python3 -m venv /opt/ard-conformance && /opt/ard-conformance/bin/pip install jsonschema",
+    );
+    let node = TestNode::builder()
+        .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+        .start();
+    let api = node.api();
+    registered(&api).await;
+    let base = node.base_url();
+    let tester = repo_root().join("tests/ard_api/conformance/bin/conformance-test");
+    for (mode, target) in [
+        ("registry", format!("{base}/ard")),
+        ("manifest", format!("{base}/.well-known/ard.json")),
+    ] {
+        let (python, tester) = (python.clone(), tester.clone());
+        let run = tokio::task::spawn_blocking(move || {
+            common::run(
+                std::process::Command::new(&python)
+                    .arg(&tester)
+                    .args([mode, target.as_str()]),
+                std::time::Duration::from_secs(120),
+                "ARD's conformance tester",
+            )
+        })
+        .await
+        .unwrap();
+        assert!(
+            run.status.success() && run.stdout.contains("CONFORMANCE STATUS: PASS"),
+            "{mode}:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stdout
+                .contains("0 critical specification errors and 0 warnings"),
+            "{mode}: warnings:\n{}",
+            run.stdout
+        );
+        if mode == "manifest" {
+            assert!(
+                run.stdout.contains("Strict JSON Schema validation passed"),
+                "{mode}: the catalog schema was not applied:\n{}",
+                run.stdout
+            );
+        }
+    }
 }
