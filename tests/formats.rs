@@ -115,6 +115,17 @@ async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
     }
     assert!(wrong.is_empty(), "mismatches:\n{}", wrong.join("\n"));
 
+    // ARD v0.91: the catalog at `ard.json` is read, and the legacy
+    // `ai-catalog.json` beside it is not even fetched.
+    let current = "catalog-v091.formats.test";
+    assert!(by_id.contains_key(format!("urn:air:{current}:translator").as_str()));
+    assert!(!by_id.contains_key(format!("urn:air:{current}:legacy").as_str()));
+    assert_eq!(
+        rig.testbed
+            .document_fetches(current, agentmesh::formats::ard::WELL_KNOWN_PATH),
+        0
+    );
+
     // The ADP agent beside the AID record is still key-verified.
     let beside = org
         .expected

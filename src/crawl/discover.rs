@@ -280,10 +280,15 @@ impl OtherFormats<'_> {
                 return vec![run.unverified()];
             }
         };
-        let Some(fetched) = self
-            .get_published(domain, &ips, ard::WELL_KNOWN_PATH, AI_CATALOG)
-            .await
-        else {
+        // ARD v0.91's `ard.json` first, then the legacy `ai-catalog.json`.
+        let mut published = None;
+        for path in [ard::ARD_JSON_PATH, ard::WELL_KNOWN_PATH] {
+            published = self.get_published(domain, &ips, path, AI_CATALOG).await;
+            if published.is_some() {
+                break;
+            }
+        }
+        let Some(fetched) = published else {
             return Vec::new();
         };
         let Ok(fetched) = run.step(StepName::Fetch, started, fetched, |f| {

@@ -1,12 +1,15 @@
-//! ARD v0.9 (Agentic Resource Discovery) catalogs: the `ai-catalog.json`
-//! a domain serves at [`WELL_KNOWN_PATH`], read into its [`Entry`]s and
+//! ARD v0.9 (Agentic Resource Discovery) catalogs: the catalog a domain
+//! serves at [`ARD_JSON_PATH`] (v0.91's) or [`WELL_KNOWN_PATH`] (the
+//! `ai-catalog.json` of v0.9, which the crawler reads when there is no
+//! `ard.json`), read into its [`Entry`]s and
 //! each entry into a [`Descriptor`]. The crawler fetches the catalog
 //! within its limits and hands the parsed JSON here with the domain it
 //! was fetched from; nothing here touches the network.
 //!
 //! What is checked: the catalog's shape and `specVersion` (major 1), at
 //! most [`MAX_ENTRIES`] entries; each entry's `urn:air:` identifier (the
-//! JSON Schema's pattern, checked by hand), `displayName`, exactly one of
+//! JSON Schema's pattern, checked by hand), `displayName`, `type` (or
+//! `mediaType`, required by both versions), exactly one of
 //! `url` (https) and `data` (an object), and that the identifier's
 //! publisher is the catalog's domain or a subdomain of it (ARD: the
 //! publisher is a domain the catalog's host backs). One bad entry is an
@@ -30,6 +33,9 @@ use crate::trust::Reason;
 
 /// Where a domain serves its catalog (ARD section 6).
 pub const WELL_KNOWN_PATH: &str = "/.well-known/ai-catalog.json";
+/// Where ARD v0.91 puts a domain's catalog: read before
+/// [`WELL_KNOWN_PATH`], which v0.91 keeps as the legacy path.
+pub const ARD_JSON_PATH: &str = "/.well-known/ard.json";
 /// Most entries read from one catalog; a catalog with more is refused.
 pub const MAX_ENTRIES: usize = 1000;
 /// Longest `urn:air:` identifier accepted, in characters.
@@ -318,10 +324,15 @@ fn parse_entry(raw: &Value, at: &str, domain: &str) -> Result<Entry, FormatError
     }
     let display_name =
         string(entry, "displayName", at)?.ok_or_else(|| invalid("/displayName", "missing"))?;
+    // ARD (v0.9 and v0.91) requires `type`; `mediaType` is the upstream
+    // ai-catalog's name for it.
     let media_type = match string(entry, "type", at)? {
         Some(t) => Some(t),
         None => string(entry, "mediaType", at)?,
-    };
+    }
+    .filter(|t| !t.trim().is_empty())
+    .ok_or_else(|| invalid("/type", "missing: an entry names its artifact's media type"))?;
+    let media_type = Some(media_type);
     let url = string(entry, "url", at)?;
     let data = entry.get("data");
     match (url, data) {

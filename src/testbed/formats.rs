@@ -336,6 +336,49 @@ impl Builder {
             Err("catalog_entry_invalid"),
         ));
 
+        // ARD v0.91: `ard.json` is read first; the legacy catalog beside
+        // it is not; an entry without `type` is refused.
+        let current = host("catalog-v091");
+        self.add_host(&current);
+        let base = origin("https", &current, self.ports.https);
+        let found = format!("urn:air:{current}:translator");
+        let untyped = format!("urn:air:{current}:untyped");
+        let legacy = format!("urn:air:{current}:legacy");
+        let doc = json!({
+            "specVersion": "1.0",
+            "entries": [
+                {"identifier": found, "displayName": "Translator", "type": "application/a2a-agent-card+json",
+                 "url": format!("{base}/translator/agent-card.json"), "description": "Translates text.",
+                 "representativeQueries": ["translate this into French", "what does this German text say"]},
+                {"identifier": untyped, "displayName": "Untyped", "url": format!("{base}/untyped.json")}
+            ],
+        });
+        self.documents.push((
+            (
+                current.clone(),
+                crate::formats::ard::ARD_JSON_PATH.to_owned(),
+            ),
+            json_doc(&doc),
+        ));
+        let old = json!({"specVersion": "1.0", "entries": [
+            {"identifier": legacy, "displayName": "Legacy", "type": "application/a2a-agent-card+json",
+             "url": format!("{base}/legacy.json")}]});
+        self.documents.push((
+            (
+                current.clone(),
+                crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
+            ),
+            json_doc(&old),
+        ));
+        self.expected
+            .push(expect(&current, &found, Ard, Ok(Unverified)));
+        self.expected.push(expect(
+            &current,
+            &untyped,
+            Ard,
+            Err("catalog_entry_invalid"),
+        ));
+
         let bad_catalog = host("catalog-broken");
         self.add_host(&bad_catalog);
         let doc = json!({"specVersion": "2.0", "entries": []});

@@ -164,6 +164,18 @@ fn catalogs_that_are_not_catalogs_are_refused() {
 }
 
 #[test]
+fn an_entry_without_a_type_is_refused() {
+    for entry in [
+        without(good("a"), "type"),
+        with(good("a"), "type", json!(" ")),
+    ] {
+        let c = parse_catalog(&catalog(vec![entry]), "example.com").unwrap();
+        let err = c.entries[0].as_ref().unwrap_err();
+        assert!(err.message.contains("/type"), "{err}");
+    }
+}
+
+#[test]
 fn lenient_where_the_spec_sources_disagree() {
     // Unknown top-level members (the ARD schema forbids them), a
     // minor version above 0, no entries, `mediaType` for `type`.
