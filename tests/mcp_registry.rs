@@ -59,14 +59,13 @@ struct InProcess {
     follower: Follower,
 }
 
-/// A follower over a store on disk, fetching from `upstream` (its CA in
-/// `ca_file`), asking again after 10 s.
-fn follower(
-    dir: tempfile::TempDir,
+/// A follower over `store`, fetching from `upstream` (its CA in
+/// `ca_file`) with loopback allowed, asking again after 10 s.
+fn follower_over(
+    store: &Store,
     upstream: &UpstreamRegistry,
     ca_file: &std::path::Path,
-) -> InProcess {
-    let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
+) -> Follower {
     let key = Arc::new(agentmesh::identity::generate());
     let issuer = Issuer::new(store.clone(), key.clone(), Duration::from_secs(3600));
     let options = CrawlerOptions {
@@ -78,7 +77,18 @@ fn follower(
         ..CrawlerOptions::default()
     };
     let crawler = Crawler::new(options, key, "follower".into()).unwrap();
-    let follower = Follower::new(crawler, Registry::new(issuer), Duration::from_secs(10));
+    Follower::new(crawler, Registry::new(issuer), Duration::from_secs(10))
+}
+
+/// A follower over a store on disk, fetching from `upstream` (its CA in
+/// `ca_file`), asking again after 10 s.
+fn follower(
+    dir: tempfile::TempDir,
+    upstream: &UpstreamRegistry,
+    ca_file: &std::path::Path,
+) -> InProcess {
+    let store = Store::open(&dir.path().join("store"), 16 << 20).unwrap();
+    let follower = follower_over(&store, upstream, ca_file);
     InProcess {
         _dir: dir,
         store,
@@ -262,21 +272,7 @@ async fn a_pass_that_fails_resumes_at_its_page_after_a_restart_and_waits_longer_
     drop(follower);
     store.close().await.unwrap();
     let reopened = Store::open(&data.join("store"), 16 << 20).unwrap();
-    let key = Arc::new(agentmesh::identity::generate());
-    let issuer = Issuer::new(reopened.clone(), key.clone(), Duration::from_secs(3600));
-    let options = CrawlerOptions {
-        ca_files: vec![ca_path.clone()],
-        policy: AddressPolicy {
-            allow_private: true,
-        },
-        allowed_ports: AllowedPorts::new([upstream.addr().port()]),
-        ..CrawlerOptions::default()
-    };
-    let restarted = Follower::new(
-        Crawler::new(options, key, "follower".into()).unwrap(),
-        Registry::new(issuer),
-        interval,
-    );
+    let restarted = follower_over(&reopened, &upstream, &ca_path);
     let before = upstream.queries().len();
     let done = restarted.pass(&base).await;
     assert_eq!(done.last_error, None, "{done:?}");

@@ -210,6 +210,21 @@ fn include_deleted(pairs: Vec<(String, String)>) -> Result<bool, McpError> {
     Ok(include)
 }
 
+/// The list item of the server `name` a request for one server names
+/// (a deleted one when its `include_deleted` asks), or 404.
+async fn held(
+    state: &AppState,
+    name: String,
+    pairs: Vec<(String, String)>,
+) -> Result<Value, McpError> {
+    let include = include_deleted(pairs)?;
+    state
+        .registry()
+        .mcp_server(name, include)
+        .await?
+        .ok_or_else(|| not_found("Server not found"))
+}
+
 /// `GET /v0.1/servers/{serverName}/versions`: the versions of a server
 /// this node serves (the one it holds).
 #[utoipa::path(get, path = "/v0.1/servers/{serverName}/versions", tag = "mcp-registry",
@@ -227,12 +242,7 @@ pub(super) async fn versions(
     Path(name): Path<String>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, McpError> {
-    let include = include_deleted(pairs)?;
-    let item = state
-        .registry()
-        .mcp_server(name, include)
-        .await?
-        .ok_or_else(|| not_found("Server not found"))?;
+    let item = held(&state, name, pairs).await?;
     Ok(Json(
         json!({ "servers": [item], "metadata": { "count": 1 } }),
     ))
@@ -256,12 +266,7 @@ pub(super) async fn version(
     Path((name, version)): Path<(String, String)>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, McpError> {
-    let include = include_deleted(pairs)?;
-    let item = state
-        .registry()
-        .mcp_server(name, include)
-        .await?
-        .ok_or_else(|| not_found("Server not found"))?;
+    let item = held(&state, name, pairs).await?;
     if version != "latest" && item["server"]["version"].as_str() != Some(version.as_str()) {
         return Err(not_found("Server version not found"));
     }
