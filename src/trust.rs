@@ -239,11 +239,18 @@ pub enum Reason {
     /// A DNS-AID capability document that is not one (not an object, or
     /// `capabilities` not a list of strings).
     CapInvalid,
+    /// An ARD trust manifest's signature (a detached JWS) that does not
+    /// verify with the key it names: the entry is refused.
+    TrustManifestSignatureBad,
+    /// An ARD trust manifest's signature that could not be checked: its
+    /// key is not on the publisher's domain over HTTPS, cannot be fetched,
+    /// or uses an algorithm agentmesh does not verify.
+    TrustManifestSignatureUnchecked,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 51] = [
+    pub const ALL: [Reason; 53] = [
         Self::SetupFailed,
         Self::InvalidDomain,
         Self::TxtMissing,
@@ -295,6 +302,8 @@ impl Reason {
         Self::PortNotAllowed,
         Self::CapDigestMismatch,
         Self::CapInvalid,
+        Self::TrustManifestSignatureBad,
+        Self::TrustManifestSignatureUnchecked,
     ];
 
     /// The reason's wire code (`txt_missing`, `timeout`, ...).
@@ -351,6 +360,8 @@ impl Reason {
             Self::PortNotAllowed => "port_not_allowed",
             Self::CapDigestMismatch => "cap_digest_mismatch",
             Self::CapInvalid => "cap_invalid",
+            Self::TrustManifestSignatureBad => "trust_manifest_signature_bad",
+            Self::TrustManifestSignatureUnchecked => "trust_manifest_signature_unchecked",
         }
     }
 }

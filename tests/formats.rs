@@ -16,8 +16,8 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store, TextQuery};
 use agentmesh::testbed::formats::{
-    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
-    JWKS_PATH,
+    AGENTMAP_PATH, ARD_SOURCES_DOMAIN, DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME,
+    DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN, JWKS_PATH, LINKED_PATH, MANIFEST_JWKS_PATH,
 };
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::trust::{Reason, TrustLevel};
@@ -185,6 +185,108 @@ async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
             (outcome, held) => panic!("{}: {outcome:?} but held {}", e.agent_id, held.is_some()),
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ard_entries_are_found_where_v091_says_and_their_trust_manifests_checked() {
+    let rig = rig().await;
+    let domain = ARD_SOURCES_DOMAIN;
+    let reports = rig
+        .crawler
+        .crawl_many(&rig.issuer, vec![domain.to_owned()], false, 10, |_| {})
+        .await;
+    let report = |name: &str| {
+        let id = format!("urn:air:{domain}:{name}");
+        reports
+            .iter()
+            .find(|r| r.agent_id == id)
+            .unwrap_or_else(|| panic!("no report for {id}: {reports:?}"))
+    };
+    // Found through robots.txt's Agentmap line, the page's rel="ard" link
+    // and the page's JSON-LD; the legacy catalog is not fetched, since
+    // the domain publishes v0.91 sources.
+    assert!(step(report("ledger"), "catalog")
+        .detail
+        .contains(AGENTMAP_PATH));
+    assert!(step(report("forger"), "catalog")
+        .detail
+        .contains(LINKED_PATH));
+    assert!(step(report("slides"), "catalog")
+        .detail
+        .contains("JSON-LD entry"));
+    assert_eq!(
+        rig.testbed
+            .document_fetches(domain, agentmesh::formats::ard::WELL_KNOWN_PATH),
+        0
+    );
+    assert!(reports.iter().all(|r| !r.agent_id.ends_with(":legacy")));
+
+    // Signed through a key set on the host, and through the did:web
+    // identity's DID document: verified, claims shown, level not raised.
+    for (name, from) in [
+        ("ledger", MANIFEST_JWKS_PATH),
+        ("auditor", "/.well-known/did.json"),
+    ] {
+        let r = report(name);
+        assert!(r.stored, "{name}: {:?}", r.steps);
+        assert_eq!(r.level(), TrustLevel::Unverified);
+        let s = step(r, "trust_manifest");
+        assert_eq!(s.outcome, agentmesh::crawl::StepOutcome::Ok, "{}", s.detail);
+        assert!(s.detail.contains("verifies"), "{}", s.detail);
+        assert!(s.detail.contains(from), "{}", s.detail);
+        assert!(s.detail.contains("SOC2-Type2"), "{}", s.detail);
+    }
+    // One key set fetch serves both signatures that name it.
+    assert_eq!(rig.testbed.document_fetches(domain, MANIFEST_JWKS_PATH), 1);
+
+    // A claim changed after signing refuses the entry; an identity of
+    // another domain is namespace squatting.
+    let forged = report("forger");
+    assert!(!forged.stored);
+    assert_eq!(forged.reasons, [Reason::TrustManifestSignatureBad]);
+    let squatter = report("squatter");
+    assert!(!squatter.stored);
+    assert_eq!(squatter.reasons, [Reason::CatalogEntryInvalid]);
+    assert!(
+        step(squatter, "entry").detail.contains("does not align"),
+        "{}",
+        step(squatter, "entry").detail
+    );
+    for name in ["forger", "squatter"] {
+        let id = format!("urn:air:{domain}:{name}");
+        assert!(rig.store.get(&id).await.unwrap().is_none(), "{id} is held");
+    }
+
+    // The stored entry keeps its trust manifest as written (claims for
+    // whoever reads it), and the skill its kind's tag.
+    let held = rig
+        .store
+        .get(&format!("urn:air:{domain}:ledger"))
+        .await
+        .unwrap()
+        .expect("the entry is held");
+    let RecordBody::Descriptor(d) = &held.body else {
+        panic!("a tombstone")
+    };
+    let doc: serde_json::Value = serde_json::from_str(&d.document).unwrap();
+    assert_eq!(
+        doc["trustManifest"]["attestations"][0]["type"],
+        "SOC2-Type2"
+    );
+    let skill = rig
+        .store
+        .get(&format!("urn:air:{domain}:slides"))
+        .await
+        .unwrap()
+        .expect("the skill is held");
+    let RecordBody::Descriptor(d) = &skill.body else {
+        panic!("a tombstone")
+    };
+    assert!(
+        d.descriptor.tags.contains(&"skill".to_owned()),
+        "{:?}",
+        d.descriptor.tags
+    );
 }
 
 /// The step of `report` named `name`.

@@ -19,13 +19,14 @@ use url::Url;
 
 use super::dns::{Dns, DnsError};
 use super::error::CrawlError;
-use super::fetch::{self, DocumentKind, Fetched, Fetcher, A2A_CARD, AI_CATALOG, JWKS};
+use super::fetch::{self, DocumentKind, Fetched, Fetcher, A2A_CARD, JWKS};
 use super::options::CrawlerOptions;
 use super::report::{CrawlOutcome, Run, StepName, Verified};
 use crate::descriptor::{Descriptor, DocumentFormat};
-use crate::formats::{a2a, aid, ard, FormatError};
+use crate::formats::{a2a, aid, FormatError};
 use crate::trust::{Evidence, Reason};
 
+mod catalog;
 mod dns_aid;
 
 /// Most DNS-AID names looked up for one domain (the index's entries and
@@ -266,49 +267,6 @@ impl OtherFormats<'_> {
             .map_err(|e| FormatError::new(e.reason(), format!("{e:?}")))
     }
 
-    /// The domain's ARD catalog: one outcome per entry, or one for a
-    /// catalog that is not one.
-    async fn catalog(&self, domain: &str) -> Vec<CrawlOutcome> {
-        let where_ = format!("{domain}{}", ard::WELL_KNOWN_PATH);
-        let mut run = Run::new(domain, where_.clone(), DocumentFormat::Ard);
-        let started = std::time::Instant::now();
-        let ips = match self.https_addresses(domain).await {
-            None => return Vec::new(),
-            Some(Ok(ips)) => ips,
-            Some(Err(e)) => {
-                run.fail(StepName::DnsAddress, ms(started), e);
-                return vec![run.unverified()];
-            }
-        };
-        // ARD v0.91's `ard.json` first, then the legacy `ai-catalog.json`.
-        let mut published = None;
-        for path in [ard::ARD_JSON_PATH, ard::WELL_KNOWN_PATH] {
-            published = self.get_published(domain, &ips, path, AI_CATALOG).await;
-            if published.is_some() {
-                break;
-            }
-        }
-        let Some(fetched) = published else {
-            return Vec::new();
-        };
-        let Ok(fetched) = run.step(StepName::Fetch, started, fetched, |f| {
-            format!("{} bytes from {}", f.text.len(), f.url)
-        }) else {
-            return vec![run.unverified()];
-        };
-        let started = std::time::Instant::now();
-        let parsed = serde_json::from_str::<Value>(&fetched.text)
-            .map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
-            .and_then(|doc| ard::parse_catalog(&doc, domain).map(|c| (doc, c)))
-            .map_err(CrawlError::from);
-        let Ok((doc, catalog)) = run.step(StepName::Catalog, started, parsed, |(_, c)| {
-            format!("an ARD catalog of {} entries", c.entries.len())
-        }) else {
-            return vec![run.unverified()];
-        };
-        catalog_entries(domain, &where_, &doc, catalog, ms(started))
-    }
-
     /// The domain's AID record (`v=aid1`/`aid2` at `_agent.{domain}`,
     /// beside any ADP record there).
     async fn aid(&self, domain: &str) -> Option<CrawlOutcome> {
@@ -330,42 +288,6 @@ impl OtherFormats<'_> {
             Err(()) => Some(run.unverified()),
         }
     }
-}
-
-/// One outcome per entry of `catalog`, read from `doc` at `where_` (a
-/// host and path) in `took` ms, for agents published by `domain`.
-fn catalog_entries(
-    domain: &str,
-    where_: &str,
-    doc: &Value,
-    catalog: ard::Catalog,
-    took: f64,
-) -> Vec<CrawlOutcome> {
-    let raw = doc.get("entries").and_then(Value::as_array);
-    catalog
-        .entries
-        .into_iter()
-        .enumerate()
-        .map(|(i, entry)| {
-            let raw_entry = raw.and_then(|r| r.get(i));
-            let id = raw_entry
-                .and_then(|e| e.get("identifier"))
-                .and_then(Value::as_str)
-                .map_or_else(|| format!("{where_}#/entries/{i}"), str::to_owned);
-            let mut run = Run::new(domain, id, DocumentFormat::Ard);
-            run.pass(StepName::Catalog, took, format!("entry {i} of {where_}"));
-            match entry {
-                Ok(entry) => {
-                    let text = raw_entry.map(Value::to_string).unwrap_or_default();
-                    found(run, entry.to_descriptor(), text)
-                }
-                Err(e) => {
-                    run.fail(StepName::Entry, 0.0, e.into());
-                    run.unverified()
-                }
-            }
-        })
-        .collect()
 }
 
 fn ms(started: std::time::Instant) -> f64 {

@@ -71,6 +71,7 @@ pub(super) async fn fetch(
                 url: url.clone(),
                 etag: h.etag.clone(),
                 max_age: h.max_age_secs,
+                link: None,
             })
         }
         Err(e) => Err(e),

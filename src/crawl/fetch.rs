@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{
-    HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION, RETRY_AFTER,
+    HeaderMap, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LINK, LOCATION, RETRY_AFTER,
 };
 use reqwest::StatusCode;
 use url::Url;
@@ -52,6 +52,9 @@ pub struct DocumentKind {
     pub max_bytes: usize,
     /// Most JSON values in the body.
     pub max_values: usize,
+    /// Whether the body is JSON, its depth and values bounded before it
+    /// is read (`false`: text, only its size bounded).
+    pub json: bool,
     /// Extra request headers.
     pub headers: &'static [(&'static str, &'static str)],
 }
@@ -63,6 +66,7 @@ pub const ADP_DOCUMENT: DocumentKind = DocumentKind {
     media_types: &["application/json", "application/adp+json"],
     max_bytes: MAX_DOCUMENT_BYTES,
     max_values: MAX_JSON_VALUES,
+    json: true,
     headers: &[],
 };
 /// An A2A Agent Card (the spec names no media type; servers send
@@ -74,6 +78,7 @@ pub const A2A_CARD: DocumentKind = DocumentKind {
     media_types: &["application/json", "application/a2a+json"],
     max_bytes: MAX_DOCUMENT_BYTES,
     max_values: MAX_JSON_VALUES,
+    json: true,
     headers: &[("a2a-version", "1.0")],
 };
 /// An ARD `ai-catalog.json`: up to 1,000 entries, so a larger body.
@@ -83,6 +88,7 @@ pub const AI_CATALOG: DocumentKind = DocumentKind {
     media_types: &["application/json", "application/ai-catalog+json"],
     max_bytes: 1024 * 1024,
     max_values: 200_000,
+    json: true,
     headers: &[],
 };
 /// A DNS-AID capability document (the SVCB `cap` key's URL).
@@ -92,6 +98,7 @@ pub const DNS_AID_CAP: DocumentKind = DocumentKind {
     media_types: &["application/json"],
     max_bytes: MAX_DOCUMENT_BYTES,
     max_values: MAX_JSON_VALUES,
+    json: true,
     headers: &[],
 };
 /// An MCP server card (SEP-1649, `/.well-known/mcp/server-card.json`).
@@ -101,6 +108,7 @@ pub const MCP_SERVER_CARD: DocumentKind = DocumentKind {
     media_types: &["application/json"],
     max_bytes: MAX_DOCUMENT_BYTES,
     max_values: MAX_JSON_VALUES,
+    json: true,
     headers: &[],
 };
 /// A JSON Web Key Set (an A2A card's `jku`).
@@ -110,6 +118,29 @@ pub const JWKS: DocumentKind = DocumentKind {
     media_types: &["application/json", "application/jwk-set+json"],
     max_bytes: 16 * 1024,
     max_values: 2_000,
+    json: true,
+    headers: &[],
+};
+
+/// A domain's `robots.txt` (read for ARD's `Agentmap:` lines).
+pub const ROBOTS_TXT: DocumentKind = DocumentKind {
+    what: "robots.txt",
+    accept: "text/plain",
+    media_types: &["text/plain"],
+    max_bytes: 64 * 1024,
+    max_values: 0,
+    json: false,
+    headers: &[],
+};
+/// A domain's home page (read for ARD's `rel="ard"` links and in-page
+/// entries).
+pub const HOME_PAGE: DocumentKind = DocumentKind {
+    what: "home page",
+    accept: "text/html",
+    media_types: &["text/html", "application/xhtml+xml"],
+    max_bytes: 512 * 1024,
+    max_values: 0,
+    json: false,
     headers: &[],
 };
 
@@ -124,6 +155,8 @@ pub struct Fetched {
     pub etag: Option<String>,
     /// `Cache-Control: max-age`, seconds.
     pub max_age: Option<u64>,
+    /// The `Link` header, when there is one (at most 4 KiB of it).
+    pub link: Option<String>,
 }
 
 /// reqwest's resolver: refuses every name. Fetches are pinned to checked
@@ -527,6 +560,12 @@ async fn read_document(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let max_age = max_age(response.headers());
+    let link = response
+        .headers()
+        .get(LINK)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 4096)
+        .map(str::to_owned);
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -540,7 +579,9 @@ async fn read_document(
         }
         body.extend_from_slice(&chunk);
     }
-    check_json_bounds(&body, MAX_JSON_DEPTH, kind.max_values)?;
+    if kind.json {
+        check_json_bounds(&body, MAX_JSON_DEPTH, kind.max_values)?;
+    }
     let text = String::from_utf8(body).map_err(|_| DocumentError::InvalidJson {
         message: "the body is not UTF-8".into(),
     })?;
@@ -549,6 +590,7 @@ async fn read_document(
         url,
         etag,
         max_age,
+        link,
     })
 }
 

@@ -43,6 +43,7 @@ pub const MCP_PAGE: DocumentKind = DocumentKind {
     media_types: &["application/json"],
     max_bytes: 4 * 1024 * 1024,
     max_values: 1_000_000,
+    json: true,
     headers: &[],
 };
 /// Servers asked for per page (the registry's maximum).

@@ -65,6 +65,9 @@ pub enum StepName {
     Catalog,
     /// One entry of an ARD catalog.
     Entry,
+    /// An ARD entry's trust manifest: its claims, and its signature
+    /// checked when it has one.
+    TrustManifest,
     /// A DNS-AID SVCB record.
     DnsSvcb,
     /// A DNS-AID record's capability document (its `cap` key): fetched,
@@ -93,6 +96,7 @@ impl StepName {
             Self::Signature => "signature",
             Self::Catalog => "catalog",
             Self::Entry => "entry",
+            Self::TrustManifest => "trust_manifest",
             Self::DnsSvcb => "dns_svcb",
             Self::Capability => "capability",
         }

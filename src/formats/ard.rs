@@ -1,27 +1,30 @@
-//! ARD v0.9 (Agentic Resource Discovery) catalogs: the catalog a domain
-//! serves at [`ARD_JSON_PATH`] (v0.91's) or [`WELL_KNOWN_PATH`] (the
-//! `ai-catalog.json` of v0.9, which the crawler reads when there is no
-//! `ard.json`), read into its [`Entry`]s and
-//! each entry into a [`Descriptor`]. The crawler fetches the catalog
-//! within its limits and hands the parsed JSON here with the domain it
-//! was fetched from; nothing here touches the network.
+//! ARD (Agentic Resource Discovery) manifests, v0.91 and its predecessor
+//! v0.9: the manifest a domain serves at [`ARD_JSON_PATH`] (v0.91's), at
+//! the URLs its `robots.txt` and home page name ([`sources`]), or at
+//! [`WELL_KNOWN_PATH`] (the `ai-catalog.json` of v0.9, read when the
+//! domain publishes none of the others), read into its [`Entry`]s and
+//! each entry into a [`Descriptor`]. The crawler fetches within its limits
+//! and hands the parsed JSON here with the domain it was fetched for;
+//! nothing here touches the network.
 //!
-//! What is checked: the catalog's shape and `specVersion` (major 1), at
-//! most [`MAX_ENTRIES`] entries; each entry's `urn:air:` identifier (the
-//! JSON Schema's pattern, checked by hand), `displayName`, `type` (or
-//! `mediaType`, required by both versions), exactly one of
-//! `url` (https) and `data` (an object), and that the identifier's
+//! What is checked: the manifest's shape, its `specVersion` when present
+//! (major 1; v0.91's `ard.json` needs none), at most [`MAX_ENTRIES`]
+//! entries; each entry's `urn:air:` identifier (the JSON Schema's
+//! pattern, checked by hand), `displayName`, `type` (or `mediaType`,
+//! required by both versions, and a well-formed media type), exactly one
+//! of `url` (https) and `data` (an object), that the identifier's
 //! publisher is the catalog's domain or a subdomain of it (ARD: the
-//! publisher is a domain the catalog's host backs). One bad entry is an
-//! `Err` among the entries; the others still count.
+//! publisher is a domain the catalog's host backs), and its
+//! `trustManifest` when present ([`trust`]: an identity whose domain
+//! aligns with the publisher, bounded claims, a well-formed signature).
+//! One bad entry is an `Err` among the entries; the others still count.
 //!
 //! Leniency, where the spec is strict or its sources disagree: unknown
-//! members (top level and entry) are ignored, although the ARD JSON
-//! Schema forbids unknown top-level members (`metadata` among them); the
-//! media type is read from `type` (ARD) or `mediaType` (the upstream
-//! ai-catalog) and may be absent; an empty `entries` array is accepted;
-//! `representativeQueries`, `metadata` and `trustManifest` are not read
-//! (no signature of a trust manifest is checked here).
+//! members (top level and entry, JSON-LD `@context` and namespaced terms
+//! among them) are ignored here and kept in the stored entry; the media
+//! type is read from `type` (ARD) or `mediaType` (the upstream
+//! ai-catalog); an empty `entries` array is accepted; a missing or short
+//! `representativeQueries` is not an error (ARD: a warning).
 
 use serde_json::{Map, Value};
 
@@ -30,6 +33,9 @@ use crate::formats::{
     bounded, terms, FormatError, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_TERMS,
 };
 use crate::trust::Reason;
+
+pub mod sources;
+pub mod trust;
 
 /// Where a domain serves its catalog (ARD section 6).
 pub const WELL_KNOWN_PATH: &str = "/.well-known/ai-catalog.json";
@@ -80,6 +86,8 @@ pub struct Entry {
     pub version: Option<String>,
     /// `updatedAt`, as written (ISO 8601).
     pub updated_at: Option<String>,
+    /// `trustManifest`, read and bound to the publisher.
+    pub trust: Option<trust::TrustManifest>,
 }
 
 /// What an entry's artifact is, from its media type.
@@ -96,7 +104,9 @@ pub enum EntryKind {
     /// A registry's REST API (`application/ai-registry`,
     /// `application/ai-registry+json`).
     Registry,
-    /// Anything else (skills, datasets, no media type).
+    /// An agent skill (`application/ai-skill+md`, `+json` or `+zip`).
+    Skill,
+    /// Anything else (datasets, vendor types).
     Other,
 }
 
@@ -109,6 +119,7 @@ impl EntryKind {
             Self::McpServer => Some("mcp"),
             Self::Catalog => Some("catalog"),
             Self::Registry => Some("registry"),
+            Self::Skill => Some("skill"),
             Self::Other => None,
         }
     }
@@ -134,6 +145,9 @@ impl Entry {
             }
             "application/ai-catalog+json" => EntryKind::Catalog,
             "application/ai-registry" | "application/ai-registry+json" => EntryKind::Registry,
+            "application/ai-skill+md"
+            | "application/ai-skill+json"
+            | "application/ai-skill+zip" => EntryKind::Skill,
             _ => EntryKind::Other,
         }
     }
@@ -188,17 +202,18 @@ impl Entry {
 /// Reads a catalog fetched from `domain`.
 ///
 /// # Errors
-/// [`Reason::CatalogInvalid`] when `doc` is not an object, has no
-/// `specVersion` or one whose major version is not 1, has no `entries`
-/// array, or more than [`MAX_ENTRIES`] entries. A bad entry is not an
-/// error of the catalog: it is an `Err` in [`Catalog::entries`].
+/// [`Reason::CatalogInvalid`] when `doc` is not an object, has a
+/// `specVersion` that is not a string or whose major version is not 1,
+/// has no `entries` array, or more than [`MAX_ENTRIES`] entries. A bad
+/// entry is not an error of the catalog: it is an `Err` in
+/// [`Catalog::entries`].
 pub fn parse_catalog(doc: &Value, domain: &str) -> Result<Catalog, FormatError> {
     let invalid = |message: String| FormatError::new(Reason::CatalogInvalid, message);
     let Some(top) = doc.as_object() else {
         return Err(invalid("the catalog is not a JSON object".into()));
     };
     match top.get("specVersion") {
-        None => return Err(invalid("/specVersion is missing".into())),
+        None => {}
         Some(Value::String(v)) if major_is_one(v) => {}
         Some(Value::String(v)) => {
             return Err(invalid(format!(
@@ -225,24 +240,47 @@ pub fn parse_catalog(doc: &Value, domain: &str) -> Result<Catalog, FormatError> 
         .and_then(Value::as_str)
         .map(|n| bounded(n.trim(), MAX_NAME_CHARS))
         .filter(|n| !n.is_empty());
+    Ok(Catalog {
+        host,
+        entries: parse_entries(raw, "/entries", domain),
+    })
+}
+
+/// Reads `raw` entries (at the JSON pointer `at`, one per index) of a
+/// manifest or page fetched for `domain`; an identifier seen before in
+/// `raw` is refused.
+pub fn parse_entries(raw: &[Value], at: &str, domain: &str) -> Vec<Result<Entry, FormatError>> {
     let domain = canonical_domain(domain);
     let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let entries = raw
-        .iter()
+    raw.iter()
         .enumerate()
         .map(|(i, raw)| {
-            let entry = parse_entry(raw, &format!("/entries/{i}"), &domain)?;
+            let entry = parse_entry(raw, &format!("{at}/{i}"), &domain)?;
             if let Some(first) = seen.get(entry_identifier(raw)) {
                 return Err(FormatError::new(
                     Reason::CatalogEntryInvalid,
-                    format!("/entries/{i}/identifier: the identifier of /entries/{first} again"),
+                    format!("{at}/{i}/identifier: the identifier of {at}/{first} again"),
                 ));
             }
             seen.insert(entry_identifier(raw), i);
             Ok(entry)
         })
-        .collect();
-    Ok(Catalog { host, entries })
+        .collect()
+}
+
+/// Whether `media_type` is `type/subtype` of RFC 6838 restricted names,
+/// with parameters after `;` allowed.
+fn is_media_type(media_type: &str) -> bool {
+    let essence = media_type.split(';').next().unwrap_or_default();
+    let name = |s: &str| {
+        let mut bytes = s.bytes();
+        bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.len() <= 127
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+    };
+    essence
+        .split_once('/')
+        .is_some_and(|(t, sub)| name(t) && name(sub))
 }
 
 /// The identifier of an entry already parsed (so it is a string).
@@ -332,6 +370,12 @@ fn parse_entry(raw: &Value, at: &str, domain: &str) -> Result<Entry, FormatError
     }
     .filter(|t| !t.trim().is_empty())
     .ok_or_else(|| invalid("/type", "missing: an entry names its artifact's media type"))?;
+    if !is_media_type(media_type.trim()) {
+        return Err(invalid(
+            "/type",
+            "not a media type (type/subtype of letters, digits and !#$&^_.+-)",
+        ));
+    }
     let media_type = Some(media_type);
     let url = string(entry, "url", at)?;
     let data = entry.get("data");
@@ -375,6 +419,10 @@ fn parse_entry(raw: &Value, at: &str, domain: &str) -> Result<Entry, FormatError
         capabilities: string_list(entry, "capabilities", at)?,
         version: short("version")?,
         updated_at: short("updatedAt")?,
+        trust: match entry.get("trustManifest") {
+            None | Some(Value::Null) => None,
+            Some(raw) => Some(trust::parse(raw, at, &publisher)?),
+        },
     })
 }
 

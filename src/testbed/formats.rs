@@ -10,6 +10,7 @@
 //! | `a2a-broken.formats.test` | a card without skills | `card_invalid` |
 //! | `catalog.formats.test` | an ARD catalog: two entries of its own, one claiming another publisher | two `urn:air:` agents, one `catalog_entry_invalid` |
 //! | `catalog-broken.formats.test` | a catalog of `specVersion` 2.0 | `catalog_invalid` |
+//! | `ard-sources.formats.test` | no `ard.json`: a manifest named by `robots.txt` (`Agentmap:`) with trust manifests signed through a key set on the host and through its `did:web`; one named by the home page (`rel="ard"`) with a forged signature and a squatting identity; a skill embedded in the page as JSON-LD; a legacy `ai-catalog.json` | three `urn:air:` agents, unverified, signatures checked; `trust_manifest_signature_bad`; `catalog_entry_invalid`; the legacy catalog not fetched |
 //! | `aid.formats.test` | an AID TXT record | `aid:` agent, unverified |
 //! | `aid-broken.formats.test` | an AID TXT record without `u` | `aid_malformed` |
 //! | `dnsaid.formats.test` | a DNS-AID SVCB record (`_mcp._agents`) | `dns-aid:` agent, unverified |
@@ -42,8 +43,12 @@ use crate::descriptor::DocumentFormat::{self, A2a, Aid, Ard, DnsAid};
 use crate::formats::a2a;
 use crate::trust::TrustLevel::{self, Unverified};
 
+mod ard;
 mod dns_aid;
 
+pub use ard::{
+    manifest_key, AGENTMAP_PATH, ARD_SOURCES_DOMAIN, LINKED_PATH, MANIFEST_JWKS_PATH, MANIFEST_KID,
+};
 pub use dns_aid::{
     DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
 };
@@ -158,6 +163,7 @@ pub fn formats_org(ports: Ports, advertise: Ipv4Addr, adp_domain: Option<&str>) 
     org.a2a_broken();
     // ARD: a catalog with a bad entry, and a catalog of another version.
     org.ard_catalogs();
+    org.ard_sources();
     // AID: a record, a broken one, and one beside an ADP record.
     org.aid_records(adp_domain);
     // DNS-AID: a service record, and an alias to nowhere; records whose

@@ -616,7 +616,10 @@ async fn landing(State(sites): State<Arc<Sites>>, headers: HeaderMap) -> Respons
     let host = host_header(&headers);
     match sites.for_host(host) {
         Some(site) => site.landing(),
-        None => unknown_host(host),
+        // A publisher's home page (the formats organisation's).
+        None => sites
+            .document(host, "/")
+            .unwrap_or_else(|| unknown_host(host)),
     }
 }
 

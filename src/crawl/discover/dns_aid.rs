@@ -232,7 +232,9 @@ impl OtherFormats<'_> {
                 ),
             );
             let took = started.elapsed().as_secs_f64() * 1000.0;
-            return super::catalog_entries(domain, &where_, &doc, catalog, took);
+            return self
+                .manifest_entries(domain, &where_, doc, catalog, took)
+                .await;
         }
         Vec::new()
     }

@@ -132,7 +132,6 @@ fn catalogs_that_are_not_catalogs_are_refused() {
     let many: Vec<Value> = (0..=MAX_ENTRIES).map(|i| good(&format!("a{i}"))).collect();
     let cases = [
         (json!([]), "not a JSON object"),
-        (json!({"entries": []}), "/specVersion is missing"),
         (
             json!({"specVersion": "2.0", "entries": []}),
             "not a 1.x version",
@@ -453,4 +452,395 @@ fn tags_are_bounded() {
         assert_eq!(tags.last().map(String::as_str), Some(tag));
         assert!(tags.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
     }
+}
+
+#[test]
+fn a_v091_manifest_needs_no_spec_version() {
+    // ARD v0.91 §5.1: an `ard.json` is a document with an `entries` array;
+    // other top-level members are the transport's.
+    let c = parse_catalog(&json!({"entries": [good("a")], "x-note": 1}), "example.com").unwrap();
+    assert_eq!(c.entries.len(), 1);
+    assert!(c.entries[0].is_ok());
+}
+
+#[test]
+fn the_published_examples_read() {
+    // tests/fixtures/ard: the spec repository's example manifests, each
+    // read from its publisher's domain; every entry is valid but the one
+    // whose `type` is not a media type.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ard");
+    let mut read = 0;
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let path = file.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let first = doc["entries"][0]["identifier"].as_str().unwrap();
+        let domain = publisher_of(first);
+        let c = parse_catalog(&doc, &domain).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        for (i, entry) in c.entries.iter().enumerate() {
+            let id = doc["entries"][i]["identifier"].as_str().unwrap();
+            match entry {
+                Ok(e) => {
+                    assert!(!id.ends_with("malformed-type"), "{id} was read");
+                    assert_eq!(e.identifier, id);
+                    if let Some(trust) = &e.trust {
+                        assert_eq!(
+                            trust.identity,
+                            doc["entries"][i]["trustManifest"]["identity"]
+                        );
+                    }
+                }
+                Err(e) => {
+                    assert!(id.ends_with("malformed-type"), "{path:?} {id}: {e}");
+                    assert!(e.message.contains("/type"), "{e}");
+                }
+            }
+            read += 1;
+        }
+    }
+    assert!(read >= 18, "{read} entries read");
+}
+
+#[test]
+fn the_scan_attestation_example_keeps_its_claims() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ard/scan-attestation-ai-catalog.json"
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let c = parse_catalog(&doc, "tools.example.com").unwrap();
+    let trust = c.entries[0].as_ref().unwrap().trust.clone().unwrap();
+    assert_eq!(trust.identity_domain, "tools.example.com");
+    assert_eq!(trust.identity_type.as_deref(), Some("spiffe"));
+    let kinds: Vec<&str> = trust.attestations.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["SOC2-Type2", "agent-threat-scan"]);
+    assert_eq!(
+        trust.attestations[1].digest.as_deref(),
+        Some("sha256:cdbd706458d30031292cb80c697357257e2fcb739917dc68d67c7b8925d3bee3")
+    );
+    assert!(trust.signature.is_none());
+    assert!(trust.summary().contains("SOC2-Type2, agent-threat-scan"));
+}
+
+#[test]
+fn media_types_must_be_well_formed() {
+    for ok in [
+        "application/vnd.example.tool-manifest+json",
+        "text/x-example-notes",
+        "application/ai-skill+md; charset=utf-8",
+    ] {
+        let c = parse_catalog(
+            &catalog(vec![with(good("a"), "type", json!(ok))]),
+            "example.com",
+        )
+        .unwrap();
+        assert!(c.entries[0].is_ok(), "{ok}");
+    }
+    for bad in [
+        "application/ example",
+        "application",
+        "/json",
+        "application/json/x",
+        "ap plication/json",
+    ] {
+        let err = entry_error(with(good("a"), "type", json!(bad)), "example.com");
+        assert!(
+            err.message.starts_with("/entries/0/type: not a media type"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn skills_are_their_own_kind() {
+    let skill = with(good("s"), "type", json!("application/ai-skill+md"));
+    let c = parse_catalog(&catalog(vec![skill]), "example.com").unwrap();
+    let e = c.entries[0].as_ref().unwrap();
+    assert_eq!(e.kind(), EntryKind::Skill);
+    assert!(e.to_descriptor().tags.contains(&"skill".to_owned()));
+}
+
+fn with_manifest(manifest: Value) -> Value {
+    with(good("a"), "trustManifest", manifest)
+}
+
+#[test]
+fn the_identity_must_align_with_the_publisher() {
+    // §4.5.1: urn:air:example.com:... with an identity of the same
+    // domain, a parent or a child of it reads; another domain, or an
+    // identity that names none, is namespace squatting and refused.
+    for identity in [
+        "did:web:example.com",
+        "did:web:example.com%3A8443:users:alice",
+        "spiffe://prod.example.com/agent/a",
+        "https://example.com/agents/a",
+        "example.com",
+        "DID:WEB:EXAMPLE.COM",
+    ] {
+        let c = parse_catalog(
+            &catalog(vec![with_manifest(json!({"identity": identity}))]),
+            "example.com",
+        )
+        .unwrap();
+        let trust = c.entries[0]
+            .as_ref()
+            .unwrap_or_else(|e| panic!("{identity}: {e}"))
+            .trust
+            .clone();
+        assert!(
+            trust.unwrap().identity_domain.ends_with("example.com"),
+            "{identity}"
+        );
+    }
+    for (identity, says) in [
+        ("did:web:google.com", "does not align"),
+        ("spiffe://example.com.evil.test/a", "does not align"),
+        ("https://notexample.com/", "does not align"),
+        (
+            "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK",
+            "names no domain",
+        ),
+        ("localhost", "names no domain"),
+    ] {
+        let err = entry_error(with_manifest(json!({"identity": identity})), "example.com");
+        assert_eq!(err.reason, Reason::CatalogEntryInvalid);
+        assert!(
+            err.message.starts_with("/entries/0/trustManifest/identity"),
+            "{err}"
+        );
+        assert!(err.message.contains(says), "{identity}: {err}");
+    }
+}
+
+#[test]
+fn malformed_trust_manifests_are_refused_naming_the_member() {
+    let many: Vec<Value> = (0..=trust::MAX_CLAIMS)
+        .map(|i| json!({"type": format!("t{i}"), "uri": "https://example.com/a"}))
+        .collect();
+    let cases = [
+        (
+            json!("did:web:example.com"),
+            "/trustManifest: not an object",
+        ),
+        (json!({}), "/trustManifest/identity: missing"),
+        (
+            json!({"identity": 7}),
+            "/trustManifest/identity: not a string",
+        ),
+        (
+            json!({"identity": "example.com", "attestations": {}}),
+            "/attestations: not an array",
+        ),
+        (
+            json!({"identity": "example.com", "attestations": [{"uri": "https://example.com/a"}]}),
+            "/attestations/0/type: missing",
+        ),
+        (
+            json!({"identity": "example.com", "attestations": many}),
+            "more than 32 items",
+        ),
+        (
+            json!({"identity": "example.com", "provenance": [{"relation": "stolenFrom", "sourceId": "x"}]}),
+            "/provenance/0/relation",
+        ),
+        (
+            json!({"identity": "example.com", "provenance": [{"relation": "copiedFrom"}]}),
+            "/provenance/0/sourceId: missing",
+        ),
+        (
+            json!({"identity": "example.com", "signature": "abc"}),
+            "/signature: not a detached JWS",
+        ),
+        (
+            json!({"identity": "example.com", "signature": "e30..AAAA"}),
+            "/signature: the protected header has no alg",
+        ),
+        (
+            json!({"identity": "x".repeat(trust::MAX_TEXT_CHARS + 1)}),
+            "longer than 2048",
+        ),
+    ];
+    for (manifest, says) in cases {
+        let err = entry_error(with_manifest(manifest.clone()), "example.com");
+        assert_eq!(err.reason, Reason::CatalogEntryInvalid, "{manifest}");
+        assert!(err.message.contains(says), "{err} should say {says:?}");
+    }
+}
+
+#[test]
+fn a_signed_manifest_verifies_and_a_changed_one_does_not() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let jwks = crate::formats::a2a::jwks_of(&key.verifying_key(), "k1");
+    let manifest = json!({"identity": "did:web:example.com", "attestations": [
+        {"type": "SOC2-Type2", "uri": "https://example.com/soc2.pdf", "mediaType": "application/pdf"}]});
+    let signed = trust::sign(
+        &manifest,
+        &key,
+        "k1",
+        Some("https://example.com/.well-known/jwks.json"),
+    );
+    let c = parse_catalog(&catalog(vec![with_manifest(signed.clone())]), "example.com").unwrap();
+    let read = c.entries[0].as_ref().unwrap().trust.clone().unwrap();
+    let jws = read.signature.clone().unwrap();
+    assert_eq!(jws.header.kid, "k1");
+    trust::verify(&signed, &jws, &jwks).unwrap();
+    // Member order does not matter (JCS); a changed claim does.
+    let reordered: Value = serde_json::from_str(&signed.to_string()).unwrap();
+    trust::verify(&reordered, &jws, &jwks).unwrap();
+    let mut changed = signed.clone();
+    changed["attestations"][0]["type"] = json!("ISO-27001");
+    assert_eq!(
+        trust::verify(&changed, &jws, &jwks),
+        Err(crate::formats::a2a::SignatureError::Bad)
+    );
+    let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+    let wrong = crate::formats::a2a::jwks_of(&other.verifying_key(), "k1");
+    assert_eq!(
+        trust::verify(&signed, &jws, &wrong),
+        Err(crate::formats::a2a::SignatureError::Bad)
+    );
+}
+
+#[test]
+fn the_key_is_looked_for_on_the_publisher_only() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let read = |manifest: Value| {
+        let c = parse_catalog(&catalog(vec![with_manifest(manifest)]), "example.com").unwrap();
+        c.entries[0].as_ref().unwrap().trust.clone().unwrap()
+    };
+    let base = json!({"identity": "did:web:example.com"});
+    let jku = |url: &str| read(trust::sign(&base, &key, "k1", Some(url)));
+    assert_eq!(
+        trust::key_source(&jku("https://keys.example.com/jwks.json"), "example.com"),
+        Ok(trust::KeySource::Jwks(
+            url::Url::parse("https://keys.example.com/jwks.json").unwrap()
+        ))
+    );
+    for elsewhere in [
+        "https://evil.test/jwks.json",
+        "http://example.com/jwks.json",
+        "https://com/jwks.json",
+    ] {
+        let err = trust::key_source(&jku(elsewhere), "example.com").unwrap_err();
+        assert!(
+            err.contains("not on the publisher's domain"),
+            "{elsewhere}: {err}"
+        );
+    }
+    // No jku: a did:web identity's DID document, at the root or a path.
+    assert_eq!(
+        trust::key_source(&read(trust::sign(&base, &key, "k1", None)), "example.com"),
+        Ok(trust::KeySource::DidWeb(
+            url::Url::parse("https://example.com/.well-known/did.json").unwrap()
+        ))
+    );
+    let pathed = json!({"identity": "did:web:example.com:agents:a"});
+    assert_eq!(
+        trust::key_source(&read(trust::sign(&pathed, &key, "k1", None)), "example.com"),
+        Ok(trust::KeySource::DidWeb(
+            url::Url::parse("https://example.com/agents/a/did.json").unwrap()
+        ))
+    );
+    let spiffe = json!({"identity": "spiffe://example.com/a"});
+    assert!(
+        trust::key_source(&read(trust::sign(&spiffe, &key, "k1", None)), "example.com").is_err()
+    );
+    assert!(trust::key_source(&read(base), "example.com").is_err());
+}
+
+#[test]
+fn did_documents_give_their_keys_by_id_and_fragment() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let jwk = crate::formats::a2a::jwks_of(&key.verifying_key(), "ignored")["keys"][0].clone();
+    let doc = json!({"id": "did:web:example.com", "verificationMethod": [
+        {"id": "did:web:example.com#k1", "type": "JsonWebKey2020", "publicKeyJwk": jwk},
+        {"id": "did:web:example.com#multibase", "type": "Multikey", "publicKeyMultibase": "z6Mk"}]});
+    let keys = trust::did_document_keys(&doc);
+    let kids: Vec<&str> = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, ["did:web:example.com#k1", "k1"]);
+    let manifest = json!({"identity": "did:web:example.com"});
+    let signed = trust::sign(&manifest, &key, "k1", None);
+    let c = parse_catalog(&catalog(vec![with_manifest(signed.clone())]), "example.com").unwrap();
+    let jws = c.entries[0]
+        .as_ref()
+        .unwrap()
+        .trust
+        .clone()
+        .unwrap()
+        .signature
+        .unwrap();
+    trust::verify(&signed, &jws, &keys).unwrap();
+}
+
+#[test]
+fn robots_txt_names_manifests_on_agentmap_lines() {
+    let robots = "User-agent: *\nDisallow: /private\nAgentmap: https://example.com/entries.json # ours\n\
+                  agentmap:https://cdn.example.net/more.json\nAGENTMAP: https://example.com/entries.json\n\
+                  Sitemap: https://example.com/sitemap.xml\n# Agentmap: https://example.com/commented.json\n\
+                  Agentmap:\n";
+    assert_eq!(
+        sources::agentmaps(robots),
+        [
+            "https://example.com/entries.json",
+            "https://cdn.example.net/more.json"
+        ]
+    );
+    let many: String = (0..10)
+        .map(|i| format!("Agentmap: https://example.com/{i}.json\n"))
+        .collect();
+    assert_eq!(sources::agentmaps(&many).len(), sources::MAX_SOURCES);
+}
+
+#[test]
+fn link_headers_name_manifests_with_rel_ard() {
+    let header = r#"<https://example.com/ard.json>; rel="ard", </style.css>; rel=stylesheet, </old.json>; rel=ai-catalog; type="application/json", <https://x.test/>; rel="alternate""#;
+    assert_eq!(
+        sources::link_header(header),
+        ["https://example.com/ard.json", "/old.json"]
+    );
+}
+
+#[test]
+fn pages_name_manifests_and_embed_entries() {
+    let entry = good("inline");
+    let html = format!(
+        r#"<!doctype html><html><HEAD>
+<!-- <link rel="ard" href="/commented.json"> -->
+<meta name="x" content='a > b'>
+<link href="/ard.json" REL="ard">
+<link rel='alternate ai-catalog' href='https://cdn.example.net/c.json?a=1&amp;b=2'/>
+<link rel="stylesheet" href="/s.css">
+<script>var a = "<link rel='ard' href='/in-script.json'>";</script>
+<script type="application/ld+json">{}</script>
+<script type="application/ld+json">{{"@graph": [{{"identifier": "urn:air:example.com:g"}}]}}</script>
+<script type="application/ld+json">not json</script>
+</head><body><p>hello</p></body></html>"#,
+        entry
+    );
+    let page = sources::page(&html);
+    assert_eq!(
+        page.links,
+        ["/ard.json", "https://cdn.example.net/c.json?a=1&b=2"]
+    );
+    let ids: Vec<&str> = page
+        .entries
+        .iter()
+        .map(|e| e["identifier"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["urn:air:example.com:inline", "urn:air:example.com:g"]);
+    // Unterminated tags and scripts end the reading, nothing more.
+    assert_eq!(
+        sources::page("<link rel=ard href=/a.json").links,
+        Vec::<String>::new()
+    );
+    assert!(sources::page("<script type=application/ld+json>{")
+        .entries
+        .is_empty());
 }
