@@ -132,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ard/search", axum::routing::post(ard::search))
         .route("/ard/explore", axum::routing::post(ard::explore))
         .route("/ard/agents", get(ard::list))
+        .route("/ard/agents/{identifier}", get(ard::retrieve::retrieve))
         .route("/.well-known/ard.json", get(ard::well_known))
         .route("/.well-known/ai-catalog.json", get(ard::legacy_catalog))
         .route("/v0.1/servers", get(mcp_registry::list))

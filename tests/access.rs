@@ -124,6 +124,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("POST", "/ard/search", Some(Scope::Read)),
     ("POST", "/ard/explore", Some(Scope::Read)),
     ("GET", "/ard/agents", Some(Scope::Read)),
+    ("GET", "/ard/agents/{identifier}", Some(Scope::Read)),
     ("GET", "/v0.1/servers", Some(Scope::Read)),
     (
         "GET",

@@ -189,7 +189,8 @@ async fn an_ard_client_finds_the_node_searches_it_and_reads_the_documents_it_nam
         json!({"query": {"text": "weather"}, "federation": "referrals"}),
     )
     .await;
-    assert_eq!(referred.expect(200)["referrals"], json!([]));
+    // No registry is held, so there is nothing to refer to.
+    assert!(referred.expect(200).get("referrals").is_none());
 }
 
 #[tokio::test]
@@ -295,6 +296,133 @@ async fn what_ard_does_not_allow_is_refused_in_its_error_shape() {
         .await;
     assert_eq!(not_json.expect(400)["errorCode"], "INVALID_ARGUMENT");
     let _ = repo_root();
+}
+
+/// ARD v0.91's Retrieve and referrals, over what a node crawled from the
+/// testbed's ARD publisher and what was registered with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieve_answers_complete_entries_and_referrals_name_the_registries_held() {
+    use agentmesh::testbed::formats::ARD_SOURCES_DOMAIN;
+    use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
+    let testbed = Testbed::start(
+        Population::generate(&PopulationConfig::healthy(5, 1)),
+        TestbedOptions {
+            formats: true,
+            ..TestbedOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    testbed.write_ca(&ca).unwrap();
+    let port = testbed.https_port().to_string();
+    let node = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .crawling(&testbed, &ca)
+            .env("AGENTMESH_CRAWL__HTTPS_PORT", &port)
+            .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+            .start()
+    });
+    let api = node.api();
+    registered(&api).await;
+    let adp = testbed.population().agents()[0].domain.clone();
+    api.post(
+        "/crawl",
+        &json!({"domains": [ARD_SOURCES_DOMAIN, adp], "wait": true}),
+    )
+    .await
+    .expect(200);
+
+    // An ARD publisher's entry comes back whole, as written: its trust
+    // manifest and representative queries too, no score or source.
+    let ledger = format!("urn:air:{ARD_SOURCES_DOMAIN}:ledger");
+    let encoded = ledger.replace(':', "%3A");
+    let got = api.get(&format!("/ard/agents/{encoded}")).await;
+    let entry = got.expect(200).clone();
+    assert_eq!(entry["identifier"], ledger.as_str());
+    assert_eq!(entry["type"], "application/mcp-server-card+json");
+    assert!(entry["trustManifest"]["signature"].is_string(), "{entry}");
+    assert_eq!(entry["representativeQueries"].as_array().unwrap().len(), 2);
+    assert!(entry.get("score").is_none() && entry.get("source").is_none());
+    assert_eq!(got.header("cache-control"), Some("private, max-age=60"));
+    let etag = got.header("etag").expect("an ETag").to_owned();
+    let again = api
+        .send(
+            "GET with If-None-Match".into(),
+            api.request(reqwest::Method::GET, &format!("/ard/agents/{encoded}"))
+                .header("if-none-match", &etag),
+        )
+        .await;
+    assert_eq!(again.status, 304, "{}", again.text);
+    // Colons need no encoding in a path segment: the same entry.
+    let plain = api.get(&format!("/ard/agents/{ledger}")).await;
+    assert_eq!(plain.expect(200), &entry);
+
+    // Agents of other formats under the identifier a search gives them.
+    for (identifier, id) in [
+        (
+            "urn:air:127.0.0.1:aidip:translator-fr".to_owned(),
+            "translator-fr".to_owned(),
+        ),
+        (format!("urn:air:{adp}:adp:agent"), format!("agent:{adp}")),
+    ] {
+        let got = api
+            .get(&format!("/ard/agents/{}", identifier.replace(':', "%3A")))
+            .await;
+        let e = got.expect(200);
+        assert_eq!(e["identifier"], identifier.as_str());
+        assert_eq!(e["metadata"]["agentmesh:id"], id.as_str());
+        assert!(e.get("score").is_none(), "{e}");
+    }
+
+    // Refused: bad percent-encoding, not an identifier; unknown: 404,
+    // not kept by caches.
+    for bad in [
+        "urn%ZZair%3Ax%3Ay",
+        "not-an-identifier",
+        "urn%3Aair%3A%3Ax",
+        "%FF%FE",
+    ] {
+        let r = api.get(&format!("/ard/agents/{bad}")).await;
+        assert_eq!(r.expect(400)["errorCode"], "INVALID_ARGUMENT", "{bad}");
+    }
+    for unknown in [
+        format!("urn:air:{ARD_SOURCES_DOMAIN}:nobody"),
+        format!("urn:air:{ARD_SOURCES_DOMAIN}:forger"),
+        "urn:air:127.0.0.1:aidip:nobody".to_owned(),
+    ] {
+        let r = api.get(&format!("/ard/agents/{unknown}")).await;
+        assert_eq!(r.expect(404)["errorCode"], "NOT_FOUND", "{unknown}");
+        assert_eq!(r.header("cache-control"), Some("no-cache"));
+    }
+
+    // A search in referrals mode names the registry the publisher runs;
+    // in the other modes, no referrals.
+    let referred = post(
+        &api,
+        "/ard/search",
+        json!({"query": {"text": "expense reports"}, "federation": "referrals"}),
+    )
+    .await;
+    let referrals = referred.expect(200)["referrals"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(referrals.len(), 1, "{referrals:?}");
+    assert_eq!(
+        referrals[0]["identifier"],
+        format!("urn:air:{ARD_SOURCES_DOMAIN}:finder")
+    );
+    assert_eq!(referrals[0]["type"], "application/ai-registry+json");
+    assert!(referrals[0]["url"].as_str().unwrap().ends_with("/ard/"));
+    let none = post(
+        &api,
+        "/ard/search",
+        json!({"query": {"text": "expense reports"}, "federation": "none"}),
+    )
+    .await;
+    assert!(none.expect(200).get("referrals").is_none());
 }
 
 /// Schemathesis with ARD's own OpenAPI document of the search API

@@ -8,8 +8,9 @@
 //!   pageToken}` answered `{results: [entry + score + source], referrals,
 //!   pageToken}`. `federation` `auto` (the default) asks the mesh on the
 //!   first page as `POST /agents/search` does; `none` and `referrals`
-//!   answer from this node (`referrals` is always empty: a node knows no
-//!   peer's HTTP address to refer to).
+//!   answer from this node, `referrals` adding the registries it knows
+//!   (ARD entries of type `application/ai-registry+json` it crawled, at
+//!   most 10; the member is left out when there are none).
 //! - `POST /ard/explore`: facet counts (`type`, `capabilities`,
 //!   `publisher`, `metadata.agentmesh:trust`, `metadata.agentmesh:format`)
 //!   over the matched set, counted over its first [`MAX_EXPLORED`]
@@ -17,6 +18,8 @@
 //! - `GET /ard/agents`: a listing (`filter`: `key = 'value'` terms joined
 //!   by `AND`; `pageSize`; `pageToken`), in the order this node first saw
 //!   each agent.
+//! - `GET /ard/agents/{identifier}`: ARD v0.91's Retrieve, one complete
+//!   entry from this node's store (`api/ard/retrieve.rs`).
 //! - `GET /.well-known/ard.json` (and the legacy
 //!   `/.well-known/ai-catalog.json`): this node's catalog, one entry of
 //!   type `application/ai-registry+json` naming `{base}/ard/`.
@@ -30,6 +33,7 @@
 //! Errors are ARD's `{errorCode, message}`.
 
 mod entry;
+pub(super) mod retrieve;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -346,7 +350,10 @@ pub(super) async fn search(
         .collect();
     let mut answer = json!({ "results": results });
     if req.federation.as_deref() == Some("referrals") {
-        answer["referrals"] = json!([]);
+        let referrals = retrieve::referrals(&state, reader.audience(), &host).await?;
+        if !referrals.is_empty() {
+            answer["referrals"] = Value::Array(referrals);
+        }
     }
     if kept.len() > wanted_end && wanted_end < MAX_CANDIDATES {
         answer["pageToken"] = URL_SAFE_NO_PAD.encode(format!("o:{wanted_end}")).into();

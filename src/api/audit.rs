@@ -165,7 +165,9 @@ fn keeps_record(action: AuditAction) -> bool {
 pub(super) async fn trail(
     State(state): State<AppState>,
     matched: Option<MatchedPath>,
-    params: RawPathParams,
+    // A path parameter that is not UTF-8 once decoded is the handler's to
+    // refuse in its own error shape, not this layer's.
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -178,6 +180,7 @@ pub(super) async fn trail(
         .map(|r| r.as_str().to_owned());
     let mut target = params
         .iter()
+        .flat_map(RawPathParams::iter)
         .find(|(name, _)| *name == "id")
         .map(|(_, v)| v.to_owned())
         .unwrap_or_default();

@@ -79,6 +79,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         ard::search,
         ard::explore,
         ard::list,
+        ard::retrieve::retrieve,
         ard::well_known,
         ard::legacy_catalog,
         mcp_registry::list,

@@ -10,7 +10,7 @@
 //! | `a2a-broken.formats.test` | a card without skills | `card_invalid` |
 //! | `catalog.formats.test` | an ARD catalog: two entries of its own, one claiming another publisher | two `urn:air:` agents, one `catalog_entry_invalid` |
 //! | `catalog-broken.formats.test` | a catalog of `specVersion` 2.0 | `catalog_invalid` |
-//! | `ard-sources.formats.test` | no `ard.json`: a manifest named by `robots.txt` (`Agentmap:`) with trust manifests signed through a key set on the host and through its `did:web`; one named by the home page (`rel="ard"`) with a forged signature and a squatting identity; a skill embedded in the page as JSON-LD; a legacy `ai-catalog.json` | three `urn:air:` agents, unverified, signatures checked; `trust_manifest_signature_bad`; `catalog_entry_invalid`; the legacy catalog not fetched |
+//! | `ard-sources.formats.test` | no `ard.json`: a manifest named by `robots.txt` (`Agentmap:`) with trust manifests signed through a key set on the host and through its `did:web`, and a registry (`application/ai-registry+json`); one named by the home page (`rel="ard"`) with a forged signature and a squatting identity; a skill embedded in the page as JSON-LD; a legacy `ai-catalog.json` | four `urn:air:` agents, unverified, signatures checked; `trust_manifest_signature_bad`; `catalog_entry_invalid`; the legacy catalog not fetched |
 //! | `aid.formats.test` | an AID TXT record | `aid:` agent, unverified |
 //! | `aid-broken.formats.test` | an AID TXT record without `u` | `aid_malformed` |
 //! | `dnsaid.formats.test` | a DNS-AID SVCB record (`_mcp._agents`) | `dns-aid:` agent, unverified |

@@ -92,9 +92,17 @@ impl Builder {
             "Audits expense reports.",
         );
         by_did["trustManifest"] = trust::sign(&claims, &key, MANIFEST_KID, None);
+        // A registry the domain runs: what a search in `referrals` mode
+        // names.
+        let mut registry = entry(
+            "finder",
+            "application/ai-registry+json",
+            "Searches the agents of the formats organisation.",
+        );
+        registry["url"] = json!(format!("{base}/ard/"));
         self.documents.push((
             (domain.clone(), AGENTMAP_PATH.to_owned()),
-            json_doc(&json!({"entries": [signed, by_did]})),
+            json_doc(&json!({"entries": [signed, by_did, registry]})),
         ));
 
         let mut forged = entry(
@@ -152,7 +160,7 @@ impl Builder {
             json_doc(&legacy),
         ));
 
-        for name in ["ledger", "auditor", "slides"] {
+        for name in ["ledger", "auditor", "finder", "slides"] {
             self.expected
                 .push(expect(&domain, &id(name), Ard, Ok(Unverified)));
         }
