@@ -16,11 +16,15 @@
 //! DNS, which cannot be re-checked remotely. So a record's evidence counts
 //! only when its signer is this node or in `trusted_peers`; any other
 //! signer's record is stored as *claimed* (`store::Origin::Claimed`:
-//! shown with who claims it, counted as `unverified`) and its ADP agent
-//! handed back for local re-verification, whose result replaces the
-//! claim. A claim never replaces a record this node counts
-//! ([`Judgement::Outranked`]), and key continuity is judged only against
-//! counted records, so a forged claim cannot squat an agent.
+//! shown with who claims it, counted as `unverified`) and its agent's
+//! domain handed back for local re-verification, whose result replaces
+//! the claim: an ADP agent's always, an A2A or DNS-AID agent's when it
+//! claims the flags DNS gives those formats (`dnssec`, and an A2A card's
+//! AID-anchored `fingerprint`; never `challenge` or `mutual_peer`, and no
+//! flag at all for the other formats). A claim never replaces a record
+//! this node counts ([`Judgement::Outranked`]), and key continuity is
+//! judged only against counted records, so a forged claim cannot squat an
+//! agent.
 //!
 //! **Ids belong to their owners.** An ADP id `agent:{domain}` belongs to
 //! the key its domain's DNS names: what this node counts is what it (or a
@@ -138,7 +142,8 @@ pub enum Judgement {
         agent_id: String,
         /// The signer is in `trusted_peers` (or is this node).
         trusted: bool,
-        /// An ADP agent to re-verify locally (untrusted attester).
+        /// The domain to re-verify locally (an untrusted attester's ADP
+        /// agent, or A2A or DNS-AID agent claiming a flag).
         reverify: Option<String>,
         /// The record's signer (whose share of re-verification it uses).
         signer: [u8; 32],
@@ -552,14 +557,15 @@ impl Judge {
     }
 
     /// Checks a descriptor's evidence on its own; answers the domain to
-    /// re-verify for ADP agents.
+    /// re-verify for an ADP agent, and for an A2A or DNS-AID agent that
+    /// claims a flag.
     fn check_descriptor(&self, d: &DescriptorRecord) -> Result<Option<String>, Refusal> {
         let e = &d.evidence;
         match d.descriptor.format {
-            // AIDIP registrations and the formats with no proof a peer
-            // can re-check: attested by the signing node, at unverified,
-            // under their own id space (none of the reserved ones for
-            // AIDIP and ARD).
+            // AIDIP registrations and the formats besides ADP: attested by
+            // the signing node under their own id space (none of the
+            // reserved ones for AIDIP and ARD), with at most the flags DNS
+            // gives their format ([`dns_claim`]).
             format @ (DocumentFormat::Aidip
             | DocumentFormat::A2a
             | DocumentFormat::Ard
@@ -573,10 +579,7 @@ impl Judge {
                 if !own_space {
                     return Err(Refusal::ReservedId);
                 }
-                if e.dnssec || e.fingerprint || e.challenge.is_some() || e.mutual_peer {
-                    return Err(Refusal::BadEvidence);
-                }
-                Ok(None)
+                dns_claim(format, &d.agent_id, e)
             }
             DocumentFormat::Adp => {
                 let doc: AgentDocument =
@@ -665,6 +668,39 @@ impl Judge {
             .map(|_| None)
             .map_err(|_| Refusal::KeyChangedUnproven)
     }
+}
+
+/// The flags a record of a format besides ADP may carry, and the domain
+/// that proves them, for this node to re-verify (docs/protocol.md#records):
+/// an A2A card's key anchored by the domain's AID record (`fingerprint`,
+/// and `dnssec` only beside it), its domain the id's after `a2a:`; a
+/// DNS-AID record's Secure SVCB RRset (`dnssec`), its domain the one its
+/// owner is published under ([`dns_aid::published_domain`]). `None` when
+/// no flag is claimed. Neither format proves a challenge or a mutual
+/// peer, and no other format any flag.
+///
+/// [`dns_aid::published_domain`]: crate::formats::dns_aid::published_domain
+fn dns_claim(
+    format: DocumentFormat,
+    agent_id: &str,
+    e: &crate::trust::Evidence,
+) -> Result<Option<String>, Refusal> {
+    if e.challenge.is_some() || e.mutual_peer {
+        return Err(Refusal::BadEvidence);
+    }
+    if !e.dnssec && !e.fingerprint {
+        return Ok(None);
+    }
+    let domain = match format {
+        DocumentFormat::A2a if e.fingerprint => agent_id
+            .strip_prefix("a2a:")
+            .and_then(|d| crate::identity::normalise_domain(d).ok()),
+        DocumentFormat::DnsAid if !e.fingerprint => agent_id
+            .strip_prefix("dns-aid:")
+            .and_then(crate::formats::dns_aid::published_domain),
+        _ => None,
+    };
+    domain.map(Some).ok_or(Refusal::BadEvidence)
 }
 
 /// Records a search brought back were looked up: judged like a DHT get

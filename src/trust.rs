@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 pub enum TrustLevel {
     /// Resolved or registered, nothing proven.
     Unverified,
-    /// The TXT RRset validated Secure by our own DNSSEC validation.
+    /// The agent's DNS record (the `_agent` TXT RRset, a DNS-AID SVCB
+    /// RRset) validated Secure by our own DNSSEC validation.
     DnsVerified,
     /// Fingerprint chain and a signed challenge.
     KeyVerified,
@@ -79,10 +80,14 @@ impl std::str::FromStr for TrustLevel {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Evidence {
-    /// The `_agent` TXT RRset validated Secure under DNSSEC.
+    /// The DNS record the agent rests on validated Secure under DNSSEC:
+    /// the `_agent` TXT RRset (ADP's record, or the AID record anchoring
+    /// an A2A card's key), or a DNS-AID record's SVCB RRset.
     #[serde(default)]
     pub dnssec: bool,
-    /// The DNS `pk=` fingerprint matched the document's key.
+    /// The agent's key is the one DNS names: ADP's `pk=` fingerprint
+    /// matched the document's key, or an A2A card's signature verified
+    /// with the key the domain's AID record publishes (`k`).
     #[serde(default)]
     pub fingerprint: bool,
     /// The agent signed our challenge (the proof travels with the record).
@@ -419,9 +424,11 @@ impl PartialEq<&str> for Reason {
 /// agent's trust level rests on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EvidenceFlags {
-    /// DNSSEC-validated TXT record.
+    /// The DNS record the agent rests on validated under DNSSEC (the
+    /// `_agent` TXT RRset, or a DNS-AID SVCB RRset).
     pub dnssec: bool,
-    /// Fingerprint chain checked.
+    /// Its key is the one DNS names (ADP's fingerprint chain, or an A2A
+    /// card key the domain's AID record publishes).
     pub fingerprint: bool,
     /// Challenge signed by the agent key.
     pub challenge: bool,

@@ -445,7 +445,7 @@ async fn stripped_signatures_under_an_anchor_are_bogus() {
 
 /// A DNS-AID record (`_a2a._agents` of an agent of org1.test, pointing
 /// at its own host) in the zone BIND signs: its SVCB RRset validates
-/// Secure, and the agent is stored; the record altered after signing (its
+/// Secure, and the agent is stored dns-verified; the record altered after signing (its
 /// port) is `dnssec_bogus` and nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs BIND (apt-get install bind9 bind9-utils)"]
@@ -487,6 +487,13 @@ async fn a_dns_aid_record_signed_by_bind_validates_and_a_tampered_one_is_bogus()
     let step = report.steps.iter().find(|s| s.step == "dnssec").unwrap();
     assert_eq!(step.outcome, StepOutcome::Ok, "{:?}", report.steps);
     assert!(report.stored, "{:?}", report.steps);
+    assert_eq!(
+        report.level(),
+        TrustLevel::DnsVerified,
+        "{:?}",
+        report.steps
+    );
+    assert!(report.trust.evidence.dnssec);
 
     // The port changed in the signed file; its RRSIG stays.
     let text = std::fs::read_to_string(&zones[2].1).unwrap();

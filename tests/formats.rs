@@ -5,6 +5,7 @@
 //! level, every broken publisher with its reason code, and what is stored
 //! is found by a search.
 
+use crate::common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,9 @@ use agentmesh::net::AddressPolicy;
 use agentmesh::record::RecordBody;
 use agentmesh::store::{Filter, Store, TextQuery};
 use agentmesh::testbed::formats::{
-    AGENTMAP_PATH, ARD_SOURCES_DOMAIN, DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME,
-    DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN, JWKS_PATH, LINKED_PATH, MANIFEST_JWKS_PATH,
+    A2A_ANCHORED_DOMAIN, A2A_OTHER_KEY_DOMAIN, AGENTMAP_PATH, ARD_SOURCES_DOMAIN,
+    DNS_AID_CARD_DOMAIN, DNS_AID_CARD_NAME, DNS_AID_CROWD_DOMAIN, DNS_AID_PRIVATE_CAP_DOMAIN,
+    JWKS_PATH, LINKED_PATH, MANIFEST_JWKS_PATH,
 };
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use agentmesh::trust::{Reason, TrustLevel};
@@ -398,6 +400,251 @@ async fn a_dns_aid_agent_is_found_by_what_the_card_behind_its_record_says() {
         Some(id.as_str()),
         "{by_text:?}"
     );
+}
+
+/// The evidence the record held for `id` carries.
+async fn held_evidence(store: &Store, id: &str) -> agentmesh::trust::Evidence {
+    let held = store.get(id).await.unwrap().expect("the agent is held");
+    let RecordBody::Descriptor(d) = held.body else {
+        panic!("{id}: a tombstone")
+    };
+    d.evidence
+}
+
+/// A signed card whose key the domain's AID record publishes (`k`) is
+/// anchored in DNS: stored with the `fingerprint` flag, unverified still
+/// in a zone that is not signed (no challenge, no DNSSEC). A card signed
+/// with another key than the AID record's, or with no AID record beside
+/// it, earns nothing, and its report says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_key_the_domains_aid_record_publishes_is_anchored_and_no_other_is() {
+    let rig = rig().await;
+    let domains = [
+        A2A_ANCHORED_DOMAIN,
+        A2A_OTHER_KEY_DOMAIN,
+        "a2a.formats.test",
+    ];
+    let reports = rig
+        .crawler
+        .crawl_many(
+            &rig.issuer,
+            domains.iter().map(|d| d.to_string()).collect(),
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    let report = |domain: &str| {
+        let id = format!("a2a:{domain}");
+        reports
+            .iter()
+            .find(|r| r.agent_id == id)
+            .unwrap_or_else(|| panic!("no report for {id}: {reports:?}"))
+    };
+
+    let anchored = report(A2A_ANCHORED_DOMAIN);
+    assert!(anchored.stored, "{:?}", anchored.steps);
+    assert!(anchored.trust.evidence.fingerprint, "{:?}", anchored.steps);
+    assert!(
+        !anchored.trust.evidence.dnssec,
+        "the testbed's zone is not signed"
+    );
+    assert_eq!(
+        anchored.level(),
+        TrustLevel::Unverified,
+        "no challenge was signed"
+    );
+    let said = &step(anchored, "signature").detail;
+    assert!(said.contains("the key is the one the AID record"), "{said}");
+    assert_eq!(
+        step(anchored, "dns_txt").outcome,
+        agentmesh::crawl::StepOutcome::Ok
+    );
+    assert_eq!(
+        step(anchored, "dnssec").outcome,
+        agentmesh::crawl::StepOutcome::Skipped
+    );
+    let held = held_evidence(&rig.store, &anchored.agent_id).await;
+    assert!(held.fingerprint && !held.dnssec, "{held:?}");
+    assert_eq!(held.level(), TrustLevel::Unverified);
+
+    for (domain, why) in [
+        (A2A_OTHER_KEY_DOMAIN, "publishes another key"),
+        (
+            "a2a.formats.test",
+            "no TXT record at _agent.a2a.formats.test",
+        ),
+    ] {
+        let r = report(domain);
+        assert!(r.stored, "{domain}: {:?}", r.steps);
+        assert_eq!(
+            r.trust.evidence,
+            agentmesh::trust::EvidenceFlags::default(),
+            "{domain}"
+        );
+        let signature = step(r, "signature");
+        assert_eq!(signature.outcome, agentmesh::crawl::StepOutcome::Ok);
+        assert!(
+            signature.detail.contains(why),
+            "{domain}: {}",
+            signature.detail
+        );
+        assert!(
+            signature.detail.contains("not anchored in DNS")
+                && signature.detail.contains("stays unverified"),
+            "{domain}: {}",
+            signature.detail
+        );
+        assert_eq!(
+            held_evidence(&rig.store, &r.agent_id).await,
+            agentmesh::trust::Evidence::default(),
+            "{domain}"
+        );
+    }
+}
+
+/// A record of `id` (of `format`) claiming `evidence`, signed by
+/// `signer`: what an untrusted peer gossips or posts.
+fn claim(
+    id: &str,
+    format: DocumentFormat,
+    evidence: agentmesh::trust::Evidence,
+    signer: &ed25519_dalek::SigningKey,
+) -> Vec<u8> {
+    let descriptor = agentmesh::descriptor::Descriptor {
+        id: id.to_owned(),
+        name: "Claimed by a stranger".into(),
+        description: "Whatever the stranger says.".into(),
+        version: None,
+        publisher: None,
+        endpoint: Some("https://stranger.example/agent".into()),
+        capabilities: vec!["anything".into()],
+        tags: Vec::new(),
+        languages: Vec::new(),
+        status: None,
+        auth: None,
+        format,
+    };
+    let body = agentmesh::record::DescriptorRecord::new(
+        descriptor,
+        "{}".into(),
+        agentmesh::record::next_seq(None),
+        agentmesh::record::unix_now(),
+        3600,
+        evidence,
+    );
+    agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
+        .unwrap()
+        .encode()
+}
+
+/// An untrusted signer's record claiming the flags DNS gives an A2A card
+/// or a DNS-AID record is kept as its claim, shown and counted as
+/// nothing, and its domain re-verified by this node's own crawl in those
+/// formats, whose record replaces the claim with what the domain proves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_claim_about_a_card_or_a_dns_aid_record_is_re_verified_by_this_node() {
+    let rig = rig().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    rig.testbed.write_ca(&ca).unwrap();
+    let mut config = agentmesh::config::Config {
+        data_dir: dir.path().join("data"),
+        ..agentmesh::config::Config::default()
+    };
+    config.api.listen = "127.0.0.1:0".parse().unwrap();
+    config.p2p.listen = vec!["/ip4/127.0.0.1/tcp/0".into()];
+    config.p2p.allow_private_addresses = true;
+    config.crawl.resolvers = vec![rig.testbed.dns_addr()];
+    config.crawl.ca_files = vec![ca];
+    config.crawl.allow_private_addresses = true;
+    config.crawl.https_port = rig.testbed.https_port();
+    config.crawl.allowed_ports = vec![rig.testbed.https_port()];
+    config.crawl.follow_peers = false;
+    let node = agentmesh::node::Node::spawn(config)
+        .await
+        .expect("the node starts");
+    let api = format!("http://{}", node.api_addr());
+    let http = reqwest::Client::new();
+    let stranger = agentmesh::identity::generate();
+    let by = agentmesh::identity::fingerprint(&stranger.verifying_key());
+    let summary = |id: String| {
+        let (http, api) = (http.clone(), api.clone());
+        async move {
+            let reply = http
+                .get(format!("{api}/agents/{id}/summary"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 200, "{id}");
+            reply.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+
+    let card = format!("a2a:{A2A_ANCHORED_DOMAIN}");
+    let svcb = format!("dns-aid:_a2a._agents.{DNS_AID_CARD_DOMAIN}");
+    let everything = agentmesh::trust::Evidence {
+        dnssec: true,
+        fingerprint: true,
+        ..agentmesh::trust::Evidence::default()
+    };
+    let dnssec = agentmesh::trust::Evidence {
+        dnssec: true,
+        ..agentmesh::trust::Evidence::default()
+    };
+    // A domain that publishes nothing: its claim stays one.
+    let unpublished = "a2a:unpublished.formats.test".to_owned();
+    for (id, format, evidence) in [
+        (&unpublished, DocumentFormat::A2a, everything.clone()),
+        (&card, DocumentFormat::A2a, everything),
+        (&svcb, DocumentFormat::DnsAid, dnssec),
+    ] {
+        let reply = http
+            .post(format!("{api}/records"))
+            .header("content-type", "application/cbor")
+            .body(claim(id, format, evidence, &stranger))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 201, "{id}: {}", reply.text().await.unwrap());
+    }
+
+    // Shown as the stranger's claim, counted as nothing.
+    let s = summary(unpublished.clone()).await;
+    assert_eq!(s["source"], "mesh", "{s}");
+    assert_eq!(s["trust"]["level"], "unverified", "{s}");
+    assert_eq!(s["trust"]["evidence"]["fingerprint"], false, "{s}");
+    assert_eq!(s["trust"]["claimed"]["level"], "dns-verified", "{s}");
+    assert_eq!(s["trust"]["claimed"]["by"], by.as_str(), "{s}");
+    let found: serde_json::Value = http
+        .post(format!("{api}/agents/search"))
+        .json(&serde_json::json!({"filters": {"min_trust": "dns-verified"}, "scope": "local"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(found, serde_json::json!([]), "min_trust counts no claim");
+
+    // Each claim is replaced by this node's own record, signed by it and
+    // counted, with the evidence its crawl proved: the card's key is the
+    // one the AID record publishes; the DNS-AID zone is not signed.
+    for (id, fingerprint) in [(&card, true), (&svcb, false)] {
+        common::wait_until(&format!("this node re-verified {id}"), || {
+            let summary = summary(id.clone());
+            async move { summary.await["trust"].get("claimed").is_none() }
+        })
+        .await;
+        let s = summary(id.clone()).await;
+        assert_eq!(s["source"], "crawl", "{s}");
+        assert_ne!(s["record"]["signer"], by.as_str(), "{s}");
+        assert_eq!(s["trust"]["level"], "unverified", "{s}");
+        assert_eq!(s["trust"]["evidence"]["fingerprint"], fingerprint, "{s}");
+        assert_eq!(s["trust"]["evidence"]["dnssec"], false, "{s}");
+        assert_ne!(s["name"], "Claimed by a stranger", "{s}");
+    }
+    node.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,11 +8,18 @@
 //! server, an error status, a redirect elsewhere, an HTML page where the
 //! card would be), no catalog or no record gets no report for that
 //! format. A publisher whose JSON document is there but broken (too
-//! large, too deep, not the format) gets a report with the reason code. None of these formats proves a key the way ADP does, so
-//! every agent they give is stored `unverified`; a card's signature is
-//! checked and reported (a forged one is refused), but its key is not
-//! anchored in DNS, so it earns no level. A DNS-AID record is followed to
-//! what its target serves ([`dns_aid`]).
+//! large, too deep, not the format) gets a report with the reason code.
+//!
+//! None of these formats proves a key the way ADP does (no challenge), so
+//! what they give earns at most what DNS proves: a DNS-AID record whose
+//! SVCB RRset validates Secure is stored with the `dnssec` flag
+//! (dns-verified, [`dns_aid`], which also follows each record to what its
+//! target serves), and a card whose signature verifies with the key the
+//! domain's AID record publishes with `fingerprint`, and `dnssec` when
+//! that record validates ([`anchor`]). Everything else is stored
+//! `unverified`: a card signed with a key DNS does not name (its
+//! signature is checked and reported, a forged one refused), ARD entries,
+//! AID records.
 
 use serde_json::Value;
 use url::Url;
@@ -21,11 +28,12 @@ use super::dns::{Dns, DnsError};
 use super::error::CrawlError;
 use super::fetch::{self, DocumentKind, Fetched, Fetcher, A2A_CARD, JWKS};
 use super::options::CrawlerOptions;
-use super::report::{CrawlOutcome, Run, StepName, Verified};
+use super::report::{summarise, CrawlOutcome, Run, StepName, Verified};
 use crate::descriptor::{Descriptor, DocumentFormat};
 use crate::formats::{a2a, aid, FormatError};
 use crate::trust::{Evidence, Reason};
 
+mod anchor;
 mod catalog;
 mod dns_aid;
 
@@ -208,10 +216,13 @@ impl OtherFormats<'_> {
         }) else {
             return Some(run.unverified());
         };
+        let mut evidence = Evidence::default();
         if let Some(signature) = card.signatures.first() {
             let started = std::time::Instant::now();
             match self.check_signature(domain, &ips, &doc, signature).await {
-                Ok(detail) => run.pass(StepName::Signature, ms(started), detail),
+                Ok(signed) => {
+                    evidence = self.anchor(domain, &signed, ms(started), &mut run).await;
+                }
                 Err(e) => {
                     let forged = e.reason == Reason::CardSignatureBad;
                     run.fail(StepName::Signature, ms(started), e.into());
@@ -221,19 +232,25 @@ impl OtherFormats<'_> {
                 }
             }
         }
-        Some(found(run, card.to_descriptor(&agent_id), fetched.text))
+        Some(proven(
+            run,
+            card.to_descriptor(&agent_id),
+            fetched.text,
+            evidence,
+        ))
     }
 
     /// Checks a card's signature with the key set its `jku` names, which
     /// must be on the card's own host over HTTPS (a key set anywhere else
-    /// is the signer nominating its own trust root).
+    /// is the signer nominating its own trust root); answers the key it
+    /// verified with, for [`OtherFormats::anchor`] to look for in DNS.
     async fn check_signature(
         &self,
         domain: &str,
         ips: &[std::net::IpAddr],
         doc: &Value,
         signature: &a2a::CardSignature,
-    ) -> Result<String, FormatError> {
+    ) -> Result<anchor::Signed, FormatError> {
         let unchecked = |why: String| FormatError::new(Reason::CardSignatureUnchecked, why);
         let jku = signature
             .header
@@ -257,12 +274,12 @@ impl OtherFormats<'_> {
         };
         let jwks: Value = serde_json::from_str(&keys.text)
             .map_err(|e| unchecked(format!("{jku} is not JSON: {e}")))?;
-        a2a::verify_signature(doc, signature, &jwks)
-            .map(|()| {
-                format!(
-                    "{} signature by key {} from {jku}; the key is not anchored in DNS, so the card stays unverified",
-                    signature.header.alg, signature.header.kid
-                )
+        a2a::signing_key(doc, signature, &jwks)
+            .map(|key| anchor::Signed {
+                alg: signature.header.alg.clone(),
+                kid: signature.header.kid.clone(),
+                jku: jku.to_owned(),
+                key,
             })
             .map_err(|e| FormatError::new(e.reason(), format!("{e:?}")))
     }
@@ -294,16 +311,31 @@ fn ms(started: std::time::Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
 }
 
-/// An agent found, to be stored with no evidence (unverified, as the
-/// report already says from [`Run::new`]).
-fn found(mut run: Run, descriptor: Descriptor, document: String) -> CrawlOutcome {
+/// An agent found with nothing proven about it, to be stored with no
+/// evidence (unverified, as the report already says from [`Run::new`]):
+/// an ARD entry, an AID record, and a card or DNS-AID record that earned
+/// no flag go through [`proven`] with none.
+fn found(run: Run, descriptor: Descriptor, document: String) -> CrawlOutcome {
+    proven(run, descriptor, document, Evidence::default())
+}
+
+/// An agent found, to be stored with the `evidence` this crawl proved: a
+/// DNS-AID record's Secure SVCB RRset ([`dns_aid`]), a card key the
+/// domain's AID record anchors ([`anchor`]). The report's trust follows.
+fn proven(
+    mut run: Run,
+    descriptor: Descriptor,
+    document: String,
+    evidence: Evidence,
+) -> CrawlOutcome {
     run.report.agent_id.clone_from(&descriptor.id);
+    run.report.trust = summarise(&evidence);
     CrawlOutcome {
         report: run.report,
         verified: Some(Verified {
             descriptor,
             document,
-            evidence: Evidence::default(),
+            evidence,
         }),
         peers: Vec::new(),
     }

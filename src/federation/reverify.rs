@@ -1,10 +1,12 @@
 //! Re-verification that the mesh asks for, rate-limited so that no peer
 //! can steer this node's crawler.
 //!
-//! A record from an untrusted signer that claims evidence about an ADP
-//! agent (or tells of a document that differs from the one this node
-//! verified) hands its domain back for this node's own crawl, whose
-//! result replaces the claim. Left alone, one peer could aim thousands of
+//! A record from an untrusted signer about an ADP agent (or that tells
+//! of a document that differs from the one this node verified), or about
+//! an A2A or DNS-AID agent claiming a flag, hands its domain back for
+//! this node's own crawl, whose result replaces the claim: the job
+//! crawls the domain in every format the crawler reads, as any crawl does
+//! (`Crawler::crawl_many`). Left alone, one peer could aim thousands of
 //! fetches at a victim by gossiping records of its domains. So each
 //! request passes, in order:
 //!

@@ -287,6 +287,226 @@ fn registrations_from_other_registries_carry_no_evidence() {
     );
 }
 
+/// A record of an agent of `format` (id `id`) claiming `evidence`, as a
+/// crawler of that format signs it.
+fn discovered(id: &str, format: DocumentFormat, seq: u64, evidence: Evidence) -> DescriptorRecord {
+    let mut d = crate::record::tests::sample_descriptor(id);
+    d.format = format;
+    DescriptorRecord::new(d, "{}".into(), seq, record::unix_now(), 3600, evidence)
+}
+
+fn flags(dnssec: bool, fingerprint: bool) -> Evidence {
+    Evidence {
+        dnssec,
+        fingerprint,
+        ..Evidence::default()
+    }
+}
+
+#[test]
+fn a2a_and_dns_aid_records_claiming_what_dns_proves_are_claims_handed_back() {
+    let f = fixture();
+    let judge = f.judge();
+    let stranger = f.stranger.verifying_key().to_bytes();
+    for (id, format, evidence, domain) in [
+        // A card key the domain's AID record anchors, validated or not.
+        (
+            "a2a:cards.example.com",
+            DocumentFormat::A2a,
+            flags(true, true),
+            "cards.example.com",
+        ),
+        (
+            "a2a:plain.example.com",
+            DocumentFormat::A2a,
+            flags(false, true),
+            "plain.example.com",
+        ),
+        // A Secure SVCB RRset: -01, protocol-scoped and -02 flat owners.
+        (
+            "dns-aid:_chat._a2a._agents.example.org",
+            DocumentFormat::DnsAid,
+            flags(true, false),
+            "example.org",
+        ),
+        (
+            "dns-aid:_mcp._agents.tools.example.org",
+            DocumentFormat::DnsAid,
+            flags(true, false),
+            "tools.example.org",
+        ),
+        (
+            "dns-aid:chat.example.net",
+            DocumentFormat::DnsAid,
+            flags(true, false),
+            "example.net",
+        ),
+    ] {
+        let body = discovered(id, format, 10, evidence.clone());
+        assert_eq!(
+            judge.judge(&f.signed(&body, &f.stranger)),
+            Judgement::Stored {
+                agent_id: id.to_owned(),
+                trusted: false,
+                reverify: Some(domain.to_owned()),
+                signer: stranger,
+            },
+            "{id}"
+        );
+        // Shown as the stranger's claim, counted as nothing.
+        let held = f.store.blocking().get(id).unwrap().unwrap();
+        assert!(held.claimed, "{id}");
+        assert_eq!(held.counted_level(), TrustLevel::Unverified, "{id}");
+        let compact = f.store.blocking().compact(id).unwrap().unwrap();
+        assert_eq!(compact.level, TrustLevel::Unverified, "{id}");
+        assert_eq!(
+            compact.claimed.map(|c| c.level),
+            Some(evidence.level()),
+            "{id}"
+        );
+    }
+    assert_eq!(f.store.trust_count(TrustLevel::DnsVerified), 0);
+    assert!(f
+        .store
+        .blocking()
+        .matching(
+            &crate::store::Filter::default(),
+            Some(TrustLevel::DnsVerified)
+        )
+        .is_empty());
+
+    // No flag claimed: nothing to re-verify.
+    let bare = discovered(
+        "a2a:bare.example.com",
+        DocumentFormat::A2a,
+        10,
+        Evidence::default(),
+    );
+    assert!(matches!(
+        judge.judge(&f.signed(&bare, &f.stranger)),
+        Judgement::Stored {
+            reverify: None,
+            trusted: false,
+            ..
+        }
+    ));
+    // A trusted peer's flags count as they are, with nothing to re-verify.
+    let id = "dns-aid:_a2a._agents.friend.example.com";
+    let vouched = discovered(id, DocumentFormat::DnsAid, 10, flags(true, false));
+    assert!(matches!(
+        judge.judge(&f.signed(&vouched, &f.friend)),
+        Judgement::Stored {
+            reverify: None,
+            trusted: true,
+            ..
+        }
+    ));
+    let held = f.store.blocking().get(id).unwrap().unwrap();
+    assert_eq!(held.counted_level(), TrustLevel::DnsVerified);
+    assert_eq!(f.store.trust_count(TrustLevel::DnsVerified), 1);
+    assert!(judge.refusals().is_empty(), "{:?}", judge.refusals());
+}
+
+#[test]
+fn flags_dns_cannot_give_a_format_or_ids_outside_its_space_are_refused() {
+    let f = fixture();
+    let judge = f.judge();
+    let proof = ChallengeProof {
+        verifier: "rogue".into(),
+        unix_ms: 1,
+        rand: vec![0; 16],
+        signature: vec![0; 64],
+    };
+    let challenged = Evidence {
+        challenge: Some(proof),
+        ..flags(true, true)
+    };
+    let mutual = Evidence {
+        mutual_peer: true,
+        ..flags(true, true)
+    };
+    let a2a = "a2a:cards.example.com";
+    let dns_aid = "dns-aid:_a2a._agents.example.com";
+    for (id, format, evidence, why) in [
+        (a2a, DocumentFormat::A2a, challenged.clone(), "a challenge"),
+        (a2a, DocumentFormat::A2a, mutual.clone(), "a mutual peer"),
+        (dns_aid, DocumentFormat::DnsAid, challenged, "a challenge"),
+        (dns_aid, DocumentFormat::DnsAid, mutual, "a mutual peer"),
+        (
+            a2a,
+            DocumentFormat::A2a,
+            flags(true, false),
+            "dnssec without the anchored key",
+        ),
+        (
+            dns_aid,
+            DocumentFormat::DnsAid,
+            flags(true, true),
+            "a key DNS-AID does not publish",
+        ),
+        (
+            "dns-aid:_a2a._agents.com",
+            DocumentFormat::DnsAid,
+            flags(true, false),
+            "an owner under no domain",
+        ),
+        (
+            "a2a:not a domain",
+            DocumentFormat::A2a,
+            flags(true, true),
+            "an id with no domain",
+        ),
+        (
+            "aid:example.com",
+            DocumentFormat::Aid,
+            flags(true, false),
+            "an AID record",
+        ),
+        (
+            "urn:air:example.com:x",
+            DocumentFormat::Ard,
+            flags(true, false),
+            "an ARD entry",
+        ),
+        (
+            "mcp:io.example/x",
+            DocumentFormat::McpRegistry,
+            flags(true, false),
+            "an MCP server",
+        ),
+        (
+            "agent-9",
+            DocumentFormat::Aidip,
+            flags(false, true),
+            "a registration",
+        ),
+    ] {
+        let body = discovered(id, format, 10, evidence);
+        assert_eq!(
+            judge.judge(&f.signed(&body, &f.stranger)),
+            Judgement::Refused(Refusal::BadEvidence),
+            "{id}: {why}"
+        );
+        assert!(f.store.blocking().get(id).unwrap().is_none(), "{id}");
+    }
+    // An ADP id, or another format's, under these formats: refused
+    // before any flag is looked at.
+    for (id, format) in [
+        ("agent:cards.example.com", DocumentFormat::A2a),
+        ("agent:example.com", DocumentFormat::DnsAid),
+        ("a2a:example.com", DocumentFormat::DnsAid),
+    ] {
+        let body = discovered(id, format, 10, flags(true, false));
+        assert_eq!(
+            judge.judge(&f.signed(&body, &f.stranger)),
+            Judgement::Refused(Refusal::ReservedId),
+            "{id}"
+        );
+    }
+    assert_eq!(judge.refusals()["bad_evidence"], 12);
+    assert_eq!(judge.refusals()["reserved_id"], 3);
+}
+
 #[test]
 fn tombstones_need_the_agent_key_or_the_attester() {
     let f = fixture();

@@ -29,9 +29,9 @@ use crate::trust::Reason;
 
 pub use binding::{RpcInterface, RpcVersion};
 pub use signing::{
-    jwks_of, parse_protected, sign_card, sign_detached, signing_payload, signing_payload_literal,
-    signing_payload_v1, verify_jws, verify_signature, CardSignature, ProtectedHeader,
-    SignatureError,
+    jwks_of, parse_protected, sign_card, sign_detached, signing_key, signing_payload,
+    signing_payload_literal, signing_payload_v1, verify_jws, verify_signature, CardSignature,
+    ProtectedHeader, SignatureError, SignerKey,
 };
 
 /// Where a domain publishes its Agent Card (A2A 1.0 §8.2, 0.3 and later).

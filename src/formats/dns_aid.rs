@@ -175,6 +175,26 @@ pub fn protocol_names(domain: &str) -> Vec<String> {
         .collect()
 }
 
+/// The domain an agent's owner name is published under: the one whose
+/// crawl reads that record again, and which a peer re-verifies a record's
+/// `dnssec` claim on. The labels after `_agents` (`_{proto}._agents.{domain}`,
+/// -01's `_{name}._{proto}._agents.{domain}`, -02's `{name}._agents.{domain}`);
+/// for an owner without that label, -02's flat `{name}.{domain}` (an index
+/// entry's name is one label), the labels after the first. `None` when
+/// what is left is not a domain of two labels or more
+/// ([`crate::identity::Domain`]).
+pub fn published_domain(owner: &str) -> Option<String> {
+    let owner = normalise_domain(owner);
+    let labels: Vec<&str> = owner.split('.').collect();
+    let rest = match labels.iter().position(|l| *l == AGENTS_LABEL) {
+        Some(at) => &labels[at + 1..],
+        None => &labels[1..],
+    };
+    crate::identity::Domain::parse(&rest.join("."))
+        .ok()
+        .map(String::from)
+}
+
 /// The names to query, in order, for an agent the index lists: -02's flat
 /// `{name}.{domain}` (consumers must try it first), -02's optional
 /// walkable AliasMode name `{name}._agents.{domain}`, and -01's

@@ -52,7 +52,7 @@ pub enum ReasonCode {
     LanguageSupported,
     /// Its trust level is at least `policy.min_trust`.
     PolicyMinTrust,
-    /// Its `_agent` TXT record validated under DNSSEC.
+    /// Its DNS record validated under DNSSEC (the `dnssec` flag).
     PolicyDnssec,
     /// It supports a language `policy.languages` requires.
     PolicyLanguage,
@@ -161,7 +161,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
         out.push(Reason::new(
             ReasonCode::PolicyDnssec,
-            "the _agent TXT record validated under DNSSEC",
+            "the agent's DNS record validated under DNSSEC",
         ));
     }
     for lang in &policy.languages {

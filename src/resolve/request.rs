@@ -77,8 +77,9 @@ pub struct MaxPrice {
 pub struct Policy {
     /// The lowest trust level accepted.
     pub min_trust: Option<TrustLevel>,
-    /// The `_agent` TXT record must have validated under DNSSEC (the
-    /// `dnssec` evidence flag).
+    /// The agent's DNS record (the `_agent` TXT RRset, a DNS-AID SVCB
+    /// RRset) must have validated under DNSSEC (the `dnssec` evidence
+    /// flag).
     pub dnssec_required: bool,
     /// Languages the agent must all support (canonical BCP 47; `zh`
     /// accepts `zh-Hant`).

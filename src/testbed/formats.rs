@@ -8,6 +8,8 @@
 //! | `a2a-legacy.formats.test` | a 0.2 card at `/.well-known/agent.json` | `a2a:` agent, unverified |
 //! | `a2a-forged.formats.test` | a signed card changed after signing | `card_signature_bad`, nothing stored |
 //! | `a2a-broken.formats.test` | a card without skills | `card_invalid` |
+//! | `a2a-anchored.formats.test` | a signed card, and an AID record whose `k` is the card's key | `a2a:` agent with the `fingerprint` flag (and `dnssec` in a signed zone); an `aid:` agent |
+//! | `a2a-other-key.formats.test` | a signed card, and an AID record publishing another key | `a2a:` agent, no flag; an `aid:` agent |
 //! | `catalog.formats.test` | an ARD catalog: two entries of its own, one claiming another publisher | two `urn:air:` agents, one `catalog_entry_invalid` |
 //! | `catalog-broken.formats.test` | a catalog of `specVersion` 2.0 | `catalog_invalid` |
 //! | `ard-sources.formats.test` | no `ard.json`: a manifest named by `robots.txt` (`Agentmap:`) with trust manifests signed through a key set on the host and through its `did:web`, and a registry (`application/ai-registry+json`); one named by the home page (`rel="ard"`) with a forged signature and a squatting identity; a skill embedded in the page as JSON-LD; a legacy `ai-catalog.json` | four `urn:air:` agents, unverified, signatures checked; `trust_manifest_signature_bad`; `catalog_entry_invalid`; the legacy catalog not fetched |
@@ -31,6 +33,7 @@ use std::net::Ipv4Addr;
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
+use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use hickory_proto::rr::rdata::svcb::{Alpn, SvcParamKey, SvcParamValue, Unknown, SVCB};
 use hickory_proto::rr::{Name, RData};
@@ -59,6 +62,10 @@ pub const ZONE: &str = "formats.test";
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 /// The key id of the signed card's key.
 pub const KID: &str = "card-key-1";
+/// The domain whose AID record anchors its signed card's key.
+pub const A2A_ANCHORED_DOMAIN: &str = "a2a-anchored.formats.test";
+/// The domain whose AID record publishes a key other than its card's.
+pub const A2A_OTHER_KEY_DOMAIN: &str = "a2a-other-key.formats.test";
 
 /// What a correct crawler of `domain` reports for one agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +168,10 @@ pub fn formats_org(ports: Ports, advertise: Ipv4Addr, adp_domain: Option<&str>) 
     org.a2a_legacy();
     org.a2a_forged();
     org.a2a_broken();
+    // A2A beside AID: the card's key anchored by `k`, and another key.
+    org.a2a_anchored(A2A_ANCHORED_DOMAIN, &card_key().verifying_key());
+    let other = SigningKey::from_bytes(&Sha256::digest(b"agentmesh testbed: another key").into());
+    org.a2a_anchored(A2A_OTHER_KEY_DOMAIN, &other.verifying_key());
     // ARD: a catalog with a bad entry, and a catalog of another version.
     org.ard_catalogs();
     org.ard_sources();
@@ -300,6 +311,52 @@ impl Builder {
             &format!("a2a:{broken}"),
             A2a,
             Err("card_invalid"),
+        ));
+    }
+
+    /// At `domain`, a card signed with [`card_key`] (its key set beside
+    /// it) and an aid2 record whose `k` is `aid_key`.
+    fn a2a_anchored(&mut self, domain: &str, aid_key: &ed25519_dalek::VerifyingKey) {
+        self.add_host(domain);
+        let base = origin("https", domain, self.ports.https);
+        let jku = format!("{base}{JWKS_PATH}");
+        let body = card(
+            domain,
+            self.ports,
+            "Invoice Reader",
+            (
+                "invoice_reading",
+                "Invoice reading",
+                &["finance", "documents"],
+            ),
+        );
+        let key = card_key();
+        self.documents.push((
+            (domain.to_owned(), a2a::WELL_KNOWN_PATH.to_owned()),
+            json_doc(&a2a::sign_card(&body, &key, KID, Some(&jku))),
+        ));
+        self.documents.push((
+            (domain.to_owned(), JWKS_PATH.to_owned()),
+            json_doc(&a2a::jwks_of(&key.verifying_key(), KID)),
+        ));
+        let k = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(aid_key.as_bytes());
+        self.records.push((
+            format!("_agent.{domain}"),
+            txt(&format!(
+                "v=aid2;u={base}/a2a/v1;p=a2a;k={k};s=Invoices over A2A"
+            )),
+        ));
+        self.expected.push(expect(
+            domain,
+            &format!("a2a:{domain}"),
+            A2a,
+            Ok(Unverified),
+        ));
+        self.expected.push(expect(
+            domain,
+            &format!("aid:{domain}"),
+            Aid,
+            Ok(Unverified),
         ));
     }
 

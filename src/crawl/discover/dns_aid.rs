@@ -19,7 +19,10 @@
 //!
 //! What is stored: the record's agent as DNS and those documents describe
 //! it together ([`dns_aid::DnsAidAgent::describe`]), id `dns-aid:{owner}`
-//! and format DNS-AID whatever the card's format. A document the record
+//! and format DNS-AID whatever the card's format, with the `dnssec` flag
+//! (dns-verified) when its SVCB RRset validated Secure; what the target
+//! serves earns nothing (the card's name and skills are the publisher's
+//! claim, fetched over HTTPS like any other card). A document the record
 //! names (`cap`, `well-known`) that cannot be fetched, or is refused, ends
 //! the agent with that step's reason: the publisher said where its
 //! description is, and a description that is not there, not the one DNS
@@ -44,7 +47,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use url::Url;
 
-use super::{found, OtherFormats, MAX_DNS_AID_NAMES};
+use super::{proven, OtherFormats, MAX_DNS_AID_NAMES};
 use crate::crawl::dns::Dnssec;
 use crate::crawl::error::CrawlError;
 use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, AI_CATALOG, DNS_AID_CAP, MCP_SERVER_CARD};
@@ -52,7 +55,7 @@ use crate::crawl::report::{CrawlOutcome, Run, StepName};
 use crate::descriptor::DocumentFormat;
 use crate::formats::dns_aid::{self, CapDocument, DnsAidAgent, Metadata};
 use crate::formats::{ard, FormatError};
-use crate::trust::Reason;
+use crate::trust::{Evidence, Reason};
 
 /// Most DNS-AID agents of one domain followed to their targets (each
 /// costs up to two fetches); the records past it are refused.
@@ -131,14 +134,13 @@ impl OtherFormats<'_> {
         out.extend(index);
         let followed = agents.into_iter().filter_map(|(mut run, agent, record)| {
             let (verdict, took) = verdicts.get(&agent.owner)?;
-            if record_dnssec(&mut run, &agent.owner, &record, verdict, *took) {
-                Some(futures_util::future::Either::Left(
-                    self.follow(run, agent, record),
-                ))
-            } else {
-                Some(futures_util::future::Either::Right(std::future::ready(
+            match record_dnssec(&mut run, &agent.owner, &record, verdict, *took) {
+                Ok(evidence) => Some(futures_util::future::Either::Left(
+                    self.follow(run, agent, record, evidence),
+                )),
+                Err(()) => Some(futures_util::future::Either::Right(std::future::ready(
                     run.unverified(),
-                )))
+                ))),
             }
         });
         out.extend(futures_util::future::join_all(followed).await);
@@ -288,8 +290,15 @@ impl OtherFormats<'_> {
     }
 
     /// One agent's record followed to its target (the module doc says
-    /// what is fetched and what is stored).
-    async fn follow(&self, mut run: Run, agent: DnsAidAgent, record: String) -> CrawlOutcome {
+    /// what is fetched and what is stored), stored with the `evidence`
+    /// its SVCB RRset earned.
+    async fn follow(
+        &self,
+        mut run: Run,
+        agent: DnsAidAgent,
+        record: String,
+        evidence: Evidence,
+    ) -> CrawlOutcome {
         let started = Instant::now();
         let ips = self.allowed_addresses(&agent.target).await;
         let Ok(ips) = run.step(StepName::DnsAddress, started, ips, |ips| {
@@ -316,7 +325,7 @@ impl OtherFormats<'_> {
             .map(|(_, text)| text)
             .or_else(|| cap.map(|(_, text)| text))
             .unwrap_or(record);
-        found(run, descriptor, document)
+        proven(run, descriptor, document, evidence)
     }
 
     /// `host`'s addresses that the address policy allows.
@@ -431,21 +440,22 @@ impl OtherFormats<'_> {
     }
 }
 
-/// Records the `dnssec` step of an agent read from `record` at `owner`;
-/// `false` when the verdict refuses it. Secure passes when the record is
-/// among those that validated; Bogus (under a trust anchor, a signature
-/// that fails or is missing) refuses it, as it refuses an ADP record;
-/// Insecure and Indeterminate skip the step. A Secure answer is shown in
-/// the report and not carried as the record's `dnssec` evidence flag:
-/// peers refuse records of the formats besides ADP that claim evidence,
-/// since they cannot re-check it (docs/protocol.md#record-types).
+/// Records the `dnssec` step of an agent read from `record` at `owner`:
+/// the evidence the record earns, `Err` when the verdict refuses it.
+/// Secure, when the record is among those that validated, earns the
+/// `dnssec` flag (dns-verified, as ADP's `_agent` TXT RRset does), when
+/// `owner` is under a domain ([`dns_aid::published_domain`]) that a peer
+/// holding the record can re-verify it on (docs/protocol.md#record-types);
+/// Bogus (under a trust anchor, a signature that fails or is missing)
+/// refuses it, as it refuses an ADP record; Insecure and Indeterminate
+/// skip the step and earn nothing.
 fn record_dnssec(
     run: &mut Run,
     owner: &str,
     record: &str,
     verdict: &Dnssec,
     took: Duration,
-) -> bool {
+) -> Result<Evidence, ()> {
     let took_ms = took.as_secs_f64() * 1000.0;
     let bogus = |detail: String| CrawlError::DnssecBogus {
         name: owner.to_owned(),
@@ -453,12 +463,29 @@ fn record_dnssec(
     };
     match verdict {
         Dnssec::Secure { records } if records.iter().any(|r| r == record) => {
+            let Some(domain) = dns_aid::published_domain(owner) else {
+                run.pass(
+                    StepName::Dnssec,
+                    took_ms,
+                    format!(
+                        "the SVCB RRset validates Secure from the trust anchor, but {owner} is under \
+                         no domain a peer could re-verify it on: no dnssec flag"
+                    ),
+                );
+                return Ok(Evidence::default());
+            };
             run.pass(
                 StepName::Dnssec,
                 took_ms,
-                "the SVCB RRset validates Secure from the trust anchor (shown here; DNS-AID records carry no evidence flag)",
+                format!(
+                    "the SVCB RRset validates Secure from the trust anchor: the dnssec flag \
+                     (published under {domain})"
+                ),
             );
-            true
+            Ok(Evidence {
+                dnssec: true,
+                ..Evidence::default()
+            })
         }
         Dnssec::Secure { .. } => {
             run.fail(
@@ -466,19 +493,19 @@ fn record_dnssec(
                 took_ms,
                 bogus("the SVCB record read is not among the records that validated".into()),
             );
-            false
+            Err(())
         }
         Dnssec::Bogus { detail } => {
             run.fail(StepName::Dnssec, took_ms, bogus(detail.clone()));
-            false
+            Err(())
         }
         Dnssec::Insecure => {
             run.skip(StepName::Dnssec, "the zone is not signed (Insecure)");
-            true
+            Ok(Evidence::default())
         }
         Dnssec::Indeterminate { detail } => {
             run.skip(StepName::Dnssec, format!("not validated: {detail}"));
-            true
+            Ok(Evidence::default())
         }
     }
 }

@@ -391,6 +391,29 @@ pub fn verify_signature(
     sig: &CardSignature,
     jwks: &Value,
 ) -> Result<(), SignatureError> {
+    signing_key(doc, sig, jwks).map(drop)
+}
+
+/// The public key a card's signature verified with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignerKey {
+    /// An Ed25519 key (`EdDSA`): its 32 bytes, comparable with the key an
+    /// AID record's `k` publishes.
+    Ed25519([u8; 32]),
+    /// A P-256 key (`ES256`).
+    P256,
+}
+
+/// As [`verify_signature`], answering the key the signature verified
+/// with (so a caller can ask whether DNS anchors it).
+///
+/// # Errors
+/// As [`verify_signature`].
+pub fn signing_key(
+    doc: &Value,
+    sig: &CardSignature,
+    jwks: &Value,
+) -> Result<SignerKey, SignatureError> {
     let alg = Alg::parse(&sig.header.alg)?;
     let key = find_key(jwks, &sig.header.kid, alg)?;
     let mut payloads = vec![
@@ -405,7 +428,7 @@ pub fn verify_signature(
         .iter()
         .any(|payload| key.verifies(&signing_input(&sig.protected, payload), &sig.signature));
     if verified {
-        Ok(())
+        Ok(key.public())
     } else {
         Err(SignatureError::Bad)
     }
@@ -531,6 +554,13 @@ enum Key {
 }
 
 impl Key {
+    fn public(&self) -> SignerKey {
+        match self {
+            Self::Ed25519(key) => SignerKey::Ed25519(key.to_bytes()),
+            Self::P256(_) => SignerKey::P256,
+        }
+    }
+
     fn verifies(&self, input: &[u8], signature: &[u8]) -> bool {
         match self {
             Self::Ed25519(key) => ed25519_dalek::Signature::from_slice(signature)

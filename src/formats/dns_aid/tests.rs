@@ -85,6 +85,35 @@ fn the_names_to_query() {
 }
 
 #[test]
+fn every_name_a_crawl_queries_leads_back_to_its_domain() {
+    let names =
+        protocol_names("example.com")
+            .into_iter()
+            .chain(agent_names("chat", "a2a", "example.com"));
+    for owner in names {
+        assert_eq!(
+            published_domain(&owner).as_deref(),
+            Some("example.com"),
+            "{owner}"
+        );
+    }
+    assert_eq!(
+        published_domain("_A2A._agents.Sub.Example.com.").as_deref(),
+        Some("sub.example.com")
+    );
+    // Nothing that is a domain of two labels is left.
+    for owner in [
+        "_a2a._agents.com",
+        "_agents",
+        "chat.com",
+        "_chat._a2a.example.com",
+        "_a2a._agents.under_score.example",
+    ] {
+        assert_eq!(published_domain(owner), None, "{owner}");
+    }
+}
+
+#[test]
 fn the_02_testbed_zone_reads() {
     // assistant.orga.test. SVCB 1 assistant.orga.test. mandatory=alpn,port alpn="mcp" port=443
     let record = svcb(

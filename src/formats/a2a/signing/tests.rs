@@ -46,6 +46,11 @@ fn an_eddsa_signature_verifies_and_a_changed_field_does_not() {
     );
     assert_eq!(sig.signature.len(), 64);
     assert_eq!(verify_signature(&signed, sig, &jwks()), Ok(()));
+    // The key it verified with, to compare with what DNS publishes.
+    assert_eq!(
+        signing_key(&signed, sig, &jwks()),
+        Ok(SignerKey::Ed25519(ed_key().verifying_key().to_bytes()))
+    );
 
     let mut changed = signed.clone();
     changed["skills"][0]["description"] = json!("Returns nothing.");
@@ -316,6 +321,7 @@ fn an_es256_signature_verifies_and_a_flipped_bit_does_not() {
         "signature": URL_SAFE_NO_PAD.encode(&bytes)}]);
     let sig = card_of(&doc).signatures.remove(0);
     assert_eq!(verify_signature(&doc, &sig, &jwks), Ok(()));
+    assert_eq!(signing_key(&doc, &sig, &jwks), Ok(SignerKey::P256));
 
     bytes[40] ^= 0x01;
     let flipped = CardSignature {
