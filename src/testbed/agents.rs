@@ -1,4 +1,4 @@
-//! Invokable agents that misbehave on request (issue 37): one HTTPS
+//! Invokable agents that misbehave on request: one HTTPS
 //! server on loopback that the invocation gateway's tests call, with an
 //! AIDIP agent, an MCP server and an A2A agent, each in several modes.
 //!
