@@ -24,16 +24,16 @@
 //! a path no route has), methods outside the standard ones are `other`.
 //! Nothing secret is held here: no token, no key, no request content.
 
+mod mesh;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry as PromRegistry, Unit};
 
 use crate::mesh::{MeshClient, MeshStats};
@@ -296,7 +296,7 @@ impl Metrics {
             semantic_stopped.clone(),
         );
         let mesh_stats = Arc::new(OnceLock::new());
-        registry.register_collector(Box::new(MeshCollector(mesh_stats.clone())));
+        registry.register_collector(Box::new(mesh::MeshCollector(mesh_stats.clone())));
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -589,113 +589,6 @@ fn method_label(method: &axum::http::Method) -> &'static str {
         .map_or("other", |(name, _)| name)
 }
 
-/// The mesh's counters ([`MeshStats`]), read at each scrape.
-#[derive(Debug)]
-struct MeshCollector(Arc<OnceLock<MeshStats>>);
-
-impl Collector for MeshCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(stats) = self.0.get() else {
-            return Ok(());
-        };
-        let snap = stats.snapshot();
-        {
-            let mut family = encoder.encode_descriptor(
-                "mesh_records",
-                "Records from peers by path (gossip, dht_put, dht_get), verdict (accepted, rejected, ignored) and reason.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (path, counts) in [
-                ("gossip", &snap.gossip),
-                ("dht_put", &snap.dht_put),
-                ("dht_get", &snap.dht_get),
-            ] {
-                let labels = [("path", path), ("verdict", "accepted"), ("reason", "")];
-                ConstCounter::new(counts.accepted).encode(family.encode_family(&labels)?)?;
-                for (verdict, by_reason) in
-                    [("rejected", &counts.rejected), ("ignored", &counts.ignored)]
-                {
-                    for (reason, n) in by_reason {
-                        let labels = [
-                            ("path", path),
-                            ("verdict", verdict),
-                            ("reason", reason.as_str()),
-                        ];
-                        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
-                    }
-                }
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                "dht_queries",
-                "Kademlia queries of this node that ended, by kind and outcome (ok, error, timeout).",
-                None,
-                MetricType::Counter,
-            )?;
-            for (kind, by_outcome) in &snap.kad_queries {
-                for (outcome, n) in by_outcome {
-                    let labels = [("kind", kind.as_str()), ("outcome", outcome.as_str())];
-                    ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
-                }
-            }
-        }
-        // Counters with one label each, read from the snapshot's maps.
-        for (name, help, label, counts) in [
-            (
-                "dht_requests_sent",
-                "Kademlia requests this node's ended queries sent, by query kind.",
-                "kind",
-                &snap.kad_requests_sent,
-            ),
-            (
-                "dht_requests_failed",
-                "Of those, the requests that failed (peer not dialled, no answer in time, connection closed), by query kind.",
-                "kind",
-                &snap.kad_requests_failed,
-            ),
-            (
-                "mesh_incoming_refused",
-                "Incoming connections this node refused, by reason (per_ip: the address holds p2p.max_connections_per_ip; connection_limit: the connection count, the slots kept for this node's own dials among them).",
-                "reason",
-                &snap.incoming_refused_by,
-            ),
-            (
-                "mesh_search_requests_failed",
-                "Search requests to peers that failed, by reason (dial_failure, connection_closed, timeout, unsupported_protocols, io).",
-                "reason",
-                &snap.requests_failed_by,
-            ),
-        ] {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (value, n) in counts {
-                let labels = [(label, value.as_str())];
-                ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let counter = encoder.encode_descriptor(
-                "mesh_searches_served",
-                "Searches from peers answered.",
-                None,
-                MetricType::Counter,
-            )?;
-            ConstCounter::new(snap.searches_served).encode(counter)?;
-        }
-        {
-            let counter = encoder.encode_descriptor(
-                "mesh_connections_trimmed",
-                "Peers disconnected because more than the high-water mark were connected.",
-                None,
-                MetricType::Counter,
-            )?;
-            ConstCounter::new(snap.connections_trimmed).encode(counter)?;
-        }
-        Ok(())
-    }
-}
-
 /// A count as a gauge's value (saturating: a count past `i64::MAX` shows
 /// as that).
 fn gauge(n: impl TryInto<i64>) -> i64 {
@@ -703,56 +596,4 @@ fn gauge(n: impl TryInto<i64>) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn counters_render_with_their_labels() {
-        let m = Metrics::new();
-        m.request(Some("/agents/{id}"), &axum::http::Method::GET, 404);
-        m.request(None, &axum::http::Method::GET, 404);
-        m.request(None, &axum::http::Method::from_bytes(b"BREW").unwrap(), 405);
-        m.crawled(false, &[Reason::TxtMissing]);
-        m.crawled(true, &[]);
-        m.crawl_job_done(Duration::from_millis(30));
-        m.searched(false, Duration::from_millis(2));
-        m.probed("not_protocol");
-        let text = m.render().await;
-        for line in [
-            "agentmesh_http_requests_total{route=\"/agents/{id}\",method=\"GET\",status=\"404\"} 1",
-            "agentmesh_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1",
-            "agentmesh_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 1",
-            "agentmesh_crawls_total{outcome=\"stored\"} 1",
-            "agentmesh_crawls_total{outcome=\"not_stored\"} 1",
-            "agentmesh_crawl_reasons_total{reason=\"txt_missing\"} 1",
-            "agentmesh_crawl_job_duration_seconds_bucket{le=\"0.05\"} 1",
-            "agentmesh_crawl_job_duration_seconds_count 1",
-            "agentmesh_search_duration_seconds_count{scope=\"local\"} 1",
-            "agentmesh_crawl_probes_total{result=\"not_protocol\"} 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
-        }
-        assert!(text.ends_with("# EOF\n"), "{text}");
-    }
-
-    #[tokio::test]
-    async fn the_mesh_counters_render_failed_requests_by_kind_and_cause() {
-        let m = Metrics::new();
-        let stats = MeshStats::default();
-        stats.kad_query_done("get_providers", "ok", 9, 2);
-        stats.request_failed("dial_failure");
-        stats.request_failed("connection_closed");
-        stats.request_failed("dial_failure");
-        let _ = m.inner.mesh_stats.set(stats);
-        let text = m.render().await;
-        for line in [
-            "agentmesh_dht_queries_total{kind=\"get_providers\",outcome=\"ok\"} 1",
-            "agentmesh_dht_requests_sent_total{kind=\"get_providers\"} 9",
-            "agentmesh_dht_requests_failed_total{kind=\"get_providers\"} 2",
-            "agentmesh_mesh_search_requests_failed_total{reason=\"dial_failure\"} 2",
-            "agentmesh_mesh_search_requests_failed_total{reason=\"connection_closed\"} 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
-        }
-    }
-}
+mod tests;
