@@ -32,6 +32,7 @@
 //! [`crate::adp`].
 
 pub mod challenge;
+mod clock;
 mod discover;
 pub mod dns;
 mod document;

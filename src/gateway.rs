@@ -42,10 +42,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 pub use adp::NodeSigner;
-pub use error::GatewayError;
+pub use error::{GatewayError, Violation};
 pub use forward::{Answer, BodyStream, Opened, Upstream, PASSED_THROUGH};
 pub use idempotency::{Claim, Kept, Keys};
-pub use operation::{Operation, Violation};
+pub use operation::Operation;
 
 use crate::config::Config;
 use crate::crawl::dns::{self, Dns};

@@ -21,9 +21,9 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::auth::Admin;
 use super::caller::Caller;
 use super::error::{ApiError, ErrorBody, ErrorCode, StoreFailed};
+use super::guards::Admin;
 use super::observe::RequestId;
 use super::state::AppState;
 use crate::store::audit::{AuditEntry, VerifyReport, MAX_AUDIT_PAGE};

@@ -11,177 +11,30 @@
 //! - [`require_scope`], on every matched route: looks the route up in
 //!   [`ROUTE_SCOPES`] and refuses a caller without that scope (401 when
 //!   it brought no credentials, 403 when they lack the scope);
-//! - [`Admin`], which a handler under `/admin/` takes as a second check,
-//!   and [`Operator`], which tells whether the caller may see a full
-//!   crawl report.
+//! - `Admin`, which a handler under `/admin/` takes as a second check,
+//!   and `Operator`, which tells whether the caller may see a full crawl
+//!   report (`api/guards.rs`).
+//!
+//! The credentials themselves and their checks are `api/credentials.rs`
+//! ([`Access`](super::credentials::Access)).
 //!
 //! A node with no credentials configured at all (no admin token, no API
 //! key, no JWT issuer, no client certificate entry) is open: every
 //! caller has every scope. The node only runs so on a loopback address
 //! (see `node`'s access step).
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 
 use super::caller::{Caller, ClientAddr, Principal};
+use super::credentials::{Granted, Refusal};
 use super::error::{ApiError, ErrorCode};
+use super::guards::unauthorized;
 use super::state::AppState;
 use super::tls::PeerCertificate;
-use crate::access::certs::{ClientCertificates, ColonHex};
-use crate::access::jwt::JwtVerifier;
-use crate::access::keys::{self, KeyRing, KeyVerdict};
 use crate::access::{Scope, Scopes};
-use crate::config::Secret;
-
-/// The credentials a node accepts, and what a caller without any may do.
-#[derive(Debug)]
-pub struct Access {
-    admin_token: Option<Secret>,
-    pub(super) keys: Arc<KeyRing>,
-    jwt: Option<Arc<JwtVerifier>>,
-    certificates: ClientCertificates,
-    public_reads: bool,
-}
-
-impl Access {
-    /// The access of a node: its admin token, its key ring, its JWT
-    /// issuer, and whether callers without credentials may read.
-    pub fn new(
-        admin_token: Option<Secret>,
-        keys: KeyRing,
-        jwt: Option<JwtVerifier>,
-        public_reads: bool,
-    ) -> Self {
-        Self {
-            admin_token,
-            keys: Arc::new(keys),
-            jwt: jwt.map(Arc::new),
-            certificates: ClientCertificates::default(),
-            public_reads,
-        }
-    }
-
-    /// The same access, with the client certificates of
-    /// `[[api.tls.clients]]` as credentials too.
-    pub fn with_certificates(self, certificates: ClientCertificates) -> Self {
-        Self {
-            certificates,
-            ..self
-        }
-    }
-
-    /// Whether no credential is configured: then every caller may do
-    /// everything (a loopback node for one user). A client certificate
-    /// entry is a credential.
-    pub fn is_open(&self) -> bool {
-        self.admin_token.is_none()
-            && self.jwt.is_none()
-            && self.certificates.is_empty()
-            && !self.keys.any()
-    }
-
-    /// Who a request without a bearer credential is, and what it may do:
-    /// the entry its connection's client certificate matches, else
-    /// anonymous. A certificate no entry matches proves nobody.
-    fn without_bearer(&self, certificate: Option<&PeerCertificate>) -> (Principal, Scopes) {
-        let Some(PeerCertificate(presented)) = certificate else {
-            return (Principal::Anonymous, self.anonymous_scopes());
-        };
-        match self.certificates.identify(presented) {
-            Some((name, scopes)) => (
-                Principal::Certificate {
-                    name: name.to_owned(),
-                },
-                scopes,
-            ),
-            None => {
-                tracing::debug!(
-                    fingerprint = %ColonHex(presented.fingerprint()),
-                    "a client certificate matches no api.tls.clients entry: anonymous"
-                );
-                (Principal::Anonymous, self.anonymous_scopes())
-            }
-        }
-    }
-
-    /// What a caller without credentials may do.
-    fn anonymous_scopes(&self) -> Scopes {
-        if self.is_open() {
-            Scopes::all()
-        } else if self.public_reads {
-            Scopes::from_iter([Scope::Read])
-        } else {
-            Scopes::NONE
-        }
-    }
-
-    /// Who `token` proves, and what it may do.
-    async fn check(&self, token: &str) -> Result<(Principal, Scopes), Refusal> {
-        if let Some(admin) = &self.admin_token {
-            if bool::from(token.as_bytes().ct_eq(admin.expose().as_bytes())) {
-                return Ok((Principal::AdminToken, Scopes::all()));
-            }
-        }
-        if keys::looks_like_key(token) {
-            return match self.keys.verify(token, crate::record::unix_now()) {
-                KeyVerdict::Valid { id, scopes } => Ok((Principal::ApiKey { id }, scopes)),
-                KeyVerdict::Unknown => Err(Refusal::new("unknown_key", "the API key is not valid")),
-                KeyVerdict::Expired { id } => Err(Refusal::new(
-                    "expired_key",
-                    format!("the API key {id} has expired"),
-                )),
-                KeyVerdict::Revoked { id } => Err(Refusal::new(
-                    "revoked_key",
-                    format!("the API key {id} was revoked"),
-                )),
-            };
-        }
-        if let Some(jwt) = self
-            .jwt
-            .as_ref()
-            .filter(|_| JwtVerifier::looks_like_jwt(token))
-        {
-            return match jwt.verify(token).await {
-                Ok(grant) => Ok((
-                    Principal::Jwt {
-                        subject: grant.subject,
-                    },
-                    grant.scopes,
-                )),
-                Err(e) => Err(Refusal::new("bad_jwt", e.to_string())),
-            };
-        }
-        Err(Refusal::new("bad_token", "the bearer token is not valid"))
-    }
-}
-
-/// The scopes a request was granted, in its extensions (set by
-/// [`identify`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Granted(pub Scopes);
-
-/// Why credentials were refused: a metric label and a message for the
-/// client (never the credential).
-struct Refusal {
-    reason: &'static str,
-    message: String,
-}
-
-impl Refusal {
-    fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
-    }
-}
 
 /// Lets one warning line through per second: a client sending bad
 /// credentials as fast as it can must not flood the log.
@@ -201,26 +54,6 @@ impl OncePerSecond {
 }
 
 static WARNINGS: OncePerSecond = OncePerSecond(std::sync::atomic::AtomicU64::new(0));
-
-/// The realm every `WWW-Authenticate` names.
-const REALM: &str = "agentmesh";
-
-/// A 401 answer: the error object and `WWW-Authenticate: Bearer`, with
-/// `error="invalid_token"` when credentials were brought and refused
-/// (RFC 6750, section 3).
-fn unauthorized(message: String, invalid_token: bool) -> Response {
-    let mut response = ApiError::new(ErrorCode::Unauthorized, message).into_response();
-    let challenge = if invalid_token {
-        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\"")
-    } else {
-        format!("Bearer realm=\"{REALM}\"")
-    };
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_str(&challenge).expect("an ASCII challenge"),
-    );
-    response
-}
 
 /// The layer that tells who is asking: inserts the request's [`Caller`]
 /// and [`Granted`] scopes before any handler (the rate limits and the
@@ -425,53 +258,13 @@ pub(super) async fn require_scope(req: Request, next: Next) -> Response {
     }
 }
 
-/// A request allowed to administer the node (the `admin` scope). The
-/// routes under `/admin/` are guarded by [`require_scope`] already; a
-/// handler taking this refuses on its own too, should its route ever be
-/// missing from the table.
-pub(super) struct Admin;
-
-impl FromRequestParts<AppState> for Admin {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Response> {
-        let granted = parts
-            .extensions
-            .get::<Granted>()
-            .map_or(Scopes::NONE, |g| g.0);
-        if granted.allows(Scope::Admin) {
-            Ok(Admin)
-        } else {
-            Err(unauthorized(
-                "this route needs credentials with the 'admin' scope".into(),
-                false,
-            ))
-        }
-    }
-}
-
-/// Whether the caller may see a node's full crawl reports: it has the
-/// `crawl` scope, on a node that checks credentials (a node without any
-/// treats nobody as its operator).
-pub(super) struct Operator(pub(super) bool);
-
-impl FromRequestParts<AppState> for Operator {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
-        let granted = parts
-            .extensions
-            .get::<Granted>()
-            .map_or(Scopes::NONE, |g| g.0);
-        Ok(Operator(
-            !state.access().is_open() && granted.allows(Scope::Crawl),
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::certs::ClientCertificates;
+    use crate::access::keys::KeyRing;
+    use crate::api::credentials::Access;
+    use std::sync::Arc;
 
     #[test]
     fn a_route_missing_from_the_table_needs_admin() {

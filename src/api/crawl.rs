@@ -14,8 +14,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::Operator;
 use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed};
+use super::guards::Operator;
 use super::json::JsonBody;
 use super::state::AppState;
 use super::wire::{CrawlReportView, DomainName};

@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt as _;
 use tokio_util::io::ReaderStream;
 
-use super::auth::Admin;
 use super::error::{ApiError, Overloaded};
+use super::guards::Admin;
 use super::state::AppState;
 
 /// The media type of an export.

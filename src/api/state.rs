@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::auth::Access;
+use super::credentials::Access;
 use crate::config::ApiConfig;
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::reverify::Reverifier;

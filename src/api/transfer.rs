@@ -11,8 +11,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::auth::Admin;
 use super::error::{ApiError, BodyTooLarge, ErrorBody, ErrorCode, NotJson, StoreFailed};
+use super::guards::Admin;
 use super::json::JsonBody;
 use super::state::AppState;
 use crate::identity;

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::auth::Granted;
 use super::caller::Caller;
+use super::credentials::Granted;
 use super::error::{ApiError, ErrorBody, ErrorCode, NoRoom, NotJson, StoreFailed};
 use super::json::JsonBody;
 use super::state::AppState;

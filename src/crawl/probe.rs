@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::scheduler::Clock;
+use super::clock::Clock;
 use super::{CrawlError, Crawler};
 use crate::descriptor::DocumentFormat;
 use crate::issuer::Issuer;

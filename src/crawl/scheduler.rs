@@ -54,10 +54,9 @@ use crate::issuer::Issuer;
 use crate::record::RecordBody;
 use crate::store::{FreshState, Freshness, StoreError};
 
-mod clock;
 mod policy;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use super::clock::{Clock, ManualClock, SystemClock};
 pub use policy::{DomainState, SchedulePolicy, MAX_INTERVAL};
 
 /// Most agent ids remembered per domain.

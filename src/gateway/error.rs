@@ -6,7 +6,14 @@
 
 use std::time::Duration;
 
-use super::operation::Violation;
+/// A value a schema refused: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Violation {
+    /// JSON Pointer into the value (`""` for the value itself).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
 
 /// A call that did not give the agent's answer.
 #[derive(Debug, thiserror::Error)]

@@ -31,8 +31,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::error::GatewayError;
+use super::error::Violation;
 use super::forward::{Answer, Upstream};
-use super::operation::{self, Violation};
+use super::operation;
 use super::rpc;
 use crate::crawl::fetch::event_data;
 

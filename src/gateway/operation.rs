@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::error::GatewayError;
+use super::error::{GatewayError, Violation};
 
 /// Most violations reported for one value.
 pub const MAX_VIOLATIONS: usize = 32;
@@ -26,15 +26,6 @@ pub struct Operation {
     pub input: Option<Value>,
     /// JSON Schema of its output.
     pub output: Option<Value>,
-}
-
-/// A value a schema refused: where, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Violation {
-    /// JSON Pointer into the value (`""` for the value itself).
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
 }
 
 /// The operations `doc` declares, in order.

@@ -1,3 +1,4 @@
+use super::entry::{chain_hash, decode_stored, encode_stored};
 use super::*;
 use crate::store::Store;
 
