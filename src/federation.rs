@@ -382,7 +382,25 @@ impl Judge {
         if !keep_new && held.is_none() {
             return Judgement::NotKept;
         }
-        if let Some(fingerprint) = &revocation {
+        self.keep(
+            &record,
+            &body,
+            held.as_ref(),
+            (revocation.as_deref(), vouched, reverify),
+        )
+    }
+
+    /// Stores a record that passed every check: the key revocation it
+    /// carries first, the signer's claim quota when it is not vouched
+    /// for, then the record as counted or claimed.
+    fn keep(
+        &self,
+        record: &SignedRecord,
+        body: &RecordBody,
+        held: Option<&StoredAgent>,
+        (revocation, vouched, reverify): (Option<&str>, bool, Option<String>),
+    ) -> Judgement {
+        if let Some(fingerprint) = revocation {
             if self
                 .store
                 .blocking()
@@ -394,7 +412,7 @@ impl Judge {
             tracing::info!(agent = %body.agent_id(), key = %fingerprint, "agent key revoked by its holder");
         }
         if !vouched {
-            if let Err(reason) = self.check_quota(held.as_ref(), &record, &body) {
+            if let Err(reason) = self.check_quota(held, record, body) {
                 return self.refuse(reason);
             }
         }
@@ -408,11 +426,11 @@ impl Judge {
         } else {
             Expect::Any
         };
-        match self.store.blocking().put(&record, &body, origin, expect) {
+        match self.store.blocking().put(record, body, origin, expect) {
             Ok(PutOutcome::Created | PutOutcome::Updated) => {
                 *self.accepted.lock().expect("the counter is never poisoned") += 1;
                 if matches!(body, RecordBody::Tombstone(_)) {
-                    audit_revocation(&self.store, &record, body.agent_id());
+                    audit_revocation(&self.store, record, body.agent_id());
                 }
                 Judgement::Stored {
                     agent_id: body.agent_id().to_owned(),

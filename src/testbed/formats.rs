@@ -206,6 +206,12 @@ impl Builder {
             .push((h.to_owned(), RData::A(self.advertise.into())));
     }
 
+    /// A document `host` serves at `path`.
+    fn serve(&mut self, host: &str, path: &str, served: Served) {
+        self.documents
+            .push(((host.to_owned(), path.to_owned()), served));
+    }
+
     /// A 1.0 card signed with [`card_key`], its key set beside it.
     fn a2a_signed(&mut self) {
         let signed = host("a2a");

@@ -44,6 +44,58 @@ fn text(content_type: &'static str, body: String) -> Served {
     }
 }
 
+/// What the publisher's documents share: its names, its key, its claims.
+struct Publisher {
+    domain: String,
+    base: String,
+    key: SigningKey,
+    jku: String,
+    did: String,
+}
+
+impl Publisher {
+    fn new(domain: &str, https_port: u16) -> Self {
+        let base = origin("https", domain, https_port);
+        // did:web encodes a port as %3A.
+        let did = format!(
+            "did:web:{}",
+            base.trim_start_matches("https://").replace(':', "%3A")
+        );
+        Self {
+            domain: domain.to_owned(),
+            jku: format!("{base}{MANIFEST_JWKS_PATH}"),
+            base,
+            key: manifest_key(),
+            did,
+        }
+    }
+
+    fn id(&self, name: &str) -> String {
+        format!("urn:air:{}:{name}", self.domain)
+    }
+
+    /// An entry of `name`, of media type `kind`.
+    fn entry(&self, name: &str, kind: &str, description: &str) -> Value {
+        json!({
+            "identifier": self.id(name),
+            "displayName": name,
+            "type": kind,
+            "url": format!("{}/artifacts/{name}.json", self.base),
+            "description": description,
+            "representativeQueries": [format!("find {name}"), format!("use {name}")],
+        })
+    }
+
+    /// The trust manifest's claims, unsigned.
+    fn claims(&self) -> Value {
+        json!({
+            "identity": self.did,
+            "identityType": "did",
+            "attestations": [{"type": "SOC2-Type2", "uri": format!("{}/trust/soc2.pdf", self.base), "mediaType": "application/pdf"}],
+        })
+    }
+}
+
 impl Builder {
     /// `ard-sources.formats.test`: no `ard.json`; an `Agentmap:` manifest
     /// with an entry whose trust manifest is signed (key set on the host)
@@ -53,78 +105,92 @@ impl Builder {
     /// `ai-catalog.json` that must not be read, since the domain
     /// publishes v0.91 sources.
     pub(super) fn ard_sources(&mut self) {
-        let domain = ARD_SOURCES_DOMAIN.to_owned();
-        debug_assert_eq!(domain, host("ard-sources"));
-        self.add_host(&domain);
-        let base = origin("https", &domain, self.ports.https);
-        let key = manifest_key();
-        let jku = format!("{base}{MANIFEST_JWKS_PATH}");
-        let id = |name: &str| format!("urn:air:{domain}:{name}");
-        let entry = |name: &str, kind: &str, description: &str| {
-            json!({
-                "identifier": id(name),
-                "displayName": name,
-                "type": kind,
-                "url": format!("{base}/artifacts/{name}.json"),
-                "description": description,
-                "representativeQueries": [format!("find {name}"), format!("use {name}")],
-            })
-        };
-        // did:web encodes a port as %3A.
-        let did = format!(
-            "did:web:{}",
-            base.trim_start_matches("https://").replace(':', "%3A")
+        debug_assert_eq!(ARD_SOURCES_DOMAIN, host("ard-sources"));
+        self.add_host(ARD_SOURCES_DOMAIN);
+        let p = Publisher::new(ARD_SOURCES_DOMAIN, self.ports.https);
+        self.ard_agentmap(&p);
+        self.ard_page(&p);
+        let legacy = json!({"specVersion": "1.0", "entries": [p.entry("legacy", "application/mcp-server-card+json", "Old.")]});
+        self.serve(
+            &p.domain,
+            crate::formats::ard::WELL_KNOWN_PATH,
+            json_doc(&legacy),
         );
-        let claims = json!({
-            "identity": did,
-            "identityType": "did",
-            "attestations": [{"type": "SOC2-Type2", "uri": format!("{base}/trust/soc2.pdf"), "mediaType": "application/pdf"}],
-        });
-        let mut signed = entry(
+        for name in ["ledger", "auditor", "finder", "slides"] {
+            self.expected
+                .push(expect(&p.domain, &p.id(name), Ard, Ok(Unverified)));
+        }
+        self.expected.push(expect(
+            &p.domain,
+            &p.id("forger"),
+            Ard,
+            Err("trust_manifest_signature_bad"),
+        ));
+        self.expected.push(expect(
+            &p.domain,
+            &p.id("squatter"),
+            Ard,
+            Err("catalog_entry_invalid"),
+        ));
+    }
+
+    /// The manifest `robots.txt` names: entries signed through the key
+    /// set and through the DID document (both served), and a registry.
+    fn ard_agentmap(&mut self, p: &Publisher) {
+        let claims = p.claims();
+        let mut signed = p.entry(
             "ledger",
             "application/mcp-server-card+json",
             "Reconciles ledgers.",
         );
-        signed["trustManifest"] = trust::sign(&claims, &key, MANIFEST_KID, Some(&jku));
-        let mut by_did = entry(
+        signed["trustManifest"] = trust::sign(&claims, &p.key, MANIFEST_KID, Some(&p.jku));
+        let mut by_did = p.entry(
             "auditor",
             "application/a2a-agent-card+json",
             "Audits expense reports.",
         );
-        by_did["trustManifest"] = trust::sign(&claims, &key, MANIFEST_KID, None);
+        by_did["trustManifest"] = trust::sign(&claims, &p.key, MANIFEST_KID, None);
         // A registry the domain runs: what a search in `referrals` mode
         // names.
-        let mut registry = entry(
+        let mut registry = p.entry(
             "finder",
             "application/ai-registry+json",
             "Searches the agents of the formats organisation.",
         );
-        registry["url"] = json!(format!("{base}/ard/"));
-        self.documents.push((
-            (domain.clone(), AGENTMAP_PATH.to_owned()),
-            json_doc(&json!({"entries": [signed, by_did, registry]})),
-        ));
+        registry["url"] = json!(format!("{}/ard/", p.base));
+        let manifest = json!({"entries": [signed, by_did, registry]});
+        self.serve(&p.domain, AGENTMAP_PATH, json_doc(&manifest));
+        let robots = format!(
+            "User-agent: *\nDisallow: /private/\nAgentmap: {}{AGENTMAP_PATH}\n",
+            p.base
+        );
+        self.serve(&p.domain, "/robots.txt", text("text/plain", robots));
+        let jwks = a2a::jwks_of(&p.key.verifying_key(), MANIFEST_KID);
+        self.serve(&p.domain, MANIFEST_JWKS_PATH, json_doc(&jwks));
+        let did = did_document(&p.did, &p.key);
+        self.serve(&p.domain, "/.well-known/did.json", json_doc(&did));
+    }
 
-        let mut forged = entry(
+    /// The home page: a `rel="ard"` link to a manifest with a forged and
+    /// a squatting entry, and a skill as JSON-LD.
+    fn ard_page(&mut self, p: &Publisher) {
+        let mut forged = p.entry(
             "forger",
             "application/mcp-server-card+json",
             "Claims an audit it never had.",
         );
-        let mut changed = trust::sign(&claims, &key, MANIFEST_KID, Some(&jku));
+        let mut changed = trust::sign(&p.claims(), &p.key, MANIFEST_KID, Some(&p.jku));
         changed["attestations"][0]["type"] = json!("ISO-27001");
         forged["trustManifest"] = changed;
-        let mut squatter = entry(
+        let mut squatter = p.entry(
             "squatter",
             "application/mcp-server-card+json",
             "Says it is Google's.",
         );
         squatter["trustManifest"] = json!({"identity": "did:web:google.com"});
-        self.documents.push((
-            (domain.clone(), LINKED_PATH.to_owned()),
-            json_doc(&json!({"specVersion": "1.0", "entries": [forged, squatter]})),
-        ));
-
-        let inline = entry(
+        let linked = json!({"specVersion": "1.0", "entries": [forged, squatter]});
+        self.serve(&p.domain, LINKED_PATH, json_doc(&linked));
+        let inline = p.entry(
             "slides",
             "application/ai-skill+md",
             "Turns an outline into slides.",
@@ -133,49 +199,10 @@ impl Builder {
             "<!doctype html><html><head><title>ARD sources</title>\n\
              <link rel=\"ard\" href=\"{LINKED_PATH}\">\n\
              <script type=\"application/ld+json\">{inline}</script>\n\
-             </head><body>Agents of {domain}.</body></html>\n"
+             </head><body>Agents of {}.</body></html>\n",
+            p.domain
         );
-        self.documents
-            .push(((domain.clone(), "/".to_owned()), text("text/html", page)));
-        let robots =
-            format!("User-agent: *\nDisallow: /private/\nAgentmap: {base}{AGENTMAP_PATH}\n");
-        self.documents.push((
-            (domain.clone(), "/robots.txt".to_owned()),
-            text("text/plain", robots),
-        ));
-        self.documents.push((
-            (domain.clone(), MANIFEST_JWKS_PATH.to_owned()),
-            json_doc(&a2a::jwks_of(&key.verifying_key(), MANIFEST_KID)),
-        ));
-        self.documents.push((
-            (domain.clone(), "/.well-known/did.json".to_owned()),
-            json_doc(&did_document(&did, &key)),
-        ));
-        let legacy = json!({"specVersion": "1.0", "entries": [entry("legacy", "application/mcp-server-card+json", "Old.")]});
-        self.documents.push((
-            (
-                domain.clone(),
-                crate::formats::ard::WELL_KNOWN_PATH.to_owned(),
-            ),
-            json_doc(&legacy),
-        ));
-
-        for name in ["ledger", "auditor", "finder", "slides"] {
-            self.expected
-                .push(expect(&domain, &id(name), Ard, Ok(Unverified)));
-        }
-        self.expected.push(expect(
-            &domain,
-            &id("forger"),
-            Ard,
-            Err("trust_manifest_signature_bad"),
-        ));
-        self.expected.push(expect(
-            &domain,
-            &id("squatter"),
-            Ard,
-            Err("catalog_entry_invalid"),
-        ));
+        self.serve(&p.domain, "/", text("text/html", page));
     }
 }
 

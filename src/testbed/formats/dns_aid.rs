@@ -79,12 +79,6 @@ impl Builder {
         owner
     }
 
-    /// A served document.
-    fn serve(&mut self, host: &str, path: &str, served: super::Served) {
-        self.documents
-            .push(((host.to_owned(), path.to_owned()), served));
-    }
-
     fn expect_dns_aid(&mut self, domain: &str, owner: &str, outcome: Result<(), &'static str>) {
         let outcome = outcome.map(|()| Unverified);
         self.expected
