@@ -59,9 +59,6 @@ mod policy;
 pub use super::clock::{Clock, ManualClock, SystemClock};
 pub use policy::{DomainState, SchedulePolicy, MAX_INTERVAL};
 
-/// Most agent ids remembered per domain.
-const MAX_AGENTS_PER_DOMAIN: usize = 64;
-
 /// How long a visit in flight keeps its domain from being picked again.
 const IN_FLIGHT: u64 = 600;
 
@@ -288,22 +285,7 @@ impl Scheduler {
         let is_new = held.is_none();
         // The ADP agent's challenge in this visit, when it told its liveness.
         let mut challenged = None;
-        let mut state = held.unwrap_or(DomainState {
-            next_at: now,
-            visited_at: now,
-            confirmed_at: None,
-            seen_at: None,
-            endpoint_ok: None,
-            challenged_at: None,
-            liveness: None,
-            probed: std::collections::BTreeMap::new(),
-            failures: 0,
-            etag: None,
-            max_age_secs: None,
-            last_reason: None,
-            agents: Vec::new(),
-            state: FreshState::Fresh,
-        });
+        let mut state = held.unwrap_or_else(|| DomainState::unvisited(now));
         state.visited_at = now;
         if let Some(adp) = adp.filter(|r| r.stored) {
             state.etag = adp.visit.etag.clone();
@@ -340,39 +322,7 @@ impl Scheduler {
                 challenged = Some((adp.agent_id.clone(), found));
             }
         }
-        if stored.is_empty() {
-            state.failures = state.failures.saturating_add(1);
-            state.last_reason = reports
-                .iter()
-                .find_map(|r| r.reasons.first())
-                .map(|r| r.as_str().to_owned());
-            let visit = adp.map(|r| &r.visit);
-            let wait = policy.failure_interval(
-                state.failures,
-                visit.and_then(|v| v.negative_ttl_secs),
-                reports
-                    .iter()
-                    .filter_map(|r| r.visit.retry_after_secs)
-                    .max(),
-            );
-            state.next_at = now + policy.jittered(wait);
-        } else {
-            state.failures = 0;
-            state.last_reason = None;
-            state.confirmed_at = Some(now);
-            let after = stored
-                .iter()
-                .map(|r| r.recrawl_after_secs)
-                .min()
-                .unwrap_or(MAX_INTERVAL.as_secs());
-            state.next_at = now + policy.jittered(policy.success_interval(after));
-            for r in &stored {
-                if !state.agents.contains(&r.agent_id) && state.agents.len() < MAX_AGENTS_PER_DOMAIN
-                {
-                    state.agents.push(r.agent_id.clone());
-                }
-            }
-        }
+        policy.reschedule(&mut state, reports, &stored, now);
         state.state = policy.state_of(&state, now);
         if state.failures >= policy.evict_after_failures.max(1) {
             if is_new {

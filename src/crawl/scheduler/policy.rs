@@ -7,10 +7,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::CrawlConfig;
+use crate::crawl::report::CrawlReport;
+use crate::descriptor::DocumentFormat;
 use crate::store::FreshState;
 
 /// The longest revisit interval on success (ADP 10.1's TTL cap).
 pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+/// Most agent ids remembered per domain.
+pub(in crate::crawl) const MAX_AGENTS_PER_DOMAIN: usize = 64;
 
 /// The scheduler's intervals (the `[crawl]` settings of the same names).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,6 +49,26 @@ impl DomainState {
             self.liveness
         } else {
             self.probed.get(agent).copied()
+        }
+    }
+
+    /// The state of a domain never visited, as of `now`.
+    pub(in crate::crawl) fn unvisited(now: u64) -> Self {
+        Self {
+            next_at: now,
+            visited_at: now,
+            confirmed_at: None,
+            seen_at: None,
+            endpoint_ok: None,
+            challenged_at: None,
+            liveness: None,
+            probed: std::collections::BTreeMap::new(),
+            failures: 0,
+            etag: None,
+            max_age_secs: None,
+            last_reason: None,
+            agents: Vec::new(),
+            state: FreshState::Fresh,
         }
     }
 }
@@ -126,6 +150,56 @@ impl SchedulePolicy {
             return secs;
         }
         secs + rand::random::<u64>() % (spread + 1)
+    }
+
+    /// When a visit that `reports` tell of (`stored`: the agents it stored)
+    /// schedules the next one: after a failure, the backoff (the
+    /// NXDOMAIN's negative TTL and any `Retry-After` respected); after a
+    /// success, the shortest revisit an agent asked for, the domain's agents
+    /// noted.
+    pub(in crate::crawl) fn reschedule(
+        &self,
+        state: &mut DomainState,
+        reports: &[CrawlReport],
+        stored: &[&CrawlReport],
+        now: u64,
+    ) {
+        if stored.is_empty() {
+            state.failures = state.failures.saturating_add(1);
+            state.last_reason = reports
+                .iter()
+                .find_map(|r| r.reasons.first())
+                .map(|r| r.as_str().to_owned());
+            let adp = reports
+                .iter()
+                .find(|r| r.source_format == DocumentFormat::Adp);
+            let visit = adp.map(|r| &r.visit);
+            let wait = self.failure_interval(
+                state.failures,
+                visit.and_then(|v| v.negative_ttl_secs),
+                reports
+                    .iter()
+                    .filter_map(|r| r.visit.retry_after_secs)
+                    .max(),
+            );
+            state.next_at = now + self.jittered(wait);
+        } else {
+            state.failures = 0;
+            state.last_reason = None;
+            state.confirmed_at = Some(now);
+            let after = stored
+                .iter()
+                .map(|r| r.recrawl_after_secs)
+                .min()
+                .unwrap_or(MAX_INTERVAL.as_secs());
+            state.next_at = now + self.jittered(self.success_interval(after));
+            for r in stored {
+                if !state.agents.contains(&r.agent_id) && state.agents.len() < MAX_AGENTS_PER_DOMAIN
+                {
+                    state.agents.push(r.agent_id.clone());
+                }
+            }
+        }
     }
 }
 
