@@ -191,26 +191,9 @@ pub(super) async fn trail(
             Some(AuditAction::Register | AuditAction::CrawlRequest)
         ) {
         let (parts, body) = req.into_parts();
-        let limit = state.config().max_body_bytes;
-        let bytes = match axum::body::to_bytes(body, limit).await {
+        let bytes = match read_body(body, state.config().max_body_bytes).await {
             Ok(bytes) => bytes,
-            // A client that went quiet mid-body (`api.body_read_timeout`).
-            Err(e) if super::serve::BodyStalled::in_chain(&e).is_some() => {
-                let message = super::serve::BodyStalled::in_chain(&e)
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                return ApiError::new(ErrorCode::InvalidInput, message)
-                    .with_status(StatusCode::REQUEST_TIMEOUT)
-                    .into_response();
-            }
-            Err(_) => {
-                return ApiError::new(
-                    ErrorCode::InvalidInput,
-                    "the body is too large or was cut off",
-                )
-                .with_status(StatusCode::PAYLOAD_TOO_LARGE)
-                .into_response()
-            }
+            Err(refused) => return refused,
         };
         target = body_target(&bytes);
         Request::from_parts(parts, Body::from(bytes))
@@ -261,6 +244,29 @@ pub(super) async fn trail(
         Ok(_) => response,
         Err(e) if status.is_success() => e.into_response(),
         Err(_) => response,
+    }
+}
+
+/// A write's body read whole (it is small JSON) so its target can be
+/// named, or the answer to a client that sent too much or went quiet.
+async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, Response> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        // A client that went quiet mid-body (`api.body_read_timeout`).
+        Err(e) if super::serve::BodyStalled::in_chain(&e).is_some() => {
+            let message = super::serve::BodyStalled::in_chain(&e)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            Err(ApiError::new(ErrorCode::InvalidInput, message)
+                .with_status(StatusCode::REQUEST_TIMEOUT)
+                .into_response())
+        }
+        Err(_) => Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            "the body is too large or was cut off",
+        )
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        .into_response()),
     }
 }
 
