@@ -125,6 +125,14 @@ impl OtherFormats<'_> {
         }
     }
 
+    /// `host`'s addresses that the address policy allows.
+    async fn allowed_addresses(&self, host: &str) -> Result<Vec<std::net::IpAddr>, CrawlError> {
+        match self.dns.addresses(host).await {
+            Ok(ips) => fetch::allowed(host, &ips, self.options.policy),
+            Err(e) => Err(CrawlError::Dns(e)),
+        }
+    }
+
     /// GETs `https://{domain}{path}`: `None` when nothing is published
     /// there; a JSON document that is served but breaks a limit is an
     /// error.
@@ -304,6 +312,19 @@ impl OtherFormats<'_> {
             Ok(record) => Some(found(run, record.to_descriptor(domain), text)),
             Err(()) => Some(run.unverified()),
         }
+    }
+}
+
+/// `text` as JSON, or why not ([`Reason::InvalidJson`]).
+fn json(text: &str) -> Result<Value, FormatError> {
+    serde_json::from_str(text).map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
+}
+
+/// An unconditional request answered 304.
+fn not_modified(url: &Url) -> CrawlError {
+    CrawlError::HttpStatus {
+        url: url.to_string(),
+        status: 304,
     }
 }
 

@@ -136,12 +136,7 @@ pub(super) fn entry(s: &Summary, base: &str, host: &str, score: Option<u8>) -> V
         "identifier".into(),
         identifier(&s.id, s.source_format, host).into(),
     );
-    let name = if s.name.trim().is_empty() {
-        s.id.as_str()
-    } else {
-        s.name.as_str()
-    };
-    e.insert("displayName".into(), name.into());
+    e.insert("displayName".into(), display_name(s).into());
     e.insert("type".into(), media_type(s.source_format).into());
     let id: String = url::form_urlencoded::byte_serialize(s.id.as_bytes()).collect();
     e.insert(
@@ -167,6 +162,15 @@ pub(super) fn entry(s: &Summary, base: &str, host: &str, score: Option<u8>) -> V
         e.insert("source".into(), format!("{base}/ard/").into());
     }
     Value::Object(e)
+}
+
+/// The `displayName` of `s`: its name, or its id when it has none.
+pub(super) fn display_name(s: &Summary) -> &str {
+    if s.name.trim().is_empty() {
+        s.id.as_str()
+    } else {
+        s.name.as_str()
+    }
 }
 
 /// A summary's score (0 to 1) as ARD's 0 to 100.

@@ -214,7 +214,7 @@ pub(super) async fn referrals(
             let url = s.endpoint.as_deref()?;
             Some(json!({
                 "identifier": entry::identifier(&s.id, s.source_format, host),
-                "displayName": if s.name.trim().is_empty() { s.id.as_str() } else { s.name.as_str() },
+                "displayName": entry::display_name(s),
                 "type": "application/ai-registry+json",
                 "url": url,
             }))

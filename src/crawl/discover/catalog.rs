@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::Value;
 use url::Url;
 
-use super::{found, ms, OtherFormats};
+use super::{found, json, ms, not_modified, OtherFormats};
 use crate::crawl::error::CrawlError;
 use crate::crawl::fetch::{DocumentKind, Fetched, AI_CATALOG, HOME_PAGE, JWKS, ROBOTS_TXT};
 use crate::crawl::report::{CrawlOutcome, Run, StepName};
@@ -210,8 +210,7 @@ impl OtherFormats<'_> {
                 .expect("a checked domain makes a URL"),
         };
         let read = fetched.and_then(|f| {
-            serde_json::from_str::<Value>(&f.text)
-                .map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
+            json(&f.text)
                 .and_then(|doc| ard::parse_catalog(&doc, domain).map(|c| (doc, c)))
                 .map_err(CrawlError::from)
         });
@@ -235,24 +234,13 @@ impl OtherFormats<'_> {
         let ips = if host.eq_ignore_ascii_case(domain) {
             domain_ips.to_vec()
         } else {
-            match self.https_addresses(&host).await {
-                Some(ips) => ips?,
-                None => {
-                    return Err(CrawlError::Dns(crate::crawl::dns::DnsError::NoRecords {
-                        name: host,
-                        record_type: "A/AAAA",
-                    }))
-                }
-            }
+            self.allowed_addresses(&host).await?
         };
         // No conditional request is made, so there is always a body.
         self.fetcher
             .fetch_kind(url, &ips, None, AI_CATALOG)
             .await?
-            .ok_or_else(|| CrawlError::HttpStatus {
-                url: url.to_string(),
-                status: 304,
-            })
+            .ok_or_else(|| not_modified(url))
     }
 
     /// One outcome per entry of `read`, found at `where_`; identifiers
@@ -433,11 +421,10 @@ impl KeyCache {
 
 async fn fetch_keys(formats: &OtherFormats<'_>, url: &Url, did: bool) -> Result<Value, String> {
     let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-    let ips = match formats.https_addresses(&host).await {
-        Some(Ok(ips)) => ips,
-        Some(Err(e)) => return Err(format!("{url}: {e}")),
-        None => return Err(format!("{host} has no address")),
-    };
+    let ips = formats
+        .allowed_addresses(&host)
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
     let kind = if did { DID_DOCUMENT } else { JWKS };
     let fetched = match formats.fetcher.fetch_kind(url, &ips, None, kind).await {
         Ok(Some(f)) => f,

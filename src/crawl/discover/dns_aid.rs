@@ -44,13 +44,12 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use url::Url;
 
-use super::{proven, OtherFormats, MAX_DNS_AID_NAMES};
+use super::{json, not_modified, proven, OtherFormats, MAX_DNS_AID_NAMES};
 use crate::crawl::dns::Dnssec;
 use crate::crawl::error::CrawlError;
-use crate::crawl::fetch::{self, DocumentKind, A2A_CARD, AI_CATALOG, DNS_AID_CAP, MCP_SERVER_CARD};
+use crate::crawl::fetch::{DocumentKind, A2A_CARD, AI_CATALOG, DNS_AID_CAP, MCP_SERVER_CARD};
 use crate::crawl::report::{CrawlOutcome, Run, StepName};
 use crate::descriptor::DocumentFormat;
 use crate::formats::dns_aid::{self, CapDocument, DnsAidAgent, Metadata};
@@ -328,14 +327,6 @@ impl OtherFormats<'_> {
         proven(run, descriptor, document, evidence)
     }
 
-    /// `host`'s addresses that the address policy allows.
-    async fn allowed_addresses(&self, host: &str) -> Result<Vec<IpAddr>, CrawlError> {
-        match self.dns.addresses(host).await {
-            Ok(ips) => fetch::allowed(host, &ips, self.options.policy),
-            Err(e) => Err(CrawlError::Dns(e)),
-        }
-    }
-
     /// The capability document the `cap` key names, its digest checked.
     async fn cap_document(&self, agent: &DnsAidAgent, target_ips: &[IpAddr]) -> Part<CapDocument> {
         let Some(cap) = agent.cap.as_deref() else {
@@ -534,18 +525,6 @@ fn served_and_broken(e: &CrawlError) -> bool {
             | CrawlError::AddressNotAllowed { .. }
             | CrawlError::PortNotAllowed { .. }
     )
-}
-
-fn json(text: &str) -> Result<Value, FormatError> {
-    serde_json::from_str(text).map_err(|e| FormatError::new(Reason::InvalidJson, e.to_string()))
-}
-
-/// An unconditional request answered 304.
-fn not_modified(url: &Url) -> CrawlError {
-    CrawlError::HttpStatus {
-        url: url.to_string(),
-        status: 304,
-    }
 }
 
 async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, Duration) {
