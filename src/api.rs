@@ -42,6 +42,7 @@ mod import;
 mod invoke;
 mod json;
 mod limits;
+mod log;
 mod mcp_registry;
 mod observe;
 mod openapi;
@@ -151,6 +152,11 @@ pub fn router(state: AppState) -> Router {
         .route("/peers", get(health::peers))
         .route("/metrics", get(observe::render))
         .route("/openapi.json", get(openapi::serve))
+        .route("/log/checkpoint", get(log::checkpoint))
+        .route("/log/key", get(log::key))
+        .route("/log/tile/{*path}", get(log::tile))
+        .route("/log/proof/inclusion", get(log::inclusion))
+        .route("/log/proof/consistency", get(log::consistency))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(

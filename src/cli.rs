@@ -351,10 +351,13 @@ async fn open_data_dir(
 ) -> anyhow::Result<(crate::store::Store, ed25519_dalek::SigningKey)> {
     crate::node::create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
-    let (path, options) = (
-        config.store_path(),
-        crate::store::StoreOptions::of(&config.store),
-    );
+    // What it signs goes into the node's transparency log, as a node's
+    // own writes do.
+    let options = crate::store::StoreOptions {
+        log_signer: Some(key.verifying_key().to_bytes()),
+        ..crate::store::StoreOptions::of(&config.store)
+    };
+    let path = config.store_path();
     let store =
         tokio::task::spawn_blocking(move || crate::store::Store::open_with(&path, &options))
             .await

@@ -274,6 +274,11 @@ impl Config {
             return invalid("api.max_concurrent_requests", "must be above zero");
         }
         self.validate_serving()?;
+        if let Some(origin) = &self.store.log_origin {
+            if let Err(e) = crate::tlog::note::check_origin(origin) {
+                return invalid("store.log_origin", &e.to_string());
+            }
+        }
         if self.api.import_max_line_bytes < 1024
             || self.api.import_max_line_bytes > 16 * 1024 * 1024
         {

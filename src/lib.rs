@@ -73,5 +73,6 @@ pub mod semantic;
 pub mod store;
 #[cfg(feature = "testbed")]
 pub mod testbed;
+pub mod tlog;
 pub mod trust;
 pub mod understand;

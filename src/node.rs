@@ -279,6 +279,7 @@ impl Node {
             peer_id: peer_id.clone(),
             listen_addrs: listen_addrs.clone(),
             gateway,
+            notary: Arc::new(notary(&config, &key, &peer_id)?),
         });
         let api_addr = start_api(&config, state, tls, &mut stages).await?;
         tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");
@@ -409,7 +410,10 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     create_data_dir(&config.data_dir)?;
     let key = identity::load_or_create(&config.node_key_path())?;
     let path = config.store_path();
-    let options = crate::store::StoreOptions::of(&config.store);
+    let options = crate::store::StoreOptions {
+        log_signer: Some(key.verifying_key().to_bytes()),
+        ..crate::store::StoreOptions::of(&config.store)
+    };
     let store = tokio::task::spawn_blocking(move || Store::open_with(&path, &options))
         .await
         .expect("the store-open task does not panic")?;
@@ -423,6 +427,26 @@ async fn open_store(config: &Config) -> Result<(Store, Arc<SigningKey>), NodeErr
     vouched.insert(key.verifying_key().to_bytes());
     store.reassess(vouched).await?;
     Ok((store, Arc::new(key)))
+}
+
+/// What signs the transparency log's checkpoints: the node key, under
+/// `store.log_origin` or `agentmesh/<peer id>`.
+fn notary(
+    config: &Config,
+    key: &Arc<SigningKey>,
+    peer_id: &str,
+) -> Result<crate::tlog::Notary, NodeError> {
+    let origin = config
+        .store
+        .log_origin
+        .clone()
+        .unwrap_or_else(|| crate::tlog::Notary::default_origin(peer_id));
+    crate::tlog::Notary::new(&origin, key.clone()).map_err(|e| {
+        NodeError::Config(crate::config::ConfigError::Invalid {
+            key: "store.log_origin",
+            message: e.to_string(),
+        })
+    })
 }
 
 /// Step 2: the issuer. Everything this node signs goes through it, then

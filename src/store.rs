@@ -27,7 +27,10 @@
 //!   followed (`store/upstreams.rs`);
 //! - `audit`, `audit_versions`, `audit_meta`: the hash-chained audit log,
 //!   the record versions its entries name, its head and retention
-//!   checkpoint (`store/audit.rs`).
+//!   checkpoint (`store/audit.rs`);
+//! - `log_entries`, `log_hashes`, `log_index`: the transparency log of
+//!   every record this node signs, appended in the write's own
+//!   transaction (`store/log.rs`; trees added without a layout change).
 //!
 //! Every write is one sled transaction across the trees, so a compact
 //! record never disagrees with the record it comes from, and the seq
@@ -79,6 +82,7 @@ mod freshness;
 mod gone;
 mod handles;
 mod liveness;
+mod log;
 mod migrate;
 mod open;
 mod postings;
@@ -107,6 +111,7 @@ pub use freshness::{FreshState, Freshness, LiveState, Liveness, ProbeProtocol};
 pub use gone::GoneServer;
 pub use handles::{BlockingStore, Store};
 pub use liveness::{CheckPut, PeerCheck, MAX_CHECKS_PER_AGENT};
+pub use log::BeyondLog;
 pub use migrate::SCHEMA_VERSION;
 pub use open::{StoreOptions, CLOSE_WAIT};
 pub use stored::StoredAgent;

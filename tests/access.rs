@@ -90,6 +90,11 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/openapi.json", None),
     ("GET", "/metrics", Some(Scope::Read)),
     ("GET", "/peers", Some(Scope::Read)),
+    ("GET", "/log/checkpoint", Some(Scope::Read)),
+    ("GET", "/log/key", Some(Scope::Read)),
+    ("GET", "/log/tile/{*path}", Some(Scope::Read)),
+    ("GET", "/log/proof/inclusion", Some(Scope::Read)),
+    ("GET", "/log/proof/consistency", Some(Scope::Read)),
     ("GET", "/agents", Some(Scope::Read)),
     ("POST", "/agents", Some(Scope::Register)),
     ("POST", "/agents/search", Some(Scope::Read)),
@@ -156,6 +161,7 @@ fn concrete(route: &str) -> String {
         .replace("{asset}", "app.js")
         .replace("{seq}", "1")
         .replace("{op}", "echo")
+        .replace("{*path}", "0/000")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

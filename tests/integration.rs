@@ -44,4 +44,5 @@ mod resolve;
 #[cfg(feature = "semantic")]
 mod semantic;
 mod third_party;
+mod tlog;
 mod visibility;

@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi};
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
-    agents, ard, audit, crawl, export, health, import, invoke, mcp_registry, observe, records,
+    agents, ard, audit, crawl, export, health, import, invoke, log, mcp_registry, observe, records,
     resolve, suspend, transfer, ui, visibility,
 };
 use crate::access::Scope;
@@ -87,6 +87,11 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         mcp_registry::version,
         health::health,
         health::peers,
+        log::checkpoint,
+        log::key,
+        log::tile,
+        log::inclusion,
+        log::consistency,
         observe::render,
         serve,
         ui::index,
@@ -103,6 +108,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         (name = "ard", description = "ARD's registry search API (Agentic Resource Discovery) under /ard/, and the node's ARD catalog"),
         (name = "mcp-registry", description = "The MCP Registry's read API (/v0.1) over the MCP servers this node holds"),
         (name = "node", description = "What the node is and holds"),
+        (name = "log", description = "The node's transparency log of every record it signs, as C2SP tlog-tiles serves it"),
         (name = "explorer", description = "The web explorer"),
     ),
 )]

@@ -51,6 +51,8 @@ pub struct AppStateParts {
     pub listen_addrs: Vec<String>,
     /// The invocation gateway, when `gateway.enabled`.
     pub gateway: Option<Gateway>,
+    /// Signs the transparency log's checkpoints (`GET /log/checkpoint`).
+    pub notary: Arc<crate::tlog::Notary>,
 }
 
 /// What the handlers share.
@@ -102,6 +104,10 @@ impl AppState {
 
     pub(crate) fn gateway(&self) -> Option<&Gateway> {
         self.inner.parts.gateway.as_ref()
+    }
+
+    pub(crate) fn notary(&self) -> &crate::tlog::Notary {
+        &self.inner.parts.notary
     }
 
     pub(crate) fn access(&self) -> &Access {

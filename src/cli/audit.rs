@@ -174,6 +174,7 @@ async fn offline(dir: PathBuf, ask: Ask) -> anyhow::Result<Value> {
                 cache_bytes: 16 << 20,
                 text_index: crate::store::TextIndexOpen::AtFirstSearch,
                 max_bytes: None,
+                log_signer: None,
             },
         )
     })

@@ -524,6 +524,12 @@ pub struct StoreConfig {
     /// checkpoint signed with the node key, so the chain still verifies.
     /// Unset (the default): every entry is kept.
     pub audit_retention: Option<AuditRetention>,
+
+    /// The origin line of the node's transparency log (its checkpoints'
+    /// first line and its key's name): by C2SP's advice the scheme-less
+    /// URL of the log (`registry.example.org/log`). Unset: `agentmesh/`
+    /// and the node's peer id.
+    pub log_origin: Option<String>,
 }
 
 /// `store.audit_retention`: by age or by count.
@@ -543,6 +549,7 @@ impl Default for StoreConfig {
             cache_bytes: 256 * 1024 * 1024,
             audit_retention: None,
             max_bytes: None,
+            log_origin: None,
         }
     }
 }

@@ -78,6 +78,9 @@ pub(super) struct Inner {
     /// Agent keys revoked by their own key (`store/trust.rs`): fingerprint
     /// -> the agent id and when.
     pub(super) revoked: sled::Tree,
+    /// The transparency log of the records this node signs
+    /// (`store/log.rs`).
+    pub(super) log: super::log::Log,
     /// Transfers this node took ids over by (`store/trust.rs`): agent id
     /// -> the previous owner's signed consent, carried by every record
     /// this node issues for the id.

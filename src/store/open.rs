@@ -30,6 +30,9 @@ pub struct StoreOptions {
     /// The store's size on disk past which writes of live records are
     /// refused (`store.max_bytes`); `None`: no limit but the disk's.
     pub max_bytes: Option<u64>,
+    /// The key whose records go into the transparency log: the node's
+    /// own (`store/log.rs`); `None` logs nothing.
+    pub log_signer: Option<[u8; 32]>,
 }
 
 impl Default for StoreOptions {
@@ -38,6 +41,7 @@ impl Default for StoreOptions {
             cache_bytes: crate::config::StoreConfig::default().cache_bytes,
             text_index: TextIndexOpen::WithStore,
             max_bytes: None,
+            log_signer: None,
         }
     }
 }
@@ -105,6 +109,7 @@ impl Store {
         let mut dropped = FreshIndex::load(&trees.freshness, &trees.ordinals)?;
         dropped.load_trusted(&trees.liveness)?;
         let audit = super::audit::AuditLog::open(&db)?;
+        let log = super::log::Log::open(&db, options.log_signer)?;
         let Trees {
             meta,
             records,
@@ -149,6 +154,7 @@ impl Store {
                     gone,
                     claims: Mutex::new(claims),
                     revoked,
+                    log,
                     transfers,
                     meta,
                     audit,

@@ -213,23 +213,39 @@ impl BlockingStore {
             .gate
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The records this node signed go into its transparency log in
+        // the same transaction (`store/log.rs`).
+        let logged: Vec<Option<([u8; 32], Vec<u8>)>> =
+            writes.iter().map(|w| inner.log_entry(w)).collect();
+        let (log_entries, log_hashes, log_index) = inner.log.trees();
         let trees = (
             &inner.records,
             &inner.local,
             &inner.pending,
             &inner.ordinals,
             &inner.compact,
+            log_entries,
+            log_hashes,
+            log_index,
         );
-        let result = trees.transaction(|(r, l, p, o, c)| {
+        let result = trees.transaction(|(r, l, p, o, c, le, lh, li)| {
             let mut outcomes = Vec::with_capacity(writes.len());
-            for w in &writes {
-                outcomes.push(inner.apply(w, (r, l, p, o, c))?);
+            let mut log_size = None;
+            for (w, entry) in writes.iter().zip(&logged) {
+                let outcome = inner.apply(w, (r, l, p, o, c))?;
+                if let (Ok(_), Some((hash, entry))) = (&outcome, entry) {
+                    log_size = Some(super::log::Log::append((le, lh, li), hash, entry)?);
+                }
+                outcomes.push(outcome);
             }
-            Ok(outcomes)
+            Ok((outcomes, log_size))
         });
+        if let Ok((_, Some(size))) = &result {
+            inner.log.committed(*size);
+        }
         drop(gate);
         let outcomes = match result {
-            Ok(outcomes) => outcomes,
+            Ok((outcomes, _)) => outcomes,
             // Refusals are answered per write: only the store failing (or
             // a bug) fails the whole batch. The first write gets the error
             // itself, the others say their batch failed.
@@ -437,6 +453,23 @@ impl Inner {
         }
     }
 
+    /// The transparency-log entry of a write, and the hash of its record,
+    /// when the node signed the record: sealed for an agent that is not
+    /// public (its entitlement is set before its first write).
+    fn log_entry(&self, w: &Write) -> Option<([u8; 32], Vec<u8>)> {
+        if !self.log.logs(&w.signer) {
+            return None;
+        }
+        let record = w.value.get(1..)?;
+        let sealed = self
+            .entitlements
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&w.id)
+            .is_some_and(super::visibility::Entitlement::hides);
+        Some(super::log::entry_for(record, sealed))
+    }
+
     /// The next ordinal, for an agent seen for the first time.
     fn allocate_ord(&self) -> Result<u32, StoreError> {
         let n = self.next_ord.fetch_add(1, Ordering::SeqCst);
@@ -460,8 +493,10 @@ impl Inner {
             hook();
         }
         let upto = self.writes.load(Ordering::SeqCst);
+        let log_upto = self.log.appended();
         self.db.flush()?;
         self.flushed.fetch_max(upto, Ordering::SeqCst);
+        self.log.flushed(log_upto);
         Ok(())
     }
 }

@@ -129,7 +129,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
     let sample = |toml: &str| format!("# x\n\n{CONFIG_HEADING}\n\n```toml\n{toml}```\n\n## Next\n");
     let mut differences = config_differences(&sample(&defaults)).unwrap();
     differences.sort();
-    assert_eq!(differences.len(), 8, "{differences:?}");
+    assert_eq!(differences.len(), 9, "{differences:?}");
     let options = [
         "api.admin_token",
         "api.admin_token_file",
@@ -138,6 +138,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
         "crawl.contact",
         "search.semantic_model",
         "store.audit_retention",
+        "store.log_origin",
         "store.max_bytes",
     ];
     for (difference, key) in differences.iter().zip(options) {
@@ -153,7 +154,7 @@ fn config_check_catches_missing_keys_and_wrong_defaults() {
         .replace("[search]\n", "[search]\n# semantic_model = \"m\"\n")
         .replace(
             "[store]\n",
-            "[store]\n# audit_retention = \"30d\"\n# max_bytes = 1\n",
+            "[store]\n# audit_retention = \"30d\"\n# log_origin = \"o\"\n# max_bytes = 1\n",
         );
     assert_eq!(config_differences(&sample(&complete)), Ok(vec![]));
 

@@ -123,6 +123,7 @@ fn open_lazy(dir: &Path) -> Store {
             cache_bytes: 16 << 20,
             text_index: TextIndexOpen::AtFirstSearch,
             max_bytes: None,
+            log_signer: None,
         },
     )
     .unwrap()
