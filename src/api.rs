@@ -28,6 +28,7 @@
 //! (`api/tls.rs`).
 
 mod agents;
+mod answers;
 mod ard;
 mod audit;
 mod auth;
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/agents", get(agents::list).post(agents::register))
         .route("/agents/search", axum::routing::post(agents::search))
         .route("/agents/{id}/summary", get(agents::summary))
+        .route("/agents/{id}/proof", get(answers::proof))
         .route("/", get(ui::index))
         .route("/ui/{asset}", get(ui::asset))
         .route(
@@ -170,6 +172,12 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/audit", get(audit::page))
         .route("/admin/audit/verify", get(audit::verify))
         .route("/admin/audit/{seq}", get(audit::one))
+        // Signed answers wrap what the handler answered, inside the
+        // scope check.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            answers::sign,
+        ))
         // After every route: the scope check runs on each matched one,
         // inside the audit trail, which records its refusals.
         .route_layer(axum::middleware::from_fn(auth::require_scope))

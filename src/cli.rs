@@ -26,6 +26,7 @@ mod status;
 mod suspend;
 #[cfg(feature = "testbed")]
 mod testbed;
+mod verify_answer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -136,6 +137,12 @@ pub enum Command {
     /// and the record version it names; from a data directory no node
     /// runs on (`--data-dir`) or a running node (`--api URL --token T`).
     Audit(audit::AuditArgs),
+    /// Check a signed answer (`proof=true`, docs/answers.md) offline: the
+    /// node's signature, the request it answers, every record's signature,
+    /// every inclusion proof against the log checkpoint it carries, every
+    /// trust level recomputed from its evidence (exit 0 when all holds, 1
+    /// naming each failure, 2 on a usage error).
+    VerifyAnswer(verify_answer::VerifyAnswerArgs),
     /// Print the node's peer id (its key in the data directory, made if
     /// missing), e.g. to configure other nodes' bootstrap and trusted peers
     /// before it starts.
@@ -327,6 +334,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend::run(args).await,
         Command::Revoke(args) => revoke::run(args).await,
         Command::Audit(args) => audit::run(args).await,
+        Command::VerifyAnswer(args) => Ok(verify_answer::run(&args)),
         Command::PeerId(args) => done(peer_id(&args)),
         Command::Keys(args) => keys::run(args),
         Command::Status(args) => status::run(args).await,

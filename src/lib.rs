@@ -48,6 +48,7 @@
 pub mod access;
 pub mod adp;
 pub mod aidip;
+pub mod answer;
 pub mod api;
 pub mod cli;
 pub mod config;

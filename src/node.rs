@@ -280,6 +280,10 @@ impl Node {
             listen_addrs: listen_addrs.clone(),
             gateway,
             notary: Arc::new(notary(&config, &key, &peer_id)?),
+            trusted_signers: wiring::trusted_keys(&config.p2p.trusted_peers)
+                .iter()
+                .map(crate::identity::encode_public_key)
+                .collect(),
         });
         let api_addr = start_api(&config, state, tls, &mut stages).await?;
         tracing::info!(api = %api_addr, peer_id = %peer_id, p2p = ?listen_addrs, records = store.len(), "node started");

@@ -92,7 +92,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/peers", Some(Scope::Read)),
     ("GET", "/log/checkpoint", Some(Scope::Read)),
     ("GET", "/log/key", Some(Scope::Read)),
-    ("GET", "/log/tile/{*path}", Some(Scope::Read)),
+    ("GET", "/log/tile/{path}", Some(Scope::Read)),
     ("GET", "/log/proof/inclusion", Some(Scope::Read)),
     ("GET", "/log/proof/consistency", Some(Scope::Read)),
     ("GET", "/agents", Some(Scope::Read)),
@@ -102,6 +102,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("PUT", "/agents/{id}", Some(Scope::Register)),
     ("DELETE", "/agents/{id}", Some(Scope::Register)),
     ("GET", "/agents/{id}/summary", Some(Scope::Read)),
+    ("GET", "/agents/{id}/proof", Some(Scope::Read)),
     ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
     ("GET", "/agents/{id}/visibility", Some(Scope::Read)),
     ("PUT", "/agents/{id}/visibility", Some(Scope::Register)),
@@ -161,7 +162,7 @@ fn concrete(route: &str) -> String {
         .replace("{asset}", "app.js")
         .replace("{seq}", "1")
         .replace("{op}", "echo")
-        .replace("{*path}", "0/000")
+        .replace("{path}", "0/000")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ mod common;
 
 mod a2a_interop;
 mod access;
+mod answers;
 mod api;
 mod ard_api;
 mod audit;

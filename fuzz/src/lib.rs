@@ -60,6 +60,7 @@ pub fn judge() -> &'static Judge {
             cache_bytes: 16 << 20,
             text_index: TextIndexOpen::AtFirstSearch,
             max_bytes: None,
+            log_signer: None,
         };
         let store = Store::open_with(&dir, &options).expect("the fuzz store opens");
         Judge::new(

@@ -156,7 +156,7 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/peers", Some(Scope::Read)),
     ("GET", "/log/checkpoint", Some(Scope::Read)),
     ("GET", "/log/key", Some(Scope::Read)),
-    ("GET", "/log/tile/{*path}", Some(Scope::Read)),
+    ("GET", "/log/tile/{path}", Some(Scope::Read)),
     ("GET", "/log/proof/inclusion", Some(Scope::Read)),
     ("GET", "/log/proof/consistency", Some(Scope::Read)),
     ("GET", "/agents", Some(Scope::Read)),
@@ -166,6 +166,7 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("PUT", "/agents/{id}", Some(Scope::Register)),
     ("DELETE", "/agents/{id}", Some(Scope::Register)),
     ("GET", "/agents/{id}/summary", Some(Scope::Read)),
+    ("GET", "/agents/{id}/proof", Some(Scope::Read)),
     ("GET", "/agents/{id}/suspension", Some(Scope::Read)),
     ("GET", "/agents/{id}/visibility", Some(Scope::Read)),
     ("PUT", "/agents/{id}/visibility", Some(Scope::Register)),
@@ -215,6 +216,9 @@ pub fn route_scope(method: &Method, route: &str) -> Option<Scope> {
     } else {
         method.as_str()
     };
+    // A wildcard segment (`{*path}`, as the router names it) is listed
+    // as the OpenAPI document names it (`{path}`).
+    let route = route.replace("{*", "{");
     ROUTE_SCOPES
         .iter()
         .find(|(m, r, _)| *m == method && *r == route)

@@ -27,8 +27,8 @@ use utoipa::{Modify, OpenApi};
 use super::auth::route_scope;
 use super::error::{ErrorBody, ErrorCode, ErrorObject};
 use super::{
-    agents, ard, audit, crawl, export, health, import, invoke, log, mcp_registry, observe, records,
-    resolve, suspend, transfer, ui, visibility,
+    agents, answers, ard, audit, crawl, export, health, import, invoke, log, mcp_registry, observe,
+    records, resolve, suspend, transfer, ui, visibility,
 };
 use crate::access::Scope;
 
@@ -87,6 +87,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         mcp_registry::version,
         health::health,
         health::peers,
+        answers::proof,
         log::checkpoint,
         log::key,
         log::tile,

@@ -53,6 +53,9 @@ pub struct AppStateParts {
     pub gateway: Option<Gateway>,
     /// Signs the transparency log's checkpoints (`GET /log/checkpoint`).
     pub notary: Arc<crate::tlog::Notary>,
+    /// The keys whose evidence the node counts beside its own
+    /// (`p2p.trusted_peers`), base64url: signed answers name them.
+    pub trusted_signers: Vec<String>,
 }
 
 /// What the handlers share.
@@ -108,6 +111,10 @@ impl AppState {
 
     pub(crate) fn notary(&self) -> &crate::tlog::Notary {
         &self.inner.parts.notary
+    }
+
+    pub(crate) fn trusted_signers(&self) -> &[String] {
+        &self.inner.parts.trusted_signers
     }
 
     pub(crate) fn access(&self) -> &Access {

@@ -280,6 +280,29 @@ impl BlockingStore {
         }
     }
 
+    /// The durable tree's size and root, and for each of `records` (their
+    /// encoded bytes) its index and inclusion proof there, when it holds
+    /// it: what a signed answer carries.
+    ///
+    /// # Errors
+    /// As [`Self::log_head`].
+    #[allow(clippy::type_complexity)]
+    pub fn log_proofs(
+        &self,
+        records: &[Vec<u8>],
+    ) -> Result<(u64, Hash, Vec<Option<(u64, RecordProof)>>), StoreError> {
+        let (size, root) = self.log_head()?;
+        let mut proofs = Vec::with_capacity(records.len());
+        for record in records {
+            let proof = match self.log_index_of(record)?.filter(|i| *i < size) {
+                Some(i) => self.log_inclusion(i, size)?.ok().map(|p| (i, p)),
+                None => None,
+            };
+            proofs.push(proof);
+        }
+        Ok((size, root, proofs))
+    }
+
     /// The inclusion proof of entry `index` in the tree of `size`.
     ///
     /// # Errors

@@ -88,6 +88,11 @@ impl Checkpoint {
         }
         let body = tlog_tiles::Checkpoint::from_bytes(parsed.text())
             .map_err(|e| CheckpointError::Malformed(e.to_string()))?;
+        if !body.extension().is_empty() {
+            return Err(CheckpointError::Malformed(
+                "a checkpoint of this log has three lines, no extension".into(),
+            ));
+        }
         if let Some(expected) = origin {
             if body.origin() != expected {
                 return Err(CheckpointError::WrongOrigin {
@@ -133,6 +138,11 @@ impl Notary {
     /// The default origin of a node's log: `agentmesh/` and its peer id.
     pub fn default_origin(peer_id: &str) -> String {
         format!("agentmesh/{peer_id}")
+    }
+
+    /// The node key it signs with (signed answers are signed with it too).
+    pub fn key(&self) -> &SigningKey {
+        &self.key
     }
 
     /// The log's origin, which is also the name of its key.

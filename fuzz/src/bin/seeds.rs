@@ -440,5 +440,16 @@ fn write() -> Result<()> {
             serde_json::to_string(f)?.as_bytes(),
         )?;
     }
+
+    // answers: signed answers and a checkpoint written from
+    // docs/answers.md by tests/answers/make_vectors.py, and tile paths.
+    for file in files(&repo.join("tests/answers/vectors"))? {
+        let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let selector = if name.ends_with(".txt") { 2 } else { 0 };
+        s.put("answers", &name, Some(selector), &fs::read(&file)?)?;
+    }
+    for path in ["0/x001/234.p/7", "entries/000", "1/000.p/1"] {
+        s.put("answers", &format!("tile-{path}"), Some(1), path.as_bytes())?;
+    }
     Ok(())
 }

@@ -115,6 +115,8 @@ pub(super) async fn start_node(
         // ever opens its text index (see the module documentation).
         text_index: TextIndexOpen::AtFirstSearch,
         max_bytes: None,
+        // No transparency log: the swarm measures search and gossip.
+        log_signer: None,
     };
     let store = tokio::task::spawn_blocking(move || Store::open_with(&dir, &options))
         .await
