@@ -11,6 +11,7 @@
 
 use sha2::{Digest, Sha256};
 
+pub mod cosign;
 pub mod note;
 pub mod path;
 

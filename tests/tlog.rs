@@ -194,6 +194,9 @@ async fn bad_log_requests_get_clear_errors() {
         api.get(path).await.expect_error(status, code);
     }
     api.get("/log/tile/0/000.p/2").await.expect(200);
+    // Every tree extends the empty one.
+    let empty = api.get("/log/proof/consistency?from=0").await;
+    assert_eq!(empty.expect(200)["proof"], serde_json::json!([]));
 }
 
 #[tokio::test]

@@ -110,3 +110,81 @@ fn a_sealed_entry_commits_to_the_record_without_showing_it() {
     assert_eq!(sealed.len(), SEALED_PREFIX.len() + 32);
     assert_eq!(entry_of(record, false), record.to_vec());
 }
+
+#[test]
+fn a_witness_cosignature_is_c2sp_tlog_cosignature_v1() {
+    use base64::Engine as _;
+    use ed25519_dalek::Verifier as _;
+    use sha2::{Digest, Sha256};
+
+    let (log, _) = new_notary();
+    let note = log.sign(7, leaf_hash(b"seven"));
+    let witness = ed25519_dalek::SigningKey::from_bytes(&[31; 32]);
+    let name = "witness.example/w1";
+    let cosigned = cosign::cosign(&note, name, &witness, 1_700_000_000).expect("it cosigns");
+    // The log's own signature still opens it; the cosignature checks.
+    assert!(Checkpoint::open(&cosigned, &log.verifier_key(), None).is_ok());
+    assert_eq!(
+        cosign::cosigned_at(&cosigned, name, &witness.verifying_key(), 1_700_000_000),
+        Ok(Some(1_700_000_000))
+    );
+    assert_eq!(
+        cosign::cosigned_at(&note, name, &witness.verifying_key(), 1_700_000_000),
+        Ok(None),
+        "no cosignature yet"
+    );
+
+    // The line, read as the C2SP text says, not through our code.
+    let text = String::from_utf8(cosigned.clone()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("— {name} ")))
+        .expect("a signature line under the witness's name");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(line.rsplit(' ').next().unwrap())
+        .unwrap();
+    assert_eq!(raw.len(), 4 + 8 + 64);
+    let mut id = Sha256::new();
+    id.update(name.as_bytes());
+    id.update(b"\n");
+    id.update([0x04]);
+    id.update(witness.verifying_key().as_bytes());
+    assert_eq!(raw[..4], id.finalize()[..4], "key id");
+    assert_eq!(
+        u64::from_be_bytes(raw[4..12].try_into().unwrap()),
+        1_700_000_000
+    );
+    let body = text.split("\n\n").next().unwrap();
+    let signed = format!("cosignature/v1\ntime 1700000000\n{body}\n");
+    let sig = ed25519_dalek::Signature::from_bytes(&raw[12..].try_into().unwrap());
+    witness
+        .verifying_key()
+        .verify(signed.as_bytes(), &sig)
+        .expect("Ed25519 over the header, the time line and the checkpoint body");
+
+    // Another time in the same line, a time in the future, another key.
+    let mut forged = raw.clone();
+    forged[11] ^= 1;
+    let forged_line = format!(
+        "— {name} {}",
+        base64::engine::general_purpose::STANDARD.encode(&forged)
+    );
+    let forged_note = text.replace(line, &forged_line);
+    assert!(matches!(
+        cosign::cosigned_at(
+            forged_note.as_bytes(),
+            name,
+            &witness.verifying_key(),
+            1_700_000_000
+        ),
+        Err(CheckpointError::BadSignature(_))
+    ));
+    let early = cosign::cosign(&note, name, &witness, 1_700_001_000).unwrap();
+    assert!(cosign::cosigned_at(&early, name, &witness.verifying_key(), 1_700_000_000).is_err());
+    let other = ed25519_dalek::SigningKey::from_bytes(&[32; 32]);
+    assert_eq!(
+        cosign::cosigned_at(&cosigned, name, &other.verifying_key(), 1_700_000_000),
+        Ok(None),
+        "another key of the same name has not cosigned"
+    );
+}
