@@ -147,7 +147,11 @@ fn proofs_check_against_the_roots_they_name() {
                 .unwrap_or_else(|e| panic!("{from} -> {size}: {e}"));
         }
     }
-    assert_eq!(s.log_consistency(0, 70).unwrap().unwrap(), vec![], "from the empty tree");
+    assert_eq!(
+        s.log_consistency(0, 70).unwrap().unwrap(),
+        vec![],
+        "from the empty tree"
+    );
     assert_eq!(s.log_consistency(0, 0).unwrap().unwrap(), vec![]);
     assert!(s.log_inclusion(70, 70).unwrap().is_err());
     assert!(s.log_inclusion(0, 71).unwrap().is_err());
