@@ -444,7 +444,11 @@ fn write() -> Result<()> {
     // answers: signed answers and a checkpoint written from
     // docs/answers.md by tests/answers/make_vectors.py, and tile paths.
     for file in files(&repo.join("tests/answers/vectors"))? {
-        let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let selector = if name.ends_with(".txt") { 2 } else { 0 };
         s.put("answers", &name, Some(selector), &fs::read(&file)?)?;
     }
