@@ -22,7 +22,7 @@ use agentmesh::answer::{self, CheckOptions, NodeInfo, Payload, RequestInfo, Resu
 use agentmesh::record::{self, DescriptorRecord, RecordBody, SignedRecord};
 use agentmesh::store::{Expect, Origin, Store, StoreOptions};
 use agentmesh::testbed::synthetic_agent;
-use agentmesh::tlog::{self, Notary};
+use agentmesh::tlog::Notary;
 use agentmesh::trust::Evidence;
 use anyhow::Context as _;
 use ed25519_dalek::SigningKey;
@@ -185,12 +185,7 @@ fn answer_of(store: &Store, key: &SigningKey, records: &[Vec<u8>]) -> anyhow::Re
         .map(|(bytes, proof)| {
             let id = SignedRecord::decode(bytes)?.body()?.agent_id().to_owned();
             shown.push(serde_json::json!({"id": id, "trust": {"level": "unverified"}}));
-            Ok(ResultProof {
-                id,
-                record: answer::check::encode_record(bytes),
-                log_index: proof.as_ref().map(|(i, _)| *i),
-                inclusion: proof.map(|(_, p)| p.iter().map(tlog::encode_hash).collect()),
-            })
+            Ok(ResultProof::new(id, bytes, proof))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let request = RequestInfo::new("POST", "/agents/search", b"{}");

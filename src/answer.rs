@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::tlog::RecordProof;
+
 pub mod check;
 
 pub use check::{check, CheckOptions, Failure, Report};
@@ -124,6 +126,20 @@ pub struct ResultProof {
     pub log_index: Option<u64>,
     /// Its RFC 6962 audit path to the checkpoint's root, standard base64.
     pub inclusion: Option<Vec<String>>,
+}
+
+impl ResultProof {
+    /// Agent `id`'s result: its record's encoded `bytes`, and its index
+    /// and audit path in the node's log when the checkpoint's tree holds
+    /// it.
+    pub fn new(id: String, bytes: &[u8], proof: Option<(u64, RecordProof)>) -> Self {
+        Self {
+            id,
+            record: base64::engine::general_purpose::STANDARD.encode(bytes),
+            log_index: proof.as_ref().map(|(i, _)| *i),
+            inclusion: proof.map(|(_, p)| p.iter().map(crate::tlog::encode_hash).collect()),
+        }
+    }
 }
 
 /// The agents of an answer to a request for `target`, in its order, each

@@ -486,8 +486,3 @@ fn evidence_holds(
         .map(|()| None)
         .map_err(|e| format!("the challenge signature does not verify: {e}"))
 }
-
-/// The standard base64 of a record's bytes, as a result carries it.
-pub fn encode_record(bytes: &[u8]) -> String {
-    B64.encode(bytes)
-}

@@ -126,12 +126,7 @@ impl Fixture {
             .iter()
             .zip(&records)
             .zip(proofs)
-            .map(|((id, bytes), proof)| ResultProof {
-                id: (*id).into(),
-                record: check::encode_record(bytes),
-                log_index: proof.as_ref().map(|(i, _)| *i),
-                inclusion: proof.map(|(_, p)| p.iter().map(crate::tlog::encode_hash).collect()),
-            })
+            .map(|((id, bytes), proof)| ResultProof::new((*id).into(), bytes, proof))
             .collect();
         let request = RequestInfo::new("POST", "/agents/search", br#"{"query":"x"}"#);
         let payload = Payload {

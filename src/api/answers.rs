@@ -201,12 +201,7 @@ fn prove(
         .iter()
         .zip(records)
         .zip(proofs)
-        .map(|((id, bytes), proof)| ResultProof {
-            id: id.clone(),
-            record: answer::check::encode_record(&bytes),
-            log_index: proof.as_ref().map(|(i, _)| *i),
-            inclusion: proof.map(|(_, p)| p.iter().map(crate::tlog::encode_hash).collect()),
-        })
+        .map(|((id, bytes), proof)| ResultProof::new(id.clone(), &bytes, proof))
         .collect();
     Ok(Some((size, root, results)))
 }
