@@ -94,6 +94,60 @@ pub fn router(state: AppState) -> Router {
         config.max_concurrent_requests,
         metrics.clone(),
     ));
+    routes()
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            config.max_body_bytes,
+            refuse_oversized,
+        ))
+        // The streaming import reads its body itself, with limits of its
+        // own (lines, line length): added after the body limits, which do
+        // not wrap it.
+        .route("/admin/import", axum::routing::post(import::import))
+        .route("/admin/audit", get(audit::page))
+        .route("/admin/audit/verify", get(audit::verify))
+        .route("/admin/audit/{seq}", get(audit::one))
+        // Signed answers wrap what the handler answered, inside the
+        // scope check.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            answers::sign,
+        ))
+        // After every route: the scope check runs on each matched one,
+        // inside the audit trail, which records its refusals.
+        .route_layer(axum::middleware::from_fn(auth::require_scope))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::trail,
+        ))
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new_for_http().make_span_with(observe::span))
+                .layer(axum::middleware::from_fn_with_state(shed, limits::shed))
+                .layer(HandleErrorLayer::new(overloaded))
+                .timeout(config.request_timeout),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            limits,
+            limits::enforce,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::identify,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            observe::observe,
+        ))
+        .with_state(state)
+}
+
+/// The route table, under the body limits: [`router`] adds the streaming
+/// import (which reads its body under limits of its own) and the audit
+/// pages after them.
+fn routes() -> Router<AppState> {
     Router::new()
         .route("/agents", get(agents::list).post(agents::register))
         .route("/agents/search", axum::routing::post(agents::search))
@@ -159,53 +213,6 @@ pub fn router(state: AppState) -> Router {
         .route("/log/tile/{*path}", get(log::tile))
         .route("/log/proof/inclusion", get(log::inclusion))
         .route("/log/proof/consistency", get(log::consistency))
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
-            config.max_body_bytes,
-            refuse_oversized,
-        ))
-        // The streaming import reads its body itself, with limits of its
-        // own (lines, line length): added after the body limits, which do
-        // not wrap it.
-        .route("/admin/import", axum::routing::post(import::import))
-        .route("/admin/audit", get(audit::page))
-        .route("/admin/audit/verify", get(audit::verify))
-        .route("/admin/audit/{seq}", get(audit::one))
-        // Signed answers wrap what the handler answered, inside the
-        // scope check.
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            answers::sign,
-        ))
-        // After every route: the scope check runs on each matched one,
-        // inside the audit trail, which records its refusals.
-        .route_layer(axum::middleware::from_fn(auth::require_scope))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            audit::trail,
-        ))
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(
-            ServiceBuilder::new()
-                .layer(TraceLayer::new_for_http().make_span_with(observe::span))
-                .layer(axum::middleware::from_fn_with_state(shed, limits::shed))
-                .layer(HandleErrorLayer::new(overloaded))
-                .timeout(config.request_timeout),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            limits,
-            limits::enforce,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::identify,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            metrics,
-            observe::observe,
-        ))
-        .with_state(state)
 }
 
 /// Most bytes of a refused body read before the answer: enough that a

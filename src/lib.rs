@@ -8,6 +8,8 @@
 //!   reason codes;
 //! - [`descriptor`]: the normalised agent view every format maps into;
 //! - [`net`]: the address policy (which addresses may be connected to);
+//! - [`tlog`]: the transparency log's formats: tile paths, signed-note
+//!   checkpoints, witness cosignatures;
 //! - [`priority`]: background threads yield the CPU to the ones answering
 //!   queries;
 //! - [`periodic`]: the one loop of the node's periodic background jobs;
@@ -26,6 +28,8 @@
 //! - [`store`]: the sled store, its secondary indexes and the text index;
 //! - [`access`]: who may do what through the API: scopes, API keys,
 //!   bearer JWTs;
+//! - [`answer`]: signed answers (records, evidence and log proofs in one
+//!   envelope) and their offline check;
 //! - `testbed` (feature `testbed`, on by default): the synthetic agent
 //!   population the tests, the demo and the simulations crawl;
 //! - [`mesh`]: the libp2p mesh (gossip, DHT, search) behind a `MeshClient`;

@@ -173,156 +173,155 @@ fn search_histogram() -> Histogram {
     Histogram::new(SEARCH_BUCKETS)
 }
 
-impl Metrics {
-    /// Fresh metrics, every counter at zero, watching nothing yet.
-    pub fn new() -> Self {
-        let mut registry = PromRegistry::with_prefix("agentmesh");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+impl Inner {
+    /// The HTTP API's metrics: requests and refusals.
+    fn register_http(&mut self) {
+        self.registry.register(
             "http_requests",
             "HTTP API requests answered, by route template, method and status",
-            requests.clone(),
+            self.requests.clone(),
         );
-        let auth_failures = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "auth_failures",
             "Requests refused for their credentials, by reason: malformed, \
              unknown_key, expired_key, revoked_key, bad_token, bad_jwt",
-            auth_failures.clone(),
+            self.auth_failures.clone(),
         );
-        let rate_limited = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "http_rate_limited",
             "HTTP API requests refused with 429, by the limit they were over: a budget of api.limits (reads, text_search, semantic_search, mesh_search, resolve, writes, records, import) or daily_quota",
-            rate_limited.clone(),
+            self.rate_limited.clone(),
         );
-        let shed = Counter::default();
-        registry.register(
+        self.registry.register(
             "http_shed",
             "HTTP API requests answered 503 at once because api.max_concurrent_requests were in flight",
-            shed.clone(),
+            self.shed.clone(),
         );
-        let connections_refused = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "http_connections_refused",
             "HTTP connections closed as they were accepted, by cap: total (api.max_connections) or per_ip (api.max_connections_per_ip)",
-            connections_refused.clone(),
+            self.connections_refused.clone(),
         );
-        let crawls = Family::<Labels1, Counter>::default();
-        registry.register(
+    }
+
+    /// The crawler's metrics: crawls, their schedule, probes and followed
+    /// MCP registries.
+    fn register_crawl(&mut self) {
+        self.registry.register(
             "crawls",
             "Domains crawled (one per report), by outcome: stored or not_stored",
-            crawls.clone(),
+            self.crawls.clone(),
         );
-        let crawl_reasons = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "crawl_reasons",
             "Reason codes in crawl reports (a report may carry several)",
-            crawl_reasons.clone(),
+            self.crawl_reasons.clone(),
         );
-        let crawl_jobs = Histogram::new(CRAWL_BUCKETS);
-        registry.register_with_unit(
+        self.registry.register_with_unit(
             "crawl_job_duration",
             "Crawl jobs (POST /crawl, seeds, re-verifications, with the peers they follow), start to last report",
             Unit::Seconds,
-            crawl_jobs.clone(),
+            self.crawl_jobs.clone(),
         );
-        let schedule_left = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "crawl_schedule_left",
             "Domains the recrawl schedule let go, by cause: failures (failed crawl.evict_after_failures times in a row), evicted (made room for a new domain at crawl.max_scheduled_domains), refused (a new domain not scheduled: full of domains that do not fail)",
-            schedule_left.clone(),
+            self.schedule_left.clone(),
         );
-        let probes = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "crawl_probes",
             "Liveness probes of agents (crawl.probe_registered), by result: alive, auth_required, not_protocol, unreachable, timeout",
-            probes.clone(),
+            self.probes.clone(),
         );
-        let upstream_servers = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "mcp_upstream_servers",
             "Servers read from the MCP registries this node follows (crawl.mcp_upstreams), by outcome: created, updated, unchanged, deleted, skipped, refused",
-            upstream_servers.clone(),
+            self.upstream_servers.clone(),
         );
-        let upstream_syncs = Family::<Labels1, Counter>::default();
-        registry.register(
+        self.registry.register(
             "mcp_upstream_syncs",
             "Passes over the MCP registries this node follows, by result: ok (every change read), failed (stopped, resumed later where it stopped)",
-            upstream_syncs.clone(),
+            self.upstream_syncs.clone(),
         );
-        let searches: Family<Labels1, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(search_histogram);
-        registry.register_with_unit(
+    }
+
+    /// Searches answered, and what the node holds: records by trust and
+    /// source, peers, the indexes.
+    fn register_held(&mut self) {
+        self.registry.register_with_unit(
             "search_duration",
             "Searches answered, by scope (mesh when peers were asked, else local)",
             Unit::Seconds,
-            searches.clone(),
+            self.searches.clone(),
         );
-        let records_by_trust = Family::<Labels1, Gauge>::default();
-        registry.register(
+        self.registry.register(
             "records_by_trust",
             "Live descriptors held, by trust level",
-            records_by_trust.clone(),
+            self.records_by_trust.clone(),
         );
-        let records_by_source = Family::<Labels1, Gauge>::default();
-        registry.register(
+        self.registry.register(
             "records_by_source",
             "Live descriptors held as listings show them (suspended agents left out), by source: local, crawl or mesh",
-            records_by_source.clone(),
+            self.records_by_source.clone(),
         );
-        let peers = Gauge::default();
-        registry.register(
+        self.registry.register(
             "peers_connected",
             "Peers with at least one established connection",
-            peers.clone(),
+            self.peers.clone(),
         );
-        let text_segments = Gauge::default();
-        registry.register(
+        self.registry.register(
             "text_index_segments",
             "Segments of the text index that every text search walks (merges join them; a bulk import adds them)",
-            text_segments.clone(),
+            self.text_segments.clone(),
         );
-        let semantic_agents = Gauge::default();
-        registry.register(
+        self.registry.register(
             "semantic_index_agents",
             "Agents in the vector index that semantic search finds by meaning (0 without a semantic model)",
-            semantic_agents.clone(),
+            self.semantic_agents.clone(),
         );
-        let semantic_stopped = Gauge::default();
-        registry.register(
+        self.registry.register(
             "semantic_index_stopped",
             "1 when the vector index's thread has stopped (a panic, in the log): semantic search answers from what it held, no longer following the store, until a restart",
-            semantic_stopped.clone(),
+            self.semantic_stopped.clone(),
         );
-        let mesh_stats = Arc::new(OnceLock::new());
-        registry.register_collector(Box::new(mesh::MeshCollector(mesh_stats.clone())));
+    }
+}
+
+impl Metrics {
+    /// Fresh metrics, every counter at zero, watching nothing yet.
+    pub fn new() -> Self {
+        let mut inner = Inner {
+            registry: PromRegistry::with_prefix("agentmesh"),
+            requests: Family::default(),
+            auth_failures: Family::default(),
+            rate_limited: Family::default(),
+            shed: Counter::default(),
+            connections_refused: Family::default(),
+            crawls: Family::default(),
+            crawl_reasons: Family::default(),
+            crawl_jobs: Histogram::new(CRAWL_BUCKETS),
+            schedule_left: Family::default(),
+            probes: Family::default(),
+            upstream_servers: Family::default(),
+            upstream_syncs: Family::default(),
+            searches: Family::new_with_constructor(search_histogram),
+            records_by_trust: Family::default(),
+            records_by_source: Family::default(),
+            peers: Gauge::default(),
+            text_segments: Gauge::default(),
+            semantic_agents: Gauge::default(),
+            semantic_stopped: Gauge::default(),
+            watched: OnceLock::new(),
+            mesh_stats: Arc::new(OnceLock::new()),
+            by_source: tokio::sync::Mutex::new(None),
+        };
+        inner.register_http();
+        inner.register_crawl();
+        inner.register_held();
+        let collector = mesh::MeshCollector(inner.mesh_stats.clone());
+        inner.registry.register_collector(Box::new(collector));
         Self {
-            inner: Arc::new(Inner {
-                registry,
-                requests,
-                auth_failures,
-                rate_limited,
-                shed,
-                connections_refused,
-                crawls,
-                crawl_reasons,
-                crawl_jobs,
-                schedule_left,
-                probes,
-                upstream_servers,
-                upstream_syncs,
-                searches,
-                records_by_trust,
-                records_by_source,
-                peers,
-                text_segments,
-                semantic_agents,
-                semantic_stopped,
-                watched: OnceLock::new(),
-                mesh_stats,
-                by_source: tokio::sync::Mutex::new(None),
-            }),
+            inner: Arc::new(inner),
         }
     }
 

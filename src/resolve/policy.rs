@@ -134,10 +134,18 @@ pub(super) struct Agent<'a> {
 /// Checks every policy term, cheapest first. `Ok` holds one reason per
 /// term passed; `Err` the first term failed.
 pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, ReasonCode> {
-    let d = a.descriptor;
     let mut out = Vec::new();
+    check_proven(policy, a, &mut out)?;
+    check_offered(policy, a, &mut out)?;
+    check_terms(policy, a, &mut out)?;
+    check_observed(policy, a, &mut out)?;
+    Ok(out)
+}
+
+/// The terms the record proves: not excluded, trust, DNSSEC.
+fn check_proven(policy: &Policy, a: &Agent<'_>, out: &mut Vec<Reason>) -> Result<(), ReasonCode> {
     if !policy.exclude.is_empty() {
-        if policy.exclude.contains(&d.id) {
+        if policy.exclude.contains(&a.descriptor.id) {
             return Err(ReasonCode::PolicyExclude);
         }
         out.push(Reason::new(
@@ -164,8 +172,19 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
             "the agent's DNS record validated under DNSSEC",
         ));
     }
+    Ok(())
+}
+
+/// The terms the document declares about what it offers: languages,
+/// status, protocols, interfaces.
+fn check_offered(policy: &Policy, a: &Agent<'_>, out: &mut Vec<Reason>) -> Result<(), ReasonCode> {
     for lang in &policy.languages {
-        match d.languages.iter().find(|t| language_matches(lang, t)) {
+        match a
+            .descriptor
+            .languages
+            .iter()
+            .find(|t| language_matches(lang, t))
+        {
             Some(tag) => out.push(Reason::new(
                 ReasonCode::PolicyLanguage,
                 format!("language {lang} supported ({tag})"),
@@ -174,7 +193,8 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
     }
     if !policy.status.is_empty() {
-        match d
+        match a
+            .descriptor
             .status
             .as_deref()
             .filter(|s| policy.status.iter().any(|p| p == s))
@@ -184,7 +204,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
     }
     if !policy.protocols.is_empty() {
-        let offered = protocols(d, a.document);
+        let offered = protocols(a.descriptor, a.document);
         match policy.protocols.iter().find(|p| offered.contains(*p)) {
             Some(p) => out.push(Reason::new(
                 ReasonCode::PolicyProtocol,
@@ -194,7 +214,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
     }
     if !policy.interfaces.is_empty() {
-        let offered = interfaces(d, a.document);
+        let offered = interfaces(a.descriptor, a.document);
         match policy.interfaces.iter().find(|i| offered.contains(*i)) {
             Some(i) => out.push(Reason::new(
                 ReasonCode::PolicyInterface,
@@ -203,8 +223,13 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
             None => return Err(ReasonCode::PolicyInterface),
         }
     }
+    Ok(())
+}
+
+/// The terms of use the document declares: jurisdiction and price.
+fn check_terms(policy: &Policy, a: &Agent<'_>, out: &mut Vec<Reason>) -> Result<(), ReasonCode> {
     if !policy.jurisdiction.is_empty() {
-        let declared = jurisdictions(d, a.document);
+        let declared = jurisdictions(a.descriptor, a.document);
         if declared.is_empty() || !declared.iter().all(|j| policy.jurisdiction.contains(j)) {
             return Err(ReasonCode::PolicyJurisdiction);
         }
@@ -218,7 +243,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         ));
     }
     if let Some(max) = &policy.max_price {
-        let prices = prices(d, a.document, a.intent_capabilities);
+        let prices = prices(a.descriptor, a.document, a.intent_capabilities);
         if prices.is_empty() {
             return Err(ReasonCode::PolicyMaxPrice);
         }
@@ -229,6 +254,12 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         details.dedup();
         out.push(Reason::new(ReasonCode::PolicyMaxPrice, details.join("; ")));
     }
+    Ok(())
+}
+
+/// The terms about the service as it runs: found alive recently, and the
+/// latency it declares.
+fn check_observed(policy: &Policy, a: &Agent<'_>, out: &mut Vec<Reason>) -> Result<(), ReasonCode> {
     if let Some(within) = policy.alive_within {
         match a
             .liveness
@@ -247,7 +278,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
         }
     }
     if let Some(max) = policy.max_latency_ms {
-        match latency_ms(d, a.document).filter(|ms| *ms <= max as f64) {
+        match latency_ms(a.descriptor, a.document).filter(|ms| *ms <= max as f64) {
             Some(ms) => out.push(Reason::new(
                 ReasonCode::PolicyMaxLatency,
                 format!("declares {ms} ms ≤ {max} ms"),
@@ -255,7 +286,7 @@ pub(super) fn check(policy: &Policy, a: &Agent<'_>) -> Result<Vec<Reason>, Reaso
             None => return Err(ReasonCode::PolicyMaxLatency),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Strings of a member that may be one string or an array of them.
