@@ -210,6 +210,7 @@ fn routes() -> Router<AppState> {
         .route("/openapi.json", get(openapi::serve))
         .route("/log/checkpoint", get(log::checkpoint))
         .route("/log/key", get(log::key))
+        .route("/log/equivocations", get(log::equivocations))
         .route("/log/tile/{*path}", get(log::tile))
         .route("/log/proof/inclusion", get(log::inclusion))
         .route("/log/proof/consistency", get(log::consistency))

@@ -442,6 +442,11 @@ impl Config {
         if self.p2p.search_fanout == 0 || self.p2p.search_fanout > 256 {
             return invalid("p2p.search_fanout", "must be between 1 and 256");
         }
+        if self.p2p.witness_interval < Duration::from_millis(100)
+            || self.p2p.witness_interval > Duration::from_secs(24 * 3600)
+        {
+            return invalid("p2p.witness_interval", "must be from 100ms to 1 day");
+        }
         if self.p2p.search_timeout.is_zero() || self.p2p.search_timeout > Duration::from_secs(60) {
             return invalid("p2p.search_timeout", "must be above zero and at most 60 s");
         }

@@ -40,6 +40,8 @@
 //!   other formats, and revisiting them;
 //! - [`search`]: federated search, both halves: asking the mesh within one
 //!   budget and ranking locally, answering peers from the index;
+//! - [`witness`]: witnessing peers' transparency logs over the mesh
+//!   (checkpoints checked, cosigned, equivocations kept);
 //! - [`federation`]: judging records that arrive from other nodes;
 //! - [`resolve`]: intent resolution (`POST /resolve`): intent, context and
 //!   policy to candidates with invocation metadata;
@@ -81,3 +83,4 @@ pub mod testbed;
 pub mod tlog;
 pub mod trust;
 pub mod understand;
+pub mod witness;

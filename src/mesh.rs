@@ -41,6 +41,10 @@
 //! - `mesh/events.rs`: behaviour events (identify, Kademlia, gossipsub,
 //!   search) as the loop handles them.
 //! - `mesh/external.rs`: which of our addresses are confirmed external.
+//! - `mesh/log_events.rs`: the checkpoints topic and the log protocol as
+//!   the loop runs them.
+//! - `mesh/log.rs`: the log protocol's and the checkpoints topic's wire
+//!   types and their bounds (what witnesses exchange).
 //! - `mesh/pending.rs`: client calls in flight (publishes, lookups,
 //!   searches).
 //! - `mesh/providers.rs`: quotas on the provider records peers announce to
@@ -72,6 +76,8 @@ mod connections;
 mod event_loop;
 mod events;
 mod external;
+pub mod log;
+mod log_events;
 mod pending;
 mod providers;
 mod quota;
@@ -86,12 +92,18 @@ pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, Se
 pub use codec::{read_request, read_response};
 pub use config::{MeshConfig, MeshLimits, MeshTimeouts, MeshTransport};
 pub use libp2p::{Multiaddr, PeerId};
+pub use log::{LogRequest, LogResponse};
 pub use quota::{Rate, Rates};
 pub use stats::{MeshStats, StatsSnapshot, TransportBytes, VerdictCounts, WireSnapshot};
 pub use wire::{SearchRequest, SearchResponse};
 
 /// The gossipsub topic that carries descriptors and tombstones (contract).
 pub const RECORDS_TOPIC: &str = "agentmesh/records/v1";
+/// The gossipsub topic that carries log checkpoints and equivocation
+/// proofs (contract).
+pub const CHECKPOINTS_TOPIC: &str = "agentmesh/checkpoints/v1";
+/// The log request-response protocol name (contract).
+pub const LOG_PROTOCOL: &str = "/agentmesh/log/1.0.0";
 /// The Kademlia protocol name (contract).
 pub const KAD_PROTOCOL: &str = "/agentmesh/kad/1.0.0";
 /// The search request-response protocol name (contract).
@@ -222,6 +234,27 @@ pub trait MeshHandler: Send + Sync + 'static {
     /// ([`SearchRequest::check`]); the mesh truncates an oversized answer.
     fn on_search(&self, request: SearchRequest, from: PeerId)
         -> BoxFuture<'static, SearchResponse>;
+
+    /// Judges a message of the checkpoints topic (at most
+    /// [`log::MAX_CHECKPOINT_MESSAGE_BYTES`]) signed by `author` and
+    /// relayed by `from`. A node that witnesses nothing ignores it.
+    fn on_checkpoint(
+        &self,
+        _message: Vec<u8>,
+        _author: PeerId,
+        _from: PeerId,
+    ) -> BoxFuture<'static, Verdict> {
+        Box::pin(std::future::ready(Verdict::Ignore("no_witness")))
+    }
+
+    /// Answers a log request from `from`. A node without a log refuses.
+    fn on_log_request(
+        &self,
+        _request: LogRequest,
+        _from: PeerId,
+    ) -> BoxFuture<'static, LogResponse> {
+        Box::pin(std::future::ready(LogResponse::refused("no log here")))
+    }
 }
 
 /// The DHT key of an agent's record: `sha256("agentmesh/agent/v1/" + id)`.

@@ -233,6 +233,8 @@ impl Node {
         .await?;
         let crawl_queue = crawling.queue;
         let seeds = unscheduled(seeds, crawling.scheduler.as_ref());
+        let notary = Arc::new(notary(&config, &key, &peer_id)?);
+        let witness = wiring::build_witness(&config.p2p, &store, &notary)?;
         let (mesh_state, search) = start_mesh_stage(
             MeshWiring {
                 p2p: &config.p2p,
@@ -243,6 +245,7 @@ impl Node {
                 crawl_queue: Some(crawl_queue.clone()),
                 outbox: outbox_rx,
                 republish: true,
+                witness: Some(witness.clone()),
                 cancel: stages.token(Stage::Mesh),
             },
             &mut stages,
@@ -279,7 +282,8 @@ impl Node {
             peer_id: peer_id.clone(),
             listen_addrs: listen_addrs.clone(),
             gateway,
-            notary: Arc::new(notary(&config, &key, &peer_id)?),
+            notary,
+            witness: Some(witness),
             trusted_signers: wiring::trusted_keys(&config.p2p.trusted_peers)
                 .iter()
                 .map(crate::identity::encode_public_key)

@@ -24,7 +24,8 @@
 //!   by agent ordinal and signer (`store/liveness.rs`; a tree added
 //!   without a layout change: a data directory without it gets it empty);
 //! - `meta`: the schema version, and the state of each upstream registry
-//!   followed (`store/upstreams.rs`);
+//!   followed (`store/upstreams.rs`); what the witness keeps: the last
+//!   checkpoint of each peer, equivocation proofs (`store/witness.rs`);
 //! - `audit`, `audit_versions`, `audit_meta`: the hash-chained audit log,
 //!   the record versions its entries name, its head and retention
 //!   checkpoint (`store/audit.rs`);
@@ -96,6 +97,7 @@ mod trust;
 mod upstreams;
 mod usage;
 mod visibility;
+pub mod witness;
 mod write;
 
 pub use audit::{AuditAction, AuditEntry, AuditEvent, AuditOutcome, Retention};

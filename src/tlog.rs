@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 pub mod cosign;
 pub mod note;
 pub mod path;
+pub mod witness;
 
 pub use note::{Checkpoint, CheckpointError, Notary};
 pub use path::{TilePath, TILE_WIDTH};

@@ -92,6 +92,7 @@ const EXPECTED: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/peers", Some(Scope::Read)),
     ("GET", "/log/checkpoint", Some(Scope::Read)),
     ("GET", "/log/key", Some(Scope::Read)),
+    ("GET", "/log/equivocations", Some(Scope::Read)),
     ("GET", "/log/tile/{path}", Some(Scope::Read)),
     ("GET", "/log/proof/inclusion", Some(Scope::Read)),
     ("GET", "/log/proof/consistency", Some(Scope::Read)),

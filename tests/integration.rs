@@ -47,3 +47,4 @@ mod semantic;
 mod third_party;
 mod tlog;
 mod visibility;
+mod witness;

@@ -156,6 +156,7 @@ pub const ROUTE_SCOPES: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/peers", Some(Scope::Read)),
     ("GET", "/log/checkpoint", Some(Scope::Read)),
     ("GET", "/log/key", Some(Scope::Read)),
+    ("GET", "/log/equivocations", Some(Scope::Read)),
     ("GET", "/log/tile/{path}", Some(Scope::Read)),
     ("GET", "/log/proof/inclusion", Some(Scope::Read)),
     ("GET", "/log/proof/consistency", Some(Scope::Read)),

@@ -69,6 +69,19 @@ pub(super) struct Peers {
     peers: Vec<crate::mesh::PeerInfo>,
     /// Records received from peers.
     records: PeerRecords,
+    /// What this node's witness did with its peers' log checkpoints.
+    witness: Option<PeerWitness>,
+}
+
+/// The witness's side of `GET /peers` (docs/protocol.md#witnessing).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(super) struct PeerWitness {
+    /// Checkpoints received, cosigned, unproven; cosignatures received;
+    /// equivocations kept.
+    counts: crate::witness::WitnessCounts,
+    /// The peers caught signing two histories of their log (the proofs:
+    /// `GET /log/equivocations`).
+    equivocated: Vec<String>,
 }
 
 /// Counts of the records peers sent.
@@ -166,5 +179,9 @@ pub(super) async fn peers(State(state): State<AppState>) -> Result<Json<Peers>, 
             reverify: mesh.reverify.counts(),
             liveness: mesh.judge.liveness_counts(),
         },
+        witness: state.witness().map(|w| PeerWitness {
+            counts: w.counts(),
+            equivocated: w.equivocations().into_iter().map(|e| e.peer).collect(),
+        }),
     }))
 }

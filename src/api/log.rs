@@ -21,23 +21,69 @@ use crate::tlog::{encode_hash, TilePath};
 /// Tiles and bundles never change once served: a year, immutable.
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
-/// `GET /log/checkpoint`: the log's latest durable tree head, signed.
+/// `GET /log/checkpoint`: the log's latest durable tree head, signed; or,
+/// with `witnesses=N`, the newest one N witnesses cosigned.
 #[utoipa::path(get, path = "/log/checkpoint", tag = "log",
+    params(("witnesses" = Option<u32>, Query, description = "Answer the newest checkpoint at least this many peers witnessed, with their cosignatures (at most 256)")),
     responses(
-        (status = 200, description = "A C2SP checkpoint, a signed note (docs/protocol.md#log)", body = String, content_type = "text/plain; charset=utf-8"),
+        (status = 200, description = "A C2SP checkpoint, a signed note (docs/protocol.md#log), with witness cosignature lines when asked", body = String, content_type = "text/plain; charset=utf-8"),
+        (status = 400, description = "`witnesses` is not a number from 0 to 256", body = ErrorBody),
+        (status = 404, description = "No checkpoint held has that many cosignatures yet", body = ErrorBody),
         (status = 503, description = "The store failed", body = ErrorBody),
     ))]
-pub(super) async fn checkpoint(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let (size, root) = read(&state, |s| s.log_head()).await?;
-    let note = state.notary().sign(size, root);
+pub(super) async fn checkpoint(
+    State(state): State<AppState>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let mut witnesses = None;
+    for (name, value) in &pairs {
+        if name != "witnesses" {
+            return Err(bad_param(name, format!("{name} is not a parameter here")));
+        }
+        let n = value
+            .parse::<usize>()
+            .map_err(|_| bad_param("witnesses", "witnesses must be a number".into()))?;
+        witnesses = Some(n);
+    }
+    let note = match witnesses {
+        None | Some(0) => {
+            let (size, root) = read(&state, |s| s.log_head()).await?;
+            state.notary().sign(size, root).to_vec()
+        }
+        Some(n) if n > crate::witness::MAX_COSIGNATURES => {
+            return Err(bad_param("witnesses", "witnesses is at most 256".into()))
+        }
+        Some(n) => state
+            .witness()
+            .and_then(|w| w.cosigned_checkpoint(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::NotFound,
+                    format!("no checkpoint held has {n} witness cosignatures yet"),
+                )
+            })?,
+    };
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        note.to_vec(),
+        note,
     )
         .into_response())
+}
+
+/// `GET /log/equivocations`: the proofs this node's witness holds that a
+/// peer's log signed two histories, each checkable offline
+/// (docs/protocol.md#witnessing).
+#[utoipa::path(get, path = "/log/equivocations", tag = "log",
+    responses((status = 200, description = "`{equivocations: [...]}`, one proof per peer", body = serde_json::Value)))]
+pub(super) async fn equivocations(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let held = state
+        .witness()
+        .map(|w| w.equivocations())
+        .unwrap_or_default();
+    Json(json!({ "equivocations": held }))
 }
 
 /// `GET /log/key`: the key checkpoints are signed with, as a note

@@ -90,6 +90,7 @@ const AIDIP_SCHEMA: &str = "AidipDocument";
         answers::proof,
         log::checkpoint,
         log::key,
+        log::equivocations,
         log::tile,
         log::inclusion,
         log::consistency,

@@ -53,6 +53,10 @@ pub struct AppStateParts {
     pub gateway: Option<Gateway>,
     /// Signs the transparency log's checkpoints (`GET /log/checkpoint`).
     pub notary: Arc<crate::tlog::Notary>,
+    /// Witnesses peers' logs and keeps the cosignatures of this node's
+    /// checkpoints (`GET /log/checkpoint?witnesses=N`,
+    /// `GET /log/equivocations`, `GET /peers`); none without a mesh.
+    pub witness: Option<Arc<crate::witness::Witness>>,
     /// The keys whose evidence the node counts beside its own
     /// (`p2p.trusted_peers`), base64url: signed answers name them.
     pub trusted_signers: Vec<String>,
@@ -111,6 +115,10 @@ impl AppState {
 
     pub(crate) fn notary(&self) -> &crate::tlog::Notary {
         &self.inner.parts.notary
+    }
+
+    pub(crate) fn witness(&self) -> Option<&crate::witness::Witness> {
+        self.inner.parts.witness.as_deref()
     }
 
     pub(crate) fn trusted_signers(&self) -> &[String] {

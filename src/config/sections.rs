@@ -284,6 +284,11 @@ pub struct P2pConfig {
     /// answered by 70 % of it is not waited for).
     #[serde(with = "humantime_serde")]
     pub search_timeout: Duration,
+    /// How often this node publishes its log's checkpoint for witnesses
+    /// when it changed (and every ten times as long anyway); it witnesses
+    /// its peers' checkpoints as they come (docs/protocol.md#witnessing).
+    #[serde(with = "humantime_serde")]
+    pub witness_interval: Duration,
     /// Dial loopback, private, link-local and CGNAT addresses (peers on
     /// one machine or a private network). Off by default: such addresses,
     /// whether configured, advertised by a peer or resolved from a name,
@@ -331,6 +336,7 @@ impl Default for P2pConfig {
             trusted_peers: Vec::new(),
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),
+            witness_interval: Duration::from_secs(60),
             allow_private_addresses: false,
             replication: Replication::All,
             max_record_lifetime: DEFAULT_MAX_RECORD_LIFETIME,

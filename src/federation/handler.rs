@@ -1,7 +1,8 @@
 //! The node's side of the mesh ([`MeshHandler`]): records from peers go
 //! through the [`Judge`]; searches from peers are answered by the
 //! answering half of federated search ([`crate::search::answer`]: this
-//! node's index, signed records the asker verifies itself).
+//! node's index, signed records the asker verifies itself); checkpoints
+//! and log requests go to the node's [`Witness`], when it has one.
 
 use std::sync::Arc;
 
@@ -12,14 +13,16 @@ use libp2p::PeerId;
 use super::reverify::Reverifier;
 use super::{Judge, Judgement};
 use crate::mesh::wire::{SearchRequest, SearchResponse};
-use crate::mesh::{MeshHandler, RecordOrigin, Verdict};
+use crate::mesh::{LogRequest, LogResponse, MeshHandler, RecordOrigin, Verdict};
 use crate::registry::Registry;
+use crate::witness::Witness;
 
 /// Judges inbound records and answers peers' searches.
 pub struct NodeHandler {
     judge: Arc<Judge>,
     registry: Registry,
     reverify: Arc<Reverifier>,
+    witness: Option<Arc<Witness>>,
 }
 
 impl NodeHandler {
@@ -31,7 +34,14 @@ impl NodeHandler {
             judge,
             registry,
             reverify,
+            witness: None,
         }
+    }
+
+    /// Hands the checkpoints topic and the log protocol to `witness`.
+    pub fn with_witness(mut self, witness: Option<Arc<Witness>>) -> Self {
+        self.witness = witness;
+        self
     }
 
     fn handle(&self, bytes: &[u8], from: PeerId, origin: &RecordOrigin) -> Verdict {
@@ -114,5 +124,24 @@ impl MeshHandler for SharedHandler {
     ) -> BoxFuture<'static, SearchResponse> {
         let handler = self.0.clone();
         async move { crate::search::answer(&handler.registry, &request).await }.boxed()
+    }
+
+    fn on_checkpoint(
+        &self,
+        message: Vec<u8>,
+        author: PeerId,
+        _from: PeerId,
+    ) -> BoxFuture<'static, Verdict> {
+        match &self.0.witness {
+            Some(w) => w.on_message(message, author),
+            None => std::future::ready(Verdict::Ignore("no_witness")).boxed(),
+        }
+    }
+
+    fn on_log_request(&self, request: LogRequest, from: PeerId) -> BoxFuture<'static, LogResponse> {
+        match &self.0.witness {
+            Some(w) => w.on_request(request, from),
+            None => std::future::ready(LogResponse::refused("no log here")).boxed(),
+        }
     }
 }

@@ -45,6 +45,13 @@
 //!   timeout from the config (10 s default), at most 64 concurrent streams
 //!   per connection; the codec counts its messages and bytes
 //!   (`mesh::codec`).
+//! - gossipsub also on `agentmesh/checkpoints/v1`: the log checkpoints
+//!   nodes witness and the equivocation proofs they find (at most 16 KiB,
+//!   [`super::log`]), scored like the records topic.
+//! - request-response `/agentmesh/log/1.0.0` with the cbor codec:
+//!   consistency proofs and witness cosignatures (requests <= 20 KiB,
+//!   responses <= 16 KiB), the same timeout, at most 8 concurrent streams
+//!   per connection.
 //! - connection limits (config): 256 established in total, 3 per peer (TCP
 //!   and QUIC, plus a simultaneous dial), 64 pending incoming.
 
@@ -65,9 +72,11 @@ use libp2p::{connection_limits, gossipsub, identify, kad, StreamProtocol, Swarm,
 use sha2::{Digest, Sha256};
 
 use super::codec::CountingCodec;
+use super::log::{LogRequest, LogResponse, MAX_LOG_REQUEST_BYTES, MAX_LOG_RESPONSE_BYTES};
 use super::stats::MeshStats;
 use super::{
-    MeshConfig, MeshError, IDENTIFY_PROTOCOL, KAD_PROTOCOL, RECORDS_TOPIC, SEARCH_PROTOCOL,
+    MeshConfig, MeshError, CHECKPOINTS_TOPIC, IDENTIFY_PROTOCOL, KAD_PROTOCOL, LOG_PROTOCOL,
+    RECORDS_TOPIC, SEARCH_PROTOCOL,
 };
 use crate::record::MAX_RECORD_BYTES;
 
@@ -79,9 +88,13 @@ pub const KAD_MAX_PACKET_BYTES: usize = 64 * 1024;
 pub const GOSSIP_MAX_TRANSMIT_BYTES: usize = MAX_RECORD_BYTES + 4 * 1024;
 /// Concurrent search streams per connection.
 const SEARCH_MAX_STREAMS: usize = 64;
+/// Concurrent log streams per connection.
+const LOG_MAX_STREAMS: usize = 8;
 
 /// The search protocol's behaviour (the CBOR codec, counted).
 pub type SearchBehaviour = request_response::Behaviour<CountingCodec>;
+/// The log protocol's behaviour.
+pub type LogBehaviour = request_response::cbor::Behaviour<LogRequest, LogResponse>;
 
 /// Every protocol the mesh speaks.
 #[derive(NetworkBehaviour)]
@@ -98,11 +111,18 @@ pub struct MeshBehaviour {
     pub gossipsub: gossipsub::Behaviour,
     /// Search requests.
     pub search: SearchBehaviour,
+    /// Log requests: consistency proofs, witness cosignatures.
+    pub log: LogBehaviour,
 }
 
 /// The records topic.
 pub fn records_topic() -> gossipsub::IdentTopic {
     gossipsub::IdentTopic::new(RECORDS_TOPIC)
+}
+
+/// The checkpoints topic.
+pub fn checkpoints_topic() -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(CHECKPOINTS_TOPIC)
 }
 
 /// Peer scoring: what a peer gains for useful deliveries and loses for
@@ -146,7 +166,8 @@ pub fn score_params() -> (gossipsub::PeerScoreParams, gossipsub::PeerScoreThresh
         ]),
         ..Default::default()
     };
-    params.topics.insert(records_topic().hash(), topic);
+    params.topics.insert(records_topic().hash(), topic.clone());
+    params.topics.insert(checkpoints_topic().hash(), topic);
     let thresholds = gossipsub::PeerScoreThresholds {
         gossip_threshold: -10.0,
         publish_threshold: -50.0,
@@ -183,6 +204,7 @@ fn gossipsub(key: &Keypair) -> Result<gossipsub::Behaviour, MeshError> {
     g.with_peer_score(params, thresholds)
         .map_err(behaviour_error)?;
     g.subscribe(&records_topic()).map_err(behaviour_error)?;
+    g.subscribe(&checkpoints_topic()).map_err(behaviour_error)?;
     Ok(g)
 }
 
@@ -230,6 +252,20 @@ fn search(config: &MeshConfig, stats: &MeshStats) -> SearchBehaviour {
     )
 }
 
+fn log(config: &MeshConfig) -> LogBehaviour {
+    let codec = request_response::cbor::codec::Codec::default()
+        .set_request_size_maximum(MAX_LOG_REQUEST_BYTES)
+        .set_response_size_maximum(MAX_LOG_RESPONSE_BYTES);
+    let rc = request_response::Config::default()
+        .with_request_timeout(config.timeouts.request)
+        .with_max_concurrent_streams(LOG_MAX_STREAMS);
+    request_response::Behaviour::with_codec(
+        codec,
+        [(StreamProtocol::new(LOG_PROTOCOL), ProtocolSupport::Full)],
+        rc,
+    )
+}
+
 impl MeshBehaviour {
     fn new(key: &Keypair, config: &MeshConfig, stats: &MeshStats) -> Result<Self, MeshError> {
         let l = &config.limits;
@@ -256,6 +292,7 @@ impl MeshBehaviour {
             kad: kademlia(key, config),
             gossipsub: gossipsub(key)?,
             search: search(config, stats),
+            log: log(config),
         })
     }
 }

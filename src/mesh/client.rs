@@ -10,6 +10,7 @@ use libp2p::{Multiaddr, PeerId};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::log::{LogRequest, LogResponse};
 use super::stats::{MeshStats, StatsSnapshot};
 use super::wire::{SearchRequest, SearchResponse};
 use super::MeshError;
@@ -167,6 +168,15 @@ pub(crate) enum Command {
     Dial {
         addr: Multiaddr,
         reply: Reply<()>,
+    },
+    PublishCheckpoint {
+        message: Vec<u8>,
+        reply: Reply<bool>,
+    },
+    LogRequest {
+        peer: PeerId,
+        request: LogRequest,
+        reply: Reply<Result<LogResponse, String>>,
     },
 }
 
@@ -402,6 +412,44 @@ impl MeshClient {
             peers,
             request,
             deadline,
+            reply,
+        })
+        .await
+    }
+
+    /// Publishes `message` on the checkpoints topic: `true` when some
+    /// peer subscribed to it was there to take it.
+    ///
+    /// # Errors
+    /// [`MeshError::TooLarge`] over
+    /// [`MAX_CHECKPOINT_MESSAGE_BYTES`](super::log::MAX_CHECKPOINT_MESSAGE_BYTES);
+    /// [`MeshError::Shutdown`].
+    pub async fn publish_checkpoint(&self, message: Vec<u8>) -> Result<bool, MeshError> {
+        let max = super::log::MAX_CHECKPOINT_MESSAGE_BYTES;
+        if message.len() > max {
+            return Err(MeshError::TooLarge {
+                size: message.len(),
+                max,
+            });
+        }
+        self.ask(|reply| Command::PublishCheckpoint { message, reply })
+            .await
+    }
+
+    /// Asks `peer`'s log (`/agentmesh/log/1.0.0`). The inner `Err` says
+    /// why no answer came (no connection, a timeout, an answer out of
+    /// bounds); it is bounded by the request timeout.
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn log_request(
+        &self,
+        peer: PeerId,
+        request: LogRequest,
+    ) -> Result<Result<LogResponse, String>, MeshError> {
+        self.ask(|reply| Command::LogRequest {
+            peer,
+            request,
             reply,
         })
         .await

@@ -83,6 +83,14 @@ impl EventLoop {
                 deadline,
                 reply,
             } => self.search(peers, request, deadline, reply),
+            Command::PublishCheckpoint { message, reply } => {
+                let _ = reply.send(Ok(self.publish_checkpoint(message)));
+            }
+            Command::LogRequest {
+                peer,
+                request,
+                reply,
+            } => self.send_log_request(peer, request, reply),
             Command::Dial { addr, reply } => {
                 let r = self.swarm.dial(addr.clone()).map_err(|e| MeshError::Dial {
                     addr: addr.to_string(),

@@ -72,6 +72,15 @@ pub(super) enum Internal {
         limit: u32,
         response: Option<SearchResponse>,
     },
+    Checkpoint {
+        message_id: MessageId,
+        source: PeerId,
+        verdict: Verdict,
+    },
+    Log {
+        channel: ResponseChannel<super::log::LogResponse>,
+        response: Option<super::log::LogResponse>,
+    },
     Deadline(Deadline),
 }
 
@@ -115,6 +124,11 @@ pub(super) struct EventLoop {
     pub(super) handler: Arc<dyn MeshHandler>,
     pub(super) stats: MeshStats,
     pub(super) topic: gossipsub::TopicHash,
+    /// The checkpoints topic.
+    pub(super) checkpoints: gossipsub::TopicHash,
+    /// Log requests in flight.
+    pub(super) log_pending:
+        HashMap<libp2p::request_response::OutboundRequestId, super::pending::LogReply>,
     pub(super) own_shard: u32,
     quotas: super::quota::Quotas,
     /// What peers' provider announcements may hold (`mesh/providers.rs`).
@@ -179,6 +193,8 @@ pub(super) async fn spawn(
         handler,
         stats: stats.clone(),
         topic: records_topic().hash(),
+        checkpoints: super::behaviour::checkpoints_topic().hash(),
+        log_pending: HashMap::new(),
         commands,
         internal_tx,
         internal_rx,
@@ -465,15 +481,7 @@ impl EventLoop {
                 verdict,
             } => {
                 self.stats.verdict(super::stats::Path::Gossip, &verdict);
-                let acceptance = match verdict {
-                    Verdict::Accept => gossipsub::MessageAcceptance::Accept,
-                    Verdict::Reject(_) => gossipsub::MessageAcceptance::Reject,
-                    Verdict::Ignore(_) => gossipsub::MessageAcceptance::Ignore,
-                };
-                let g = &mut self.swarm.behaviour_mut().gossipsub;
-                if !g.report_message_validation_result(&message_id, &source, acceptance) {
-                    debug!(%message_id, "validated message no longer in the cache");
-                }
+                self.report_validation(&message_id, &source, verdict);
             }
             Internal::DhtPut { record, verdict } => self.on_dht_put_verdict(record, verdict),
             Internal::DhtGet {
@@ -501,7 +509,27 @@ impl EventLoop {
                 }
                 None => self.stats.search_refused("handler_timeout"),
             },
+            Internal::Checkpoint {
+                message_id,
+                source,
+                verdict,
+            } => self.report_validation(&message_id, &source, verdict),
+            Internal::Log { channel, response } => self.on_log_answer(channel, response),
             Internal::Deadline(d) => self.on_deadline(d),
+        }
+    }
+
+    /// Reports a verdict on a gossip message to gossipsub: an accepted
+    /// one is forwarded, a rejected one counts against its sender.
+    fn report_validation(&mut self, message_id: &MessageId, source: &PeerId, verdict: Verdict) {
+        let acceptance = match verdict {
+            Verdict::Accept => gossipsub::MessageAcceptance::Accept,
+            Verdict::Reject(_) => gossipsub::MessageAcceptance::Reject,
+            Verdict::Ignore(_) => gossipsub::MessageAcceptance::Ignore,
+        };
+        let g = &mut self.swarm.behaviour_mut().gossipsub;
+        if !g.report_message_validation_result(message_id, source, acceptance) {
+            debug!(%message_id, "validated message no longer in the cache");
         }
     }
 

@@ -150,6 +150,7 @@ impl EventLoop {
             MeshBehaviourEvent::Kad(e) => self.on_kad(e),
             MeshBehaviourEvent::Gossipsub(e) => self.on_gossip(e),
             MeshBehaviourEvent::Search(e) => self.on_search(e),
+            MeshBehaviourEvent::Log(e) => self.on_log(e),
             MeshBehaviourEvent::Limits(never) => match never {},
             MeshBehaviourEvent::PerIp(never) => match never {},
         }
@@ -476,6 +477,9 @@ impl EventLoop {
             }
             return;
         };
+        if message.topic == self.checkpoints {
+            return self.on_checkpoint_message(message_id, source, message);
+        }
         let early = if message.topic != self.topic {
             Some(Verdict::Ignore("unknown_topic"))
         } else if message.data.len() > MAX_RECORD_BYTES {

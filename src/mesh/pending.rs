@@ -19,6 +19,11 @@ use super::stats::MeshStats;
 use super::wire::SearchResponse;
 use super::MeshError;
 
+/// A log request in flight: where its answer goes (the inner `Err` says
+/// why none came).
+pub(super) type LogReply =
+    oneshot::Sender<Result<Result<super::log::LogResponse, String>, MeshError>>;
+
 type Reply<T> = oneshot::Sender<Result<T, MeshError>>;
 
 /// A timer that fired for one pending call.

@@ -24,6 +24,7 @@ use crate::mesh::{Mesh, MeshClient, MeshConfig};
 use crate::registry::Registry;
 use crate::search::{FederatedSearch, MeshAsk};
 use crate::store::Store;
+use crate::witness::{Witness, WitnessOptions};
 
 /// What the mesh half is built from.
 pub struct MeshWiring<'a> {
@@ -47,6 +48,9 @@ pub struct MeshWiring<'a> {
     /// Put this node's records back in the DHT (after a start on a store
     /// that holds them).
     pub republish: bool,
+    /// Witnesses peers' logs and publishes this node's checkpoints (none
+    /// in the simulator).
+    pub witness: Option<Arc<Witness>>,
     /// Ends every task started here.
     pub cancel: CancellationToken,
 }
@@ -96,7 +100,8 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
             ..ReverifyLimits::default()
         },
     ));
-    let handler = NodeHandler::new(judge.clone(), w.registry.clone(), reverify.clone());
+    let handler = NodeHandler::new(judge.clone(), w.registry.clone(), reverify.clone())
+        .with_witness(w.witness.clone());
     let (mesh, event_loop) = Mesh::spawn(
         w.mesh,
         identity::libp2p_keypair(w.key),
@@ -108,6 +113,10 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
         "publisher",
         outbox::spawn_publisher(mesh.clone(), w.outbox, w.cancel.clone()),
     )];
+    if let Some(witness) = &w.witness {
+        witness.set_mesh(mesh.clone());
+        tasks.push(("witness", witness.spawn_publisher(w.cancel.clone())));
+    }
     if w.republish {
         tasks.push((
             "republisher",
@@ -137,6 +146,33 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
         event_loop,
         tasks,
     })
+}
+
+/// The witness of peers' logs, publishing this node's checkpoints
+/// (docs/protocol.md#witnessing).
+///
+/// # Errors
+/// The store's, reading what the witness kept.
+pub(super) fn build_witness(
+    p2p: &P2pConfig,
+    store: &Store,
+    notary: &Arc<crate::tlog::Notary>,
+) -> Result<Arc<Witness>, NodeError> {
+    let options = WitnessOptions {
+        interval: p2p.witness_interval,
+        split_view: split_view_for_tests(),
+    };
+    Ok(Arc::new(Witness::new(
+        store.clone(),
+        notary.clone(),
+        options,
+    )?))
+}
+
+/// The test hook of the witness (`AGENTMESH_TEST_SPLIT_VIEW=1`, builds
+/// with the `testbed` feature only): this node's log shows two histories.
+fn split_view_for_tests() -> bool {
+    cfg!(feature = "testbed") && std::env::var("AGENTMESH_TEST_SPLIT_VIEW").as_deref() == Ok("1")
 }
 
 /// The peer ids of `p2p.trusted_peers` (config validation refused any

@@ -40,13 +40,22 @@ impl BlockingStore {
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn upstreams(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.meta_under(PREFIX)
+    }
+
+    /// Every value of the `meta` tree under `prefix`, by the rest of its
+    /// key.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub(super) fn meta_under(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.inner
             .meta
-            .scan_prefix(PREFIX.as_bytes())
+            .scan_prefix(prefix.as_bytes())
             .map(|entry| {
                 let (k, v) = entry?;
-                let url = String::from_utf8_lossy(&k[PREFIX.len()..]).into_owned();
-                Ok((url, v.to_vec()))
+                let rest = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                Ok((rest, v.to_vec()))
             })
             .collect()
     }

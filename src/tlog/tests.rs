@@ -188,3 +188,132 @@ fn a_witness_cosignature_is_c2sp_tlog_cosignature_v1() {
         "another key of the same name has not cosigned"
     );
 }
+
+/// An in-memory RFC 6962 tree of `entries`, for proofs.
+struct MemoryTree(Vec<Hash>);
+
+impl tlog_tiles::HashReader for MemoryTree {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        Ok(indexes.iter().map(|i| self.0[*i as usize]).collect())
+    }
+}
+
+impl MemoryTree {
+    fn of(entries: &[&[u8]]) -> Self {
+        let mut tree = Self(Vec::new());
+        for (n, e) in entries.iter().enumerate() {
+            let added = tlog_tiles::stored_hashes(n as u64, e, &tree).unwrap();
+            tree.0.extend(added);
+        }
+        tree
+    }
+
+    fn root(&self, size: u64) -> Hash {
+        tlog_tiles::tree_hash(size, self).unwrap()
+    }
+
+    fn proof(&self, from: u64, to: u64) -> TreeProof {
+        tlog_tiles::prove_tree(to, from, self).unwrap()
+    }
+}
+
+/// A checkpoint of `size` and `root` signed by `notary`, opened.
+fn signed(notary: &Notary, size: u64, root: Hash) -> (Checkpoint, String) {
+    let note = notary.sign(size, root);
+    let vkey = notary.verifier_key();
+    let cp = Checkpoint::open(&note, &vkey, None).unwrap();
+    (cp, String::from_utf8(note.to_vec()).unwrap())
+}
+
+#[test]
+fn a_witness_tells_an_extension_from_a_fork_and_its_proof_verifies_offline() {
+    use witness::{relate, Equivocation, EquivocationError, Fork, Relation};
+    let (notary, key) = new_notary();
+    let peer = crate::identity::peer_id_of(&key);
+    let honest = MemoryTree::of(&[b"a", b"b", b"c", b"d", b"e", b"f", b"g"]);
+    let forked = MemoryTree::of(&[b"a", b"b", b"X", b"d", b"e", b"f", b"g"]);
+    let old = signed(&notary, 3, honest.root(3));
+    let grown = signed(&notary, 7, honest.root(7));
+    let extends = relate(
+        &peer,
+        (&old.0, &old.1),
+        (&grown.0, &grown.1),
+        honest.root(3),
+        &honest.proof(3, 7),
+    );
+    assert_eq!(extends, Some(Relation::Extends));
+    // A proof that leads nowhere proves nothing either way.
+    let nothing = relate(
+        &peer,
+        (&old.0, &old.1),
+        (&grown.0, &grown.1),
+        honest.root(3),
+        &honest.proof(2, 7),
+    );
+    assert_eq!(nothing, None);
+
+    // The log signs a tree whose first 3 entries differ: its own proof
+    // from its own prefix convicts it.
+    let lie = signed(&notary, 7, forked.root(7));
+    let Some(Relation::Forked(evidence)) = relate(
+        &peer,
+        (&old.0, &old.1),
+        (&lie.0, &lie.1),
+        forked.root(3),
+        &forked.proof(3, 7),
+    ) else {
+        panic!("the fork was not seen");
+    };
+    assert_eq!(evidence.verify(), Ok(Fork::NotExtension { from: 3, to: 7 }));
+    // Through JSON, as it is kept and served.
+    let json = serde_json::to_string(&evidence).unwrap();
+    let back: Equivocation = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.verify(), Ok(Fork::NotExtension { from: 3, to: 7 }));
+
+    // One size, two roots.
+    let twin = signed(&notary, 7, forked.root(7));
+    let Some(Relation::Forked(same)) = relate(
+        &peer,
+        (&grown.0, &grown.1),
+        (&twin.0, &twin.1),
+        forked.root(7),
+        &Vec::new(),
+    ) else {
+        panic!("two roots for one size were not seen");
+    };
+    assert_eq!(same.verify(), Ok(Fork::SameSize { size: 7 }));
+
+    // Tampered evidence does not convict.
+    let mut wrong_peer = evidence.clone();
+    wrong_peer.peer = crate::identity::peer_id_of(&crate::identity::generate());
+    assert!(matches!(
+        wrong_peer.verify(),
+        Err(EquivocationError::Checkpoint(_))
+    ));
+    let mut honest_prefix = evidence.clone();
+    honest_prefix.prefix_root = Some(encode_hash(&honest.root(3)));
+    assert!(matches!(
+        honest_prefix.verify(),
+        Err(EquivocationError::Proof(_))
+    ));
+    let mut agreeing = evidence.clone();
+    agreeing.second = grown.1.clone();
+    agreeing.prefix_root = Some(encode_hash(&honest.root(3)));
+    agreeing.proof = honest.proof(3, 7).iter().map(encode_hash).collect();
+    assert!(matches!(
+        agreeing.verify(),
+        Err(EquivocationError::Consistent(_))
+    ));
+    let mut no_proof = evidence;
+    no_proof.proof.clear();
+    assert!(matches!(
+        no_proof.verify(),
+        Err(EquivocationError::Proof(_))
+    ));
+    let mut one_root = same;
+    one_root.second = one_root.first.clone();
+    assert!(matches!(
+        one_root.verify(),
+        Err(EquivocationError::Consistent(_))
+    ));
+}

@@ -162,6 +162,7 @@ pub(super) async fn run_node(
         crawl_queue: None,
         outbox: outbox_rx,
         republish: restart,
+        witness: None,
         cancel: cancel.clone(),
     })
     .await

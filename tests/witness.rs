@@ -1,0 +1,172 @@
+//! Witnessing over the mesh (docs/protocol.md#witnessing): nodes check
+//! each other's log checkpoints, cosign the ones that extend what they
+//! saw, hand the cosignatures back, and catch a log that shows two
+//! histories with a proof anyone can check offline.
+
+use agentmesh::tlog::witness::{Equivocation, Fork};
+use agentmesh::tlog::{cosign, note::verifier_key, Checkpoint, Notary};
+use serde_json::Value;
+
+use crate::common::{agent, wait_until, Api, TestNode};
+
+const PRIVATE: (&str, &str) = ("AGENTMESH_P2P__ALLOW_PRIVATE_ADDRESSES", "true");
+const QUICK: (&str, &str) = ("AGENTMESH_P2P__WITNESS_INTERVAL", "200ms");
+const UNLIMITED: (&str, &str) = ("AGENTMESH_API__LIMITS__ENABLED", "false");
+
+async fn p2p_addr(api: &Api) -> String {
+    api.get("/health").await.expect(200)["listen_addrs"][0]
+        .as_str()
+        .expect("a listen address")
+        .to_owned()
+}
+
+/// Registers agents `w-{i}` for each `i` of `range` on `api`.
+async fn register(api: &Api, range: std::ops::Range<u32>) {
+    for i in range {
+        api.post(
+            "/agents",
+            &agent(&format!("w-{i}"), &["translation"], &[], &["en"]),
+        )
+        .await
+        .expect(201);
+    }
+}
+
+/// The checkpoint of `node`'s log that at least `n` witnesses cosigned,
+/// when there is one.
+async fn cosigned(api: &Api, n: usize) -> Option<String> {
+    let reply = api.get(&format!("/log/checkpoint?witnesses={n}")).await;
+    (reply.status == 200).then(|| reply.text.clone())
+}
+
+/// Opens `note` as a checkpoint of `peer`'s log.
+fn open(note: &str, peer: &str) -> Checkpoint {
+    let key = agentmesh::identity::key_of_peer_id(peer).expect("an Ed25519 peer id");
+    let vkey = verifier_key(&Notary::default_origin(peer), &key);
+    Checkpoint::open(note.as_bytes(), &vkey, None)
+        .unwrap_or_else(|e| panic!("not a checkpoint of {peer}: {e}\n{note}"))
+}
+
+/// When `witness` cosigned `note` (a C2SP tlog-cosignature under the
+/// witness name `agentmesh/<peer id>`).
+fn cosigned_by(note: &str, witness: &str) -> Option<u64> {
+    let key = agentmesh::identity::key_of_peer_id(witness).expect("an Ed25519 peer id");
+    let now = agentmesh::record::unix_now();
+    cosign::cosigned_at(note.as_bytes(), &Notary::default_origin(witness), &key, now)
+        .expect("a well-formed cosignature")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_witness_a_growing_log_and_its_checkpoint_carries_their_cosignatures() {
+    let a = TestNode::start_with_env(&[PRIVATE, QUICK, UNLIMITED]);
+    let a_api = a.api();
+    let b = TestNode::builder()
+        .env(PRIVATE.0, PRIVATE.1)
+        .env(QUICK.0, QUICK.1)
+        .args(&["--bootstrap", &p2p_addr(&a_api).await])
+        .start();
+    let b_api = b.api();
+    // Nothing witnessed yet: asked for a cosigned checkpoint, A says so.
+    a_api
+        .get("/log/checkpoint?witnesses=1")
+        .await
+        .expect_error(404, "NotFound");
+    register(&a_api, 0..3).await;
+    wait_until("B to cosign A's checkpoint", || async {
+        cosigned(&a_api, 1).await.is_some()
+    })
+    .await;
+    let first = cosigned(&a_api, 1).await.unwrap();
+    let first_size = open(&first, a.peer_id()).size;
+    assert!(first_size >= 1, "{first}");
+    assert!(cosigned_by(&first, b.peer_id()).is_some(), "{first}");
+
+    // A grows: B checks the consistency proof from what it saw before it
+    // cosigns again.
+    register(&a_api, 3..6).await;
+    wait_until("B to cosign A's grown log", || async {
+        match cosigned(&a_api, 1).await {
+            Some(note) => open(&note, a.peer_id()).size >= 6,
+            None => false,
+        }
+    })
+    .await;
+    let grown = cosigned(&a_api, 1).await.unwrap();
+    assert!(cosigned_by(&grown, b.peer_id()).is_some(), "{grown}");
+    let peers = b_api.get("/peers").await;
+    let witness = &peers.expect(200)["witness"];
+    assert!(
+        witness["counts"]["cosigned"].as_u64().unwrap() >= 2,
+        "{witness}"
+    );
+    assert_eq!(witness["counts"]["equivocations"], 0, "{witness}");
+    assert_eq!(witness["equivocated"], Value::Array(vec![]), "{witness}");
+    // Nobody asked for two cosignatures has them.
+    a_api
+        .get("/log/checkpoint?witnesses=2")
+        .await
+        .expect_error(404, "NotFound");
+    a_api
+        .get("/log/checkpoint?witnesses=many")
+        .await
+        .expect_error(400, "InvalidInput");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_showing_two_histories_is_caught_and_the_proof_holds_offline() {
+    // A's test hook signs each checkpoint twice, with two roots.
+    let a = TestNode::start_with_env(&[PRIVATE, QUICK, ("AGENTMESH_TEST_SPLIT_VIEW", "1")]);
+    let a_api = a.api();
+    let a_addr = p2p_addr(&a_api).await;
+    let witness = |bootstrap: &str| {
+        TestNode::builder()
+            .env(PRIVATE.0, PRIVATE.1)
+            .env(QUICK.0, QUICK.1)
+            .args(&["--bootstrap", bootstrap])
+            .start()
+    };
+    let b = witness(&a_addr);
+    let b_api = b.api();
+    let c = witness(&p2p_addr(&b_api).await);
+    let c_api = c.api();
+    a_api
+        .post("/agents", &agent("split", &["translation"], &[], &["en"]))
+        .await
+        .expect(201);
+
+    for (name, api) in [("B", &b_api), ("C", &c_api)] {
+        wait_until(&format!("{name} to hold A's equivocation"), || async {
+            let held = api.get("/log/equivocations").await;
+            held.expect(200)["equivocations"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e["peer"] == a.peer_id()))
+        })
+        .await;
+    }
+    let held = b_api.get("/log/equivocations").await;
+    let proof: Equivocation =
+        serde_json::from_value(held.expect(200)["equivocations"][0].clone()).unwrap();
+    // Offline: the proof alone convicts A.
+    assert!(matches!(proof.verify(), Ok(Fork::SameSize { .. })));
+    let first = open(&proof.first, a.peer_id());
+    let second = open(&proof.second, a.peer_id());
+    assert_eq!(first.size, second.size);
+    assert_ne!(first.root, second.root);
+    let peers = b_api.get("/peers").await;
+    let equivocated = &peers.expect(200)["witness"]["equivocated"];
+    assert_eq!(equivocated, &serde_json::json!([a.peer_id()]));
+
+    // Kept: B still holds it after a restart.
+    let mut b = b;
+    b.restart();
+    let held = b.api().get("/log/equivocations").await;
+    assert_eq!(
+        held.expect(200)["equivocations"][0]["peer"],
+        a.peer_id(),
+        "the proof is gone after a restart"
+    );
+    // A forged proof is refused by the check: swap in an honest peer.
+    let mut forged = proof;
+    forged.peer = b.peer_id().to_owned();
+    assert!(forged.verify().is_err());
+}
