@@ -18,9 +18,9 @@ mod sections;
 
 pub use limits::{IpRange, LimitsConfig};
 pub use sections::{
-    ApiConfig, AuditRetention, CrawlConfig, GatewayConfig, GatewayCredential, JwtConfig, P2pConfig,
-    Replication, SearchConfig, Secret, StoreConfig, TlsClientConfig, TlsConfig,
-    DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
+    ApiConfig, AuditRetention, CrawlConfig, GatewayConfig, GatewayCredential, JwtConfig,
+    OnEquivocation, P2pConfig, Replication, SearchConfig, Secret, StoreConfig, TlsClientConfig,
+    TlsConfig, DEFAULT_IMPORT_MAX_LINE_BYTES, DEFAULT_MAX_CLAIMS, DEFAULT_MAX_CLAIMS_PER_SIGNER,
     DEFAULT_MAX_RECORD_LIFETIME, DEFAULT_SEMANTIC_WEIGHT,
 };
 

@@ -70,7 +70,7 @@ mod refusal;
 pub mod reverify;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ed25519_dalek::VerifyingKey;
 
@@ -82,6 +82,7 @@ use crate::record::{self, DescriptorRecord, RecordBody, RecordError, SignedRecor
 use crate::store::{
     CheckPut, Expect, Origin, PeerCheck, PutOutcome, Store, StoreError, StoredAgent,
 };
+use crate::witness::Witness;
 use checks::{
     audit_revocation, check_liveness_window, check_tombstone, check_transfer, dns_claim,
     revokes_held,
@@ -155,6 +156,9 @@ pub struct Judge {
     refusals: Mutex<BTreeMap<Refusal, u64>>,
     accepted: Mutex<u64>,
     liveness: Mutex<LivenessCounts>,
+    /// Refuses what keys caught equivocating sign (`p2p.on_equivocation
+    /// = "distrust"`).
+    witness: Option<Arc<Witness>>,
 }
 
 impl std::fmt::Debug for Judge {
@@ -183,7 +187,23 @@ impl Judge {
             refusals: Mutex::new(BTreeMap::new()),
             accepted: Mutex::new(0),
             liveness: Mutex::new(LivenessCounts::default()),
+            witness: None,
         }
+    }
+
+    /// Refuses every record signed by a key `witness` caught showing two
+    /// histories of its log, and no longer counts such a key as trusted.
+    #[must_use]
+    pub fn distrusting(mut self, witness: Arc<Witness>) -> Self {
+        self.witness = Some(witness);
+        self
+    }
+
+    /// Whether `key` was caught equivocating and this node distrusts it.
+    fn distrusted(&self, key: &VerifyingKey) -> bool {
+        self.witness
+            .as_ref()
+            .is_some_and(|w| w.equivocated_key(key))
     }
 
     /// Keeps what peers offer unasked according to `replication`.
@@ -286,6 +306,9 @@ impl Judge {
             Ok(r) => r,
             Err(e) => return self.refuse(Refusal::from(&e)),
         };
+        if self.distrusted(record.signer()) {
+            return self.refuse(Refusal::Equivocated);
+        }
         if record.kind() == record::RecordType::Liveness {
             self.count_liveness(|c| c.received += 1);
             return self.judge_liveness(&record, dht_key);
@@ -508,7 +531,7 @@ impl Judge {
     }
 
     fn is_trusted(&self, key: &VerifyingKey) -> bool {
-        *key == self.own_key || self.trusted.contains(key.as_bytes())
+        *key == self.own_key || (self.trusted.contains(key.as_bytes()) && !self.distrusted(key))
     }
 
     /// The window every record must sit in, whatever it is: issued no

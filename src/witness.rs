@@ -210,9 +210,13 @@ impl Witness {
         self.state().equivocations.values().cloned().collect()
     }
 
-    /// Whether `peer` was caught equivocating.
-    pub fn equivocated(&self, peer: &str) -> bool {
-        self.state().equivocations.contains_key(peer)
+    /// Whether the key of `peer` was caught equivocating.
+    pub fn equivocated_key(&self, key: &ed25519_dalek::VerifyingKey) -> bool {
+        let state = self.state();
+        !state.equivocations.is_empty()
+            && state
+                .equivocations
+                .contains_key(&crate::identity::peer_id_of_public(key))
     }
 
     /// The newest own checkpoint with at least `n` witness cosignatures:

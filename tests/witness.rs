@@ -127,7 +127,13 @@ async fn a_log_showing_two_histories_is_caught_and_the_proof_holds_offline() {
     };
     let b = witness(&a_addr);
     let b_api = b.api();
-    let c = witness(&p2p_addr(&b_api).await);
+    // C only reports what it catches.
+    let c = TestNode::builder()
+        .env(PRIVATE.0, PRIVATE.1)
+        .env(QUICK.0, QUICK.1)
+        .env("AGENTMESH_P2P__ON_EQUIVOCATION", "report")
+        .args(&["--bootstrap", &p2p_addr(&b_api).await])
+        .start();
     let c_api = c.api();
     a_api
         .post("/agents", &agent("split", &["translation"], &[], &["en"]))
@@ -155,6 +161,25 @@ async fn a_log_showing_two_histories_is_caught_and_the_proof_holds_offline() {
     let peers = b_api.get("/peers").await;
     let equivocated = &peers.expect(200)["witness"]["equivocated"];
     assert_eq!(equivocated, &serde_json::json!([a.peer_id()]));
+
+    // Distrusted (p2p.on_equivocation's default): what A signs from now
+    // on is refused, not stored.
+    a_api
+        .post("/agents", &agent("after", &["translation"], &[], &["en"]))
+        .await
+        .expect(201);
+    wait_until("B to refuse A's new record", || async {
+        let peers = b_api.get("/peers").await;
+        peers.expect(200)["records"]["refused"]["equivocated"]
+            .as_u64()
+            .is_some_and(|n| n >= 1)
+    })
+    .await;
+    b_api.get("/agents/after").await.expect(404);
+    wait_until("C, which only reports, to hold A's new record", || async {
+        c_api.get("/agents/after").await.status == 200
+    })
+    .await;
 
     // Kept: B still holds it after a restart.
     let mut b = b;

@@ -23,6 +23,19 @@ pub enum Replication {
     Lookups,
 }
 
+/// What a node does with a peer whose transparency log it caught
+/// showing two histories (docs/protocol.md#witnessing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnEquivocation {
+    /// Refuse every record its key signs from then on (`equivocated`),
+    /// and no longer count it as a trusted peer.
+    #[default]
+    Distrust,
+    /// Keep and show the proof only.
+    Report,
+}
+
 /// `[api]`: the HTTP API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -289,6 +302,9 @@ pub struct P2pConfig {
     /// its peers' checkpoints as they come (docs/protocol.md#witnessing).
     #[serde(with = "humantime_serde")]
     pub witness_interval: Duration,
+    /// What to do with a peer caught equivocating: `distrust` (refuse
+    /// what its key signs) or `report` (keep and show the proof only).
+    pub on_equivocation: OnEquivocation,
     /// Dial loopback, private, link-local and CGNAT addresses (peers on
     /// one machine or a private network). Off by default: such addresses,
     /// whether configured, advertised by a peer or resolved from a name,
@@ -337,6 +353,7 @@ impl Default for P2pConfig {
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),
             witness_interval: Duration::from_secs(60),
+            on_equivocation: OnEquivocation::Distrust,
             allow_private_addresses: false,
             replication: Replication::All,
             max_record_lifetime: DEFAULT_MAX_RECORD_LIFETIME,

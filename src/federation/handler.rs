@@ -88,6 +88,7 @@ impl NodeHandler {
                 reason @ (super::Refusal::SignerQuota
                 | super::Refusal::ClaimsFull
                 | super::Refusal::NoRoom
+                | super::Refusal::Equivocated
                 | super::Refusal::LivenessTooOld
                 | super::Refusal::LivenessFull),
             ) => Verdict::Ignore(reason.as_str()),

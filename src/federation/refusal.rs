@@ -65,6 +65,10 @@ pub enum Refusal {
     /// An ADP descriptor whose document carries a key its own holder
     /// revoked.
     KeyRevoked,
+    /// Signed by a key whose transparency log this node caught showing
+    /// two histories (`p2p.on_equivocation = "distrust"`; not penalised:
+    /// a relay may not know yet).
+    Equivocated,
     /// A new claim from an untrusted signer that holds
     /// `p2p.max_claims_per_signer` live records here already (not
     /// penalised: a relay may pass on a prolific signer's records).
@@ -93,7 +97,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every refusal, in the order above.
-    pub const ALL: [Refusal; 31] = [
+    pub const ALL: [Refusal; 32] = [
         Self::TooLarge,
         Self::Malformed,
         Self::NonCanonical,
@@ -119,6 +123,7 @@ impl Refusal {
         Self::NotOwner,
         Self::LocalRegistration,
         Self::KeyRevoked,
+        Self::Equivocated,
         Self::SignerQuota,
         Self::ClaimsFull,
         Self::BadTransfer,
@@ -155,6 +160,7 @@ impl Refusal {
             Self::NotOwner => "not_owner",
             Self::LocalRegistration => "local_registration",
             Self::KeyRevoked => "key_revoked",
+            Self::Equivocated => "equivocated",
             Self::SignerQuota => "signer_quota",
             Self::ClaimsFull => "claims_full",
             Self::BadTransfer => "bad_transfer",

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::error::NodeError;
-use crate::config::P2pConfig;
+use crate::config::{OnEquivocation, P2pConfig};
 use crate::crawl::queue::CrawlQueue;
 use crate::federation::handler::{NodeHandler, SharedHandler};
 use crate::federation::reverify::{Reverifier, ReverifyLimits};
@@ -78,19 +78,21 @@ pub struct MeshParts {
 /// listener).
 pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
     let p2p = w.p2p;
-    let judge = Arc::new(
-        Judge::new(
-            w.store.clone(),
-            w.key.verifying_key(),
-            trusted_keys(&p2p.trusted_peers),
-        )
-        .with_replication(p2p.replication)
-        .with_max_lifetime(p2p.max_record_lifetime)
-        .with_claim_quotas(ClaimQuotas {
-            per_signer: p2p.max_claims_per_signer,
-            total: p2p.max_claims,
-        }),
-    );
+    let judge = Judge::new(
+        w.store.clone(),
+        w.key.verifying_key(),
+        trusted_keys(&p2p.trusted_peers),
+    )
+    .with_replication(p2p.replication)
+    .with_max_lifetime(p2p.max_record_lifetime)
+    .with_claim_quotas(ClaimQuotas {
+        per_signer: p2p.max_claims_per_signer,
+        total: p2p.max_claims,
+    });
+    let judge = Arc::new(match (&w.witness, p2p.on_equivocation) {
+        (Some(witness), OnEquivocation::Distrust) => judge.distrusting(witness.clone()),
+        _ => judge,
+    });
     let reverify = Arc::new(Reverifier::new(
         w.crawl_queue,
         ReverifyLimits {
