@@ -20,6 +20,17 @@
 //!   the same topic, shown by `GET /peers` and `GET /log/equivocations`.
 //!   Received proofs are verified before they are kept or forwarded.
 //!
+//! **Repair from the log.** A proven extension also tells a node which
+//! of the peer's records it may have missed: it asks the peer for the
+//! leaf hashes of the new entries (up to [`MAX_REPAIR`] a checkpoint; the
+//! rest at the next one), compares them with the hashes of the records
+//! it received lately ([`Witness::note_record`], the last
+//! [`MAX_RECENT`]), fetches the missing entries and hands each to the
+//! node's judge as if gossiped ([`Witness::set_repair`]). A record lost in
+//! gossip is so repaired by the peer's next checkpoint, within about one
+//! `p2p.witness_interval`. Entries before the first checkpoint held from a
+//! peer are not fetched.
+//!
 //! The other way round, the node keeps the cosignatures witnesses hand it
 //! for its own recent checkpoints (in memory, for the last
 //! [`MAX_COSIGNED_SIZES`] sizes), and `GET /log/checkpoint?witnesses=N`
@@ -36,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 use tokio_util::sync::CancellationToken;
 
+use crate::mesh::log::{MAX_ENTRIES, MAX_LEAF_HASHES};
 use crate::mesh::{LogRequest, LogResponse, MeshClient, Verdict};
 use crate::store::witness::{EQUIVOCATION, SEEN};
 use crate::store::Store;
@@ -49,6 +61,11 @@ pub const MAX_WITNESSED_PEERS: usize = 4096;
 pub const MAX_COSIGNED_SIZES: usize = 16;
 /// Cosignatures kept per checkpoint.
 pub const MAX_COSIGNATURES: usize = 256;
+/// Most entries of a peer's log looked at per checkpoint for repair.
+pub const MAX_REPAIR: u64 = 1024;
+/// Hashes of records received lately, kept to tell what a peer's log
+/// holds that this node missed.
+pub const MAX_RECENT: usize = 65_536;
 /// A checkpoint unchanged is published again after this many intervals.
 const HEARTBEAT_INTERVALS: u32 = 10;
 
@@ -87,7 +104,13 @@ pub struct WitnessCounts {
     pub cosignatures_received: u64,
     /// Equivocation proofs kept (found here or received).
     pub equivocations: u64,
+    /// Entries of peers' logs fetched because no record with their hash
+    /// had arrived, and handed to the judge.
+    pub repaired: u64,
 }
+
+/// Where repaired records go: the node's judge, as for a gossiped record.
+pub type Repair = Arc<dyn Fn(Vec<u8>, PeerId) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// The witness's settings.
 #[derive(Debug, Clone)]
@@ -102,6 +125,28 @@ pub struct WitnessOptions {
 struct Seen {
     checkpoint: Checkpoint,
     note: String,
+    /// Entries before this index were looked at for repair.
+    fetched: u64,
+}
+
+/// Hashes of the records received lately, oldest first out.
+#[derive(Default)]
+struct Recent {
+    order: std::collections::VecDeque<[u8; 32]>,
+    set: std::collections::HashSet<[u8; 32]>,
+}
+
+impl Recent {
+    fn insert(&mut self, hash: [u8; 32]) {
+        if self.set.insert(hash) {
+            self.order.push_back(hash);
+            if self.order.len() > MAX_RECENT {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -112,6 +157,7 @@ struct State {
     /// Own checkpoints' cosignatures: size -> (root, witness -> line).
     cosigned: BTreeMap<u64, (Hash, BTreeMap<String, String>)>,
     equivocations: BTreeMap<String, Equivocation>,
+    recent: Recent,
     counts: WitnessCounts,
 }
 
@@ -123,6 +169,7 @@ pub struct Witness {
     name: String,
     options: WitnessOptions,
     mesh: OnceLock<MeshClient>,
+    repair: OnceLock<Repair>,
     state: Mutex<State>,
 }
 
@@ -166,7 +213,15 @@ impl Witness {
             };
             if let Some(checkpoint) = open_from(&peer, &note) {
                 let note = String::from_utf8_lossy(&note).into_owned();
-                state.seen.insert(peer, Seen { checkpoint, note });
+                let fetched = checkpoint.size;
+                state.seen.insert(
+                    peer,
+                    Seen {
+                        checkpoint,
+                        note,
+                        fetched,
+                    },
+                );
             }
         }
         for (_, json) in store.blocking().witnessed(EQUIVOCATION)? {
@@ -184,6 +239,7 @@ impl Witness {
             own,
             options,
             mesh: OnceLock::new(),
+            repair: OnceLock::new(),
             state: Mutex::new(state),
         })
     }
@@ -198,6 +254,18 @@ impl Witness {
     /// is started after the handler that holds the witness).
     pub fn set_mesh(&self, mesh: MeshClient) {
         let _ = self.mesh.set(mesh);
+    }
+
+    /// Hands repaired records to `repair` (the node's judge).
+    pub fn set_repair(&self, repair: Repair) {
+        let _ = self.repair.set(repair);
+    }
+
+    /// Notes that a record (its encoded bytes) arrived from the mesh: a
+    /// peer's log entry with its hash need not be fetched.
+    pub fn note_record(&self, record: &[u8]) {
+        let hash = crate::tlog::leaf_hash(record);
+        self.state().recent.insert(hash.0);
     }
 
     /// What the witness has done.
@@ -333,7 +401,7 @@ impl Witness {
             .state()
             .seen
             .get(&author)
-            .map(|s| (s.checkpoint.clone(), s.note.clone()));
+            .map(|s| (s.checkpoint.clone(), s.note.clone(), s.fetched));
         self.check(author, old, new, note).await
     }
 
@@ -341,20 +409,20 @@ impl Witness {
     async fn check(
         &self,
         author: PeerId,
-        old: Option<(Checkpoint, String)>,
+        old: Option<(Checkpoint, String, u64)>,
         new: Checkpoint,
         note: String,
     ) -> Verdict {
         let peer = author.to_string();
         let relation = match &old {
             None => Some(Relation::Extends),
-            Some((o, o_note)) if new.size >= o.size => {
+            Some((o, o_note, _)) if new.size >= o.size => {
                 let answer = self.ask_consistency(author, o.size, new.size).await;
                 answer.and_then(|(prefix, proof)| {
                     relate(&peer, (o, o_note), (&new, &note), prefix, &proof)
                 })
             }
-            Some((o, o_note)) => {
+            Some((o, o_note, _)) => {
                 // A smaller one: a late copy, if the held one extends it.
                 let answer = self.ask_consistency(author, new.size, o.size).await;
                 return match answer.and_then(|(prefix, proof)| {
@@ -369,8 +437,15 @@ impl Witness {
         match relation {
             Some(Relation::Same) => Verdict::Accept,
             Some(Relation::Extends) => {
-                self.keep_seen(author, new, note.clone()).await;
+                let size = new.size;
+                // A first checkpoint: nothing before it is fetched.
+                let from = old.as_ref().map_or(size, |(_, _, fetched)| *fetched);
+                let to = size.min(from.saturating_add(MAX_REPAIR));
+                self.keep_seen(author, new, note.clone(), to).await;
                 self.cosign_and_hand_back(author, note).await;
+                if from < to {
+                    self.repair_from(author, from, to).await;
+                }
                 Verdict::Accept
             }
             Some(Relation::Forked(e)) => self.keep_equivocation(e, true).await,
@@ -404,7 +479,7 @@ impl Witness {
         ))
     }
 
-    async fn keep_seen(&self, peer: PeerId, checkpoint: Checkpoint, note: String) {
+    async fn keep_seen(&self, peer: PeerId, checkpoint: Checkpoint, note: String, fetched: u64) {
         let bytes = note.clone().into_bytes();
         let key = peer.to_string();
         let kept = self
@@ -414,7 +489,55 @@ impl Witness {
         if !matches!(kept, Ok(Ok(()))) {
             tracing::warn!(%peer, "could not keep a witnessed checkpoint");
         }
-        self.state().seen.insert(peer, Seen { checkpoint, note });
+        self.state().seen.insert(
+            peer,
+            Seen {
+                checkpoint,
+                note,
+                fetched,
+            },
+        );
+    }
+
+    /// Fetches the entries `from .. to` of `peer`'s log whose hashes no
+    /// record received lately has, and hands them to the judge.
+    async fn repair_from(&self, peer: PeerId, from: u64, to: u64) {
+        let (Some(mesh), Some(repair)) = (self.mesh.get(), self.repair.get()) else {
+            return;
+        };
+        let count = u32::try_from(to - from).unwrap_or(MAX_LEAF_HASHES);
+        let request = LogRequest::LeafHashes { start: from, count };
+        let Ok(Ok(LogResponse::LeafHashes { hashes })) = mesh.log_request(peer, request).await
+        else {
+            return;
+        };
+        let missing: Vec<(u64, Hash)> = {
+            let state = self.state();
+            (from..)
+                .zip(&hashes)
+                .filter_map(|(i, h)| Some((i, Hash(h.as_slice().try_into().ok()?))))
+                .filter(|(_, h)| !state.recent.set.contains(&h.0))
+                .collect()
+        };
+        for chunk in missing.chunks(MAX_ENTRIES) {
+            let indexes = chunk.iter().map(|(i, _)| *i).collect();
+            let request = LogRequest::Entries { indexes };
+            let Ok(Ok(LogResponse::Entries { entries })) = mesh.log_request(peer, request).await
+            else {
+                return;
+            };
+            for ((_, hash), entry) in chunk.iter().zip(entries) {
+                let entry = entry.into_vec();
+                // What the peer proved it logged, and not a sealed one.
+                if crate::tlog::leaf_hash(&entry) != *hash
+                    || entry.starts_with(crate::tlog::SEALED_PREFIX)
+                {
+                    continue;
+                }
+                self.state().counts.repaired += 1;
+                repair(entry, peer).await;
+            }
+        }
     }
 
     async fn cosign_and_hand_back(&self, peer: PeerId, note: String) {
@@ -481,6 +604,8 @@ impl Witness {
         async move {
             match request {
                 LogRequest::Consistency { from: m, to } => this.prove(m, to).await,
+                LogRequest::LeafHashes { start, count } => this.leaf_hashes(start, count).await,
+                LogRequest::Entries { indexes } => this.entries(indexes).await,
                 LogRequest::Cosignature { note } => this.take_cosignature(&note, from).await,
             }
         }
@@ -508,6 +633,45 @@ impl Witness {
                 proof: proof.iter().map(|h| ByteBuf::from(h.0.to_vec())).collect(),
             },
             Ok(Ok(Err(beyond))) => LogResponse::refused(beyond),
+            _ => LogResponse::refused("the store failed"),
+        }
+    }
+
+    async fn leaf_hashes(&self, start: u64, count: u32) -> LogResponse {
+        if count > MAX_LEAF_HASHES {
+            return LogResponse::refused("too many hashes asked for");
+        }
+        let answer = self
+            .store
+            .run_blocking(move |s| s.log_leaf_hashes(start, u64::from(count)))
+            .await;
+        match answer {
+            Ok(Ok(Ok(hashes))) => LogResponse::LeafHashes {
+                hashes: hashes.iter().map(|h| ByteBuf::from(h.0.to_vec())).collect(),
+            },
+            Ok(Ok(Err(beyond))) => LogResponse::refused(beyond.0),
+            _ => LogResponse::refused("the store failed"),
+        }
+    }
+
+    async fn entries(&self, indexes: Vec<u64>) -> LogResponse {
+        if indexes.len() > MAX_ENTRIES {
+            return LogResponse::refused("too many entries asked for");
+        }
+        let answer = self
+            .store
+            .run_blocking(move |s| {
+                indexes
+                    .iter()
+                    .map(|i| s.log_entry(*i))
+                    .collect::<Result<Option<Vec<_>>, _>>()
+            })
+            .await;
+        match answer {
+            Ok(Ok(Some(entries))) => LogResponse::Entries {
+                entries: entries.into_iter().map(ByteBuf::from).collect(),
+            },
+            Ok(Ok(None)) => LogResponse::refused("an entry past the durable log"),
             _ => LogResponse::refused("the store failed"),
         }
     }

@@ -195,3 +195,41 @@ async fn a_log_showing_two_histories_is_caught_and_the_proof_holds_offline() {
     forged.peer = b.peer_id().to_owned();
     assert!(forged.verify().is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_lost_in_gossip_is_repaired_from_its_signers_log() {
+    let a = TestNode::start_with_env(&[PRIVATE, QUICK, UNLIMITED]);
+    let a_api = a.api();
+    // B's test hook drops every record the mesh offers it (gossip, DHT
+    // puts): only A's log can bring them.
+    let b = TestNode::builder()
+        .env(PRIVATE.0, PRIVATE.1)
+        .env(QUICK.0, QUICK.1)
+        .env("AGENTMESH_TEST_DROP_OFFERED", "1")
+        .args(&["--bootstrap", &p2p_addr(&a_api).await])
+        .start();
+    let b_api = b.api();
+    register(&a_api, 0..1).await;
+    wait_until("B to witness A's first checkpoint", || async {
+        cosigned(&a_api, 1).await.is_some()
+    })
+    .await;
+    // What A signs from now on reaches B through A's log alone.
+    register(&a_api, 1..4).await;
+    // What B holds, from its store alone (GET /agents/{id} would ask the
+    // DHT for what it lacks).
+    let held = || async { b_api.get("/agents?limit=100").await.ids() };
+    wait_until("B to repair w-1, w-2 and w-3 from A's log", || async {
+        let held = held().await;
+        (1..4).all(|i| held.contains(&format!("w-{i}")))
+    })
+    .await;
+    let peers = b_api.get("/peers").await;
+    let repaired = peers.expect(200)["witness"]["counts"]["repaired"]
+        .as_u64()
+        .unwrap();
+    assert!(repaired >= 3, "{repaired} entries repaired");
+    // w-0 was in A's log before B's first checkpoint of it: not fetched,
+    // and the hook kept gossip from bringing it.
+    assert!(!held().await.contains(&"w-0".to_owned()));
+}

@@ -23,6 +23,9 @@ pub struct NodeHandler {
     registry: Registry,
     reverify: Arc<Reverifier>,
     witness: Option<Arc<Witness>>,
+    /// Test hook: records offered by the mesh (gossip, DHT puts) are
+    /// dropped unjudged, so that only repair from peers' logs brings them.
+    drop_offered: bool,
 }
 
 impl NodeHandler {
@@ -35,7 +38,21 @@ impl NodeHandler {
             registry,
             reverify,
             witness: None,
+            drop_offered: false,
         }
+    }
+
+    /// The test hook (feature `testbed`, `AGENTMESH_TEST_DROP_OFFERED=1`):
+    /// drop every record the mesh offers.
+    pub fn dropping_offered(mut self, drop: bool) -> Self {
+        self.drop_offered = drop;
+        self
+    }
+
+    /// Judges a record fetched from `from`'s log for repair, as a gossiped
+    /// one.
+    pub fn repaired(&self, bytes: &[u8], from: PeerId) -> Verdict {
+        self.act(bytes, from, &RecordOrigin::Gossip { author: Some(from) })
     }
 
     /// Hands the checkpoints topic and the log protocol to `witness`.
@@ -45,6 +62,23 @@ impl NodeHandler {
     }
 
     fn handle(&self, bytes: &[u8], from: PeerId, origin: &RecordOrigin) -> Verdict {
+        if self.drop_offered && !matches!(origin, RecordOrigin::DhtGet { .. }) {
+            return Verdict::Ignore("test_drop");
+        }
+        let verdict = self.act(bytes, from, origin);
+        // A record that arrived (held now, or valid) needs no repair from
+        // its signer's log.
+        let arrived = matches!(
+            verdict,
+            Verdict::Accept | Verdict::Ignore("duplicate" | "stale_seq" | "outranked")
+        );
+        if let (true, Some(witness)) = (arrived, &self.witness) {
+            witness.note_record(bytes);
+        }
+        verdict
+    }
+
+    fn act(&self, bytes: &[u8], from: PeerId, origin: &RecordOrigin) -> Verdict {
         // A DHT value must sit under its agent's key.
         let dht_key = match origin {
             RecordOrigin::DhtPut { key } | RecordOrigin::DhtGet { key } => Some(key.as_slice()),

@@ -19,8 +19,14 @@ pub const MAX_CHECKPOINT_MESSAGE_BYTES: usize = 16 * 1024;
 /// Largest encoded log request (a cosigned checkpoint note, bounded by
 /// `tlog::note::MAX_CHECKPOINT_BYTES`, plus the CBOR around it).
 pub const MAX_LOG_REQUEST_BYTES: u64 = 20 * 1024;
-/// Largest encoded log response.
-pub const MAX_LOG_RESPONSE_BYTES: u64 = 16 * 1024;
+/// Largest encoded log response: [`MAX_ENTRIES`] entries of at most
+/// 16 KiB (the record limit) and their CBOR framing, or
+/// [`MAX_LEAF_HASHES`] hashes.
+pub const MAX_LOG_RESPONSE_BYTES: u64 = 1200 * 1024;
+/// Most entries one [`LogRequest::Entries`] asks for.
+pub const MAX_ENTRIES: usize = 64;
+/// Most leaf hashes one [`LogRequest::LeafHashes`] asks for.
+pub const MAX_LEAF_HASHES: u32 = 1024;
 /// Most hashes in a consistency proof: two per level of a tree of 2^63
 /// entries is 126.
 pub const MAX_PROOF_HASHES: usize = 128;
@@ -37,6 +43,21 @@ pub enum LogRequest {
         from: u64,
         /// The larger size (a checkpoint the peer signed).
         to: u64,
+    },
+    /// The leaf hashes of entries `start .. start + count` of the peer's
+    /// durable log (`count` at most [`MAX_LEAF_HASHES`]): what a node
+    /// compares with the records it received, before it fetches the
+    /// missing ones.
+    LeafHashes {
+        /// The first entry's index.
+        start: u64,
+        /// How many.
+        count: u32,
+    },
+    /// The entries at these indexes (at most [`MAX_ENTRIES`]).
+    Entries {
+        /// The indexes, in the durable log.
+        indexes: Vec<u64>,
     },
     /// The asker's witness cosignature on one of the peer's checkpoints:
     /// the signed note with the cosignature line added.
@@ -56,6 +77,16 @@ pub enum LogResponse {
         prefix_root: ByteBuf,
         /// The proof's hashes, 32 bytes each.
         proof: Vec<ByteBuf>,
+    },
+    /// The leaf hashes asked for, 32 bytes each, in order.
+    LeafHashes {
+        /// The hashes.
+        hashes: Vec<ByteBuf>,
+    },
+    /// The entries asked for, in order.
+    Entries {
+        /// Each entry's bytes.
+        entries: Vec<ByteBuf>,
     },
     /// The cosignature was kept.
     Cosigned,
@@ -93,6 +124,19 @@ impl LogResponse {
                 }
                 if proof.len() > MAX_PROOF_HASHES {
                     return Err("too many proof hashes");
+                }
+                Ok(())
+            }
+            Self::LeafHashes { hashes } => {
+                if hashes.len() > MAX_LEAF_HASHES as usize || hashes.iter().any(|h| h.len() != 32) {
+                    return Err("leaf hashes out of bounds");
+                }
+                Ok(())
+            }
+            Self::Entries { entries } => {
+                let max = crate::record::MAX_RECORD_BYTES;
+                if entries.len() > MAX_ENTRIES || entries.iter().any(|e| e.len() > max) {
+                    return Err("entries out of bounds");
                 }
                 Ok(())
             }

@@ -102,12 +102,18 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
             ..ReverifyLimits::default()
         },
     ));
-    let handler = NodeHandler::new(judge.clone(), w.registry.clone(), reverify.clone())
-        .with_witness(w.witness.clone());
+    let handler = Arc::new(
+        NodeHandler::new(judge.clone(), w.registry.clone(), reverify.clone())
+            .with_witness(w.witness.clone())
+            .dropping_offered(test_hook("AGENTMESH_TEST_DROP_OFFERED")),
+    );
+    if let Some(witness) = &w.witness {
+        witness.set_repair(repair_through(handler.clone()));
+    }
     let (mesh, event_loop) = Mesh::spawn(
         w.mesh,
         identity::libp2p_keypair(w.key),
-        Arc::new(SharedHandler(Arc::new(handler))),
+        Arc::new(SharedHandler(handler)),
         w.cancel.clone(),
     )
     .await?;
@@ -162,7 +168,7 @@ pub(super) fn build_witness(
 ) -> Result<Arc<Witness>, NodeError> {
     let options = WitnessOptions {
         interval: p2p.witness_interval,
-        split_view: split_view_for_tests(),
+        split_view: test_hook("AGENTMESH_TEST_SPLIT_VIEW"),
     };
     Ok(Arc::new(Witness::new(
         store.clone(),
@@ -171,10 +177,26 @@ pub(super) fn build_witness(
     )?))
 }
 
-/// The test hook of the witness (`AGENTMESH_TEST_SPLIT_VIEW=1`, builds
-/// with the `testbed` feature only): this node's log shows two histories.
-fn split_view_for_tests() -> bool {
-    cfg!(feature = "testbed") && std::env::var("AGENTMESH_TEST_SPLIT_VIEW").as_deref() == Ok("1")
+/// Whether the test hook `name` is on (`<name>=1`, builds with the
+/// `testbed` feature only): `AGENTMESH_TEST_SPLIT_VIEW` (this node's log
+/// shows two histories), `AGENTMESH_TEST_DROP_OFFERED` (records the mesh
+/// offers are dropped).
+fn test_hook(name: &str) -> bool {
+    cfg!(feature = "testbed") && std::env::var(name).as_deref() == Ok("1")
+}
+
+/// Judges records repaired from peers' logs through `handler`, off the
+/// async workers.
+fn repair_through(handler: Arc<NodeHandler>) -> crate::witness::Repair {
+    Arc::new(move |bytes, from| {
+        let handler = handler.clone();
+        Box::pin(async move {
+            let judged = tokio::task::spawn_blocking(move || handler.repaired(&bytes, from)).await;
+            if let Ok(verdict) = judged {
+                tracing::debug!(%from, ?verdict, "a record repaired from a peer's log");
+            }
+        })
+    })
 }
 
 /// The peer ids of `p2p.trusted_peers` (config validation refused any

@@ -101,6 +101,29 @@ impl BlockingStore {
             .map(|v| v.to_vec()))
     }
 
+    /// The leaf hashes of entries `start .. start + count` of the durable
+    /// tree (what a peer repairing from this log compares with what it
+    /// holds); `Ok(Err(_))` past the durable tree.
+    ///
+    /// # Errors
+    /// As [`Self::log_head`].
+    pub fn log_leaf_hashes(
+        &self,
+        start: u64,
+        count: u64,
+    ) -> Result<Result<Vec<Hash>, BeyondLog>, StoreError> {
+        let end = start.saturating_add(count);
+        if let Err(e) = within(end, self.inner.log.durable()) {
+            return Ok(Err(e));
+        }
+        let indexes: Vec<u64> = (start..end)
+            .map(|i| tlog_tiles::stored_hash_index(0, i))
+            .collect();
+        let reader = self.inner.log.reader();
+        Ok(Ok(tlog_tiles::HashReader::read_hashes(&reader, &indexes)
+            .map_err(|e| reader.failure(e))?))
+    }
+
     /// The index of the record whose encoded bytes are `record`, once the
     /// durable tree holds it.
     ///
