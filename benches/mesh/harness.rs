@@ -208,6 +208,15 @@ pub(super) const CACHE_BYTES: u64 = 4 << 20;
 /// Starts `n` nodes one after the other; node i bootstraps to up to
 /// [`BOOTSTRAP_PEERS`] random earlier nodes.
 pub(super) async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
+    start_nodes_with(n, rng, |_| {}).await
+}
+
+/// As [`start_nodes`], each node's configuration changed by `tweak`.
+pub(super) async fn start_nodes_with(
+    n: usize,
+    rng: &mut StdRng,
+    tweak: impl Fn(&mut Config),
+) -> Vec<BenchNode> {
     let mut nodes: Vec<BenchNode> = Vec::with_capacity(n);
     for i in 0..n {
         let mut earlier: Vec<usize> = (0..i).collect();
@@ -229,6 +238,7 @@ pub(super) async fn start_nodes(n: usize, rng: &mut StdRng) -> Vec<BenchNode> {
         config.p2p.allow_private_addresses = true;
         config.crawl.follow_peers = false;
         config.store.cache_bytes = CACHE_BYTES;
+        tweak(&mut config);
         let node = Node::spawn(config).await.expect("the node starts");
         nodes.push(BenchNode { node, _dir: dir });
     }

@@ -72,8 +72,9 @@ use libp2p::{connection_limits, gossipsub, identify, kad, StreamProtocol, Swarm,
 use sha2::{Digest, Sha256};
 
 use super::codec::CountingCodec;
-use super::log::{LogRequest, LogResponse, MAX_LOG_REQUEST_BYTES, MAX_LOG_RESPONSE_BYTES};
+use super::log::{LogRequest, LogResponse};
 use super::stats::MeshStats;
+use super::wire::{SearchRequest, SearchResponse};
 use super::{
     MeshConfig, MeshError, CHECKPOINTS_TOPIC, IDENTIFY_PROTOCOL, KAD_PROTOCOL, LOG_PROTOCOL,
     RECORDS_TOPIC, SEARCH_PROTOCOL,
@@ -92,9 +93,10 @@ const SEARCH_MAX_STREAMS: usize = 64;
 const LOG_MAX_STREAMS: usize = 8;
 
 /// The search protocol's behaviour (the CBOR codec, counted).
-pub type SearchBehaviour = request_response::Behaviour<CountingCodec>;
+pub type SearchBehaviour =
+    request_response::Behaviour<CountingCodec<SearchRequest, SearchResponse>>;
 /// The log protocol's behaviour.
-pub type LogBehaviour = request_response::cbor::Behaviour<LogRequest, LogResponse>;
+pub type LogBehaviour = request_response::Behaviour<CountingCodec<LogRequest, LogResponse>>;
 
 /// Every protocol the mesh speaks.
 #[derive(NetworkBehaviour)]
@@ -252,10 +254,8 @@ fn search(config: &MeshConfig, stats: &MeshStats) -> SearchBehaviour {
     )
 }
 
-fn log(config: &MeshConfig) -> LogBehaviour {
-    let codec = request_response::cbor::codec::Codec::default()
-        .set_request_size_maximum(MAX_LOG_REQUEST_BYTES)
-        .set_response_size_maximum(MAX_LOG_RESPONSE_BYTES);
+fn log(config: &MeshConfig, stats: &MeshStats) -> LogBehaviour {
+    let codec = CountingCodec::bounded_log(stats.clone());
     let rc = request_response::Config::default()
         .with_request_timeout(config.timeouts.request)
         .with_max_concurrent_streams(LOG_MAX_STREAMS);
@@ -292,7 +292,7 @@ impl MeshBehaviour {
             kad: kademlia(key, config),
             gossipsub: gossipsub(key)?,
             search: search(config, stats),
-            log: log(config),
+            log: log(config, stats),
         })
     }
 }

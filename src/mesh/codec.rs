@@ -1,7 +1,7 @@
-//! [`CountingCodec`]: the search protocol's CBOR codec (libp2p's
-//! `request_response::cbor` codec, with the size bounds of [`super::wire`])
-//! wrapped so that every request and response it writes or reads is
-//! counted, message and bytes, in [`MeshStats`]. The bytes are the CBOR
+//! [`CountingCodec`]: the search and log protocols' CBOR codec (libp2p's
+//! `request_response::cbor` codec, with the size bounds of [`super::wire`]
+//! and [`super::log`]) wrapped so that every request and response it
+//! writes or reads is counted, message and bytes, in [`MeshStats`]. The bytes are the CBOR
 //! payload of each stream (what the codec moves), not noise or yamux
 //! framing. Built by `behaviour.rs`; nothing else uses it.
 
@@ -13,32 +13,54 @@ use libp2p::futures::{AsyncRead, AsyncWrite};
 use libp2p::request_response::{self, cbor};
 use libp2p::StreamProtocol;
 
+use super::log::{LogRequest, LogResponse, MAX_LOG_REQUEST_BYTES, MAX_LOG_RESPONSE_BYTES};
 use super::stats::MeshStats;
 use super::wire::{SearchRequest, SearchResponse, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 
-/// The CBOR search codec, counting what it moves.
-#[derive(Clone)]
-pub struct CountingCodec {
-    inner: cbor::codec::Codec<SearchRequest, SearchResponse>,
+/// A CBOR codec, counting what it moves.
+pub struct CountingCodec<Req, Resp> {
+    inner: cbor::codec::Codec<Req, Resp>,
     stats: MeshStats,
+    /// Which counters: [`MeshStats::search_wire`] or [`MeshStats::log_wire`].
+    count: fn(&MeshStats, bool, u64),
 }
 
-impl CountingCodec {
-    /// Wraps `inner`; counts go to `stats`.
-    pub(crate) fn new(
-        inner: cbor::codec::Codec<SearchRequest, SearchResponse>,
-        stats: MeshStats,
-    ) -> Self {
-        Self { inner, stats }
+impl<Req, Resp> Clone for CountingCodec<Req, Resp> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            stats: self.stats.clone(),
+            count: self.count,
+        }
     }
+}
 
+impl CountingCodec<SearchRequest, SearchResponse> {
     /// The codec the search behaviour runs: CBOR, a request at most
     /// [`MAX_REQUEST_BYTES`] and a response at most [`MAX_RESPONSE_BYTES`].
     pub(crate) fn bounded(stats: MeshStats) -> Self {
         let cbor = cbor::codec::Codec::default()
             .set_request_size_maximum(MAX_REQUEST_BYTES)
             .set_response_size_maximum(MAX_RESPONSE_BYTES);
-        Self::new(cbor, stats)
+        Self {
+            inner: cbor,
+            stats,
+            count: MeshStats::search_wire,
+        }
+    }
+}
+
+impl CountingCodec<LogRequest, LogResponse> {
+    /// The codec the log behaviour runs, within the log protocol's bounds.
+    pub(crate) fn bounded_log(stats: MeshStats) -> Self {
+        let cbor = cbor::codec::Codec::default()
+            .set_request_size_maximum(MAX_LOG_REQUEST_BYTES)
+            .set_response_size_maximum(MAX_LOG_RESPONSE_BYTES);
+        Self {
+            inner: cbor,
+            stats,
+            count: MeshStats::log_wire,
+        }
     }
 }
 
@@ -133,47 +155,42 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<'_, T> {
     }
 }
 
-impl request_response::Codec for CountingCodec {
+impl<Req, Resp> request_response::Codec for CountingCodec<Req, Resp>
+where
+    Req: Send + serde::Serialize + serde::de::DeserializeOwned,
+    Resp: Send + serde::Serialize + serde::de::DeserializeOwned,
+{
     type Protocol = StreamProtocol;
-    type Request = SearchRequest;
-    type Response = SearchResponse;
+    type Request = Req;
+    type Response = Resp;
 
-    async fn read_request<T>(&mut self, p: &Self::Protocol, io: &mut T) -> io::Result<SearchRequest>
+    async fn read_request<T>(&mut self, p: &Self::Protocol, io: &mut T) -> io::Result<Req>
     where
         T: AsyncRead + Unpin + Send,
     {
         let mut counted = Counted::new(io);
         let read = self.inner.read_request(p, &mut counted).await;
-        self.stats.search_wire(false, counted.bytes);
+        (self.count)(&self.stats, false, counted.bytes);
         read
     }
 
-    async fn read_response<T>(
-        &mut self,
-        p: &Self::Protocol,
-        io: &mut T,
-    ) -> io::Result<SearchResponse>
+    async fn read_response<T>(&mut self, p: &Self::Protocol, io: &mut T) -> io::Result<Resp>
     where
         T: AsyncRead + Unpin + Send,
     {
         let mut counted = Counted::new(io);
         let read = self.inner.read_response(p, &mut counted).await;
-        self.stats.search_wire(false, counted.bytes);
+        (self.count)(&self.stats, false, counted.bytes);
         read
     }
 
-    async fn write_request<T>(
-        &mut self,
-        p: &Self::Protocol,
-        io: &mut T,
-        req: SearchRequest,
-    ) -> io::Result<()>
+    async fn write_request<T>(&mut self, p: &Self::Protocol, io: &mut T, req: Req) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
         let mut counted = Counted::new(io);
         let written = self.inner.write_request(p, &mut counted, req).await;
-        self.stats.search_wire(true, counted.bytes);
+        (self.count)(&self.stats, true, counted.bytes);
         written
     }
 
@@ -181,14 +198,14 @@ impl request_response::Codec for CountingCodec {
         &mut self,
         p: &Self::Protocol,
         io: &mut T,
-        res: SearchResponse,
+        res: Resp,
     ) -> io::Result<()>
     where
         T: AsyncWrite + Unpin + Send,
     {
         let mut counted = Counted::new(io);
         let written = self.inner.write_response(p, &mut counted, res).await;
-        self.stats.search_wire(true, counted.bytes);
+        (self.count)(&self.stats, true, counted.bytes);
         written
     }
 }
@@ -229,7 +246,7 @@ mod tests {
     #[tokio::test]
     async fn counts_what_it_writes_and_reads() {
         let stats = MeshStats::default();
-        let mut codec = CountingCodec::new(cbor::codec::Codec::default(), stats.clone());
+        let mut codec = CountingCodec::bounded(stats.clone());
         let p = StreamProtocol::new(super::super::SEARCH_PROTOCOL);
         let request = SearchRequest {
             capabilities: vec!["translation".into()],

@@ -23,9 +23,13 @@ impl EventLoop {
     /// Publishes on the checkpoints topic; `false` when no subscribed peer
     /// was there (a checkpoint is published again later anyway).
     pub(super) fn publish_checkpoint(&mut self, message: Vec<u8>) -> bool {
+        let bytes = message.len() as u64;
         let g = &mut self.swarm.behaviour_mut().gossipsub;
         match g.publish(checkpoints_topic(), message) {
-            Ok(_) => true,
+            Ok(_) => {
+                self.stats.checkpoint_wire(true, bytes);
+                true
+            }
             Err(PublishError::NoPeersSubscribedToTopic | PublishError::Duplicate) => false,
             Err(e) => {
                 warn!(error = %e, "checkpoint publish failed");
@@ -48,6 +52,7 @@ impl EventLoop {
         source: PeerId,
         message: gossipsub::Message,
     ) {
+        self.stats.checkpoint_wire(false, message.data.len() as u64);
         let early = match message.source {
             _ if message.data.len() > MAX_CHECKPOINT_MESSAGE_BYTES => {
                 Err(Verdict::Reject("too_large"))

@@ -86,6 +86,8 @@ struct Inner {
     incoming_refused: Mutex<BTreeMap<&'static str, u64>>,
     connections_trimmed: AtomicU64,
     search_wire: WireCounts,
+    log_wire: WireCounts,
+    checkpoint_wire: WireCounts,
     kad_requests_sent: Mutex<BTreeMap<&'static str, u64>>,
     kad_requests_failed: Mutex<BTreeMap<&'static str, u64>>,
     kad_requests_received: Mutex<BTreeMap<&'static str, u64>>,
@@ -99,6 +101,27 @@ struct WireCounts {
     bytes_sent: AtomicU64,
     messages_received: AtomicU64,
     bytes_received: AtomicU64,
+}
+
+impl WireCounts {
+    fn add(&self, sent: bool, bytes: u64) {
+        let (m, b) = if sent {
+            (&self.messages_sent, &self.bytes_sent)
+        } else {
+            (&self.messages_received, &self.bytes_received)
+        };
+        m.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> WireSnapshot {
+        WireSnapshot {
+            messages_sent: self.messages_sent.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            messages_received: self.messages_received.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Live counters of one mesh. Cheap to clone (an `Arc`).
@@ -185,6 +208,12 @@ pub struct StatsSnapshot {
     /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
     /// CBOR payload bytes as the codec wrote and read them).
     pub search_wire: WireSnapshot,
+    /// Log requests and responses on the wire (`/agentmesh/log/1.0.0`:
+    /// consistency proofs, cosignatures, repair), CBOR payload bytes.
+    pub log_wire: WireSnapshot,
+    /// Messages of the checkpoints topic this node published (sent) and
+    /// received (each once, whoever relayed it), their data bytes.
+    pub checkpoint_wire: WireSnapshot,
     /// Kademlia requests our finished queries sent, by query kind
     /// (`get_providers`, `start_providing`, `put_record`, ...).
     pub kad_requests_sent: BTreeMap<String, u64>,
@@ -298,14 +327,17 @@ impl MeshStats {
 
     /// One search message written (`sent`) or read, of `bytes` bytes.
     pub(crate) fn search_wire(&self, sent: bool, bytes: u64) {
-        let w = &self.inner.search_wire;
-        let (m, b) = if sent {
-            (&w.messages_sent, &w.bytes_sent)
-        } else {
-            (&w.messages_received, &w.bytes_received)
-        };
-        m.fetch_add(1, Ordering::Relaxed);
-        b.fetch_add(bytes, Ordering::Relaxed);
+        self.inner.search_wire.add(sent, bytes);
+    }
+
+    /// One log-protocol message written (`sent`) or read, of `bytes`.
+    pub(crate) fn log_wire(&self, sent: bool, bytes: u64) {
+        self.inner.log_wire.add(sent, bytes);
+    }
+
+    /// One checkpoints-topic message published (`sent`) or received.
+    pub(crate) fn checkpoint_wire(&self, sent: bool, bytes: u64) {
+        self.inner.checkpoint_wire.add(sent, bytes);
     }
 
     /// A query of ours of `kind` ended with `outcome` (`ok`, `error`,
@@ -375,7 +407,6 @@ impl MeshStats {
     /// A copy of every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
         let i = &self.inner;
-        let w = &i.search_wire;
         StatsSnapshot {
             gossip: i.gossip.snapshot(),
             dht_put: i.dht_put.snapshot(),
@@ -397,12 +428,9 @@ impl MeshStats {
             incoming_failures: i.incoming_failures.load(Ordering::Relaxed),
             incoming_refused_by: copy(&i.incoming_refused),
             connections_trimmed: i.connections_trimmed.load(Ordering::Relaxed),
-            search_wire: WireSnapshot {
-                messages_sent: w.messages_sent.load(Ordering::Relaxed),
-                bytes_sent: w.bytes_sent.load(Ordering::Relaxed),
-                messages_received: w.messages_received.load(Ordering::Relaxed),
-                bytes_received: w.bytes_received.load(Ordering::Relaxed),
-            },
+            search_wire: i.search_wire.snapshot(),
+            log_wire: i.log_wire.snapshot(),
+            checkpoint_wire: i.checkpoint_wire.snapshot(),
             kad_requests_sent: copy(&i.kad_requests_sent),
             kad_requests_failed: copy(&i.kad_requests_failed),
             kad_requests_received: copy(&i.kad_requests_received),
