@@ -2,7 +2,8 @@
 //! `chromium`, which `.ci/run` installs) loads the explorer of a real
 //! `agentmesh node` that crawled a testbed population, runs a search from
 //! a search link, and opens an agent page (and the page of an agent a
-//! stranger forged, whose claim must show as unproven); the test reads the DOM the
+//! stranger forged, whose claim must show as unproven), and the peers
+//! page of a node that caught a peer equivocating; the test reads the DOM the
 //! page rendered (Chromium's `--dump-dom` after the page's own fetches
 //! ran) and checks what it shows, and saves screenshots of the search,
 //! agent and peers pages under `target/explorer/`.
@@ -305,4 +306,59 @@ async fn the_explorer_invokes_an_agent_through_the_node() {
         .unwrap();
     assert!(dom.contains("id=\"invoke-error\""), "{dom}");
     assert!(dom.contains("400"), "{dom}");
+}
+
+/// A peer whose log shows two histories (the split-view test hook) is
+/// shown on the peers page as caught, with where its proof is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium (apt-get install chromium)"]
+async fn the_peers_page_shows_a_peer_caught_equivocating() {
+    let browser = common::needs(chromium(), "Chromium", "apt-get install chromium");
+    let private = ("AGENTMESH_P2P__ALLOW_PRIVATE_ADDRESSES", "true");
+    let quick = ("AGENTMESH_P2P__WITNESS_INTERVAL", "200ms");
+    let a = tokio::task::block_in_place(|| {
+        TestNode::start_with_env(&[private, quick, ("AGENTMESH_TEST_SPLIT_VIEW", "1")])
+    });
+    let a_api = a.api();
+    let a_addr = a_api.get("/health").await.expect(200)["listen_addrs"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let b = tokio::task::block_in_place(|| {
+        TestNode::builder()
+            .env(private.0, private.1)
+            .env(quick.0, quick.1)
+            .args(&["--bootstrap", &a_addr])
+            .start()
+    });
+    let b_api = b.api();
+    a_api
+        .post(
+            "/agents",
+            &common::agent("split", &["translation"], &[], &["en"]),
+        )
+        .await
+        .expect(201);
+    common::wait_until("B to catch A", || async {
+        let peers = b_api.get("/peers").await;
+        peers.expect(200)["witness"]["equivocated"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+    })
+    .await;
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("http://{}/#/peers", b.addr());
+    let p = profile.path().to_path_buf();
+    let dom =
+        tokio::task::spawn_blocking(move || headless(&browser, &p, &url, &["--dump-dom"], 8000))
+            .await
+            .unwrap();
+    assert!(
+        dom.contains(&format!("data-equivocated=\"{}\"", a.peer_id())),
+        "A is listed as caught:\n{dom}"
+    );
+    assert!(
+        dom.contains("caught signing two histories of their log"),
+        "and the page says what that means:\n{dom}"
+    );
 }

@@ -356,23 +356,50 @@ async function showPeers() {
     const { json } = await api("GET", "/peers");
     const peers = json.peers || [];
     const refused = json.records && json.records.refused ? json.records.refused : {};
+    const witness = json.witness;
+    const caught = witness ? witness.equivocated || [] : [];
     fill(body,
       el("p", {}, peers.length + " connected peers; records accepted from peers: " + (json.records ? JSON.stringify(json.records.accepted) : "0")),
       el("table", { "aria-label": "Connected peers" },
-        el("thead", {}, el("tr", {}, el("th", {}, "peer"), el("th", {}, "addresses"), el("th", {}, "provides"), el("th", {}, "version"))),
+        el("thead", {}, el("tr", {}, el("th", {}, "peer"), el("th", {}, "addresses"), el("th", {}, "provides"), el("th", {}, "version"), el("th", {}, "log"))),
         el("tbody", {}, peers.map((p) => el("tr", {},
           el("td", { class: "mono" }, p.peer_id),
           el("td", { class: "mono" }, (p.addrs || []).join(" ")),
           el("td", {}, (p.provides || []).join(", ") || "–"),
           el("td", {}, p.agent_version || "–"),
+          el("td", {}, caught.includes(p.peer_id) ? badge("equivocated", "level-unverified") : "–"),
         )))),
       el("h2", {}, "Records refused, by reason"),
       table(Object.entries(refused).map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)])),
+      witnessed(witness, caught),
     );
   } catch (e) {
     fill(body);
     showError(e);
   }
+}
+
+// What this node's witness did with its peers' log checkpoints, and the
+// peers it caught showing two histories (docs/protocol.md#witnessing).
+function witnessed(witness, caught) {
+  if (!witness) return null;
+  const c = witness.counts || {};
+  return [
+    el("h2", {}, "Witnessed logs"),
+    table([
+      ["checkpoints received", String(c.checkpoints || 0)],
+      ["cosigned", String(c.cosigned || 0)],
+      ["not proven by their log", String(c.unproven || 0)],
+      ["cosignatures received", String(c.cosignatures_received || 0)],
+      ["records repaired from logs", String(c.repaired || 0)],
+    ]),
+    caught.length
+      ? el("div", { class: "equivocations" },
+        el("p", { class: "error" }, caught.length + " peer(s) caught signing two histories of their log; the proofs, which anyone can check offline, are at ",
+          el("a", { href: "/log/equivocations" }, "/log/equivocations"), ":"),
+        el("ul", {}, caught.map((id) => el("li", { class: "mono", "data-equivocated": id }, id))))
+      : el("p", { class: "muted" }, "No peer caught equivocating."),
+  ];
 }
 
 async function showCrawl() {
