@@ -282,6 +282,8 @@ impl Issuer {
                 };
                 let record =
                     SignedRecord::sign_liveness(&body, &key).map_err(IssueError::TooLarge)?;
+                // Every record the node signs is in its log, probe results too.
+                store.log_record(&record.encode())?;
                 Ok(Some(Published::liveness(&record, &body.agent_id)))
             })
             .await??;
@@ -519,6 +521,60 @@ mod tests {
             RecordBody::Tombstone(_)
         ));
         assert!(rx.recv().await.unwrap().capabilities.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_probe_result_the_node_signs_is_in_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = Arc::new(SigningKey::from_bytes(&[5u8; 32]));
+        let options = crate::store::StoreOptions {
+            cache_bytes: 8 << 20,
+            log_signer: Some(key.verifying_key().to_bytes()),
+            ..crate::store::StoreOptions::default()
+        };
+        let store = Store::open_with(dir.path(), &options).unwrap();
+        let (outbox, mut rx) = Outbox::new(8);
+        let issuer = Issuer::new(store, key, Duration::from_secs(3600)).with_outbox(outbox);
+        let d = sample_descriptor("probed");
+        issuer
+            .descriptor(DescriptorIssue {
+                descriptor: d.clone(),
+                document: "{}".into(),
+                evidence: Evidence::default(),
+                origin: Origin::Local,
+                expect: Expect::Any,
+                durability: Durability::Flushed,
+            })
+            .await
+            .unwrap();
+        let found = crate::store::Liveness {
+            state: crate::record::LiveState::Alive,
+            checked_at: crate::record::unix_now(),
+            rtt_ms: 12,
+            protocol: crate::record::ProbeProtocol::Aidip,
+        };
+        assert!(issuer.liveness(&d.id, found).await.unwrap());
+        let _descriptor = rx.recv().await.unwrap();
+        let published = rx.recv().await.unwrap();
+        assert!(published.gossip_only);
+        issuer.store().flush().await.unwrap();
+        let s = issuer.store().blocking();
+        assert_eq!(
+            s.log_head().unwrap().0,
+            2,
+            "the descriptor, then the result"
+        );
+        assert_eq!(s.log_entry(1).unwrap(), Some(published.record.clone()));
+        // Logged once, however often it is handed in.
+        let again = published.record.clone();
+        let store = issuer.store();
+        store
+            .run_blocking(move |s| s.log_record(&again))
+            .await
+            .unwrap()
+            .unwrap();
+        store.flush().await.unwrap();
+        assert_eq!(store.blocking().log_head().unwrap().0, 2);
     }
 
     #[tokio::test]

@@ -81,6 +81,11 @@ impl Log {
         (&self.entries, &self.hashes, &self.index)
     }
 
+    /// The key whose records are logged, if any.
+    pub(super) fn signer(&self) -> Option<[u8; 32]> {
+        self.signer
+    }
+
     /// Whether records signed by `signer` are logged.
     pub(super) fn logs(&self, signer: &[u8; 32]) -> bool {
         self.signer.as_ref() == Some(signer)

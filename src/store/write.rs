@@ -574,3 +574,38 @@ fn mark_local(
         _ => is_local,
     })
 }
+
+impl BlockingStore {
+    /// Appends to the transparency log a record this node signed and
+    /// does not store as an agent's record (a liveness result of its
+    /// probe, docs/protocol.md#log); nothing when the store logs nothing.
+    /// Durable, and so signed in a checkpoint, at the next flush.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`] when the transaction fails.
+    pub fn log_record(&self, record: &[u8]) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        if inner.log.signer().is_none() {
+            return Ok(());
+        }
+        let (hash, entry) = super::log::entry_for(record, false);
+        let gate = inner
+            .gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let result = inner
+            .log
+            .trees()
+            .transaction(|(e, h, i)| super::log::Log::append((e, h, i), &hash, &entry));
+        let size = match result {
+            Ok(size) => size,
+            Err(TransactionError::Abort(e)) => return Err(e),
+            Err(TransactionError::Storage(e)) => return Err(e.into()),
+        };
+        inner.log.committed(size);
+        // A write for the flushers to cover, as a record's is.
+        inner.writes.fetch_add(1, Ordering::SeqCst);
+        drop(gate);
+        Ok(())
+    }
+}
