@@ -57,6 +57,9 @@ use crate::tlog::{cosign, note::verifier_key, Checkpoint, Hash, Notary};
 /// Peers whose last checkpoint is held (a peer beyond it is not
 /// witnessed until restart frees room).
 pub const MAX_WITNESSED_PEERS: usize = 4096;
+/// Equivocation proofs kept (a node that equivocates with many keys
+/// fills no more).
+pub const MAX_EQUIVOCATIONS: usize = 4096;
 /// Own checkpoint sizes whose cosignatures are kept.
 pub const MAX_COSIGNED_SIZES: usize = 16;
 /// Cosignatures kept per checkpoint.
@@ -82,6 +85,15 @@ pub enum TopicMessage {
 }
 
 impl TopicMessage {
+    /// A message from its CBOR bytes (at most
+    /// [`MAX_CHECKPOINT_MESSAGE_BYTES`](crate::mesh::log::MAX_CHECKPOINT_MESSAGE_BYTES)).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() > crate::mesh::log::MAX_CHECKPOINT_MESSAGE_BYTES {
+            return None;
+        }
+        ciborium::from_reader(bytes).ok()
+    }
+
     /// The CBOR bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -364,7 +376,7 @@ impl Witness {
     ) -> BoxFuture<'static, Verdict> {
         let this = self.clone();
         async move {
-            let Ok(message) = ciborium::from_reader::<TopicMessage, _>(message.as_slice()) else {
+            let Some(message) = TopicMessage::decode(&message) else {
                 return Verdict::Reject("malformed");
             };
             match message {
@@ -567,6 +579,9 @@ impl Witness {
             let mut state = self.state();
             if state.equivocations.contains_key(&e.peer) {
                 return Verdict::Accept;
+            }
+            if state.equivocations.len() >= MAX_EQUIVOCATIONS {
+                return Verdict::Ignore("equivocations_full");
             }
             state.equivocations.insert(e.peer.clone(), e.clone());
             state.counts.equivocations += 1;
