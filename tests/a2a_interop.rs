@@ -1,5 +1,5 @@
 //! The gateway's A2A path and the liveness probe against A2A software
-//! others wrote (issue 37): `tests/gateway.rs` and `tests/probe.rs` call
+//! others wrote: `tests/gateway.rs` and `tests/probe.rs` call
 //! the testbed's own A2A agent, whose authors share the node's reading of
 //! the spec; here the node calls an agent written with the official A2A
 //! Python SDK (`a2a-sdk` on PyPI: an `AgentExecutor` behind the SDK's

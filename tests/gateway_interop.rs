@@ -1,4 +1,4 @@
-//! The invocation gateway against MCP software others wrote (issue 37):
+//! The invocation gateway against MCP software others wrote:
 //! `tests/gateway.rs` calls the testbed's own MCP server, whose authors
 //! share the node's reading of the spec; here the node calls a server
 //! written with the official MCP Python SDK (`mcp` on PyPI, its

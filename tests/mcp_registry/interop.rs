@@ -1,5 +1,5 @@
-//! The registry API a node serves, judged by what others wrote (issue 39,
-//! part 3): schemathesis sends the requests the MCP Registry's own
+//! The registry API a node serves, judged by what others wrote:
+//! schemathesis sends the requests the MCP Registry's own
 //! OpenAPI document allows (`openapi.yaml`, verbatim from
 //! `modelcontextprotocol/registry`, its GET operations; the publishing
 //! ones are optional there and not offered here) and checks the answers
