@@ -25,6 +25,12 @@ pub use tlog_tiles::{check_record, check_tree, Hash, RecordProof, TreeProof};
 /// never leave the node): the prefix and the SHA-256 of the record.
 pub const SEALED_PREFIX: &[u8] = b"agentmesh/sealed/v1\n";
 
+/// The prefix of a suspension entry: an operator suspending an agent on
+/// this node, or lifting the suspension, as the log holds it (the prefix,
+/// then the statement's JSON: `agent_id`, `state` `suspended` or
+/// `lifted`, `reason`, `at`).
+pub const SUSPENSION_PREFIX: &[u8] = b"agentmesh/suspension/v1\n";
+
 /// The most bytes of one entry: an entry bundle prefixes each with a
 /// big-endian `u16` length.
 pub const MAX_ENTRY_BYTES: usize = u16::MAX as usize;

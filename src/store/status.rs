@@ -108,7 +108,16 @@ impl BlockingStore {
             since: crate::record::unix_now(),
         };
         let value = serde_json::to_vec(&suspension).expect("a suspension serialises");
-        self.inner.suspended_tree.insert(id.as_bytes(), value)?;
+        let entry = serde_json::json!({
+            "agent_id": id,
+            "state": "suspended",
+            "reason": suspension.reason,
+            "at": suspension.since,
+        });
+        self.logged(id, &entry, |t| {
+            t.insert(id.as_bytes(), value.as_slice())?;
+            Ok(())
+        })?;
         self.inner.suspended_tree.flush()?;
         self.inner
             .suspended
@@ -127,7 +136,18 @@ impl BlockingStore {
             Some(v) => Some(postings::decode_ord(id, &v)?),
             None => None,
         };
-        let removed = self.inner.suspended_tree.remove(id.as_bytes())?.is_some();
+        let removed = self.inner.suspended_tree.get(id.as_bytes())?.is_some();
+        if removed {
+            let entry = serde_json::json!({
+                "agent_id": id,
+                "state": "lifted",
+                "at": crate::record::unix_now(),
+            });
+            self.logged(id, &entry, |t| {
+                t.remove(id.as_bytes())?;
+                Ok(())
+            })?;
+        }
         self.inner.suspended_tree.flush()?;
         let in_memory = self
             .inner
@@ -146,5 +166,59 @@ impl BlockingStore {
     /// Every suspension, by agent id.
     pub fn suspensions(&self) -> Vec<(String, Suspension)> {
         self.suspended_read().all()
+    }
+
+    /// Runs `change` on the suspensions tree and, in the same
+    /// transaction, appends to the transparency log the suspension entry
+    /// `statement` of `id` (docs/protocol.md#log): `agentmesh/suspension/v1`,
+    /// a newline and the statement's JSON, sealed for an agent that is
+    /// not public. Without a log, only `change`.
+    fn logged(
+        &self,
+        id: &str,
+        statement: &serde_json::Value,
+        change: impl Fn(
+            &sled::transaction::TransactionalTree,
+        )
+            -> Result<(), sled::transaction::ConflictableTransactionError<StoreError>>,
+    ) -> Result<(), StoreError> {
+        use sled::transaction::{TransactionError, Transactional};
+        let inner = &self.inner;
+        let entry = inner.log.signer().map(|_| {
+            let mut bytes = crate::tlog::SUSPENSION_PREFIX.to_vec();
+            bytes.extend_from_slice(statement.to_string().as_bytes());
+            let sealed = inner
+                .entitlements
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(id)
+                .is_some_and(super::visibility::Entitlement::hides);
+            super::log::entry_for(&bytes, sealed)
+        });
+        let gate = inner
+            .gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (le, lh, li) = inner.log.trees();
+        let result = (&inner.suspended_tree, le, lh, li).transaction(|(t, e, h, i)| {
+            change(t)?;
+            match &entry {
+                Some((hash, entry)) => Ok(Some(super::log::Log::append((e, h, i), hash, entry)?)),
+                None => Ok(None),
+            }
+        });
+        let size = match result {
+            Ok(size) => size,
+            Err(TransactionError::Abort(e)) => return Err(e),
+            Err(TransactionError::Storage(e)) => return Err(e.into()),
+        };
+        if let Some(size) = size {
+            inner.log.committed(size);
+            inner
+                .writes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        drop(gate);
+        Ok(())
     }
 }

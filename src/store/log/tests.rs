@@ -218,6 +218,52 @@ fn a_hidden_agents_record_is_logged_sealed() {
 }
 
 #[test]
+fn suspensions_and_their_lifting_are_logged_sealed_for_a_hidden_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let s = store.blocking();
+    put(&store, "urn:test:public", 1, &node_key());
+    let hidden = Entitlement {
+        visibility: Visibility::Private,
+        owner: Some("key:owner".into()),
+        ..Entitlement::default()
+    };
+    s.set_entitlement("urn:test:private", &hidden).unwrap();
+    put(&store, "urn:test:private", 1, &node_key());
+    let since = s
+        .suspend("urn:test:public", "spam\u{7}reports")
+        .unwrap()
+        .since;
+    assert!(s.unsuspend("urn:test:public").unwrap());
+    // Nothing to lift: nothing logged.
+    assert!(!s.unsuspend("urn:test:public").unwrap());
+    s.suspend("urn:test:private", "abuse").unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.log_head().unwrap().0, 5);
+    let statement = |i: u64| -> serde_json::Value {
+        let entry = s.log_entry(i).unwrap().unwrap();
+        let json = entry
+            .strip_prefix(tlog::SUSPENSION_PREFIX)
+            .unwrap_or_else(|| panic!("entry {i} is not a suspension"));
+        serde_json::from_slice(json).unwrap()
+    };
+    assert_eq!(
+        statement(2),
+        serde_json::json!({"agent_id": "urn:test:public", "state": "suspended", "reason": "spamreports", "at": since})
+    );
+    assert_eq!(statement(3)["state"], "lifted");
+    let sealed = s.log_entry(4).unwrap().unwrap();
+    assert!(
+        sealed.starts_with(tlog::SEALED_PREFIX),
+        "the hidden agent's suspension is sealed"
+    );
+    assert!(!String::from_utf8_lossy(&sealed).contains("urn:test:private"));
+    // The suspension itself holds, as before.
+    assert!(s.suspension("urn:test:private").is_some());
+    assert!(s.suspension("urn:test:public").is_none());
+}
+
+#[test]
 fn the_log_reopens_at_its_durable_size() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
