@@ -540,9 +540,11 @@ impl Witness {
             };
             for ((_, hash), entry) in chunk.iter().zip(entries) {
                 let entry = entry.into_vec();
-                // What the peer proved it logged, and not a sealed one.
+                // What the peer proved it logged, and a record: not a
+                // sealed entry nor a suspension.
                 if crate::tlog::leaf_hash(&entry) != *hash
                     || entry.starts_with(crate::tlog::SEALED_PREFIX)
+                    || entry.starts_with(crate::tlog::SUSPENSION_PREFIX)
                 {
                     continue;
                 }
