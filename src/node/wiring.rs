@@ -108,7 +108,7 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
             .dropping_offered(test_hook("AGENTMESH_TEST_DROP_OFFERED")),
     );
     if let Some(witness) = &w.witness {
-        witness.set_repair(repair_through(handler.clone()));
+        witness.set_repair(repair_through(&handler));
     }
     let (mesh, event_loop) = Mesh::spawn(
         w.mesh,
@@ -186,11 +186,17 @@ fn test_hook(name: &str) -> bool {
 }
 
 /// Judges records repaired from peers' logs through `handler`, off the
-/// async workers.
-fn repair_through(handler: Arc<NodeHandler>) -> crate::witness::Repair {
+/// async workers. The witness holds this and the handler holds the
+/// witness: the handler is held weakly, so that dropping the node drops
+/// both (and its store).
+fn repair_through(handler: &Arc<NodeHandler>) -> crate::witness::Repair {
+    let handler = Arc::downgrade(handler);
     Arc::new(move |bytes, from| {
         let handler = handler.clone();
         Box::pin(async move {
+            let Some(handler) = handler.upgrade() else {
+                return;
+            };
             let judged = tokio::task::spawn_blocking(move || handler.repaired(&bytes, from)).await;
             if let Ok(verdict) = judged {
                 tracing::debug!(%from, ?verdict, "a record repaired from a peer's log");
