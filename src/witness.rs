@@ -151,6 +151,17 @@ struct Recent {
     set: std::collections::HashSet<[u8; 32]>,
 }
 
+impl State {
+    /// Keeps a verified equivocation proof (whose peer id therefore
+    /// carries an Ed25519 key).
+    fn hold(&mut self, e: Equivocation) {
+        if let Some(key) = crate::identity::key_of_peer_id(&e.peer) {
+            self.equivocated_keys.insert(key.to_bytes());
+        }
+        self.equivocations.insert(e.peer.clone(), e);
+    }
+}
+
 impl Recent {
     fn insert(&mut self, hash: [u8; 32]) {
         if self.set.insert(hash) {
@@ -172,6 +183,9 @@ struct State {
     /// Own checkpoints' cosignatures: size -> (root, witness -> line).
     cosigned: BTreeMap<u64, (Hash, BTreeMap<String, String>)>,
     equivocations: BTreeMap<String, Equivocation>,
+    /// The keys of `equivocations`' peers: what the judge asks about each
+    /// record it judges.
+    equivocated_keys: std::collections::HashSet<[u8; 32]>,
     recent: Recent,
     counts: WitnessCounts,
 }
@@ -242,11 +256,10 @@ impl Witness {
         for (_, json) in store.blocking().witnessed(EQUIVOCATION)? {
             if let Ok(e) = serde_json::from_slice::<Equivocation>(&json) {
                 if e.verify().is_ok() {
-                    state.equivocations.insert(e.peer.clone(), e);
+                    state.hold(e);
                 }
             }
         }
-        state.counts.equivocations = state.equivocations.len() as u64;
         Ok(Self {
             store,
             notary,
@@ -285,7 +298,11 @@ impl Witness {
 
     /// What the witness has done.
     pub fn counts(&self) -> WitnessCounts {
-        self.state().counts
+        let state = self.state();
+        WitnessCounts {
+            equivocations: state.equivocations.len() as u64,
+            ..state.counts
+        }
     }
 
     /// The equivocation proofs kept, by peer.
@@ -295,11 +312,7 @@ impl Witness {
 
     /// Whether the key of `peer` was caught equivocating.
     pub fn equivocated_key(&self, key: &ed25519_dalek::VerifyingKey) -> bool {
-        let state = self.state();
-        !state.equivocations.is_empty()
-            && state
-                .equivocations
-                .contains_key(&crate::identity::peer_id_of_public(key))
+        self.state().equivocated_keys.contains(key.as_bytes())
     }
 
     /// The newest own checkpoint with at least `n` witness cosignatures:
@@ -588,8 +601,7 @@ impl Witness {
             if state.equivocations.len() >= MAX_EQUIVOCATIONS {
                 return Verdict::Ignore("equivocations_full");
             }
-            state.equivocations.insert(e.peer.clone(), e.clone());
-            state.counts.equivocations += 1;
+            state.hold(e.clone());
         }
         tracing::warn!(peer = %e.peer, "a peer's log equivocates: two checkpoints that cannot both be true");
         let json = serde_json::to_vec(&e).expect("an equivocation serialises");
