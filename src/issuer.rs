@@ -453,6 +453,18 @@ mod tests {
     use super::*;
     use crate::record::tests::sample_descriptor;
 
+    /// A flushed local registration of `d`.
+    fn local(d: &Descriptor) -> DescriptorIssue {
+        DescriptorIssue {
+            descriptor: d.clone(),
+            document: "{}".into(),
+            evidence: Evidence::default(),
+            origin: Origin::Local,
+            expect: Expect::Any,
+            durability: Durability::Flushed,
+        }
+    }
+
     fn issuer(dir: &tempfile::TempDir, ttl: Duration) -> Issuer {
         let store = Store::open(dir.path(), 8 << 20).unwrap();
         Issuer::new(store, Arc::new(SigningKey::from_bytes(&[5u8; 32])), ttl)
@@ -465,29 +477,9 @@ mod tests {
         let (outbox, mut rx) = Outbox::new(8);
         let issuer = issuer(&dir, ttl).with_outbox(outbox);
         let d = sample_descriptor("a");
-        let first = issuer
-            .descriptor(DescriptorIssue {
-                descriptor: d.clone(),
-                document: "{}".into(),
-                evidence: Evidence::default(),
-                origin: Origin::Local,
-                expect: Expect::Any,
-                durability: Durability::Flushed,
-            })
-            .await
-            .unwrap();
+        let first = issuer.descriptor(local(&d)).await.unwrap();
         assert_eq!(first.outcome, PutOutcome::Created);
-        let again = issuer
-            .descriptor(DescriptorIssue {
-                descriptor: d.clone(),
-                document: "{}".into(),
-                evidence: Evidence::default(),
-                origin: Origin::Local,
-                expect: Expect::Any,
-                durability: Durability::Flushed,
-            })
-            .await
-            .unwrap();
+        let again = issuer.descriptor(local(&d)).await.unwrap();
         assert!(again.seq > first.seq);
         assert_eq!(again.outcome, PutOutcome::Updated);
 
@@ -536,17 +528,7 @@ mod tests {
         let (outbox, mut rx) = Outbox::new(8);
         let issuer = Issuer::new(store, key, Duration::from_secs(3600)).with_outbox(outbox);
         let d = sample_descriptor("probed");
-        issuer
-            .descriptor(DescriptorIssue {
-                descriptor: d.clone(),
-                document: "{}".into(),
-                evidence: Evidence::default(),
-                origin: Origin::Local,
-                expect: Expect::Any,
-                durability: Durability::Flushed,
-            })
-            .await
-            .unwrap();
+        issuer.descriptor(local(&d)).await.unwrap();
         let found = crate::store::Liveness {
             state: crate::record::LiveState::Alive,
             checked_at: crate::record::unix_now(),
