@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::tlog::RecordProof;
 
 pub mod check;
+mod dnssec;
 
 pub use check::{check, CheckOptions, Failure, Report};
 

@@ -320,6 +320,7 @@ impl Crawler {
         let mut evidence = Evidence {
             fingerprint: true,
             dnssec: found.anchored.dnssec,
+            dnssec_chain: found.anchored.chain.clone(),
             ..Evidence::default()
         };
         evidence.challenge = match proof::standing(held, &found.checked.document, &mut run) {

@@ -208,7 +208,18 @@ impl Issuer {
                         evidence,
                     );
                     body.transfer = transfer;
-                    let signed = SignedRecord::sign_descriptor(&body, &key)?;
+                    let signed = match SignedRecord::sign_descriptor(&body, &key) {
+                        // A record the DNSSEC chain makes too large is
+                        // signed without it: the flag then rests on the
+                        // signer's word, as it did before chains.
+                        Err(RecordError::TooLarge { .. })
+                            if body.evidence.dnssec_chain.is_some() =>
+                        {
+                            body.evidence.dnssec_chain = None;
+                            SignedRecord::sign_descriptor(&body, &key)?
+                        }
+                        signed => signed?,
+                    };
                     Ok((signed, RecordBody::Descriptor(Box::new(body))))
                 });
                 (id, sign)

@@ -60,6 +60,7 @@ pub mod cli;
 pub mod config;
 pub mod crawl;
 pub mod descriptor;
+pub mod dnssec;
 pub mod drops;
 pub mod federation;
 pub mod formats;

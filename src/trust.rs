@@ -96,6 +96,13 @@ pub struct Evidence {
     /// The agent and at least one peer list each other as verified.
     #[serde(default)]
     pub mutual_peer: bool,
+    /// With `dnssec`: the chain of signed DNS records that proved the
+    /// RRset, from a trust anchor's zone down
+    /// ([`crate::dnssec::chain`]'s bytes), so anyone holding the record
+    /// can check the flag offline. Absent when the crawl could not carry
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "serde_bytes")]
+    pub dnssec_chain: Option<Vec<u8>>,
 }
 
 /// A transferable challenge signature: anyone can recompute the nonce from

@@ -396,3 +396,201 @@ fn answers_written_from_the_document_check() {
         assert_eq!(code, i32::from(!expected.is_empty()), "{file}");
     }
 }
+
+/// A node crawling an agent of a zone signed in process (the testbed's
+/// `test.`, its key the node's trust anchor): the agent's record carries
+/// the DNSSEC chain that proved its TXT record, and its signed answer.
+struct SignedZone {
+    a: Answering,
+    anchor: PathBuf,
+    answer: Vec<u8>,
+    _dns: agentmesh::testbed::dns::DnsServer,
+}
+
+impl SignedZone {
+    async fn start() -> Self {
+        use agentmesh::testbed::dnssec::ZoneKey;
+        use agentmesh::testbed::publish::AGENT_ADDRESS;
+        use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let bed = Testbed::start(
+            Population::generate(&PopulationConfig::healthy(23, 1)),
+            TestbedOptions::default(),
+        )
+        .await
+        .expect("the testbed starts");
+        let ca = dir.path().join("ca.pem");
+        bed.write_ca(&ca).unwrap();
+        let key = ZoneKey::generate().unwrap();
+        let anchor = dir.path().join("anchor.key");
+        std::fs::write(&anchor, key.trust_anchor()).unwrap();
+        let mut zone = bed.population().zone(bed.ports(), AGENT_ADDRESS).unwrap();
+        key.sign(&mut zone).unwrap();
+        let dns = agentmesh::testbed::dns::DnsServer::start("127.0.0.1:0".parse().unwrap(), zone)
+            .await
+            .unwrap();
+        let (resolver, port) = (dns.local_addr().to_string(), bed.https_port().to_string());
+        let node = tokio::task::block_in_place(|| {
+            TestNode::builder()
+                .args(&["--resolver", &resolver, "--allow-private"])
+                .args(&["--ca-file", ca.to_str().unwrap(), "--allow-port", &port])
+                .args(&["--trust-anchor", anchor.to_str().unwrap()])
+                .env("AGENTMESH_CRAWL__FOLLOW_PEERS", "false")
+                .env("AGENTMESH_API__LIMITS__ENABLED", "false")
+                .start()
+        });
+        let api = node.api();
+        let domain = bed.population().agents()[0].domain.clone();
+        let reply = api
+            .post("/crawl", &json!({"domains": [domain], "wait": true}))
+            .await;
+        let reply = reply.expect(200);
+        let report = &reply["reports"][0];
+        assert_eq!(report["trust"]["evidence"]["dnssec"], true, "{report}");
+        assert_eq!(report["stored"], true, "{report}");
+        let answer = signed(
+            &api,
+            reqwest::Method::GET,
+            &format!("/agents/agent:{domain}/proof"),
+            None,
+        )
+        .await;
+        let a = Answering {
+            node,
+            dir,
+            _testbed: Some(bed),
+        };
+        Self {
+            a,
+            anchor,
+            answer,
+            _dns: dns,
+        }
+    }
+
+    /// The answer and, sealed with the node's key, the lies about the
+    /// agent's DNSSEC chain: each with the codes a checker given the
+    /// zone's anchor must name.
+    fn lies(&self) -> Vec<(&'static str, Vec<u8>, Vec<&'static str>)> {
+        use agentmesh::record::{RecordBody, SignedRecord};
+        let envelope: Envelope = serde_json::from_slice(&self.answer).unwrap();
+        let payload: Payload =
+            serde_json::from_slice(&B64U.decode(&envelope.payload).unwrap()).unwrap();
+        let key = self.a.key();
+        let record =
+            SignedRecord::decode(&B64.decode(&payload.results[0].record).unwrap()).unwrap();
+        let Ok(RecordBody::Descriptor(body)) = record.body() else {
+            panic!("a descriptor");
+        };
+        let chain = body
+            .evidence
+            .dnssec_chain
+            .clone()
+            .expect("the record carries its chain");
+        let resealed = |change: &dyn Fn(&mut agentmesh::record::DescriptorRecord)| {
+            let mut body = (*body).clone();
+            change(&mut body);
+            let mut p = payload.clone();
+            p.results[0].record =
+                B64.encode(SignedRecord::sign_descriptor(&body, &key).unwrap().encode());
+            serde_json::to_vec(&answer::seal(&serde_json::to_vec(&p).unwrap(), &key)).unwrap()
+        };
+        // The TXT record's key fingerprint changed inside the chain.
+        let at = chain
+            .windows(4)
+            .position(|w| w == b"pk=e")
+            .expect("the TXT record in the chain");
+        let mut altered = chain.clone();
+        altered[at + 12] ^= 1;
+        vec![
+            ("true", self.answer.clone(), vec![]),
+            (
+                "a DNS record changed in the chain",
+                resealed(&|b| b.evidence.dnssec_chain = Some(altered.clone())),
+                // The re-signed record is not the one logged either.
+                vec!["evidence", "inclusion", "trust_level"],
+            ),
+            (
+                "a chain cut short",
+                resealed(&|b| b.evidence.dnssec_chain = Some(chain[..chain.len() / 2].to_vec())),
+                vec!["evidence", "inclusion", "trust_level"],
+            ),
+        ]
+    }
+}
+
+/// The notes of a report with `code`.
+fn notes(report: &Value, code: &str) -> Vec<String> {
+    report["notes"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter(|n| n["code"] == code)
+                .map(|n| n["message"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_carries_the_dnssec_chain_and_verify_answer_checks_it() {
+    let z = SignedZone::start().await;
+    let anchor = z.anchor.to_str().unwrap();
+    let file = z.a.file("answer.json", &z.answer);
+    // From the zone's anchor: proved, nothing left unchecked.
+    let (code, report) = verify_answer(&file, &["--dnssec-anchor", anchor]);
+    assert_eq!((code, codes(&report)), (0, vec![]), "{report}");
+    assert_eq!(report["results"][0]["level"], "key-verified", "{report}");
+    assert!(notes(&report, "unchecked").is_empty(), "{report}");
+    // Without it the chain holds together from a key the checker was
+    // not given: a note, not a failure.
+    let (code, report) = verify_answer(&file, &[]);
+    assert_eq!(code, 0, "{report}");
+    let unchecked = notes(&report, "unchecked");
+    assert!(
+        unchecked
+            .iter()
+            .any(|n| n.contains("not among the trust anchors")),
+        "{report}"
+    );
+    for (what, bytes, expected) in z.lies() {
+        let file = z.a.file("lie.json", &bytes);
+        let (code, report) = verify_answer(&file, &["--dnssec-anchor", anchor]);
+        assert_eq!(codes(&report), expected, "{what}: {report}");
+        assert_eq!(code, i32::from(!expected.is_empty()), "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the answer verifier's Python (python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2 dnspython==2.9.2)"]
+async fn the_python_verifier_checks_the_dnssec_chain_too() {
+    let python = needs(
+        python_with("ANSWER_VERIFY_PYTHON", "/opt/answer-verify/bin/python", "cryptography, dns.dnssec"),
+        "the answer verifier's Python",
+        "python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2 dnspython==2.9.2",
+    );
+    let script = crate::common::repo_root().join("tests/answers/verify.py");
+    let z = SignedZone::start().await;
+    let peer = z.a.node.peer_id().to_owned();
+    let anchor = z.anchor.to_str().unwrap();
+    let python_report = |file: &Path, anchored: bool| {
+        let mut cmd = std::process::Command::new(&python);
+        cmd.arg(&script).arg(file).args(["--trust", &peer]);
+        if anchored {
+            cmd.args(["--dnssec-anchor", anchor]);
+        }
+        let done = run(&mut cmd, Duration::from_secs(60), "tests/answers/verify.py");
+        let report: Value = serde_json::from_str(done.stdout.trim())
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", done.stdout, done.stderr));
+        (done.status.code(), report)
+    };
+    let file = z.a.file("answer.json", &z.answer);
+    let (code, report) = python_report(&file, false);
+    assert_eq!((code, codes(&report)), (Some(0), vec![]), "{report}");
+    for (what, bytes, expected) in z.lies() {
+        let file = z.a.file("lie.json", &bytes);
+        let (code, report) = python_report(&file, true);
+        assert_eq!(codes(&report), expected, "{what}: {report}");
+        assert_eq!(code, Some(i32::from(!expected.is_empty())), "{what}");
+    }
+}

@@ -27,6 +27,9 @@
 //! say so and pass, except under CI, where they fail. The harness is
 //! `tests/bind/mod.rs`.
 
+use std::path::Path;
+use std::time::Duration;
+
 use crate::bind;
 use crate::common;
 
@@ -222,6 +225,7 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
         .unwrap_or_else(|| panic!("{} found by its capability {cap}: {hits:?}", secure.id()));
     assert_eq!(hit["trust"]["evidence"]["dnssec"], true, "{hit}");
     assert_eq!(hit["trust"]["level"], "key-verified", "{hit}");
+    signed_answer_proves_the_chain(&api, &secure.id(), &anchor, dir.path()).await;
 
     // Bogus: refused before the document is fetched, nothing stored.
     let report = report_of(&forged.domain);
@@ -277,6 +281,51 @@ async fn a_node_crawls_a_zone_signed_by_bind_and_refuses_a_tampered_record() {
     drop(node);
     drop(named);
     bed.shutdown().await;
+}
+
+/// The signed answer for `id` carries the DNSSEC chain BIND's signatures
+/// make, from the private root's key down through `test.` and
+/// `org1.test`: `agentmesh verify-answer` proves it from the root's
+/// anchor, and so does the Python verifier written from the documents
+/// (dnspython checking the signatures), when it is installed.
+async fn signed_answer_proves_the_chain(api: &common::Api, id: &str, anchor: &str, dir: &Path) {
+    let reply = api
+        .request(reqwest::Method::GET, &format!("/agents/{id}/proof"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let file = dir.join("answer.json");
+    std::fs::write(&file, reply.bytes().await.unwrap()).unwrap();
+    let mut cmd = std::process::Command::new(common::bin());
+    cmd.arg("verify-answer")
+        .arg(&file)
+        .args(["--json", "--dnssec-anchor", anchor]);
+    let done = common::run(&mut cmd, Duration::from_secs(60), "agentmesh verify-answer");
+    let report: serde_json::Value = serde_json::from_str(done.stdout.trim()).unwrap();
+    assert!(done.status.success(), "{report}");
+    assert_eq!(report["results"][0]["level"], "key-verified", "{report}");
+    assert_eq!(report["notes"], json!([]), "the chain proved: {report}");
+    let Some(python) = common::python_with(
+        "ANSWER_VERIFY_PYTHON",
+        "/opt/answer-verify/bin/python",
+        "cryptography, dns.dnssec",
+    ) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the answer verifier's Python is missing under CI"
+        );
+        return;
+    };
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(common::repo_root().join("tests/answers/verify.py"))
+        .arg(&file)
+        .args(["--dnssec-anchor", anchor]);
+    let done = common::run(&mut cmd, Duration::from_secs(60), "tests/answers/verify.py");
+    let report: serde_json::Value = serde_json::from_str(done.stdout.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", done.stdout, done.stderr));
+    assert!(done.status.success(), "{report}");
+    assert_eq!(report["results"][0]["level"], "key-verified", "{report}");
 }
 
 /// A testbed of `n` healthy agents (seeded by `seed`), its CA written to

@@ -310,6 +310,32 @@ async fn held_evidence(store: &agentmesh::store::Store, id: &str) -> Evidence {
     d.evidence
 }
 
+/// Checks that `evidence` carries a DNSSEC chain proving, from `anchor`,
+/// the `rtype` RRset at `owner` (what anyone holding the record can check
+/// offline).
+fn assert_chain_proves(evidence: &Evidence, anchor: &Path, owner: &str, rtype: RecordType) {
+    let chain = evidence
+        .dnssec_chain
+        .as_ref()
+        .expect("the record carries its DNSSEC chain");
+    let anchors = agentmesh::dnssec::TrustAnchorSet::load(&[anchor.to_owned()]).unwrap();
+    let owner = Name::from_ascii(format!("{owner}.")).unwrap();
+    let now = agentmesh::record::unix_now();
+    let proved = agentmesh::dnssec::chain::verify(chain, &anchors, &owner, rtype, now)
+        .unwrap_or_else(|e| panic!("{owner}: {e}"));
+    assert_eq!(proved.anchor_zone, Name::from_ascii("test.").unwrap());
+    assert!(!proved.records.is_empty());
+    // The root's built-in anchor alone does not prove it.
+    agentmesh::dnssec::chain::verify(
+        chain,
+        &agentmesh::dnssec::TrustAnchorSet::builtin_root(),
+        &owner,
+        rtype,
+        now,
+    )
+    .unwrap_err();
+}
+
 /// The testbed's zone with the formats organisation's records, signed by
 /// a new key written as a trust anchor under `dir`.
 fn signed_formats_zone(bed: &Testbed, dir: &Path) -> (Zone, std::path::PathBuf) {
@@ -387,6 +413,7 @@ async fn a_dns_aid_record_in_a_signed_zone_is_dns_verified_and_a_changed_one_is_
     let held = held_evidence(&store, &id).await;
     assert!(held.dnssec && !held.fingerprint, "{held:?}");
     assert_eq!(held.level(), TrustLevel::DnsVerified);
+    assert_chain_proves(&held, &anchor, &owner, RecordType::SVCB);
     let card_fetches = bed.document_fetches(
         "dnsaid-card-host.formats.test",
         "/.well-known/agent-card.json",
@@ -497,6 +524,8 @@ async fn a_card_key_anchored_by_a_validated_aid_record_is_dns_verified() {
         "{held:?}"
     );
     assert_eq!(held.level(), TrustLevel::DnsVerified);
+    let aid_owner = format!("_agent.{A2A_ANCHORED_DOMAIN}");
+    assert_chain_proves(&held, &anchor, &aid_owner, RecordType::TXT);
 
     let id = format!("a2a:{A2A_OTHER_KEY_DOMAIN}");
     let other = report_of(&reports, &id);

@@ -11,6 +11,7 @@ use super::{SIGNING_PREFIX, VERSION};
 use crate::adp::check::has_fingerprint;
 use crate::adp::handshake;
 use crate::descriptor::DocumentFormat;
+use crate::dnssec::TrustAnchorSet;
 use crate::record::{RecordBody, SignedRecord};
 use crate::tlog::{self, Checkpoint};
 use crate::trust::{Evidence, TrustLevel};
@@ -26,6 +27,9 @@ pub struct CheckOptions {
     pub old_checkpoint: Option<Vec<u8>>,
     /// The request the client sent: the answer's must be it.
     pub request: Option<RequestInfo>,
+    /// The DNSSEC trust anchors records' chains are checked from; `None`:
+    /// the root's built-in anchor.
+    pub dnssec_anchors: Option<TrustAnchorSet>,
 }
 
 /// One thing that does not hold.
@@ -225,8 +229,12 @@ fn check_payload(
         .iter()
         .filter_map(|k| B64U.decode(k).ok()?.try_into().ok())
         .collect();
+    let anchors = options
+        .dnssec_anchors
+        .clone()
+        .unwrap_or_else(TrustAnchorSet::builtin_root);
     for (i, result) in p.results.iter().enumerate() {
-        let level = check_result(c, i, result, signer, &trusted, head.as_ref());
+        let level = check_result(c, i, result, signer, &trusted, head.as_ref(), &anchors);
         if let Some(level) = level {
             let shown_level = shown
                 .iter()
@@ -302,6 +310,7 @@ fn check_result(
     node: &VerifyingKey,
     trusted: &[[u8; 32]],
     head: Option<&Checkpoint>,
+    anchors: &TrustAnchorSet,
 ) -> Option<TrustLevel> {
     let bytes = match B64.decode(&result.record) {
         Ok(b) => b,
@@ -347,7 +356,21 @@ fn check_result(
         &d.doc_sha256,
         &d.document,
         &d.agent_id,
-    );
+    )
+    .and_then(|challenge| {
+        let dnssec = super::dnssec::check_chain(
+            &d.evidence,
+            d.descriptor.format,
+            &d.agent_id,
+            &d.document,
+            d.issued_at,
+            anchors,
+        )?;
+        Ok(match (challenge, dnssec) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        })
+    });
     let counted = own || trusted.contains(record.signer().as_bytes());
     match holds {
         // Evidence that does not hold proves nothing.

@@ -195,6 +195,7 @@ fn a_true_answer_checks_and_its_levels_are_recomputed() {
         trusted_nodes: vec![node_key().verifying_key()],
         old_checkpoint: Some(f.old_checkpoint.clone()),
         request: Some(f.payload.request.clone()),
+        dnssec_anchors: None,
     };
     assert!(check(&f.sealed(&f.payload), &options).ok);
 }

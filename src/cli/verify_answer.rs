@@ -30,6 +30,12 @@ pub struct VerifyAnswerArgs {
     /// The request body sent (with --request).
     #[arg(long, value_name = "FILE", requires = "request")]
     pub request_body: Option<PathBuf>,
+    /// A DNSSEC trust anchor file (DS or DNSKEY records in zone-file
+    /// syntax, or IANA's `root-anchors.xml`; repeatable), beside the
+    /// root's built-in anchor: the records' DNSSEC chains are checked from
+    /// these.
+    #[arg(long = "dnssec-anchor", value_name = "FILE")]
+    pub dnssec_anchor: Vec<PathBuf>,
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -85,10 +91,13 @@ fn options(args: &VerifyAnswerArgs) -> Result<CheckOptions, String> {
         }
         None => None,
     };
+    let dnssec_anchors = crate::dnssec::TrustAnchorSet::load(&args.dnssec_anchor)
+        .map_err(|e| format!("--dnssec-anchor: {e}"))?;
     Ok(CheckOptions {
         trusted_nodes,
         old_checkpoint,
         request,
+        dnssec_anchors: Some(dnssec_anchors),
     })
 }
 

@@ -1,7 +1,7 @@
 //! DNS lookups for the crawler (hickory-resolver): the `_agent` TXT RRset,
 //! the optional `_agent._tcp` SRV record, and a host's addresses; the TXT
 //! RRset's DNSSEC validation ([`dnssec`], from the trust anchors of
-//! [`anchors`]).
+//! [`crate::dnssec::anchors`]) and the chain of signed records it rests on.
 //!
 //! The resolver asks the configured servers (`crawl.resolvers`, over UDP
 //! and TCP) or the system's. Answers carry their TTL so the scheduler can
@@ -15,12 +15,11 @@ use std::time::Duration;
 use hickory_proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 
-pub mod anchors;
 mod answer;
 mod dnssec;
 mod resolver;
 
-pub use anchors::{AnchorError, TrustAnchorSet};
+pub use crate::dnssec::anchors::{AnchorError, TrustAnchorSet};
 pub use answer::{
     DnsError, Dnssec, CACHE_SIZE, MAX_ADDRESSES, MAX_SVCB_RECORDS, MAX_TTL, MAX_TXT_RECORDS,
 };

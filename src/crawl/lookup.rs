@@ -19,6 +19,8 @@ pub(super) struct Anchored {
     pub(super) ttl: u32,
     /// The TXT RRset validated Secure.
     pub(super) dnssec: bool,
+    /// The DNSSEC chain that proved it, when one could be carried.
+    pub(super) chain: Option<Vec<u8>>,
     /// The SRV record's target and port, when there is one.
     pub(super) srv: Option<(String, u16)>,
 }
@@ -41,12 +43,17 @@ pub(super) async fn lookup(dns: &Dns, domain: &str, run: &mut Run) -> Result<Anc
             t.fingerprint, t.well_known
         )
     })?;
+    let chain = match &dnssec {
+        Dnssec::Secure { chain, .. } => chain.clone(),
+        _ => None,
+    };
     let dnssec = dnssec_verdict(dnssec, dnssec_took, &txt_name, run)?;
     let srv = srv_record(srv, srv_took, run);
     Ok(Anchored {
         txt,
         ttl,
         dnssec,
+        chain,
         srv,
     })
 }
@@ -63,7 +70,7 @@ fn adp_record(
     // not the unvalidated answer to the other query, which an attacker
     // between us and the resolver could answer differently.
     let answer = match (dnssec, answer) {
-        (Dnssec::Secure { records }, answer) => {
+        (Dnssec::Secure { records, .. }, answer) => {
             let ttl = answer.map(|(_, ttl)| ttl).unwrap_or(MAX_TTL);
             Ok((records.clone(), ttl))
         }

@@ -36,7 +36,7 @@ pub struct CrawlerOptions {
     pub concurrency: usize,
     /// DNSSEC trust anchors beside the root's built-in one: files of DS or
     /// DNSKEY records (zone-file syntax) or IANA's `root-anchors.xml`
-    /// ([`dns::anchors`]).
+    /// ([`crate::dnssec::anchors`]).
     pub trust_anchors: Vec<PathBuf>,
     /// The formats a crawl of a domain reads ([`DocumentFormat::CRAWLED`]
     /// by default).

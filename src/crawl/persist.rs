@@ -290,8 +290,11 @@ fn still_stands(held: &DescriptorRecord, verified: &Verified, report: &CrawlRepo
         && held.evidence
             == Evidence {
                 // The held record may carry the mutual-peer mark a later
-                // step of an earlier visit added.
+                // step of an earlier visit added; its DNSSEC chain still
+                // proves the RRset when it was signed, though the zone's
+                // signatures may have been renewed since.
                 mutual_peer: held.evidence.mutual_peer,
+                dnssec_chain: held.evidence.dnssec_chain.clone(),
                 ..verified.evidence.clone()
             }
         && held.expires_at.saturating_sub(unix_now())

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """Independent checker of agentmesh signed answers.
 
-Written from docs/answers.md, proto/records.cddl and docs/protocol.md#log only
-(never from the Rust sources), so that a misreading in either implementation shows.
+Written from docs/answers.md, proto/records.cddl and docs/protocol.md (#log, #crawl-txt,
+#dnssec-chains) only (never from the Rust sources), so that a misreading in either
+implementation shows.
 
-  verify.py FILE|- [--trust KEY]... [--old-checkpoint FILE]
+  verify.py FILE|- [--trust KEY]... [--old-checkpoint FILE] [--dnssec-anchor FILE]...
             [--request-method M --request-target T [--request-body FILE]]
 
-Prints {"ok", "failures": [{"code", "result", "message"}], "results": [{"id", "level"}]}
-and exits 0 when accepted, 1 on any failure, 2 on a usage error or an unreadable file.
-Only `cryptography` is needed (Ed25519): records are decoded by the strict CBOR
-reader below, since a general-purpose decoder hides duplicate keys, long heads and
-trailing bytes, which records.cddl makes errors.
+Prints {"ok", "failures": [{"code", "result", "message"}], "notes": [{"code", "result",
+"message"}], "results": [{"id", "level"}]} and exits 0 when accepted (notes, code
+`unchecked`, say what could not be checked offline and do not reject), 1 on any failure,
+2 on a usage error or an unreadable file.
+Needs `cryptography` (Ed25519) and `dnspython` (2.9.2: DNS RDATA and DNSSEC signatures
+of the records' DNSSEC chains, over `cryptography`). Records are decoded by the strict
+CBOR reader below, since a general-purpose decoder hides duplicate keys, long heads and
+trailing bytes, which records.cddl makes errors; a chain's wire records are split by the
+reader below too, which refuses compression pointers.
 """
 from __future__ import annotations
 
@@ -21,11 +26,23 @@ import binascii
 import hashlib
 import json
 import re
+import struct
 import sys
-from typing import Any, TypeGuard
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeGuard
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+import dns.dnssec
+import dns.exception
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdataset
+import dns.rdatatype
+import dns.rrset
+import dns.zonefile
 
 MAX_PAYLOAD = 8 << 20                              # answers.md: a payload of at most 8 MiB ...
 MAX_INPUT = 4 * ((MAX_PAYLOAD + 2) // 3) + 4096    # ... makes an envelope of at most this
@@ -38,6 +55,13 @@ ENV_KEYS = ("type", "payload", "signer", "signature")  # records.cddl: the only 
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 PEER_ID_PREFIX = bytes.fromhex("0024" "08011220")  # identity multihash(36) of PublicKey{1, key}
 HEX64 = re.compile(r"[0-9a-f]{64}")
+# protocol.md#dnssec-chains: limits of a chain and of its check
+MAX_CHAIN, MAX_CHAIN_RECORDS, MAX_CHAIN_ZONES, MAX_SIG_CHECKS = 8192, 64, 8, 64
+ZONE_FLAG, REVOKE_FLAG = 0x0100, 0x0080            # DNSKEY flag bits 7 and 8 (RFC 4034, RFC 5011)
+ROOT_ANCHORS = """
+. IN DS 20326 8 2 E06D44B80B8F1D39A95C0B0D7C65D08458E880409BBC683457104237C7F8EC8D
+. IN DS 38696 8 2 683D2D0ACB8C9B712A1948B27F741219298D0A450D612C483AF444A4C0FB2B16
+"""                                                  # answers.md check 7, `evidence`, DNSSEC
 
 class Invalid(ValueError):
     """Any refusal while parsing; the caller turns it into the check's code."""
@@ -240,8 +264,11 @@ def decode_record(raw: bytes) -> tuple[dict[str, Any] | None, bytes | None, str 
             "languages": is_strs, "status": is_str, "auth": is_str, "format": FORMATS.__contains__},
             optional="description version publisher endpoint capabilities tags languages status auth")
         ev = fields(body["evidence"], "evidence", {"dnssec": is_bool, "fingerprint": is_bool,
-                                                   "challenge": is_map, "mutual_peer": is_bool},
-                    optional="dnssec fingerprint challenge mutual_peer")   # "missing reads as false"
+                                                   "challenge": is_map, "mutual_peer": is_bool,
+                                                   "dnssec_chain": bstr()},
+                    optional="dnssec fingerprint challenge mutual_peer dnssec_chain")  # "missing reads as false"
+        need(0 < len(ev.get("dnssec_chain", b"_")) <= MAX_CHAIN,     # bstr .size (1..8192)
+             "bad_payload: evidence.dnssec_chain is empty or over 8192 bytes")
         if "challenge" in ev:
             fields(ev["challenge"], "challenge", {"verifier": is_str, "unix_ms": is_u64,
                                                   "rand": bstr(), "signature": bstr()})
@@ -256,8 +283,9 @@ def decode_record(raw: bytes) -> tuple[dict[str, Any] | None, bytes | None, str 
     evidence = {k: ev.get(k, False) for k in ("dnssec", "fingerprint", "mutual_peer")}
     evidence["challenge"] = ev.get("challenge")
     return {"type": rtype, "agent_id": body["agent_id"], "format": desc["format"],
-            "document": body["document"], "doc_sha256": body["doc_sha256"],
-            "evidence": evidence}, signer, None
+            "issued_at": body["issued_at"], "document": body["document"],
+            "doc_sha256": body["doc_sha256"], "evidence": evidence,
+            "dnssec_chain": ev.get("dnssec_chain")}, signer, None
 
 def evidence_problems(rec: dict[str, Any]) -> tuple[list[str], bool]:
     """answers.md check 7 `evidence`, and records.cddl's rule on which flags a format may
@@ -301,6 +329,356 @@ def level_of(ev: dict[str, Any], challenge_ok: bool) -> str:
     if ev["fingerprint"] and challenge_ok:
         return "peer-verified" if ev["mutual_peer"] else "key-verified"
     return "dns-verified" if ev["dnssec"] else "unverified"
+
+# ------------------------------------------------------------------ DNSSEC chains (protocol.md#dnssec-chains)
+# An anchor: (zone, DS or DNSKEY rdata, valid from, valid until), the times Unix seconds or None.
+Anchor = tuple[dns.name.Name, Any, int | None, int | None]
+
+def parse_chain(d: bytes) -> list[tuple[dns.name.Name, int, bytes]]:
+    """Split a chain into its wire records (RFC 1035 4.1.3) -> [(owner, type, RDATA)]:
+    names uncompressed, class IN, nothing between or after the records, the limits."""
+    need(0 < len(d) <= MAX_CHAIN, f"the chain is empty or over {MAX_CHAIN} bytes")
+    out: list[tuple[dns.name.Name, int, bytes]] = []
+    i = 0
+    while i < len(d):
+        need(len(out) < MAX_CHAIN_RECORDS, f"more than {MAX_CHAIN_RECORDS} records")
+        labels: list[bytes] = []
+        while True:                                  # the owner name, label by label
+            need(i < len(d), f"record {len(out)}: truncated owner name")
+            n = d[i]
+            need(n & 0xC0 != 0xC0, f"record {len(out)}: a compression pointer in the owner name")
+            need(n < 64, f"record {len(out)}: an owner name label of a reserved type")
+            need(i + 1 + n <= len(d), f"record {len(out)}: truncated owner name")
+            labels.append(d[i + 1:i + 1 + n])
+            i += 1 + n
+            if n == 0:
+                break
+        try:
+            owner = dns.name.Name(labels)
+        except dns.exception.DNSException as e:
+            raise Invalid(f"record {len(out)}: a bad owner name ({type(e).__name__})") from None
+        need(i + 10 <= len(d), f"record {len(out)}: truncated header")
+        rdtype, rdclass, _ttl, rdlen = struct.unpack_from("!HHIH", d, i)
+        i += 10
+        need(rdclass == dns.rdataclass.IN, f"record {len(out)}: class {rdclass}, not IN")
+        need(i + rdlen <= len(d), f"record {len(out)}: truncated RDATA")
+        out.append((owner, rdtype, d[i:i + rdlen]))
+        i += rdlen
+    return out
+
+def rdata_of(rdtype: int, raw: bytes, where: str) -> Any:
+    """One RDATA by dnspython, read alone (a pointer cannot reach out of it) and required to
+    be its own uncompressed encoding (a name compressed inside it is refused)."""
+    try:
+        rd = dns.rdata.from_wire(dns.rdataclass.IN, rdtype, raw, 0, len(raw))
+        back = rd.to_wire()
+    except Exception as e:  # noqa: BLE001 - dnspython raises many kinds on bad RDATA
+        raise Invalid(f"{where}: malformed RDATA ({type(e).__name__})") from None
+    need(back == raw, f"{where}: RDATA not in uncompressed wire form")
+    return rd
+
+def type_text(t: int) -> str:
+    return dns.rdatatype.to_text(t)
+
+def in_window(t: int, inception: int, expiration: int) -> bool:
+    """inception <= t <= expiration in serial number arithmetic (RFC 4034 3.1.5, RFC 1982)."""
+    t %= 1 << 32
+    return (t - inception) % (1 << 32) < 1 << 31 and (expiration - t) % (1 << 32) < 1 << 31
+
+def ds_matches(zone: dns.name.Name, key: Any, ds: Any) -> bool:
+    """RFC 4034 5.1.4: the DS gives this key's digest (and its key tag and algorithm)."""
+    if ds.key_tag != dns.dnssec.key_id(key) or ds.algorithm != key.algorithm:
+        return False
+    try:
+        return dns.dnssec.make_ds(zone, key, ds.digest_type, validating=True).digest == ds.digest
+    except (dns.exception.DNSException, ValueError):
+        return False                                 # a digest type not supported or allowed
+
+class OutOfChecks(Invalid):
+    pass
+
+class ChainCheck:
+    """One check of a chain at time t from `anchors` (protocol.md#dnssec-chains, "Checking a
+    chain"). With self_anchor, a zone whose DS RRset is not in the chain is taken as anchored
+    by its own keys (the "top zone taken as anchored" of the document)."""
+
+    def __init__(self, records: list[tuple[dns.name.Name, int, bytes]], t: int,
+                 anchors: list[Anchor], self_anchor: bool) -> None:
+        self.t, self.self_anchor, self.checks = t, self_anchor, 0
+        self.anchors = [(z, rd) for z, rd, vf, vu in anchors
+                        if (vf is None or vf <= t) and (vu is None or t < vu)]
+        self.sets: dict[tuple[dns.name.Name, int], list[bytes]] = {}
+        self.sigs: dict[tuple[dns.name.Name, int], list[bytes]] = {}
+        for owner, rdtype, raw in records:           # grouped by owner (any case) and type
+            if rdtype == dns.rdatatype.RRSIG and len(raw) >= 2:
+                self.sigs.setdefault((owner.canonicalize(), int.from_bytes(raw[:2], "big")), []).append(raw)
+            else:
+                self.sets.setdefault((owner.canonicalize(), rdtype), []).append(raw)
+        self.proved: dict[dns.name.Name, tuple[list[Any], int]] = {}   # zone -> (keys, zones used)
+        self.failed: dict[dns.name.Name, int] = {}   # zone -> the most zones it failed with
+        self.self_anchored: set[dns.name.Name] = set()
+        self.why: list[str] = []
+
+    def miss(self, why: str) -> None:
+        if why not in self.why:
+            self.why.append(why)
+
+    def rrset(self, owner: dns.name.Name, rdtype: int) -> Any:
+        raws = self.sets.get((owner.canonicalize(), rdtype))
+        if raws is None:
+            return None
+        rs = dns.rrset.RRset(owner.canonicalize(), dns.rdataclass.IN, rdtype)
+        for raw in raws:
+            rs.add(rdata_of(rdtype, raw, f"{owner} {type_text(rdtype)}"))
+        return rs
+
+    def rrsigs(self, owner: dns.name.Name, rdtype: int) -> list[Any]:
+        return [rdata_of(dns.rdatatype.RRSIG, raw, f"{owner} RRSIG {type_text(rdtype)}")
+                for raw in self.sigs.get((owner.canonicalize(), rdtype), [])]
+
+    def verifies(self, rrset: Any, sig: Any, key: Any) -> bool:
+        """One signature verification (of at most MAX_SIG_CHECKS) by dnspython. The window
+        was checked by the caller in serial arithmetic; dnspython compares plainly, so it
+        is given a time inside the window."""
+        if self.checks >= MAX_SIG_CHECKS:
+            raise OutOfChecks(f"stopped after {MAX_SIG_CHECKS} signature verifications")
+        self.checks += 1
+        now = self.t if sig.inception <= self.t <= sig.expiration else sig.inception
+        try:
+            dns.dnssec.validate_rrsig(rrset, sig, {sig.signer: dns.rdataset.from_rdata(0, key)},
+                                      now=now)
+            return True
+        except (dns.exception.DNSException, ValueError, TypeError):
+            return False
+
+    def signed_by(self, rrset: Any, owner: dns.name.Name, signer_ok: Callable[[dns.name.Name], bool],
+                  keys_of: Callable[[dns.name.Name], list[Any] | None]) -> Any:
+        """Rule 1 for one RRset -> the RRSIG that proves it, or None: an RRSIG at owner covering
+        its type, by an acceptable signer, labels = the owner's label count, t in its window,
+        verifying with one of keys_of(signer) of its algorithm and key tag."""
+        what = f"{owner} {type_text(rrset.rdtype)}"
+        sigs = self.rrsigs(owner, rrset.rdtype)
+        if not sigs:
+            self.miss(f"no RRSIG over {what}")
+        for sig in sigs:
+            if not signer_ok(sig.signer):
+                self.miss(f"an RRSIG over {what} by {sig.signer}, which may not sign it")
+            elif sig.labels != len(owner) - 1:
+                self.miss(f"an RRSIG over {what} with labels {sig.labels}, not {len(owner) - 1}")
+            elif not in_window(self.t, sig.inception, sig.expiration):
+                self.miss(f"an RRSIG over {what} not valid at {self.t}")
+            else:
+                keys = keys_of(sig.signer)
+                cands = [k for k in keys or []
+                         if k.algorithm == sig.algorithm and dns.dnssec.key_id(k) == sig.key_tag]
+                if keys is not None and not cands:
+                    self.miss(f"an RRSIG over {what} by key {sig.key_tag}, not a proved key of {sig.signer}")
+                for k in cands:
+                    if self.verifies(rrset, sig, k):
+                        return sig
+                    self.miss(f"an RRSIG over {what} by key {sig.key_tag} does not verify")
+        return None
+
+    def prove(self, owner: dns.name.Name, rdtype: int, signer_ok: Callable[[dns.name.Name], bool],
+              zones: int) -> Any:
+        """Rule 1: the RRset, when one of its RRSIGs verifies with a proved key of its signer
+        (the signer's zone at most `zones` zones from the anchored zone); else None."""
+        rs = self.rrset(owner, rdtype)
+        if rs is None:
+            self.miss(f"no {owner} {type_text(rdtype)} RRset in the chain")
+            return None
+        sig = self.signed_by(rs, owner, signer_ok, lambda z: self.zone_keys(z, zones))
+        return None if sig is None else rs
+
+    def anchored(self, zone: dns.name.Name, key: Any) -> bool:
+        for z, rd in self.anchors:
+            if z != zone:
+                continue
+            if rd.rdtype == dns.rdatatype.DNSKEY and (rd.algorithm, rd.protocol, rd.key) == (
+                    key.algorithm, key.protocol, key.key):
+                return True
+            if rd.rdtype == dns.rdatatype.DS and ds_matches(zone, key, rd):
+                return True
+        return False
+
+    def zone_keys(self, zone: dns.name.Name, zones: int) -> list[Any] | None:
+        """Rule 2: the proved keys of `zone` (every zone key of its DNSKEY RRset, not revoked),
+        or None, using at most `zones` zones from this one to the anchored zone."""
+        zone = zone.canonicalize()
+        if zone in self.proved:
+            keys, used = self.proved[zone]
+            return keys if used <= zones else None
+        if zones < 1:
+            self.miss(f"more than {MAX_CHAIN_ZONES} zones to an anchored zone")
+            return None
+        if self.failed.get(zone, 0) >= zones:
+            return None
+        result, used = self.prove_zone(zone, zones)
+        if result is None:
+            self.failed[zone] = zones
+        else:
+            self.proved[zone] = (result, used)
+        return result
+
+    def prove_zone(self, zone: dns.name.Name, zones: int) -> tuple[list[Any] | None, int]:
+        dnskeys = self.rrset(zone, dns.rdatatype.DNSKEY)
+        if dnskeys is None:
+            self.miss(f"no {zone} DNSKEY RRset in the chain")
+            return None, 0
+        zone_keys = [k for k in dnskeys if k.flags & ZONE_FLAG and not k.flags & REVOKE_FLAG
+                     and k.protocol == 3]
+
+        def self_signed(cands: list[Any]) -> bool:  # an RRSIG at the zone by the zone, by a cand
+            return self.signed_by(dnskeys, zone, lambda s: s == zone, lambda _s: cands) is not None
+        cands = [k for k in zone_keys if self.anchored(zone, k)]
+        if cands and self_signed(cands):
+            return zone_keys, 1
+        has_ds = (zone, dns.rdatatype.DS) in self.sets
+        if self.self_anchor and not has_ds and zone_keys and self_signed(zone_keys):
+            self.self_anchored.add(zone)
+            return zone_keys, 1
+        if not has_ds or len(zone) == 1:
+            if not cands:
+                self.miss(f"{zone} is not anchored and its DS RRset is not in the chain")
+            return None, 0
+        ds_set = self.rrset(zone, dns.rdatatype.DS)  # proved by a proper ancestor's key
+        sig = self.signed_by(ds_set, zone, lambda s: zone.is_subdomain(s) and s != zone,
+                             lambda s: self.zone_keys(s, zones - 1))
+        if sig is None:
+            return None, 0
+        cands = [k for k in zone_keys if any(ds_matches(zone, k, ds) for ds in ds_set)]
+        if not cands:
+            self.miss(f"no zone key of {zone} matches its DS RRset")
+            return None, 0
+        if not self_signed(cands):
+            return None, 0
+        return zone_keys, 1 + self.proved[sig.signer.canonicalize()][1]
+
+def prove_rrset(records: list[tuple[dns.name.Name, int, bytes]], qname: dns.name.Name, qtype: int,
+                t: int, anchors: list[Anchor], self_anchor: bool) -> tuple[Any, ChainCheck]:
+    c = ChainCheck(records, t, anchors, self_anchor)
+    try:
+        rs = c.prove(qname, qtype, lambda s: qname.is_subdomain(s), MAX_CHAIN_ZONES)
+    except Invalid as e:                             # malformed RDATA read, or out of checks
+        c.miss(str(e))
+        rs = None
+    return rs, c
+
+def check_chain(chain: bytes, qname: dns.name.Name, qtype: int, t: int,
+                anchors: list[Anchor]) -> tuple[str, str, Any]:
+    """protocol.md#dnssec-chains -> ("proved" | "self-anchored" | "failed", why, RRset).
+    "self-anchored": the chain does not prove the RRset from the anchors, but does when every
+    zone of it without a DS RRset in the chain is taken as anchored."""
+    try:
+        records = parse_chain(chain)
+    except Invalid as e:
+        return "failed", f"the chain is malformed: {e}", None
+    rs, c = prove_rrset(records, qname, qtype, t, anchors, False)
+    if rs is not None:
+        return "proved", "", rs
+    rs2, c2 = prove_rrset(records, qname, qtype, t, anchors, True)
+    if rs2 is not None:
+        zones = ", ".join(sorted(z.to_text() for z in c2.self_anchored)) or "?"
+        return "self-anchored", f"it holds together only from the keys of {zones}, not anchored here", rs2
+    return "failed", "; ".join((c.why + [w for w in c2.why if w not in c.why])[:4]), None
+
+def adp_txt_problem(rrset: Any, fingerprint: Any) -> str | None:
+    """protocol.md#crawl-txt: exactly one ADP record, v=ADP1, whose pk is `fingerprint`."""
+    if not isinstance(fingerprint, str):
+        return "the document has no identity.publicKey.fingerprint to compare the TXT pk with"
+    adp_records = []
+    for rd in rrset:
+        text = b"".join(rd.strings)
+        try:
+            pieces = [p.strip() for p in text.decode("utf-8").split(";")]
+        except UnicodeDecodeError:
+            continue
+        pairs = [tuple(x.strip() for x in p.split("=", 1)) for p in pieces if p]
+        if pairs and len(pairs[0]) == 2 and pairs[0][0] == "v" and pairs[0][1].startswith("ADP"):
+            if len(text) > 4096 or len(pairs) > 32:
+                return "the ADP TXT record is over 4096 bytes or 32 pairs"
+            adp_records.append({p[0]: p[1] for p in reversed(pairs) if len(p) == 2})
+    if len(adp_records) != 1:
+        return f"the proved TXT RRset holds {len(adp_records)} ADP records, not one"
+    rec = adp_records[0]
+    if rec["v"] != "ADP1":
+        return f"the proved ADP TXT record is version {rec['v'][:20]!r}, not ADP1"
+    if "pk" not in rec:
+        return "the proved ADP TXT record has no pk"
+    if rec["pk"].lower() != fingerprint.lower():
+        return f"the proved ADP TXT record names another key ({rec['pk'][:80]}), not the document's"
+    return None
+
+def dnssec_problems(rec: dict[str, Any], anchors: list[Anchor]) -> tuple[list[str], list[str]]:
+    """answers.md check 7, `evidence`, DNSSEC -> (failures, notes)."""
+    ev, chain, fmt = rec["evidence"], rec["dnssec_chain"], rec["format"]
+    if chain is not None and not ev["dnssec"]:
+        return ["a dnssec_chain without the dnssec flag"], []
+    if not ev["dnssec"] or fmt not in ("adp", "a2a", "dns-aid"):
+        return [], []                                # another format's dnssec: bad_evidence above
+    if chain is None:
+        return [], ["the dnssec flag carries no chain: it is the signer's word"]
+    prefix, rdtype, label = {"adp": ("agent:", dns.rdatatype.TXT, "_agent."),
+                             "a2a": ("a2a:", dns.rdatatype.TXT, "_agent."),
+                             "dns-aid": ("dns-aid:", dns.rdatatype.SVCB, "")}[fmt]
+    aid = rec["agent_id"]
+    try:
+        need(aid.startswith(prefix) and len(aid) > len(prefix), "")
+        qname = dns.name.from_text(label + aid[len(prefix):] + ".", None)
+    except (Invalid, dns.exception.DNSException):
+        return [f"the {fmt} record's id {aid[:80]!r} names no DNS name for its chain"], []
+    verdict, why, rrset = check_chain(chain, qname, rdtype, rec["issued_at"], anchors)
+    what = f"{qname} {type_text(rdtype)}"
+    if verdict == "failed":
+        return [f"the DNSSEC chain does not prove {what}: {why}"], []
+    if fmt == "adp" and ev["fingerprint"]:
+        try:
+            fp = parse_json(rec["document"].encode())["identity"]["publicKey"]["fingerprint"]
+        except (Invalid, KeyError, TypeError):
+            fp = None
+        problem = adp_txt_problem(rrset, fp)
+        if problem:
+            return [f"DNSSEC: {problem}"], []
+    if verdict == "self-anchored":
+        return [], [f"the DNSSEC chain of {what} is not checkable: {why}"]
+    return [], []
+
+def read_anchors(text: str) -> list[Anchor]:
+    """--dnssec-anchor FILE: DS or DNSKEY records in zone-file syntax, or IANA's
+    root-anchors.xml (RFC 9718; its KeyDigests as DS records, with their validity)."""
+    if text.lstrip().startswith("<"):
+        return read_anchors_xml(text)
+    try:
+        rrsets = dns.zonefile.read_rrsets(text, rdclass=None, default_ttl=0)
+    except dns.exception.DNSException as e:
+        raise Invalid(f"not zone-file records: {e}") from None
+    out: list[Anchor] = []
+    for rs in rrsets:
+        need(rs.rdtype in (dns.rdatatype.DS, dns.rdatatype.DNSKEY),
+             f"{rs.name} {type_text(rs.rdtype)}: an anchor is a DS or DNSKEY record")
+        out += [(rs.name.canonicalize(), rd, None, None) for rd in rs]
+    need(out, "no DS or DNSKEY record")
+    return out
+
+def read_anchors_xml(text: str) -> list[Anchor]:
+    def when(v: str | None) -> int | None:
+        if v is None:
+            return None
+        d = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+        return int((d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp())
+    try:
+        root = ET.fromstring(text)
+        need(root.tag == "TrustAnchor", "not a TrustAnchor document")
+        zone = dns.name.from_text((root.findtext("Zone") or "").strip()).canonicalize()
+        out: list[Anchor] = []
+        for kd in root.findall("KeyDigest"):
+            f = [(kd.findtext(k) or "").strip() for k in ("KeyTag", "Algorithm", "DigestType", "Digest")]
+            ds = dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.DS, " ".join(f))
+            out.append((zone, ds, when(kd.get("validFrom")), when(kd.get("validUntil"))))
+    except (ET.ParseError, dns.exception.DNSException, ValueError) as e:
+        raise Invalid(f"not a root-anchors.xml: {e}") from None
+    need(out, "no KeyDigest")
+    return out
 
 # ------------------------------------------------------------------ the log (protocol.md#log)
 def inclusion_ok(index: int, size: int, leaf: bytes, path: list[bytes], root: bytes) -> bool:

@@ -960,6 +960,7 @@ pub fn claim_everything(
                 .unwrap(),
         }),
         mutual_peer: true,
+        dnssec_chain: None,
     };
     agentmesh::record::SignedRecord::sign_descriptor(&body, signer)
         .unwrap()

@@ -56,6 +56,9 @@ enum Anchor {
         /// `None` when the TXT RRset validated Secure; else why not (the
         /// `dnssec` step's line).
         unvalidated: Option<String>,
+        /// The DNSSEC chain that proved the RRset, when it was Secure and
+        /// one could be carried.
+        chain: Option<Vec<u8>>,
     },
     /// The RRset fails DNSSEC validation: nothing in it is used.
     Bogus(String),
@@ -130,8 +133,15 @@ impl OtherFormats<'_> {
     /// that validated when the RRset is Secure.
     async fn aid_key(&self, owner: &str) -> Anchor {
         let (answer, verdict) = tokio::join!(self.dns.txt(owner), self.dns.txt_dnssec(owner));
+        let mut chain = None;
         let (records, unvalidated) = match verdict {
-            Dnssec::Secure { records } => (Ok(records), None),
+            Dnssec::Secure {
+                records,
+                chain: proved,
+            } => {
+                chain = proved;
+                (Ok(records), None)
+            }
             Dnssec::Bogus { detail } => return Anchor::Bogus(detail),
             Dnssec::Insecure => (
                 answer.map(|(r, _)| r),
@@ -164,6 +174,7 @@ impl OtherFormats<'_> {
                         None => format!("v={}", record.version.as_str()),
                     },
                     unvalidated,
+                    chain,
                 },
             },
         }
@@ -181,13 +192,17 @@ fn judge(key: &a2a::SignerKey, anchor: &Anchor, owner: &str) -> (Evidence, Strin
         (
             a2a::SignerKey::Ed25519(signer),
             Anchor::Key {
-                key, unvalidated, ..
+                key,
+                unvalidated,
+                chain,
+                ..
             },
         ) if signer == key => {
             let secure = unvalidated.is_none();
             let evidence = Evidence {
                 fingerprint: true,
                 dnssec: secure,
+                dnssec_chain: chain.clone().filter(|_| secure),
                 ..Evidence::default()
             };
             let why = if secure {
@@ -236,6 +251,7 @@ mod tests {
             key: [7; 32],
             record: "v=aid2".into(),
             unvalidated: (!secure).then(|| "the zone is not signed (Insecure)".into()),
+            chain: secure.then(|| vec![1, 2, 3]),
         }
     }
 
@@ -244,6 +260,7 @@ mod tests {
         let signer = a2a::SignerKey::Ed25519([7; 32]);
         let (e, why) = judge(&signer, &key(true), OWNER);
         assert!(e.fingerprint && e.dnssec);
+        assert_eq!(e.dnssec_chain, Some(vec![1, 2, 3]), "the chain travels");
         assert_eq!(e.level(), TrustLevel::DnsVerified);
         assert!(why.contains("anchored in DNS (dns-verified)"), "{why}");
         let (e, why) = judge(&signer, &key(false), OWNER);

@@ -453,7 +453,7 @@ fn record_dnssec(
         detail,
     };
     match verdict {
-        Dnssec::Secure { records } if records.iter().any(|r| r == record) => {
+        Dnssec::Secure { records, chain } if records.iter().any(|r| r == record) => {
             let Some(domain) = dns_aid::published_domain(owner) else {
                 run.pass(
                     StepName::Dnssec,
@@ -475,6 +475,7 @@ fn record_dnssec(
             );
             Ok(Evidence {
                 dnssec: true,
+                dnssec_chain: chain.clone(),
                 ..Evidence::default()
             })
         }

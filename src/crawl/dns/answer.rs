@@ -27,6 +27,11 @@ pub enum Dnssec {
         /// crawl reads, or checks its answer against, rather than an
         /// unvalidated answer to another query.
         records: Vec<String>,
+        /// The chain of signed records proving the RRset from the trust
+        /// anchor ([`crate::dnssec::chain`]), carried with the record
+        /// the crawl signs; `None` when it could not be built within its
+        /// limits.
+        chain: Option<Vec<u8>>,
     },
     /// Provably unsigned (a zone without DNSSEC, or under one).
     Insecure,

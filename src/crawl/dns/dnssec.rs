@@ -57,15 +57,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY, RRSIG};
+use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY};
 use hickory_proto::dnssec::{Proof, TrustAnchors, Verifier};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_resolver::TokioResolver;
 use tokio::sync::Mutex;
 
-use super::anchors::TrustAnchorSet;
 use super::answer::{joined, Dnssec, MAX_SVCB_RECORDS, MAX_TTL, MAX_TXT_RECORDS};
 use super::resolver::build;
+use super::TrustAnchorSet;
+use crate::dnssec::chain::{self, expires_in};
 
 /// How soon a zone whose priming failed is primed again.
 pub const RETRY_PRIMING: Duration = Duration::from_secs(30);
@@ -204,6 +205,9 @@ impl Validator {
                             .filter_map(|r| text(&r.data))
                             .take(max)
                             .collect(),
+                        chain: self
+                            .chain(resolver, &owner, rtype, lookup.answers(), &zone)
+                            .await,
                     },
                     Some(Proof::Insecure) if zone.is_root() => Dnssec::Insecure,
                     Some(Proof::Insecure) => Dnssec::Bogus {
@@ -228,6 +232,68 @@ impl Validator {
             Err(e) => Dnssec::Bogus {
                 detail: format!("the {rtype} RRset could not be validated from {zone}: {e}"),
             },
+        }
+    }
+
+    /// The chain ([`crate::dnssec::chain`]) proving the `rtype` RRset at
+    /// `owner` from the anchored `zone`: the RRset and its RRSIGs from
+    /// `answer`, then each signer's DNSKEY RRset and, below `zone`, its DS
+    /// RRset, asked through the validating `resolver` (whose cache holds
+    /// them from the validation). `None` when it cannot be built within
+    /// the chain's limits, or does not check from the anchors.
+    async fn chain(
+        &self,
+        resolver: &TokioResolver,
+        owner: &Name,
+        rtype: RecordType,
+        answer: &[Record],
+        zone: &Name,
+    ) -> Option<Vec<u8>> {
+        let mut records = rrset_and_signatures(answer, owner, rtype);
+        let mut signer = signer_of(&records, rtype)?;
+        let mut reached = false;
+        for _ in 0..chain::MAX_CHAIN_ZONES {
+            let keys = resolver
+                .lookup(signer.clone(), RecordType::DNSKEY)
+                .await
+                .ok()?;
+            records.extend(rrset_and_signatures(
+                keys.answers(),
+                &signer,
+                RecordType::DNSKEY,
+            ));
+            if &signer == zone || signer.is_root() {
+                reached = true;
+                break;
+            }
+            let ds = resolver.lookup(signer.clone(), RecordType::DS).await.ok()?;
+            let ds = rrset_and_signatures(ds.answers(), &signer, RecordType::DS);
+            let parent = signer_of(&ds, RecordType::DS)?;
+            records.extend(ds);
+            signer = parent;
+        }
+        if !reached {
+            return None;
+        }
+        let bytes = match chain::encode(&records) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::debug!(name = %owner, error = %e, "DNSSEC chain not carried");
+                return None;
+            }
+        };
+        match chain::verify(
+            &bytes,
+            &self.anchors,
+            owner,
+            rtype,
+            crate::record::unix_now(),
+        ) {
+            Ok(_) => Some(bytes),
+            Err(e) => {
+                tracing::warn!(name = %owner, error = %e, "a Secure RRset's DNSSEC chain does not check; not carried");
+                None
+            }
         }
     }
 
@@ -360,7 +426,7 @@ impl Validator {
             _ => None,
         });
         for sig in signatures {
-            let Some(expires_in) = in_window(sig, now) else {
+            let Some(expires_in) = expires_in(sig, now) else {
                 continue;
             };
             for key in &anchored {
@@ -386,6 +452,29 @@ impl Validator {
     }
 }
 
+/// The `rtype` RRset at `owner` in `answer`, and the RRSIGs covering it.
+fn rrset_and_signatures(answer: &[Record], owner: &Name, rtype: RecordType) -> Vec<Record> {
+    answer
+        .iter()
+        .filter(|r| &r.name == owner)
+        .filter(|r| match &r.data {
+            RData::DNSSEC(DNSSECRData::RRSIG(sig)) => sig.input().type_covered == rtype,
+            _ => r.record_type() == rtype,
+        })
+        .cloned()
+        .collect()
+}
+
+/// The signer of the first RRSIG covering `rtype` in `records`.
+fn signer_of(records: &[Record], rtype: RecordType) -> Option<Name> {
+    records.iter().find_map(|r| match &r.data {
+        RData::DNSSEC(DNSSECRData::RRSIG(sig)) if sig.input().type_covered == rtype => {
+            Some(sig.input().signer_name.to_lowercase())
+        }
+        _ => None,
+    })
+}
+
 /// Whether a validating lookup failed because an answer is Bogus.
 fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
     use hickory_resolver::net::{DnsError, NetError};
@@ -393,48 +482,5 @@ fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
         NetError::Dns(DnsError::DnssecBogus) => true,
         NetError::Dns(DnsError::Nsec { proof, .. }) => *proof == Proof::Bogus,
         _ => false,
-    }
-}
-
-/// Seconds until `sig` expires, when `now` is inside its validity window
-/// (RFC 4034 3.1.5: serial number arithmetic).
-fn in_window(sig: &RRSIG, now: u32) -> Option<u32> {
-    let inception = sig.input().sig_inception.get();
-    let expiration = sig.input().sig_expiration.get();
-    let since = now.wrapping_sub(inception);
-    let until = expiration.wrapping_sub(now);
-    (since < 1 << 31 && until < 1 << 31).then_some(until)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sig(inception: u32, expiration: u32) -> RRSIG {
-        use hickory_proto::dnssec::rdata::SigInput;
-        use hickory_proto::dnssec::Algorithm;
-        use hickory_proto::rr::SerialNumber;
-        RRSIG::from_sig(
-            SigInput {
-                type_covered: RecordType::DNSKEY,
-                algorithm: Algorithm::ECDSAP256SHA256,
-                num_labels: 0,
-                original_ttl: 300,
-                sig_expiration: SerialNumber::new(expiration),
-                sig_inception: SerialNumber::new(inception),
-                key_tag: 1,
-                signer_name: Name::root(),
-            },
-            vec![0; 64],
-        )
-    }
-
-    #[test]
-    fn a_signature_counts_only_inside_its_window() {
-        assert_eq!(in_window(&sig(100, 200), 150), Some(50));
-        assert_eq!(in_window(&sig(100, 200), 99), None, "not yet valid");
-        assert_eq!(in_window(&sig(100, 200), 201), None, "expired");
-        // Serial arithmetic across the 32-bit wrap.
-        assert_eq!(in_window(&sig(u32::MAX - 10, 20), 5), Some(15));
     }
 }

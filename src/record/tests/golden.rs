@@ -157,6 +157,7 @@ fn alice_body() -> DescriptorRecord {
             signature: alice.sign(handshake.as_bytes()).to_bytes().to_vec(),
         }),
         mutual_peer: false,
+        dnssec_chain: None,
     };
     body
 }
