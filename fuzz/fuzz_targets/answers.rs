@@ -5,7 +5,9 @@
 //! (`TilePath::parse`, and what parses prints back the same); 2: a
 //! checkpoint note opened with the fixed node key's verifier key; 3: a
 //! message of the checkpoints topic as a witness decodes it, and an
-//! equivocation proof (from it, or from JSON as it is served) checked.
+//! equivocation proof (from it, or from JSON as it is served) checked;
+//! 4: a record's DNSSEC chain, read and checked from the root's anchor and
+//! from its own top zone, for `_agent.fuzz.test.` TXT.
 #![no_main]
 
 use agentmesh::answer::{self, CheckOptions};
@@ -15,11 +17,14 @@ use agentmesh::witness::TopicMessage;
 use agentmesh_fuzz::node_key;
 use libfuzzer_sys::fuzz_target;
 
+/// The name shape 4 asks a chain to prove (the seeds' chains are for it).
+const CHAIN_OWNER: &str = "_agent.fuzz.test.";
+
 fuzz_target!(|data: &[u8]| {
     let Some((&shape, rest)) = data.split_first() else {
         return;
     };
-    match shape % 4 {
+    match shape % 5 {
         0 => {
             let half = rest.len() / 2;
             let options = CheckOptions {
@@ -35,6 +40,20 @@ fuzz_target!(|data: &[u8]| {
                 if let Ok(tile) = TilePath::parse(path) {
                     assert_eq!(tile.to_string(), path);
                 }
+            }
+        }
+        4 => {
+            use agentmesh::dnssec::{chain, TrustAnchorSet};
+            use hickory_proto::rr::{Name, RecordType};
+            let owner = Name::from_ascii(CHAIN_OWNER).expect("a name");
+            let at = agentmesh::record::unix_now();
+            if let Ok(records) = chain::decode(rest) {
+                assert!(records.len() <= chain::MAX_CHAIN_RECORDS);
+            }
+            let anchors = TrustAnchorSet::builtin_root();
+            let _ = chain::verify(rest, &anchors, &owner, RecordType::TXT, at);
+            if let Ok(proved) = chain::verify_self_anchored(rest, &owner, RecordType::TXT, at) {
+                assert!(!proved.records.is_empty());
             }
         }
         3 => {

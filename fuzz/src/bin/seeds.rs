@@ -455,5 +455,42 @@ fn write() -> Result<()> {
     for path in ["0/x001/234.p/7", "entries/000", "1/000.p/1"] {
         s.put("answers", &format!("tile-{path}"), Some(1), path.as_bytes())?;
     }
+    dnssec_chain(&s)
+}
+
+/// answers, shape 4: the DNSSEC chain of `_agent.fuzz.test.`'s TXT RRset
+/// in the testbed's `test.` zone signed in process (the RRset, its RRSIG,
+/// the zone's DNSKEY RRset and its RRSIG), whole and cut short.
+fn dnssec_chain(s: &Seeds) -> Result<()> {
+    use agentmesh::testbed::dns::Zone;
+    use agentmesh::testbed::dnssec::ZoneKey;
+    use hickory_proto::rr::{LowerName, Name, RecordType};
+    let owner = "_agent.fuzz.test";
+    let mut zone = Zone::new();
+    zone.add_txt(
+        owner,
+        vec!["v=ADP1; pk=ed25519:00; wk=https://fuzz.test/.well-known/agent.json".into()],
+    )?;
+    let key = ZoneKey::generate()?;
+    key.sign(&mut zone)?;
+    let mut records = Vec::new();
+    for (name, rtype) in [
+        (format!("{owner}."), RecordType::TXT),
+        ("test.".into(), RecordType::DNSKEY),
+    ] {
+        let name = LowerName::from(Name::from_ascii(&name)?);
+        if let agentmesh::testbed::dns::Answer::Records(found) = zone.lookup(&name, rtype) {
+            records.extend(found.iter().cloned());
+        }
+        records.extend(zone.signatures(&name, rtype).iter().cloned());
+    }
+    let bytes = agentmesh::dnssec::chain::encode(&records)?;
+    s.put("answers", "dnssec-chain", Some(4), &bytes)?;
+    s.put(
+        "answers",
+        "dnssec-chain-cut",
+        Some(4),
+        &bytes[..bytes.len() / 2],
+    )?;
     Ok(())
 }
