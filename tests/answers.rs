@@ -288,12 +288,12 @@ async fn verify_answer_names_every_lie() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the answer verifier's Python (python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2)"]
+#[ignore = "needs the answer verifier's Python (python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2 dnspython==2.9.2)"]
 async fn an_independent_python_verifier_agrees() {
     let python = needs(
-        python_with("ANSWER_VERIFY_PYTHON", "/opt/answer-verify/bin/python", "cryptography"),
+        python_with("ANSWER_VERIFY_PYTHON", "/opt/answer-verify/bin/python", "cryptography, dns.dnssec"),
         "the answer verifier's Python",
-        "python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2",
+        "python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cryptography==50.0.2 dnspython==2.9.2",
     );
     let script = crate::common::repo_root().join("tests/answers/verify.py");
     let a = Answering::start().await;
@@ -318,12 +318,12 @@ async fn an_independent_python_verifier_agrees() {
 /// alone (answers of every shape, and each lie), checked by `agentmesh
 /// verify-answer`: the codes must be the ones the generator expects.
 #[test]
-#[ignore = "needs the answer verifier's Python (python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cbor2==6.2.1 cryptography==50.0.2)"]
+#[ignore = "needs the answer verifier's Python (python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cbor2==6.2.1 cryptography==50.0.2 dnspython==2.9.2)"]
 fn verify_answer_agrees_with_answers_written_from_the_document() {
     let python = needs(
-        python_with("ANSWER_VERIFY_PYTHON", "/opt/answer-verify/bin/python", "cbor2, cryptography"),
+        python_with("ANSWER_VERIFY_PYTHON", "/opt/answer-verify/bin/python", "cbor2, cryptography, dns.dnssec"),
         "the answer verifier's Python",
-        "python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cbor2==6.2.1 cryptography==50.0.2",
+        "python3 -m venv /opt/answer-verify && /opt/answer-verify/bin/pip install cbor2==6.2.1 cryptography==50.0.2 dnspython==2.9.2",
     );
     let dir = tempfile::tempdir().unwrap();
     let script = crate::common::repo_root().join("tests/answers/make_vectors.py");

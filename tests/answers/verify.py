@@ -801,16 +801,23 @@ def strip_proof(target: str) -> str:
     return path + ("?" + "&".join(kept) if kept else "")
 
 def verify(raw: bytes, trust: list[bytes], old: str | None,
-           req: tuple[str, str, bytes] | None) -> dict[str, Any]:
-    """All of answers.md "The checks"; every failure found is reported."""
+           req: tuple[str, str, bytes] | None, anchors: list[Anchor] | None = None) -> dict[str, Any]:
+    """All of answers.md "The checks"; every failure found is reported, and every note
+    (what is the attesting key's word, code `unchecked`). `anchors`: the DNSSEC trust
+    anchors besides the root's key-signing keys."""
     fails: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
+    anchors = read_anchors(ROOT_ANCHORS) + (anchors or [])
 
     def fail(code: str, msg: str, i: int | None = None) -> None:
         fails.append({"code": code, "result": i, "message": msg})
 
+    def note(code: str, msg: str, i: int | None = None) -> None:
+        notes.append({"code": code, "result": i, "message": msg})
+
     def done() -> dict[str, Any]:
-        return {"ok": not fails, "failures": fails, "results": out}
+        return {"ok": not fails, "failures": fails, "notes": notes, "results": out}
 
     try:                                             # 1. envelope
         need(len(raw) <= MAX_INPUT, "the answer is over the size limit")
@@ -909,10 +916,14 @@ def verify(raw: bytes, trust: list[bytes], old: str | None,
                     fail("inclusion", f"the audit path of entry {li} does not lead to the checkpoint root", i)
         if rec is not None:
             probs, ch_ok = evidence_problems(rec)
-            for pr in probs:
+            dprobs, dnotes = dnssec_problems(rec, anchors)
+            for pr in probs + dprobs:
                 fail("evidence", pr, i)
+            for nt in dnotes:
+                note("unchecked", nt, i)
             counts = rsigner == signer or rsigner in p["trusted_signers"]
-            level = level_of(rec["evidence"], ch_ok) if counts else "unverified"
+            # answers.md `trust_level`: unverified when not counted or when `evidence` failed
+            level = level_of(rec["evidence"], ch_ok) if counts and not probs + dprobs else "unverified"
             agent = agents[i] if shows_level and i < len(ids) and ids[i] == r["id"] else None
             shown = agent.get("trust") if is_map(agent) else None
             if is_map(shown) and "level" in shown and shown["level"] != level:
@@ -940,6 +951,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--request-method", metavar="M")
     ap.add_argument("--request-target", metavar="T", help="path and query as sent")
     ap.add_argument("--request-body", metavar="FILE", help="the body sent (default: none)")
+    ap.add_argument("--dnssec-anchor", action="append", default=[], metavar="FILE",
+                    help="DNSSEC trust anchors besides the root's: DS or DNSKEY records in "
+                         "zone-file syntax, or IANA's root-anchors.xml")
     a = ap.parse_args(argv)
     if (a.request_method is None) != (a.request_target is None) or (
             a.request_body is not None and a.request_method is None):
@@ -958,13 +972,20 @@ def main(argv: list[str]) -> int:
         old = None if a.old_checkpoint is None else read(a.old_checkpoint, 1 << 20).decode("utf-8")
         req = None if a.request_method is None else (
             a.request_method, a.request_target, b"" if a.request_body is None else read(a.request_body))
+        anchor_texts = [(f, read(f, 1 << 20).decode("utf-8")) for f in a.dnssec_anchor]
     except (OSError, UnicodeDecodeError) as e:
         print(f"verify.py: cannot read: {e}", file=sys.stderr)
         return 2
+    anchors: list[Anchor] = []
+    for f, text in anchor_texts:
+        try:
+            anchors += read_anchors(text)
+        except Invalid as e:
+            ap.error(f"--dnssec-anchor {f}: {e}")
     try:
-        report = verify(raw, trust, old, req)
+        report = verify(raw, trust, old, req, anchors)
     except Exception as e:  # noqa: BLE001 - a bug must reject the answer, never trace back
-        report = {"ok": False, "results": [], "failures": [
+        report = {"ok": False, "results": [], "notes": [], "failures": [
             {"code": "envelope", "result": None, "message": f"checker error: {type(e).__name__}: {e}"}]}
     print(json.dumps(report, ensure_ascii=False))
     return 0 if report["ok"] else 1
