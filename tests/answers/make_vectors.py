@@ -72,6 +72,7 @@ assert peer_id(bytes.fromhex("1ed1e8fae2c4a144b8be8fd4b47bf3d3b34b871c3cacf6010f
 
 NODE, PEER, STRANGER = key("node"), key("trusted peer"), key("stranger")
 ALICE, BOB, MALLORY = key("agent alice"), key("agent bob"), key("agent mallory")
+GRACE = key("agent grace")
 NODE_ID = peer_id(pub(NODE))
 ORIGIN = "agentmesh/" + NODE_ID
 
@@ -176,6 +177,15 @@ R = {
                                         '{"carol":1}', dnssec=True),
     "a2a:dave.example": descriptor(STRANGER, "a2a:dave.example", "Dave", "a2a", '{"dave":1}',
                                    dnssec=True, fingerprint=True),
+    # ADP allows a document naming its key by fingerprint only: the challenge is then
+    # the attesting key's word (answers.md: a note, not a failure)
+    "agent:grace.example": descriptor(
+        PEER, "agent:grace.example", "Grace", "adp",
+        (grace := json.dumps({"adp": "1.0", "id": "agent:grace.example", "name": "Grace",
+                              "identity": {"publicKey": {"fingerprint": "ed25519:"
+                                                         + H(pub(GRACE)).hex()}}},
+                             separators=(",", ":"))),
+        fingerprint=True, chal=challenge(grace, "agent:grace.example", GRACE)),
     # the node's lies, signed and logged by it:
     "agent:mallory.example": adp(NODE, "agent:mallory.example", "Mallory", MALLORY, chal_signer=BOB),
     "frank-bot": descriptor(NODE, "frank-bot", "Frank", "aidip", '{"frank":1}', fingerprint=True,
@@ -188,7 +198,7 @@ LEVEL = {"weather-bot": "unverified", "agent:alice.example": "key-verified",
          "hidden-bot": "unverified", "agent:bob.example": "peer-verified",
          "dns-aid:carol.example": "dns-verified", "a2a:dave.example": "unverified",
          "agent:mallory.example": "unverified", "frank-bot": "unverified",
-         "agent:erin.example": "unverified"}
+         "agent:erin.example": "unverified", "agent:grace.example": "key-verified"}
 # The node's log: its own records (hidden-bot sealed), tombstones and other agents.
 ENTRIES = [tombstone(NODE, "old-bot"), R["weather-bot"], aidip(NODE, "calendar-bot", "Calendar"),
            R["agent:alice.example"], sealed(R["hidden-bot"]), R["agent:bob.example"],
@@ -305,6 +315,8 @@ def vectors() -> list[tuple[str, bytes, list[str], set[str]]]:
          [], {"evidence", "trust_level"}),
         ("challenge_on_aidip", sign(search(SEARCH_IDS + ["frank-bot"], {"frank-bot": "key-verified"})),
          [], {"evidence", "trust_level"}),
+        ("challenge_key_by_fingerprint_only", sign(search(SEARCH_IDS + ["agent:grace.example"])),
+         [], set()),
         ("mutual_peer_without_challenge", sign(search(["agent:erin.example"])), [], {"evidence"}),
         ("node_record_without_proof", sign(edit(ok, lambda p: p["results"][0].update(
             log_index=None, inclusion=None))), [], {"inclusion"}),

@@ -287,10 +287,11 @@ def decode_record(raw: bytes) -> tuple[dict[str, Any] | None, bytes | None, str 
             "doc_sha256": body["doc_sha256"], "evidence": evidence,
             "dnssec_chain": ev.get("dnssec_chain")}, signer, None
 
-def evidence_problems(rec: dict[str, Any]) -> tuple[list[str], bool]:
+def evidence_problems(rec: dict[str, Any]) -> tuple[list[str], bool, list[str]]:
     """answers.md check 7 `evidence`, and records.cddl's rule on which flags a format may
-    carry (its bad_evidence). Returns the problems and whether a challenge verified."""
-    ev, fmt, out, verified = rec["evidence"], rec["format"], [], False
+    carry (its bad_evidence). Returns the problems, whether a challenge counts (it verified,
+    or the document names its key by fingerprint only), and what is left unchecked."""
+    ev, fmt, out, verified, notes = rec["evidence"], rec["format"], [], False, []
     ch = ev["challenge"]
     if ch is not None and not ev["fingerprint"]:
         out.append("a challenge without fingerprint")
@@ -302,11 +303,25 @@ def evidence_problems(rec: dict[str, Any]) -> tuple[list[str], bool]:
     if extra:
         out.append(f"an {fmt} record carries {', '.join(extra)} (records.cddl: bad_evidence)")
     if fmt == "adp" and ch is not None:
-        err = adp_challenge_problem(rec, ch)
-        verified = err is None
-        if err:
-            out.append(f"challenge: {err}")
-    return out, verified
+        if names_key_by_fingerprint_only(rec):
+            # answers.md: the attesting key's word, a note, not a failure
+            notes.append("the challenge is the attesting key's word: the document names its "
+                         "key by fingerprint only (no identity.publicKey.full)")
+            verified = True
+        else:
+            err = adp_challenge_problem(rec, ch)
+            verified = err is None
+            if err:
+                out.append(f"challenge: {err}")
+    return out, verified, notes
+
+def names_key_by_fingerprint_only(rec: dict[str, Any]) -> bool:
+    """The ADP document has identity.publicKey.fingerprint and no publicKey.full."""
+    try:
+        pk = parse_json(rec["document"].encode())["identity"]["publicKey"]
+        return isinstance(pk, dict) and "fingerprint" in pk and "full" not in pk
+    except (Invalid, KeyError, TypeError):
+        return False
 
 def adp_challenge_problem(rec: dict[str, Any], ch: dict[str, Any]) -> str | None:
     """Recompute the ADP handshake the agent signed (answers.md check 7 `evidence`)."""
@@ -915,11 +930,11 @@ def verify(raw: bytes, trust: list[bytes], old: str | None,
                 elif not any(inclusion_ok(li, ck[0], sha256(b"\0" + e), path_h, ck[1]) for e in entries):
                     fail("inclusion", f"the audit path of entry {li} does not lead to the checkpoint root", i)
         if rec is not None:
-            probs, ch_ok = evidence_problems(rec)
+            probs, ch_ok, enotes = evidence_problems(rec)
             dprobs, dnotes = dnssec_problems(rec, anchors)
             for pr in probs + dprobs:
                 fail("evidence", pr, i)
-            for nt in dnotes:
+            for nt in enotes + dnotes:
                 note("unchecked", nt, i)
             counts = rsigner == signer or rsigner in p["trusted_signers"]
             # answers.md `trust_level`: unverified when not counted or when `evidence` failed
