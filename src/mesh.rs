@@ -87,7 +87,9 @@ mod trim;
 mod unsent;
 pub mod wire;
 
-pub use client::{DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
+pub use client::{
+    DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, Publishing, SearchOutcome,
+};
 #[doc(hidden)]
 pub use codec::{read_request, read_response};
 pub use config::{MeshConfig, MeshLimits, MeshTimeouts, MeshTransport};

@@ -264,6 +264,62 @@ async fn gossip_crosses_a_five_node_line() {
     }
 }
 
+/// A peer whose address answers TCP and then says nothing (a host that
+/// went dark behind a port that still accepts) holds every DHT query of
+/// its node for the query's per-peer timeout. The node's publisher hands
+/// records to the mesh without waiting for one record's DHT put and
+/// provider announcements before the next: a burst of eight reaches a
+/// peer by gossip while the puts still wait (handed over one at a time,
+/// they would reach it eight per-peer timeouts later, past the deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_answers_does_not_hold_back_the_next_records_gossip() {
+    use agentmesh::issuer::outbox::{spawn_publisher, Outbox, Published};
+    init_tracing();
+    // Accepts connections and keeps them open, silent.
+    let dark = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dark_addr = dark.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = dark.accept().await {
+            open.push(socket);
+        }
+    });
+    let dark_peer = Keypair::generate_ed25519().public().to_peer_id();
+    let dark: Multiaddr = format!("/ip4/127.0.0.1/tcp/{}/p2p/{dark_peer}", dark_addr.port())
+        .parse()
+        .unwrap();
+    let listener = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let mut slow = config(vec![listener.addr().await, dark]);
+    slow.timeouts.publish = Duration::from_secs(300);
+    slow.timeouts.kad_query = Duration::from_secs(300);
+    let publisher =
+        TestNode::start_config(Keypair::generate_ed25519(), slow, TestHandler::default()).await;
+    wait_until("the publisher to reach the listener", || async {
+        publisher.connected_to(&listener).await
+    })
+    .await;
+    let (outbox, rx) = Outbox::new(64);
+    let cancel = CancellationToken::new();
+    let task = spawn_publisher(publisher.client.clone(), rx, cancel.clone());
+    let agents: Vec<String> = (0..8).map(|i| format!("agent-burst-{i}")).collect();
+    for agent in &agents {
+        outbox.send(Published {
+            record: record("ok", agent, &["translation"]),
+            agent_id: agent.clone(),
+            capabilities: vec!["translation".into()],
+            gossip_only: false,
+        });
+    }
+    wait_until(
+        "the listener to hold the whole burst from gossip",
+        || async { agents.iter().all(|a| listener.handler.holds(a)) },
+    )
+    .await;
+    cancel.cancel();
+    task.await.unwrap();
+    held.abort();
+}
+
 /// A record issued while no peer subscribes to the records topic (a node
 /// alone, or just started) is gossiped once one does: gossipsub itself
 /// keeps nothing, and a tombstone lost this way would leave the agent at

@@ -2,13 +2,16 @@
 //! to the mesh. The [`super::Issuer`] drops each stored record into
 //! an [`Outbox`] (a bounded channel: a full outbox drops the send, and the
 //! DHT's republication carries the record later); the publisher task hands
-//! them to the [`MeshClient`] one by one, outside every request path. A
-//! liveness result (`Published::liveness`) is gossiped only.
+//! them to the [`MeshClient`] in order, outside every request path. Each is
+//! gossiped as soon as the mesh holds it: the publisher does not wait for a
+//! record's DHT put and provider announcements (up to the publish timeout)
+//! before handing over the next, but lets at most [`MAX_PUBLISHING`] run at
+//! once. A liveness result (`Published::liveness`) is gossiped only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -65,6 +68,10 @@ pub struct Outbox {
 /// Least time between two "outbox full" warnings.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// Most records whose DHT queries run at once; the next record waits for
+/// one of them to end before it is handed over (and gossiped).
+pub const MAX_PUBLISHING: usize = 64;
+
 impl Outbox {
     /// A new outbox holding at most `capacity` records in flight.
     pub fn new(capacity: usize) -> (Self, mpsc::Receiver<Published>) {
@@ -109,6 +116,7 @@ pub fn spawn_publisher(
     mut rx: mpsc::Receiver<Published>,
     cancel: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    let in_flight = Arc::new(Semaphore::new(MAX_PUBLISHING));
     tokio::spawn(
         async move {
             loop {
@@ -119,22 +127,49 @@ pub fn spawn_publisher(
                         None => break,
                     },
                 };
-                let sent = if p.gossip_only {
-                    mesh.gossip(p.record).await
-                } else {
-                    mesh.publish(p.record, p.agent_id.clone(), p.capabilities)
-                        .await
-                        .map(|report| report.gossiped)
+                if p.gossip_only {
+                    match mesh.gossip(p.record).await {
+                        Ok(gossiped) => tracing::debug!(agent = %p.agent_id, gossiped, "gossiped"),
+                        Err(crate::mesh::MeshError::Shutdown) => break,
+                        Err(e) => tracing::warn!(agent = %p.agent_id, error = %e, "gossip failed"),
+                    }
+                    continue;
+                }
+                let permit = tokio::select! {
+                    () = cancel.cancelled() => break,
+                    permit = in_flight.clone().acquire_owned() => {
+                        permit.expect("the publisher never closes its semaphore")
+                    }
                 };
-                match sent {
-                    Ok(gossiped) => tracing::debug!(agent = %p.agent_id, gossiped, "published"),
+                let publishing = match mesh
+                    .start_publish(p.record, p.agent_id.clone(), p.capabilities)
+                    .await
+                {
+                    Ok(publishing) => publishing,
                     // Records still queued when the node stops are republished
                     // at the next start.
                     Err(crate::mesh::MeshError::Shutdown) => break,
                     Err(e) => {
                         tracing::warn!(agent = %p.agent_id, error = %e, "publishing failed");
+                        continue;
                     }
-                }
+                };
+                let agent = p.agent_id;
+                tokio::spawn(
+                    async move {
+                        match publishing.finished().await {
+                            Ok(report) => {
+                                tracing::debug!(agent = %agent, gossiped = report.gossiped, "published");
+                            }
+                            Err(crate::mesh::MeshError::Shutdown) => {}
+                            Err(e) => {
+                                tracing::warn!(agent = %agent, error = %e, "publishing failed");
+                            }
+                        }
+                        drop(permit);
+                    }
+                    .in_current_span(),
+                );
             }
         }
         .instrument(tracing::info_span!("publisher")),

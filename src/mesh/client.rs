@@ -108,6 +108,22 @@ pub struct PublishReport {
     pub capabilities: Vec<(String, DhtOutcome)>,
 }
 
+/// A record the mesh holds and is publishing
+/// ([`MeshClient::start_publish`]).
+#[derive(Debug)]
+pub struct Publishing(oneshot::Receiver<Result<PublishReport, MeshError>>);
+
+impl Publishing {
+    /// What the publication did, once its DHT queries ended (at most the
+    /// publish timeout).
+    ///
+    /// # Errors
+    /// [`MeshError::Shutdown`] when the mesh stopped first.
+    pub async fn finished(self) -> Result<PublishReport, MeshError> {
+        self.0.await.map_err(|_| MeshError::Shutdown)?
+    }
+}
+
 /// The result of a search fan-out.
 #[derive(Debug, Clone, Default)]
 pub struct SearchOutcome {
@@ -298,6 +314,39 @@ impl MeshClient {
         capabilities: Vec<String>,
         fresh: bool,
     ) -> Result<PublishReport, MeshError> {
+        self.hand_over(record, agent_id, capabilities, fresh)
+            .await?
+            .finished()
+            .await
+    }
+
+    /// Hands `record` to the mesh as [`MeshClient::publish`] does, and
+    /// returns as soon as the mesh holds it: it is gossiped then (or when
+    /// a peer subscribes), and its DHT put and provider announcements run
+    /// on; [`Publishing::finished`] waits for them. Records handed over
+    /// one after another are gossiped and put in that order, so a
+    /// publisher need not wait on one record's DHT queries (up to the
+    /// publish timeout) before the next is gossiped.
+    ///
+    /// # Errors
+    /// [`MeshError::TooLarge`] over [`crate::record::MAX_RECORD_BYTES`];
+    /// [`MeshError::Shutdown`] when the mesh has stopped.
+    pub async fn start_publish(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+    ) -> Result<Publishing, MeshError> {
+        self.hand_over(record, agent_id, capabilities, true).await
+    }
+
+    async fn hand_over(
+        &self,
+        record: Vec<u8>,
+        agent_id: String,
+        capabilities: Vec<String>,
+        fresh: bool,
+    ) -> Result<Publishing, MeshError> {
         let max = crate::record::MAX_RECORD_BYTES;
         if record.len() > max {
             return Err(MeshError::TooLarge {
@@ -305,14 +354,18 @@ impl MeshClient {
                 max,
             });
         }
-        self.ask(|reply| Command::Publish {
-            record,
-            agent_id,
-            capabilities,
-            fresh,
-            reply,
-        })
-        .await
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Publish {
+                record,
+                agent_id,
+                capabilities,
+                fresh,
+                reply,
+            })
+            .await
+            .map_err(|_| MeshError::Shutdown)?;
+        Ok(Publishing(rx))
     }
 
     /// Gossips `record` (encoded `SignedRecord` bytes) on the records

@@ -121,6 +121,13 @@ impl<T: Transport + Unpin> Transport for AddressFilter<T> {
     }
 }
 
+/// How long a TCP connection may take from connect to a multiplexed,
+/// authenticated connection, either way. Without it a peer whose port
+/// accepts and then says nothing holds the dial (and every DHT query
+/// waiting on that peer) for as long as the socket stays open. QUIC's
+/// handshake has its own timeout.
+pub(crate) const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The transport `kind` names, filtered by `policy`: TCP (noise, yamux)
 /// or QUIC, on which the swarm builder puts DNS; or the memory transport
 /// with the same upgrade (noise, yamux), or with plaintext in place of
@@ -156,6 +163,7 @@ pub(crate) fn build(
         .upgrade(upgrade::Version::V1Lazy)
         .authenticate(noise::Config::new(key)?)
         .multiplex(yamux::Config::default())
+        .timeout(HANDSHAKE_TIMEOUT)
         .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
     let quic = quic::tokio::Transport::new(quic::Config::new(key))
         .map(|(peer, muxer), _| (peer, StreamMuxerBox::new(muxer)));
@@ -216,6 +224,43 @@ mod tests {
         assert!(dialable(open, &addr("/memory/1234")));
         assert!(!dialable(open, &addr("/ip4/0.0.0.0/tcp/4001")));
         assert!(!dialable(open, &addr("/ip4/224.0.0.1/tcp/4001")));
+    }
+
+    /// A port that accepts and then says nothing: the dial fails at the
+    /// handshake timeout instead of waiting on the silent socket.
+    #[tokio::test]
+    async fn a_dial_to_a_silent_port_fails_at_the_handshake_timeout() {
+        use libp2p::core::transport::PortUse;
+        use libp2p::core::Endpoint;
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                open.push(socket);
+            }
+        });
+        let open = AddressPolicy {
+            allow_private: true,
+        };
+        let mut dialer = build(&Keypair::generate_ed25519(), open, MeshTransport::TcpQuic).unwrap();
+        let opts = DialOpts {
+            role: Endpoint::Dialer,
+            port_use: PortUse::New,
+        };
+        let started = tokio::time::Instant::now();
+        let dialled = dialer
+            .dial(addr(&format!("/ip4/127.0.0.1/tcp/{port}")), opts)
+            .unwrap();
+        let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT * 3, dialled)
+            .await
+            .expect("the dial ends by itself");
+        assert!(outcome.is_err(), "a silent port is no peer");
+        assert!(
+            started.elapsed() >= HANDSHAKE_TIMEOUT,
+            "it waited for the handshake"
+        );
+        held.abort();
     }
 
     /// The peer id a node of `dial` ends with when it dials a listener of
