@@ -139,13 +139,25 @@ fn ctrl_c_after_a_swarm_run_ends_the_process() {
         after_a_run();
     }
     let name = "ctrl_c_after_a_swarm_run_ends_the_process";
-    let mut run = Run(Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap());
+        .stderr(Stdio::inherit());
+    // A test run started as a background job of a non-interactive shell
+    // (`cargo test ... &`) ignores SIGINT, and a child inherits that; the
+    // child starts with SIGINT's default disposition, so what it shows is
+    // what the library does to it.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        child.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut run = Run(child.spawn().unwrap());
     let stdout = run.0.stdout.take().unwrap();
     // libtest's own "test NAME ... " comes first on the line.
     first_line(stdout, 120, "the child's swarm run ends", |line| {
