@@ -67,6 +67,10 @@ pub struct MeshStatus {
     pub dht_records: usize,
     /// Capability keys we provide.
     pub provided_keys: usize,
+    /// Capability keys we hold provider records of peers for, as the
+    /// quotas admitted them (`mesh/providers.rs`; a provider the store
+    /// let expire is let go of at the next reconciliation).
+    pub peer_provider_keys: usize,
     /// Our confirmed external addresses: what our provider records and
     /// identify tell peers to dial (`mesh/external.rs` says which).
     #[serde(serialize_with = "display_all")]

@@ -150,6 +150,7 @@ impl EventLoop {
             gossip_mesh_peers,
             dht_records,
             provided_keys: self.provided.len(),
+            peer_provider_keys: self.provider_quota.keys_admitted(),
             external_addresses,
         }
     }

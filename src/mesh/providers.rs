@@ -110,9 +110,8 @@ impl ProviderQuota {
         true
     }
 
-    /// Keys admitted from peers (tests).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Keys admitted from peers.
+    pub(super) fn keys_admitted(&self) -> usize {
         self.keys.len()
     }
 }
@@ -145,7 +144,7 @@ mod tests {
                 next += 1;
             }
         }
-        assert_eq!(q.len(), 75, "peers' keys stop at three quarters");
+        assert_eq!(q.keys_admitted(), 75, "peers' keys stop at three quarters");
         assert_eq!(
             q.admit(&key(9_999), PeerId::random(), now, all),
             Err(NO_ROOM)
@@ -164,7 +163,7 @@ mod tests {
         // The store let both expire: the quota learns it when it is full.
         let gone = |_: &RecordKey, _: &PeerId| false;
         assert_eq!(q.admit(&key(3), peer, now, gone), Ok(()));
-        assert_eq!(q.len(), 1);
+        assert_eq!(q.keys_admitted(), 1);
         q.admit(&key(4), peer, now, gone).unwrap();
         // Full again, and too soon to look again.
         assert_eq!(q.admit(&key(5), peer, now, gone), Err(PEER_QUOTA));
