@@ -233,3 +233,52 @@ async fn a_record_lost_in_gossip_is_repaired_from_its_signers_log() {
     // and the hook kept gossip from bringing it.
     assert!(!held().await.contains(&"w-0".to_owned()));
 }
+
+/// Gossip that loses records on purpose, at three nodes of four: each of
+/// B, C and D drops half of what the mesh offers it (each its own half,
+/// every offer of a record it drops), and every one of them still ends up
+/// holding everything A registered once it witnessed A's log, repaired
+/// from that log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_converges_when_gossip_drops_half_of_what_it_offers() {
+    let a = TestNode::start_with_env(&[PRIVATE, QUICK, UNLIMITED]);
+    let a_api = a.api();
+    let bootstrap = p2p_addr(&a_api).await;
+    let lossy: Vec<TestNode> = (0..3)
+        .map(|_| {
+            TestNode::builder()
+                .env(PRIVATE.0, PRIVATE.1)
+                .env(QUICK.0, QUICK.1)
+                .env("AGENTMESH_TEST_DROP_OFFERED", "50%")
+                .args(&["--bootstrap", &bootstrap])
+                .start()
+        })
+        .collect();
+    register(&a_api, 0..1).await;
+    wait_until("all three to witness A's first checkpoint", || async {
+        cosigned(&a_api, 3).await.is_some()
+    })
+    .await;
+    register(&a_api, 1..13).await;
+    for (n, node) in lossy.iter().enumerate() {
+        let api = node.api();
+        // From the store alone (GET /agents/{id} would ask the DHT).
+        wait_until(&format!("lossy node {n} to hold w-1 to w-12"), || async {
+            let held = api.get("/agents?limit=100").await.ids();
+            (1..13).all(|i| held.contains(&format!("w-{i}")))
+        })
+        .await;
+    }
+    let mut repaired = 0;
+    for node in &lossy {
+        let peers = node.api().get("/peers").await;
+        repaired += peers.expect(200)["witness"]["counts"]["repaired"]
+            .as_u64()
+            .unwrap();
+    }
+    // 36 offers at even odds: the log, not gossip, brought some of them.
+    assert!(
+        repaired > 0,
+        "nothing was repaired: the drop hook dropped nothing"
+    );
+}

@@ -25,7 +25,10 @@ pub struct NodeHandler {
     witness: Option<Arc<Witness>>,
     /// Test hook: records offered by the mesh (gossip, DHT puts) are
     /// dropped unjudged, so that only repair from peers' logs brings them.
-    drop_offered: bool,
+    /// The test hook's share of offered records dropped, in percent.
+    drop_offered: u8,
+    /// Mixed into the hook's choice, so nodes drop different records.
+    drop_salt: u64,
 }
 
 impl NodeHandler {
@@ -38,15 +41,31 @@ impl NodeHandler {
             registry,
             reverify,
             witness: None,
-            drop_offered: false,
+            drop_offered: 0,
+            drop_salt: rand::random(),
         }
     }
 
-    /// The test hook (feature `testbed`, `AGENTMESH_TEST_DROP_OFFERED=1`):
-    /// drop every record the mesh offers.
-    pub fn dropping_offered(mut self, drop: bool) -> Self {
-        self.drop_offered = drop;
+    /// The test hook (feature `testbed`, `AGENTMESH_TEST_DROP_OFFERED`):
+    /// drop `percent` of the records the mesh offers (gossip, DHT puts),
+    /// chosen by a hash of the record and of a salt of this handler's, so
+    /// every offer of a dropped record is dropped here and other nodes
+    /// drop other records.
+    pub fn dropping_offered(mut self, percent: u8) -> Self {
+        self.drop_offered = percent.min(100);
         self
+    }
+
+    fn drops(&self, bytes: &[u8]) -> bool {
+        use sha2::{Digest, Sha256};
+        if self.drop_offered == 0 {
+            return false;
+        }
+        let mut h = Sha256::new();
+        h.update(self.drop_salt.to_be_bytes());
+        h.update(bytes);
+        let draw = u32::from(h.finalize()[0]) * 100 / 256;
+        draw < u32::from(self.drop_offered)
     }
 
     /// Judges a record fetched from `from`'s log for repair, as a gossiped
@@ -62,7 +81,7 @@ impl NodeHandler {
     }
 
     fn handle(&self, bytes: &[u8], from: PeerId, origin: &RecordOrigin) -> Verdict {
-        if self.drop_offered && !matches!(origin, RecordOrigin::DhtGet { .. }) {
+        if !matches!(origin, RecordOrigin::DhtGet { .. }) && self.drops(bytes) {
             return Verdict::Ignore("test_drop");
         }
         let verdict = self.act(bytes, from, origin);

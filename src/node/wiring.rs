@@ -105,7 +105,7 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
     let handler = Arc::new(
         NodeHandler::new(judge.clone(), w.registry.clone(), reverify.clone())
             .with_witness(w.witness.clone())
-            .dropping_offered(test_hook("AGENTMESH_TEST_DROP_OFFERED")),
+            .dropping_offered(drop_hook()),
     );
     if let Some(witness) = &w.witness {
         witness.set_repair(repair_through(&handler));
@@ -179,10 +179,26 @@ pub(super) fn build_witness(
 
 /// Whether the test hook `name` is on (`<name>=1`, builds with the
 /// `testbed` feature only): `AGENTMESH_TEST_SPLIT_VIEW` (this node's log
-/// shows two histories), `AGENTMESH_TEST_DROP_OFFERED` (records the mesh
-/// offers are dropped).
+/// shows two histories). `AGENTMESH_TEST_DROP_OFFERED` is [`drop_hook`].
 fn test_hook(name: &str) -> bool {
     cfg!(feature = "testbed") && std::env::var(name).as_deref() == Ok("1")
+}
+
+/// The share of offered records the test hook `AGENTMESH_TEST_DROP_OFFERED`
+/// drops, in percent (builds with the `testbed` feature only): `1` drops
+/// every one, `P%` that share.
+fn drop_hook() -> u8 {
+    if !cfg!(feature = "testbed") {
+        return 0;
+    }
+    match std::env::var("AGENTMESH_TEST_DROP_OFFERED").as_deref() {
+        Ok("1") => 100,
+        Ok(v) => v
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<u8>().ok())
+            .map_or(0, |p| p.min(100)),
+        Err(_) => 0,
+    }
 }
 
 /// Judges records repaired from peers' logs through `handler`, off the
