@@ -1051,7 +1051,8 @@ async fn a_provider_that_announced_alone_is_found_past_the_askers_own_store() {
 
 /// A hub at its connection limit, and a newcomer that dials it: with the
 /// trimming marks below the limit, the hub disconnects its least used
-/// peers (never its configured bootstrap peer) and the newcomer gets in;
+/// peers (never its configured bootstrap peer, nor its trusted peer) and
+/// the newcomer gets in;
 /// with the marks at the limit (no trimming, the node before `trim.rs`),
 /// the hub stays full and refuses it, as it refuses Kademlia's dials.
 /// The leaves dial the hub once (no bootstrap config, so no re-dials):
@@ -1067,6 +1068,10 @@ async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
         (l.connections_low_water, l.connections_high_water) = (LIMIT, LIMIT);
     }
     hub_config.timeouts.connection_grace = Duration::from_millis(500);
+    // A trusted peer, the first to come and never used: the least
+    // recently used, so the first to go were it not protected.
+    let trusted = TestNode::start(Vec::new(), TestHandler::default()).await;
+    hub_config.trusted = vec![trusted.peer()];
     let hub = TestNode::start_config(
         Keypair::generate_ed25519(),
         hub_config,
@@ -1078,6 +1083,11 @@ async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
     })
     .await;
     let hub_addr = hub.addr().await;
+    trusted.client.dial(hub_addr.clone()).await.unwrap();
+    wait_until("the trusted peer to reach the hub", || async {
+        hub.connected_to(&trusted).await
+    })
+    .await;
     let mut leaves = Vec::new();
     for _ in 0..LEAVES {
         let leaf = TestNode::start(Vec::new(), TestHandler::default()).await;
@@ -1130,6 +1140,10 @@ async fn newcomer_reaches_a_hub_of_leaves(trim: bool) -> bool {
     assert!(
         hub.connected_to(&anchor).await,
         "the hub must keep its configured bootstrap peer"
+    );
+    assert!(
+        hub.connected_to(&trusted).await,
+        "the hub must keep its trusted peer"
     );
     if !trim {
         assert_eq!(hub.client.stats().connections_trimmed, 0);

@@ -350,7 +350,14 @@ impl EventLoop {
     /// high-water mark.
     fn trim_connections(&mut self) {
         let now = Instant::now();
-        let bootstrap: HashSet<PeerId> = self.bootstrap.iter().filter_map(|b| b.peer).collect();
+        // Never trimmed: the configured bootstrap peers, and the trusted
+        // peers, whom the connection limits let in whatever the count.
+        let protected: HashSet<PeerId> = self
+            .bootstrap
+            .iter()
+            .filter_map(|b| b.peer)
+            .chain(self.config.trusted.iter().copied())
+            .collect();
         let mesh: HashSet<PeerId> = self
             .swarm
             .behaviour()
@@ -361,7 +368,7 @@ impl EventLoop {
         let chosen = self.trim.choose(
             now,
             self.peers.iter().map(|(p, s)| (p, &s.usage)),
-            |p| bootstrap.contains(p),
+            |p| protected.contains(p),
             |p| mesh.contains(p),
         );
         if chosen.is_empty() {

@@ -15,7 +15,8 @@
 //! connected, it closes connections down to
 //! [`MeshLimits::connections_low_water`](super::MeshLimits), leaving room
 //! for new ones below the hard limit. [`Trimmer`] chooses whom: never a
-//! configured bootstrap peer, nor a peer connected or used (a search
+//! configured bootstrap peer or a trusted one (`p2p.trusted_peers`), nor a
+//! peer connected or used (a search
 //! request or answer, either way) within
 //! [`MeshTimeouts::connection_grace`](super::MeshTimeouts); of the rest,
 //! peers outside our gossip mesh before those in it, each group least
@@ -81,7 +82,7 @@ impl Trimmer {
     /// when too many are shielded); none while at most `high` are
     /// connected. `peers` are the connected peers and their use (those
     /// already trimmed are left out); `protected` marks configured
-    /// bootstrap peers; `in_mesh` our gossip mesh for the records topic.
+    /// bootstrap and trusted peers; `in_mesh` our gossip mesh for the records topic.
     pub(super) fn choose<'a>(
         &self,
         now: Instant,
