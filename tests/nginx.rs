@@ -188,7 +188,12 @@ async fn nginx_etags_answer_304_and_its_retry_after_holds_the_host() {
         }) => {}
         other => panic!("expected http_throttled with 120 s, got {other:?}"),
     }
-    // ...and nothing more is asked of it while the hold lasts.
+    // ...and nothing more is asked of it while the hold lasts. nginx
+    // writes a request's log line after its answer is sent: wait for it.
+    crate::common::wait_until("nginx to log the four requests so far", || async {
+        logged(dir.path()) >= 4
+    })
+    .await;
     let asked = logged(dir.path());
     assert_eq!(asked, 4, "nginx logged the four requests so far");
     match fetcher.fetch(&url, &[LOOPBACK], None).await {
