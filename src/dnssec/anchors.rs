@@ -21,8 +21,9 @@
 //!
 //! The root's key-signing keys that hickory ships
 //! ([`TrustAnchorSet::builtin_root`]) are always in the set; the files'
-//! anchors are added beside them. The crawler's validator (`crawl/dns/dnssec.rs`) says how each kind is
-//! used; [`super::chain`] checks a carried chain from them.
+//! anchors are added beside them. The crawler's validator
+//! (`crawl/dns/dnssec.rs`) says how each kind is used; [`super::chain`]
+//! checks a carried chain from them.
 
 mod anchor;
 mod xml;

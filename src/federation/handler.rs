@@ -23,9 +23,9 @@ pub struct NodeHandler {
     registry: Registry,
     reverify: Arc<Reverifier>,
     witness: Option<Arc<Witness>>,
-    /// Test hook: records offered by the mesh (gossip, DHT puts) are
-    /// dropped unjudged, so that only repair from peers' logs brings them.
-    /// The test hook's share of offered records dropped, in percent.
+    /// Test hook: the share, in percent, of the records the mesh offers
+    /// (gossip, DHT puts) dropped unjudged, so that only repair from
+    /// peers' logs brings them.
     drop_offered: u8,
     /// Mixed into the hook's choice, so nodes drop different records.
     drop_salt: u64,
