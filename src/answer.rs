@@ -20,6 +20,7 @@ pub mod check;
 mod dnssec;
 
 pub use check::{check, CheckOptions, Failure, Report};
+pub(crate) use dnssec::chain_stands;
 
 /// The media type of a signed answer.
 pub const MEDIA_TYPE: &str = "application/agentmesh-answer+json";

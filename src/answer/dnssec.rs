@@ -61,26 +61,72 @@ pub(super) fn check_chain(
                 .into(),
         ));
     };
-    let Some((owner, rtype)) = proved_rrset(format, agent_id) else {
-        return Err(format!("no DNS name to prove for {agent_id}"));
-    };
-    let proved = match chain::verify(bytes, anchors, &owner, rtype, issued_at) {
-        Ok(proved) => proved,
-        Err(e) => {
-            return match chain::verify_self_anchored(bytes, &owner, rtype, issued_at) {
-                Ok(proved) => Ok(Some(format!(
-                    "the DNSSEC chain holds together from the key of {}, which is not among the \
-                     trust anchors given (--dnssec-anchor)",
-                    proved.anchor_zone
-                ))),
-                Err(_) => Err(format!("the dnssec flag: {e}")),
-            }
-        }
-    };
+    let (proved, note) = prove(bytes, format, agent_id, issued_at, anchors)?;
+    if note.is_some() {
+        return Ok(note);
+    }
     if format == DocumentFormat::Adp && e.fingerprint {
         names_the_documents_key(&proved, agent_id, document)?;
     }
     Ok(None)
+}
+
+/// What a node asks of a record's chain before it stores a peer's
+/// record (the judge): a chain only beside the `dnssec` flag, one that
+/// holds together (from `anchors`, else from its own top key), and for an
+/// ADP record with the `fingerprint` flag a proved TXT record naming the
+/// document's key, whichever key the chain starts from. A record without
+/// a chain stands as before: its flags are the attesting node's word.
+///
+/// # Errors
+/// Why the chain is false, as [`check_chain`] words it.
+pub(crate) fn chain_stands(
+    e: &Evidence,
+    format: DocumentFormat,
+    agent_id: &str,
+    document: &str,
+    issued_at: u64,
+    anchors: &TrustAnchorSet,
+) -> Result<(), String> {
+    let Some(bytes) = &e.dnssec_chain else {
+        return Ok(());
+    };
+    if !e.dnssec {
+        return Err("a DNSSEC chain without the dnssec flag".into());
+    }
+    let (proved, _) = prove(bytes, format, agent_id, issued_at, anchors)?;
+    if format == DocumentFormat::Adp && e.fingerprint {
+        names_the_documents_key(&proved, agent_id, document)?;
+    }
+    Ok(())
+}
+
+/// The RRset `bytes` proves for the record, from `anchors` (no note) or
+/// else from the chain's own top key (the note says whose).
+fn prove(
+    bytes: &[u8],
+    format: DocumentFormat,
+    agent_id: &str,
+    issued_at: u64,
+    anchors: &TrustAnchorSet,
+) -> Result<(chain::Proved, Option<String>), String> {
+    let Some((owner, rtype)) = proved_rrset(format, agent_id) else {
+        return Err(format!("no DNS name to prove for {agent_id}"));
+    };
+    match chain::verify(bytes, anchors, &owner, rtype, issued_at) {
+        Ok(proved) => Ok((proved, None)),
+        Err(e) => match chain::verify_self_anchored(bytes, &owner, rtype, issued_at) {
+            Ok(proved) => {
+                let note = format!(
+                    "the DNSSEC chain holds together from the key of {}, which is not among the \
+                     trust anchors given (--dnssec-anchor)",
+                    proved.anchor_zone
+                );
+                Ok((proved, Some(note)))
+            }
+            Err(_) => Err(format!("the dnssec flag: {e}")),
+        },
+    }
 }
 
 /// An ADP record's `fingerprint` flag against the proved TXT RRset: its

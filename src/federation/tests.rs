@@ -9,6 +9,7 @@ use crate::testbed::{Population, Ports};
 use crate::trust::{ChallengeProof, Evidence, TrustLevel};
 use ed25519_dalek::SigningKey;
 
+mod dnssec;
 mod hostile;
 mod liveness;
 
