@@ -28,8 +28,10 @@
 //! [`MAX_RECENT`]), fetches the missing entries and hands each to the
 //! node's judge as if gossiped ([`Witness::set_repair`]). A record lost in
 //! gossip is so repaired by the peer's next checkpoint, within about one
-//! `p2p.witness_interval`. Entries before the first checkpoint held from a
-//! peer are not fetched.
+//! `p2p.witness_interval`. At the first checkpoint held from a peer (a
+//! node that just joined, or a peer never witnessed) the last
+//! [`MAX_REPAIR`] entries are looked at; a repair that stopped at
+//! [`MAX_REPAIR`] goes on at the next checkpoint, changed or not.
 //!
 //! The other way round (`witness/serve.rs`), the node answers its
 //! peers' log requests and keeps the cosignatures witnesses hand it
@@ -463,14 +465,21 @@ impl Witness {
             }
         };
         match relation {
-            Some(Relation::Same) => Verdict::Accept,
-            Some(Relation::Extends) => {
+            Some(relation @ (Relation::Same | Relation::Extends)) => {
                 let size = new.size;
-                // A first checkpoint: nothing before it is fetched.
-                let from = old.as_ref().map_or(size, |(_, _, fetched)| *fetched);
+                // A first checkpoint: its last entries; else from where
+                // the last repair stopped, also at an unchanged one.
+                let from = old
+                    .as_ref()
+                    .map_or(size.saturating_sub(MAX_REPAIR), |o| o.2);
                 let to = size.min(from.saturating_add(MAX_REPAIR));
-                self.keep_seen(author, new, note.clone(), to).await;
-                self.cosign_and_hand_back(author, note).await;
+                let extends = matches!(relation, Relation::Extends);
+                if extends || from < to {
+                    self.keep_seen(author, new, note.clone(), to).await;
+                }
+                if extends {
+                    self.cosign_and_hand_back(author, note).await;
+                }
                 if from < to {
                     self.repair_from(author, from, to).await;
                 }

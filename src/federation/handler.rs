@@ -71,7 +71,21 @@ impl NodeHandler {
     /// Judges a record fetched from `from`'s log for repair, as a gossiped
     /// one.
     pub fn repaired(&self, bytes: &[u8], from: PeerId) -> Verdict {
-        self.act(bytes, from, &RecordOrigin::Gossip { author: Some(from) })
+        let verdict = self.act(bytes, from, &RecordOrigin::Gossip { author: Some(from) });
+        self.note_arrived(bytes, &verdict);
+        verdict
+    }
+
+    /// A record that arrived (held now, or valid) needs no repair from
+    /// any peer's log: the witness notes its hash.
+    fn note_arrived(&self, bytes: &[u8], verdict: &Verdict) {
+        let arrived = matches!(
+            verdict,
+            Verdict::Accept | Verdict::Ignore("duplicate" | "stale_seq" | "outranked")
+        );
+        if let (true, Some(witness)) = (arrived, &self.witness) {
+            witness.note_record(bytes);
+        }
     }
 
     /// Hands the checkpoints topic and the log protocol to `witness`.
@@ -85,15 +99,7 @@ impl NodeHandler {
             return Verdict::Ignore("test_drop");
         }
         let verdict = self.act(bytes, from, origin);
-        // A record that arrived (held now, or valid) needs no repair from
-        // its signer's log.
-        let arrived = matches!(
-            verdict,
-            Verdict::Accept | Verdict::Ignore("duplicate" | "stale_seq" | "outranked")
-        );
-        if let (true, Some(witness)) = (arrived, &self.witness) {
-            witness.note_record(bytes);
-        }
+        self.note_arrived(bytes, &verdict);
         verdict
     }
 
