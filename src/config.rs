@@ -447,6 +447,11 @@ impl Config {
         {
             return invalid("p2p.witness_interval", "must be from 100ms to 1 day");
         }
+        if self.p2p.ping_interval < Duration::from_millis(100)
+            || self.p2p.ping_interval > Duration::from_secs(3600)
+        {
+            return invalid("p2p.ping_interval", "must be from 100ms to 1 hour");
+        }
         if self.p2p.search_timeout.is_zero() || self.p2p.search_timeout > Duration::from_secs(60) {
             return invalid("p2p.search_timeout", "must be above zero and at most 60 s");
         }

@@ -57,6 +57,7 @@ use crate::store::Store;
 use crate::tlog::witness::{relate, Equivocation, Relation};
 use crate::tlog::{cosign, note::verifier_key, Checkpoint, Hash, Notary};
 
+mod catch_up;
 mod serve;
 
 /// Peers whose last checkpoint is held (a peer beyond it is not
@@ -344,6 +345,7 @@ impl Witness {
         tokio::spawn(async move {
             let mut last: Option<(u64, Hash)> = None;
             let mut quiet = 0u32;
+            let mut met = catch_up::Met::default();
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => return,
@@ -352,6 +354,7 @@ impl Witness {
                 let Some(mesh) = this.mesh.get() else {
                     continue;
                 };
+                this.ask_peers_met(mesh, &mut met).await;
                 let head = this.store.run_blocking(|s| s.log_head()).await;
                 let Ok(Ok((size, root))) = head else { continue };
                 quiet += 1;

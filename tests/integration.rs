@@ -37,6 +37,7 @@ mod nginx;
 mod observe;
 mod openapi;
 mod operator;
+mod partition;
 mod probe;
 mod readme;
 mod relevance;

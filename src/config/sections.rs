@@ -302,6 +302,12 @@ pub struct P2pConfig {
     /// its peers' checkpoints as they come (docs/protocol.md#witnessing).
     #[serde(with = "humantime_serde")]
     pub witness_interval: Duration,
+    /// How often each connection is pinged (`/ipfs/ping/1.0.0`), each
+    /// ping waiting as long for its answer; a connection whose pings fail
+    /// twice in a row is closed, so a peer cut off is let go and searches
+    /// stop waiting on it.
+    #[serde(with = "humantime_serde")]
+    pub ping_interval: Duration,
     /// What to do with a peer caught equivocating: `distrust` (refuse
     /// what its key signs) or `report` (keep and show the proof only).
     pub on_equivocation: OnEquivocation,
@@ -353,6 +359,7 @@ impl Default for P2pConfig {
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),
             witness_interval: Duration::from_secs(60),
+            ping_interval: Duration::from_secs(10),
             on_equivocation: OnEquivocation::Distrust,
             allow_private_addresses: false,
             replication: Replication::All,

@@ -11,6 +11,12 @@
 //! ([`MeshStats`]).
 //!
 //! Behaviours and limits (numbers and why):
+//! - ping (`/ipfs/ping/1.0.0`) every `timeouts.ping` (10 s), each ping
+//!   waiting as long: libp2p reports a connection's second failure in a
+//!   row and the loop closes it, so a peer cut off silently (no RST, no
+//!   FIN) is let go within about three intervals instead of the kernel's
+//!   retransmission timeout (minutes), and searches stop waiting on it.
+//!   A peer that does not speak ping keeps its connection.
 //! - identify, protocol version `/agentmesh/id/1.0.0`. The loop feeds every
 //!   listen address a peer reports into Kademlia (only for peers that speak
 //!   our Kademlia protocol); rust-libp2p does not do this by itself.
@@ -68,7 +74,9 @@ use libp2p::identity::Keypair;
 use libp2p::kad::store::{MemoryStore, MemoryStoreConfig};
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::NetworkBehaviour;
-use libp2p::{connection_limits, gossipsub, identify, kad, StreamProtocol, Swarm, SwarmBuilder};
+use libp2p::{
+    connection_limits, gossipsub, identify, kad, ping, StreamProtocol, Swarm, SwarmBuilder,
+};
 use sha2::{Digest, Sha256};
 
 use super::codec::CountingCodec;
@@ -107,6 +115,8 @@ pub struct MeshBehaviour {
     pub per_ip: super::admission::PerIp,
     /// Peer information exchange; feeds Kademlia addresses.
     pub identify: identify::Behaviour,
+    /// Liveness: a connection whose pings fail twice in a row is closed.
+    pub ping: ping::Behaviour,
     /// The DHT: agent records and capability providers.
     pub kad: kad::Behaviour<MemoryStore>,
     /// Record propagation.
@@ -289,6 +299,11 @@ impl MeshBehaviour {
             limits,
             per_ip: super::admission::PerIp::new(l.max_connections_per_ip, l.cap_loopback_per_ip),
             identify,
+            ping: ping::Behaviour::new(
+                ping::Config::new()
+                    .with_interval(config.timeouts.ping)
+                    .with_timeout(config.timeouts.ping),
+            ),
             kad: kademlia(key, config),
             gossipsub: gossipsub(key)?,
             search: search(config, stats),

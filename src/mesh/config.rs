@@ -208,6 +208,9 @@ pub struct MeshTimeouts {
     pub bootstrap_backoff_min: Duration,
     /// Largest re-dial delay of an unreachable bootstrap peer.
     pub bootstrap_backoff_max: Duration,
+    /// How often a connection is pinged, and how long a ping waits; two
+    /// failures in a row close the connection.
+    pub ping: Duration,
 }
 
 impl Default for MeshTimeouts {
@@ -230,6 +233,7 @@ impl Default for MeshTimeouts {
             bootstrap_interval: Duration::from_secs(300),
             bootstrap_backoff_min: Duration::from_secs(1),
             bootstrap_backoff_max: Duration::from_secs(60),
+            ping: Duration::from_secs(10),
         }
     }
 }
@@ -302,6 +306,10 @@ impl MeshConfig {
             limits: MeshLimits {
                 max_connections_per_ip: p2p.max_connections_per_ip,
                 ..MeshLimits::default()
+            },
+            timeouts: MeshTimeouts {
+                ping: p2p.ping_interval,
+                ..MeshTimeouts::default()
             },
             ..Self::default()
         })

@@ -1,7 +1,8 @@
 //! Swarm events, as the event loop sees them: [`EventLoop::on_swarm_event`]
 //! sends connection and listener events to `connections.rs` (peer table,
 //! bootstrap state, listen addresses) and handles the behaviours' events
-//! here: identify (feeds Kademlia addresses), Kademlia (query progress for
+//! here: ping (a connection whose pings fail is closed), identify (feeds
+//! Kademlia addresses), Kademlia (query progress for
 //! pending calls; inbound `PutRecord` and `AddProvider` under record
 //! filtering), gossipsub (messages to validate) and the search protocol
 //! (inbound requests, responses, failures). Anything the node must judge is
@@ -11,6 +12,7 @@
 use libp2p::gossipsub;
 use libp2p::identify;
 use libp2p::kad::{self, store::RecordStore, GetProvidersOk, GetRecordOk, QueryResult};
+use libp2p::ping;
 use libp2p::request_response::{self, Message};
 use libp2p::swarm::SwarmEvent;
 use libp2p::Multiaddr;
@@ -147,12 +149,28 @@ impl EventLoop {
     fn on_behaviour(&mut self, event: MeshBehaviourEvent) {
         match event {
             MeshBehaviourEvent::Identify(e) => self.on_identify(e),
+            MeshBehaviourEvent::Ping(e) => self.on_ping(&e),
             MeshBehaviourEvent::Kad(e) => self.on_kad(e),
             MeshBehaviourEvent::Gossipsub(e) => self.on_gossip(e),
             MeshBehaviourEvent::Search(e) => self.on_search(e),
             MeshBehaviourEvent::Log(e) => self.on_log(e),
             MeshBehaviourEvent::Limits(never) => match never {},
             MeshBehaviourEvent::PerIp(never) => match never {},
+        }
+    }
+
+    /// libp2p reports a connection's ping failures from the second in a
+    /// row: the peer is cut off or stalled, and the connection is closed
+    /// (a peer that does not speak ping keeps it).
+    fn on_ping(&mut self, event: &ping::Event) {
+        match &event.result {
+            Ok(_) | Err(ping::Failure::Unsupported) => {}
+            Err(error) => {
+                debug!(peer = %event.peer, %error, "pings failed twice in a row: connection closed");
+                if self.swarm.close_connection(event.connection) {
+                    self.stats.connection_dead();
+                }
+            }
         }
     }
 

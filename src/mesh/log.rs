@@ -65,6 +65,10 @@ pub enum LogRequest {
         /// The cosigned checkpoint note.
         note: ByteBuf,
     },
+    /// The peer's newest checkpoint: what a node asks a peer it has just
+    /// connected to (again), since gossip does not carry a checkpoint
+    /// again to a peer that was away when it went out.
+    Checkpoint,
 }
 
 /// A peer's answer to a [`LogRequest`].
@@ -90,6 +94,12 @@ pub enum LogResponse {
     },
     /// The cosignature was kept.
     Cosigned,
+    /// The newest checkpoint of the log, the signed note as published on
+    /// the checkpoints topic.
+    Checkpoint {
+        /// The note.
+        note: ByteBuf,
+    },
     /// Not answered; a short reason.
     Refused {
         /// Why.
@@ -130,6 +140,12 @@ impl LogResponse {
             Self::LeafHashes { hashes } => {
                 if hashes.len() > MAX_LEAF_HASHES as usize || hashes.iter().any(|h| h.len() != 32) {
                     return Err("leaf hashes out of bounds");
+                }
+                Ok(())
+            }
+            Self::Checkpoint { note } => {
+                if note.len() > crate::tlog::note::MAX_CHECKPOINT_BYTES {
+                    return Err("a checkpoint over its size limit");
                 }
                 Ok(())
             }

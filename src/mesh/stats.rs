@@ -85,6 +85,7 @@ struct Inner {
     incoming_failures: AtomicU64,
     incoming_refused: Mutex<BTreeMap<&'static str, u64>>,
     connections_trimmed: AtomicU64,
+    connections_dead: AtomicU64,
     search_wire: WireCounts,
     log_wire: WireCounts,
     checkpoint_wire: WireCounts,
@@ -205,6 +206,9 @@ pub struct StatsSnapshot {
     pub incoming_refused_by: BTreeMap<String, u64>,
     /// Peers disconnected over the high-water mark (`mesh/trim.rs`).
     pub connections_trimmed: u64,
+    /// Connections closed because their pings failed twice in a row (a
+    /// peer cut off, or stalled).
+    pub connections_dead: u64,
     /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
     /// CBOR payload bytes as the codec wrote and read them).
     pub search_wire: WireSnapshot,
@@ -325,6 +329,10 @@ impl MeshStats {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn connection_dead(&self) {
+        self.inner.connections_dead.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// One search message written (`sent`) or read, of `bytes` bytes.
     pub(crate) fn search_wire(&self, sent: bool, bytes: u64) {
         self.inner.search_wire.add(sent, bytes);
@@ -428,6 +436,7 @@ impl MeshStats {
             incoming_failures: i.incoming_failures.load(Ordering::Relaxed),
             incoming_refused_by: copy(&i.incoming_refused),
             connections_trimmed: i.connections_trimmed.load(Ordering::Relaxed),
+            connections_dead: i.connections_dead.load(Ordering::Relaxed),
             search_wire: i.search_wire.snapshot(),
             log_wire: i.log_wire.snapshot(),
             checkpoint_wire: i.checkpoint_wire.snapshot(),

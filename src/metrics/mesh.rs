@@ -113,6 +113,15 @@ impl Collector for MeshCollector {
             )?;
             ConstCounter::new(snap.connections_trimmed).encode(counter)?;
         }
+        {
+            let counter = encoder.encode_descriptor(
+                "mesh_connections_dead",
+                "Connections closed because their pings failed twice in a row.",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(snap.connections_dead).encode(counter)?;
+        }
         Ok(())
     }
 }

@@ -17,7 +17,8 @@ use crate::tlog::{cosign, Hash};
 
 impl Witness {
     /// Answers a peer's log request: a consistency proof of this node's
-    /// durable log, or a witness's cosignature on one of its checkpoints.
+    /// durable log, its leaf hashes or entries, its newest checkpoint, or
+    /// a witness's cosignature on one of its checkpoints.
     pub fn on_request(
         self: &Arc<Self>,
         request: LogRequest,
@@ -30,6 +31,7 @@ impl Witness {
                 LogRequest::LeafHashes { start, count } => this.leaf_hashes(start, count).await,
                 LogRequest::Entries { indexes } => this.entries(indexes).await,
                 LogRequest::Cosignature { note } => this.take_cosignature(&note, from).await,
+                LogRequest::Checkpoint => this.newest_checkpoint().await,
             }
         }
         .boxed()
@@ -56,6 +58,16 @@ impl Witness {
                 proof: proof.iter().map(|h| ByteBuf::from(h.0.to_vec())).collect(),
             },
             Ok(Ok(Err(beyond))) => LogResponse::refused(beyond),
+            _ => LogResponse::refused("the store failed"),
+        }
+    }
+
+    async fn newest_checkpoint(&self) -> LogResponse {
+        match self.store.run_blocking(|s| s.log_head()).await {
+            Ok(Ok((0, _))) => LogResponse::refused("the log is empty"),
+            Ok(Ok((size, root))) => LogResponse::Checkpoint {
+                note: ByteBuf::from(self.notary.sign(size, root).to_vec()),
+            },
             _ => LogResponse::refused("the store failed"),
         }
     }

@@ -34,25 +34,37 @@ use std::time::{Duration, Instant};
 use agentmesh::testbed::{Population, PopulationConfig, Testbed, TestbedOptions};
 use serde_json::{json, Value};
 
+pub mod netns;
+
 /// How long any single wait may take: generous, because the tests share
 /// two cores with each other; a wait ends as soon as its condition holds.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Waits until `check` holds, polling every 50 ms, for at most
 /// [`DEADLINE`]; panics naming `what` when it does not.
-pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+pub async fn wait_until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let until = tokio::time::Instant::now() + DEADLINE;
+    wait_until_within(DEADLINE, what, check).await;
+}
+
+/// As [`wait_until`], with its own deadline; answers how long it waited.
+pub async fn wait_until_within<F, Fut>(deadline: Duration, what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = tokio::time::Instant::now();
     while !check().await {
         assert!(
-            tokio::time::Instant::now() < until,
-            "timed out after {DEADLINE:?} waiting until {what}"
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting until {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    start.elapsed()
 }
 
 /// Where `name` is on the `PATH` (`command -v`), if it is.
@@ -317,6 +329,8 @@ pub struct TestNode {
     env: Vec<(String, String)>,
     args: Vec<String>,
     listen: String,
+    p2p_listen: String,
+    netns: Option<netns::Host>,
     addr: SocketAddr,
     peer_id: String,
     stdout: Captured,
@@ -342,6 +356,7 @@ pub struct NodeBuilder {
     args: Vec<String>,
     data_dir: Option<tempfile::TempDir>,
     listen: Option<String>,
+    netns: Option<netns::Host>,
 }
 
 impl NodeBuilder {
@@ -390,6 +405,14 @@ impl NodeBuilder {
         self
     }
 
+    /// Runs the node in `host`'s network namespace ([`netns::Network`]),
+    /// its API and mesh listening on the host's address.
+    pub fn in_netns(mut self, host: &netns::Host) -> Self {
+        self.listen = Some(format!("{}:0", host.ip));
+        self.netns = Some(host.clone());
+        self
+    }
+
     /// Uses `dir` (already populated, e.g. by `demo --data-dir`) as the
     /// data directory.
     pub fn data_dir(mut self, dir: tempfile::TempDir) -> Self {
@@ -412,6 +435,13 @@ impl NodeBuilder {
             env: self.env,
             args: self.args,
             listen: self.listen.unwrap_or_else(|| "127.0.0.1:0".into()),
+            p2p_listen: format!(
+                "/ip4/{}/tcp/0",
+                self.netns
+                    .as_ref()
+                    .map_or(std::net::Ipv4Addr::LOCALHOST, |h| h.ip)
+            ),
+            netns: self.netns,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             peer_id: String::new(),
             stdout: Captured::default(),
@@ -448,11 +478,14 @@ impl TestNode {
             .arg(self.data_dir.path())
             .args(["--listen", &self.listen])
             // Keep parallel tests off the default p2p port 7701.
-            .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
+            .args(["--p2p-listen", &self.p2p_listen])
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(host) = &self.netns {
+            netns::enter(&mut cmd, host);
+        }
         let mut child = ChildGuard::spawn(&mut cmd, bin());
         let (tx, rx) = mpsc::channel();
         let mut tx = Some(tx);
