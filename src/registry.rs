@@ -20,6 +20,7 @@ mod visibility;
 pub(crate) use dense::Dense;
 use dense::SemanticRanking;
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
+pub use find::never_rising;
 pub use mcp_served::{McpPage, McpQuery};
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};

@@ -476,7 +476,10 @@ impl Walk<'_> {
 
     /// The answer: the candidates, what the intent was understood as,
     /// and what the walk examined and refused.
-    fn into_resolution(self) -> Resolution {
+    fn into_resolution(mut self) -> Resolution {
+        // The attempts rank inside narrower filters first: a later one
+        // may score higher than what an earlier one placed above it.
+        crate::registry::never_rising(self.out.iter_mut().map(|c| &mut c.score));
         let plan = self.plan;
         let (req, u) = (&plan.request, &plan.understood);
         let bound_reached = self.bound_reached && self.out.len() < req.top;

@@ -47,8 +47,21 @@ fn plain(id: &str, extra: Value) -> Value {
     summarizer(id, "Text helper", "Summarizes text.", extra)
 }
 
+/// Resolves `body`; every resolution's candidate scores never rise down
+/// the list (sorting by score keeps the node's order).
 async fn resolve(api: &Api, body: Value) -> Value {
-    api.post("/resolve", &body).await.expect(200).clone()
+    let r = api.post("/resolve", &body).await.expect(200).clone();
+    let scores: Vec<f64> = r["candidates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["score"].as_f64())
+        .collect();
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]),
+        "scores rise down the candidates: {scores:?}"
+    );
+    r
 }
 
 fn candidate_ids(r: &Value) -> Vec<String> {
@@ -99,6 +112,34 @@ async fn term_keeps_out(failing: Value, compliant: Value, policy: Value, code: &
     };
     assert_eq!(r["refused"][code], refused, "{r}");
     r
+}
+
+/// The language the context prefers places a weaker match that supports
+/// it first; the stronger match after it scores no higher, so the
+/// candidates' scores say what their order says.
+#[tokio::test]
+async fn a_preferred_language_comes_first_and_scores_follow_the_order() {
+    let node = TestNode::start();
+    let api = node.api();
+    for doc in [
+        strong("strong-en", json!({})),
+        plain("plain-de", json!({"supported_languages": ["de"]})),
+    ] {
+        api.post("/agents", &doc).await.expect(201);
+    }
+    let r = resolve(
+        &api,
+        json!({"intent": INTENT, "context": {"language": "de"}}),
+    )
+    .await;
+    assert_eq!(candidate_ids(&r), ["plain-de", "strong-en"]);
+    let scores: Vec<f64> = r["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores[0] >= scores[1], "{scores:?}");
 }
 
 // ------------------------------------------------------------ policy terms

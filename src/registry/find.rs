@@ -137,6 +137,7 @@ impl Registry {
         if let Some(d) = &dense {
             fill_by_meaning(store, d, (&attempts, u.min_trust), now, q.limit, &mut out)?;
         }
+        settle(&mut out);
         Ok((out, None))
     }
 
@@ -284,4 +285,47 @@ fn fill_by_meaning(
         out.extend(near.into_iter().map(|(agent, score)| (Some(score), agent)));
     }
     Ok(())
+}
+
+/// How an agent's declared status (AIDIP's `status`, lower-cased) weighs
+/// on its place: one that says it is not serving ranks after every other,
+/// one under maintenance keeps its place at a lower score.
+fn status_weight(status: Option<&str>) -> (u8, f64) {
+    match status {
+        Some(
+            "inactive" | "offline" | "deprecated" | "retired" | "disabled" | "deleted"
+            | "suspended" | "decommissioned",
+        ) => (1, 0.25),
+        Some("maintenance" | "degraded") => (0, 0.75),
+        _ => (0, 1.0),
+    }
+}
+
+/// Settles a ranked page, so the scores returned mean what the order
+/// says: each score weighted by the agent's declared status, the agents
+/// that say they are not serving moved after the others (each group kept
+/// in the order the passes placed it), then each score capped by the one
+/// above it. The passes rank inside narrower filters first, so a later
+/// pass may score an agent higher than an earlier one placed above it;
+/// capped, the scores never rise down the page, all in 0..1, and a
+/// client that sorts by score gets the node's order.
+pub(super) fn settle(out: &mut Scored) {
+    for (score, agent) in out.iter_mut() {
+        if let Some(s) = score {
+            *s *= status_weight(agent.status.as_deref()).1;
+        }
+    }
+    out.sort_by_key(|(_, agent)| status_weight(agent.status.as_deref()).0);
+    never_rising(out.iter_mut().map(|(score, _)| score));
+}
+
+/// Caps each score of a ranked list by the one above it, within 0..1 (a
+/// score that is not a number counts as 0): the list's order is then its
+/// scores' order. What a ranked search page and `/resolve` answer.
+pub fn never_rising<'a>(scores: impl Iterator<Item = &'a mut Option<f64>>) {
+    let mut cap = 1.0_f64;
+    for s in scores.flatten() {
+        *s = if s.is_nan() { 0.0 } else { s.clamp(0.0, cap) };
+        cap = *s;
+    }
 }
