@@ -19,6 +19,7 @@ mod http;
 mod import;
 mod invoke;
 mod keys;
+pub mod logging;
 mod publish;
 mod revoke;
 mod search;
@@ -65,12 +66,14 @@ pub enum LogFormat {
 impl Cli {
     /// The log filter when `RUST_LOG` is not set: the demo prints its own
     /// story and logs only warnings; everything else logs at info, without
-    /// the DNS server's line per query.
+    /// the DNS server's line per query; neither shows the DNS library's
+    /// DNSSEC warnings (`agentmesh_dnssec_library_warnings_total` counts
+    /// them).
     pub fn default_log_filter(&self) -> &'static str {
         match self.command {
             #[cfg(feature = "testbed")]
-            Command::Demo(_) => "warn,hickory_server=error",
-            _ => "info,hickory_server=warn",
+            Command::Demo(_) => "warn,hickory_server=error,hickory_net::dnssec=off",
+            _ => "info,hickory_server=warn,hickory_net::dnssec=off",
         }
     }
 }

@@ -24,7 +24,10 @@
 //! a path no route has), methods outside the standard ones are `other`.
 //! Nothing secret is held here: no token, no key, no request content.
 
+mod library;
 mod mesh;
+
+pub use library::{CountLibraryWarnings, DNSSEC_LIBRARY_TARGET, DNSSEC_LIBRARY_WARNINGS};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -112,6 +115,7 @@ struct Inner {
     text_segments: Gauge,
     semantic_agents: Gauge,
     semantic_stopped: Gauge,
+    dnssec_library_warnings: Counter,
     watched: OnceLock<Watched>,
     /// The mesh counters the collector reads (set with `watched`).
     mesh_stats: Arc<OnceLock<MeshStats>>,
@@ -280,6 +284,11 @@ impl Inner {
             self.semantic_agents.clone(),
         );
         self.registry.register(
+            "dnssec_library_warnings",
+            "Warnings the DNS library's DNSSEC validator logged (an unsigned or broken zone on the path of a validating lookup), kept out of the log and counted here",
+            self.dnssec_library_warnings.clone(),
+        );
+        self.registry.register(
             "semantic_index_stopped",
             "1 when the vector index's thread has stopped (a panic, in the log): semantic search answers from what it held, no longer following the store, until a restart",
             self.semantic_stopped.clone(),
@@ -311,6 +320,7 @@ impl Metrics {
             text_segments: Gauge::default(),
             semantic_agents: Gauge::default(),
             semantic_stopped: Gauge::default(),
+            dnssec_library_warnings: Counter::default(),
             watched: OnceLock::new(),
             mesh_stats: Arc::new(OnceLock::new()),
             by_source: tokio::sync::Mutex::new(None),
@@ -459,6 +469,9 @@ impl Metrics {
 
     /// Sets the scrape-time gauges.
     async fn refresh(&self) {
+        let warnings = DNSSEC_LIBRARY_WARNINGS.load(std::sync::atomic::Ordering::Relaxed);
+        let counted = &self.inner.dnssec_library_warnings;
+        counted.inc_by(warnings.saturating_sub(counted.get()));
         let Some(watched) = self.inner.watched.get() else {
             return;
         };
