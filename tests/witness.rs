@@ -20,6 +20,16 @@ async fn p2p_addr(api: &Api) -> String {
         .to_owned()
 }
 
+/// A node with private addresses allowed and the quick witness interval,
+/// joined to the mesh through `bootstrap`.
+fn quick_peer(bootstrap: &str) -> TestNode {
+    TestNode::builder()
+        .env(PRIVATE.0, PRIVATE.1)
+        .env(QUICK.0, QUICK.1)
+        .args(&["--bootstrap", bootstrap])
+        .start()
+}
+
 /// Registers agents `w-{i}` for each `i` of `range` on `api`.
 async fn register(api: &Api, range: std::ops::Range<u32>) {
     for i in range {
@@ -60,11 +70,7 @@ fn cosigned_by(note: &str, witness: &str) -> Option<u64> {
 async fn peers_witness_a_growing_log_and_its_checkpoint_carries_their_cosignatures() {
     let a = TestNode::start_with_env(&[PRIVATE, QUICK, UNLIMITED]);
     let a_api = a.api();
-    let b = TestNode::builder()
-        .env(PRIVATE.0, PRIVATE.1)
-        .env(QUICK.0, QUICK.1)
-        .args(&["--bootstrap", &p2p_addr(&a_api).await])
-        .start();
+    let b = quick_peer(&p2p_addr(&a_api).await);
     let b_api = b.api();
     // Nothing witnessed yet: asked for a cosigned checkpoint, A says so.
     a_api
@@ -118,14 +124,7 @@ async fn a_log_showing_two_histories_is_caught_and_the_proof_holds_offline() {
     let a = TestNode::start_with_env(&[PRIVATE, QUICK, ("AGENTMESH_TEST_SPLIT_VIEW", "1")]);
     let a_api = a.api();
     let a_addr = p2p_addr(&a_api).await;
-    let witness = |bootstrap: &str| {
-        TestNode::builder()
-            .env(PRIVATE.0, PRIVATE.1)
-            .env(QUICK.0, QUICK.1)
-            .args(&["--bootstrap", bootstrap])
-            .start()
-    };
-    let b = witness(&a_addr);
+    let b = quick_peer(&a_addr);
     let b_api = b.api();
     // C only reports what it catches.
     let c = TestNode::builder()
@@ -290,20 +289,13 @@ async fn a_node_that_joins_late_catches_up_from_its_first_checkpoint() {
     let a = TestNode::start_with_env(&[PRIVATE, QUICK, UNLIMITED]);
     let a_api = a.api();
     let bootstrap = p2p_addr(&a_api).await;
-    let node = |bootstrap: &str| {
-        TestNode::builder()
-            .env(PRIVATE.0, PRIVATE.1)
-            .env(QUICK.0, QUICK.1)
-            .args(&["--bootstrap", bootstrap])
-            .start()
-    };
     let holds_all = |api: Api| async move {
         let held = api.get("/agents?limit=100").await.ids();
         (0..8).all(|i| held.contains(&format!("w-{i}")))
     };
     // B is there when A registers: the records are gossiped, not kept
     // back for a first peer.
-    let b = node(&bootstrap);
+    let b = quick_peer(&bootstrap);
     register(&a_api, 100..101).await;
     wait_until("B to subscribe to A's records (and hold w-100)", || async {
         b.api()
@@ -315,7 +307,7 @@ async fn a_node_that_joins_late_catches_up_from_its_first_checkpoint() {
     .await;
     register(&a_api, 0..8).await;
     wait_until("B to hold w-0 to w-7", || holds_all(b.api())).await;
-    let late = node(&bootstrap);
+    let late = quick_peer(&bootstrap);
     wait_until("the late node to see A", || async {
         let peers = late.api().get("/peers").await;
         peers.text.contains(a.peer_id())
