@@ -10,9 +10,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod dense;
+mod explain;
 mod find;
 pub mod import;
 mod mcp_served;
+mod placed;
+mod signals;
 mod transfer;
 mod vectors;
 mod visibility;
@@ -20,8 +23,11 @@ mod visibility;
 pub(crate) use dense::Dense;
 use dense::SemanticRanking;
 pub use dense::{load_semantic, HINT_MIN_COSINE, NEAR_MIN_COSINE, SEMANTIC_POOL};
+pub use explain::Explain;
 pub use find::never_rising;
 pub use mcp_served::{McpPage, McpQuery};
+pub use placed::Pass;
+pub use signals::Signals;
 
 use crate::aidip::{self, FieldProblem, MetadataValidator};
 use crate::descriptor::{Descriptor, DocumentFormat};
@@ -237,6 +243,10 @@ pub struct Summary {
     /// at most `store::MAX_CHECKS_PER_AGENT`); absent when none did.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checked_by: Vec<CheckView>,
+    /// Why it stands where it does, when the search asked
+    /// (`explain: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
 }
 
 /// A search request, already bounded by the caller.
@@ -250,15 +260,13 @@ pub struct SearchQuery {
     pub after: Option<String>,
     /// Most results.
     pub limit: usize,
+    /// Explain each result (the search page's `explain`).
+    pub explain: bool,
 }
 
 /// What [`Registry::find`] selects: scored records, and the id to
 /// continue after.
 pub type Found = (Vec<(Option<f64>, StoredAgent)>, Option<String>);
-
-/// What a search picks before it reads anything more: compact records
-/// with their scores, and the id to continue after.
-type Picked = (Vec<(Option<f64>, CompactAgent)>, Option<String>);
 
 /// One page of results.
 #[derive(Debug, Clone)]
@@ -596,6 +604,7 @@ impl Registry {
             .collect();
         Ok(Summary {
             checked_by,
+            explain: None,
             source_format,
             status: agent.status,
             freshness,

@@ -47,7 +47,7 @@ pub use request::{Context, MaxPrice, Policy, ResolveRequest, Scope};
 use crate::descriptor;
 use crate::record::RecordBody;
 use crate::registry::{
-    Dense, Registry, RegistryError, SearchQuery, Source, TrustView, SEMANTIC_POOL,
+    Dense, Registry, RegistryError, SearchQuery, Signals, Source, TrustView, SEMANTIC_POOL,
 };
 use crate::store::{Audience, BlockingStore, Filter, StoredAgent, TextQuery};
 use crate::trust::TrustLevel;
@@ -108,6 +108,7 @@ impl Plan {
             query: share.then(|| self.request.intent.clone()),
             after: None,
             limit: self.budget(),
+            explain: false,
         })
     }
 
@@ -318,15 +319,18 @@ impl Resolver {
             now,
             seen: HashSet::new(),
             out: Vec::new(),
+            places: Vec::new(),
+            attempt: 0,
             examined: 0,
             budget,
             bound_reached: false,
             refused: BTreeMap::new(),
         };
-        for filter in &attempts {
+        for (i, filter) in attempts.iter().enumerate() {
             if walk.out.len() >= req.top || walk.examined >= budget {
                 break;
             }
+            walk.attempt = i;
             let more_possible = match walk.ranked(filter, &ranking)? {
                 Some(ranked) => walk.examine_ranked(ranked)?,
                 None => walk.examine_walked(filter)?,
@@ -390,6 +394,11 @@ struct Walk<'a> {
     now: u64,
     seen: HashSet<String>,
     out: Vec<Candidate>,
+    /// Beside each candidate of `out`: whether its status says it is not
+    /// serving, and the attempt that found it.
+    places: Vec<(bool, usize)>,
+    /// The attempt being walked (its index in `attempts`).
+    attempt: usize,
     examined: usize,
     budget: usize,
     bound_reached: bool,
@@ -477,8 +486,18 @@ impl Walk<'_> {
     /// The answer: the candidates, what the intent was understood as,
     /// and what the walk examined and refused.
     fn into_resolution(mut self) -> Resolution {
-        // The attempts rank inside narrower filters first: a later one
-        // may score higher than what an earlier one placed above it.
+        // As a search page settles: agents not serving after the rest,
+        // each attempt's candidates in the order of their weighted
+        // scores; the attempts rank inside narrower filters first, so a
+        // later one may score higher than what an earlier one placed
+        // above it: capped.
+        let mut placed: Vec<((bool, usize), Candidate)> =
+            self.places.drain(..).zip(self.out.drain(..)).collect();
+        placed.sort_by(|(a, ca), (b, cb)| {
+            a.cmp(b)
+                .then(cb.score.unwrap_or(0.0).total_cmp(&ca.score.unwrap_or(0.0)))
+        });
+        self.out = placed.into_iter().map(|(_, c)| c).collect();
         crate::registry::never_rising(self.out.iter_mut().map(|c| &mut c.score));
         let plan = self.plan;
         let (req, u) = (&plan.request, &plan.understood);
@@ -589,6 +608,13 @@ impl Walk<'_> {
             .resolver
             .registry
             .summary_of(self.store, agent, score)?;
+        let signals = Signals::read(
+            self.store,
+            &summary.id,
+            summary.status.as_deref(),
+            summary.trust.level,
+        )?;
+        self.places.push((signals.not_serving(), self.attempt));
         self.out.push(Candidate {
             invocation: invocation::invocation(d, &document, self.intent_words),
             id: summary.id,
@@ -596,7 +622,7 @@ impl Walk<'_> {
             description: summary.description,
             endpoint: summary.endpoint,
             capabilities: summary.capabilities,
-            score: summary.score,
+            score: summary.score.map(|s| s * signals.weight()),
             trust: summary.trust,
             source: summary.source,
             reasons,

@@ -118,7 +118,7 @@ pub use migrate::SCHEMA_VERSION;
 pub use open::{StoreOptions, CLOSE_WAIT};
 pub use stored::StoredAgent;
 pub use suspended::{Suspension, MAX_REASON_CHARS as MAX_SUSPENSION_REASON_CHARS};
-pub use text::{TextIndexOpen, TextQuery};
+pub use text::{operation_texts, terms as text_terms, TextIndexOpen, TextQuery};
 pub use trust::{Reassessed, Revocation};
 pub use usage::{disk_usage, is_enospc, DISK_RESERVE};
 pub use visibility::{

@@ -788,6 +788,98 @@ async fn search_query_ranks_with_scores() {
     assert_eq!(reply.ids()[0], "r-legal", "{}", reply.text);
 }
 
+/// The explorer's own example: `explain: true` says, per result, which
+/// pass placed it, what the query's understanding did for it (the
+/// language it names), what weighed it (a deprecated status), and which
+/// of its fields hold the query's terms; without it, results carry none.
+#[tokio::test]
+async fn search_explains_each_result_when_asked() {
+    let node = TestNode::start();
+    let api = node.api();
+    let legal = |id: &str, languages: &[&str]| {
+        let mut doc = agent(id, &["summarization"], &["legal"], languages);
+        doc["description"] = json!("Summarizes legal contracts.");
+        doc
+    };
+    let mut old = legal("x-old", &["de", "en"]);
+    old["status"] = json!("deprecated");
+    let mut news = agent("x-news", &["summarization"], &["news"], &["en"]);
+    news["description"] = json!("Summarizes aviation news.");
+    for doc in [
+        legal("x-german", &["de", "en"]),
+        legal("x-english", &["en"]),
+        old,
+        news,
+    ] {
+        api.register(&doc).await;
+    }
+    let body =
+        json!({"query": "summarize legal contracts in german", "scope": "local", "explain": true});
+    let reply = api.search(body).await;
+    let items = reply.expect(200).as_array().unwrap().clone();
+    let ids: Vec<&str> = items.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["x-german", "x-english", "x-news", "x-old"],
+        "{}",
+        reply.text
+    );
+    let s = scores(&reply);
+    assert!(s.windows(2).all(|p| p[0] >= p[1]), "{s:?}");
+    let why = |i: usize| &items[i]["explain"];
+    assert_eq!(why(0)["placed_by"], "words", "{}", why(0));
+    assert!(why(0)["rules"].as_array().unwrap().iter().any(|r| r
+        .as_str()
+        .unwrap()
+        .contains("names language de: the agent supports it")));
+    assert_eq!(why(0)["matched"]["tags"], json!(["legal"]));
+    assert_eq!(
+        why(0)["matched"]["description"],
+        json!(["summar", "legal", "contract"])
+    );
+    assert_eq!(why(1)["placed_by"], "words_any_language", "{}", why(1));
+    assert_eq!(
+        why(2)["unmatched"],
+        json!(["legal", "contract"]),
+        "{}",
+        why(2)
+    );
+    assert_eq!(why(3)["signals"]["status"], "deprecated");
+    assert_eq!(why(3)["signals"]["status_weight"], 0.25);
+    for item in &items {
+        let e = &item["explain"];
+        assert_eq!(e["signals"]["trust"], "unverified", "{e}");
+        let weighted = e["weighted"].as_f64().unwrap();
+        assert!(item["score"].as_f64().unwrap() <= weighted + 1e-9, "{item}");
+        assert!(
+            e["bm25"].as_f64().is_some_and(|b| (0.0..=1.0).contains(&b)),
+            "{e}"
+        );
+    }
+    let reply = api
+        .search(json!({"query": "summarize legal contracts in german", "scope": "local"}))
+        .await;
+    let items = reply.expect(200).as_array().unwrap();
+    assert!(
+        items.iter().all(|s| s.get("explain").is_none()),
+        "{}",
+        reply.text
+    );
+    // A filter-only page is explained as the walk that placed it.
+    let reply = api
+        .search(json!({"filters": {"tags": ["news"]}, "scope": "local", "explain": true}))
+        .await;
+    assert_eq!(
+        reply.expect(200)[0]["explain"]["placed_by"],
+        "filters",
+        "{}",
+        reply.text
+    );
+    api.search(json!({"query": "x", "explain": "yes"}))
+        .await
+        .expect_error(400, "InvalidInput");
+}
+
 #[tokio::test]
 async fn search_filters_and_query_together() {
     let node = TestNode::start();

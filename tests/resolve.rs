@@ -142,6 +142,30 @@ async fn a_preferred_language_comes_first_and_scores_follow_the_order() {
     assert!(scores[0] >= scores[1], "{scores:?}");
 }
 
+/// With no policy on status, a candidate whose document says it is not
+/// serving is answered, after the weaker match that is, at a quarter of
+/// its match: as a search page places it.
+#[tokio::test]
+async fn a_candidate_not_serving_comes_after_the_rest() {
+    let node = TestNode::start();
+    let api = node.api();
+    for doc in [
+        strong("strong-old", json!({"status": "deprecated"})),
+        plain("plain-active", json!({})),
+    ] {
+        api.post("/agents", &doc).await.expect(201);
+    }
+    let r = resolve(&api, json!({"intent": INTENT})).await;
+    assert_eq!(candidate_ids(&r), ["plain-active", "strong-old"], "{r}");
+    let search = api.search(json!({"query": INTENT, "scope": "local"})).await;
+    assert_eq!(
+        search.ids(),
+        ["plain-active", "strong-old"],
+        "{}",
+        search.text
+    );
+}
+
 // ------------------------------------------------------------ policy terms
 
 #[tokio::test]
@@ -171,8 +195,11 @@ async fn languages_keep_out_an_agent_without_one_of_them() {
 
 #[tokio::test]
 async fn status_keeps_out_an_agent_in_another_state() {
+    // Under maintenance, a strong match keeps its place (at three
+    // quarters of its score) until the policy asks for `active`; one not
+    // serving comes last anyway (a_candidate_not_serving_comes_after_the_rest).
     term_keeps_out(
-        strong("bad", json!({"status": "deprecated"})),
+        strong("bad", json!({"status": "maintenance"})),
         plain("good", json!({})),
         json!({"status": ["active"]}),
         "policy_status",

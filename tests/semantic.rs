@@ -518,6 +518,18 @@ async fn meaning_fills_the_page_past_the_agents_the_words_already_placed() {
     assert_eq!(found.len(), 71, "{found:?}");
     assert_eq!(found.last().map(String::as_str), Some("dictaphone"));
     assert!(found[..70].iter().all(|id| id.starts_with("memo-")));
+    // Explained: the words placed the memos (BM25 and the cosine both
+    // said), meaning alone placed Dictaphone.
+    let r = api
+        .search(json!({"query": "spoken memos", "top": 71, "scope": "local", "explain": true}))
+        .await;
+    let items = r.expect(200).as_array().unwrap();
+    let (first, last) = (&items[0]["explain"], &items[70]["explain"]);
+    assert_eq!(first["placed_by"], "words", "{first}");
+    assert!(first["bm25"].as_f64().is_some() && first["semantic"].as_f64().is_some());
+    assert_eq!(last["placed_by"], "meaning", "{last}");
+    assert!(last.get("bm25").is_none(), "{last}");
+    assert!(last["semantic"].as_f64().is_some_and(|c| c > 0.0), "{last}");
 }
 
 /// Waits (20 s at most) until the node's vector index holds `n` agents, as

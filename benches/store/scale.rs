@@ -172,6 +172,7 @@ impl Workloads {
                 query: None,
                 after: None,
                 limit: 10,
+                explain: false,
             };
             let t = Instant::now();
             let page = rt.block_on(reg.search_local(&q))?;

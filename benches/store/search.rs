@@ -82,6 +82,7 @@ fn query(case: &Case) -> SearchQuery {
         query: None,
         after: None,
         limit: case.limit,
+        explain: false,
     }
 }
 

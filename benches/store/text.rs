@@ -146,6 +146,7 @@ pub(super) fn round_each(
             query: Some(q.clone()),
             after: None,
             limit: 10,
+            explain: false,
         };
         let t = Instant::now();
         let page = rt.block_on(registry.search_local(&query))?;

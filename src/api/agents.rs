@@ -452,6 +452,7 @@ pub(super) async fn list(
         query: None,
         after: decode_cursor(p.cursor.as_deref())?,
         limit: bounded_limit(state.config(), p.limit, "limit")?,
+        explain: false,
     };
     let started = std::time::Instant::now();
     let page = state.registry().search_local(&query).await?;
@@ -478,6 +479,12 @@ pub(super) struct SearchBody {
     /// Answer agents this node dropped for staleness too (false).
     #[serde(default)]
     include_stale: bool,
+    /// Say, per result, why it stands where it does (`explain` in each
+    /// summary: the pass that placed it, BM25 and semantic scores, the
+    /// signals that weighed it, the fields that matched, the query
+    /// understanding that bears on it). False.
+    #[serde(default)]
+    explain: bool,
 }
 
 /// `filters` of a search body. Languages come as `supported_languages`
@@ -643,6 +650,7 @@ fn search_query(
         query: b.query.filter(|q| !q.trim().is_empty()),
         after: decode_cursor(b.cursor.as_deref())?,
         limit: bounded_limit(config, b.top.or(Some(10.min(config.max_limit))), "top")?,
+        explain: b.explain,
     };
     Ok((query, scope))
 }

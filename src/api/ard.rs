@@ -332,6 +332,7 @@ pub(super) async fn search(
         query: Some(text),
         after: None,
         limit,
+        explain: false,
     };
     // Later pages ask this node only, as `POST /agents/search` does.
     let scope = if offset > 0 { Scope::Local } else { scope };
@@ -444,6 +445,7 @@ pub(super) async fn explore(
         query: text,
         after: None,
         limit: MAX_EXPLORED,
+        explain: false,
     };
     let page = state.registry().search_local(&query).await?;
     let matched: Vec<&Summary> = page
@@ -571,6 +573,7 @@ pub(super) async fn list(
         query: None,
         after,
         limit,
+        explain: false,
     };
     let page = state.registry().search_local(&query).await?;
     let mut items = Vec::new();

@@ -209,6 +209,14 @@ impl Dense<'_> {
             .collect())
     }
 
+    /// The cosine between the query's meaning and `agent`'s.
+    pub(crate) fn similarity(&self, agent: &CompactAgent) -> f64 {
+        f64::from(crate::semantic::dot(
+            &self.query,
+            &self.model.embed(&agent_text(agent)),
+        ))
+    }
+
     /// `candidates` (the text index's order) fused with their meaning's.
     pub(crate) fn rank(&self, candidates: Vec<(CompactAgent, f64)>) -> Vec<(CompactAgent, f64)> {
         self.model

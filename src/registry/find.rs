@@ -6,15 +6,27 @@
 //! local search and the mesh's search protocol both read from here.
 
 use super::dense::Dense;
-use super::{Found, Page, Picked, Registry, RegistryError, SearchQuery};
+use super::explain::{self, Explain};
+use super::placed::{Pass, Placed};
+use super::signals::Signals;
+use super::{Found, Page, Registry, RegistryError, SearchQuery};
 use crate::descriptor;
 use crate::record::RecordBody;
-use crate::store::{BlockingStore, CompactAgent, Filter, TextQuery};
+use crate::store::{BlockingStore, Filter, TextQuery};
 use crate::trust::TrustLevel;
 use crate::understand::{understand, Understood};
 
-/// The picked records, best first, with their scores.
-type Scored = Vec<(Option<f64>, CompactAgent)>;
+/// The picked records, best first.
+type Scored = Vec<Placed>;
+
+/// What a search picked: its records, the id to continue after
+/// (filter-only searches), and each record's explanation when the query
+/// asked for them.
+pub(super) struct Picked {
+    pub(super) placed: Scored,
+    pub(super) next_after: Option<String>,
+    pub(super) explained: Vec<Explain>,
+}
 
 /// How one understood query is ranked by words: the text index's inputs
 /// that stay the same across the filters tried.
@@ -39,12 +51,18 @@ impl Registry {
         let (this, q) = (self.clone(), q.clone());
         self.store
             .run_blocking(move |store| {
-                let (found, next_after) = this.find_in(store, &q)?;
-                let items = found
-                    .into_iter()
-                    .map(|(score, a)| this.summarise(store, a, score))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Page { items, next_after })
+                let picked = this.find_in(store, &q)?;
+                let mut explained = picked.explained.into_iter();
+                let mut items = Vec::with_capacity(picked.placed.len());
+                for p in picked.placed {
+                    let mut summary = this.summarise(store, p.agent, p.score)?;
+                    summary.explain = explained.next();
+                    items.push(summary);
+                }
+                Ok(Page {
+                    items,
+                    next_after: picked.next_after,
+                })
             })
             .await?
     }
@@ -60,18 +78,18 @@ impl Registry {
         let (this, q) = (self.clone(), q.clone());
         self.store
             .run_blocking(move |store| -> Result<Found, RegistryError> {
-                let (found, next_after) = this.find_in(store, &q)?;
-                let mut out = Vec::with_capacity(found.len());
-                for (score, compact) in found {
+                let picked = this.find_in(store, &q)?;
+                let mut out = Vec::with_capacity(picked.placed.len());
+                for p in picked.placed {
                     // Read as it is now: replaced or deleted since is
                     // answered as it stands, or left out.
-                    if let Some(agent) = store.get(&compact.id)? {
+                    if let Some(agent) = store.get(&p.agent.id)? {
                         if matches!(agent.body, RecordBody::Descriptor(_)) {
-                            out.push((score, agent));
+                            out.push((p.score, agent));
                         }
                     }
                 }
-                Ok((out, next_after))
+                Ok((out, picked.next_after))
             })
             .await?
     }
@@ -85,10 +103,11 @@ impl Registry {
     /// fewer results than asked for, all its words ranked as text fill the
     /// rest, for the records that declare no capability ids). A query with no
     /// word to rank with (or none) walks the filter posting lists, in
-    /// order of first arrival.
+    /// order of first arrival. With `q.explain`, each record's
+    /// explanation is made beside it ([`explain`]).
     fn find_in(&self, store: &BlockingStore, q: &SearchQuery) -> Result<Picked, RegistryError> {
         let Some(u) = q.query.as_deref().map(understand) else {
-            return self.walk(store, q, None);
+            return self.walk(store, q, None, None);
         };
         let narrowed = narrowed(&q.filter, &u);
         if u.terms.is_empty() {
@@ -97,7 +116,7 @@ impl Registry {
                 filter: narrowed,
                 ..q.clone()
             };
-            return self.walk(store, &walked, u.min_trust);
+            return self.walk(store, &walked, u.min_trust, Some(&u));
         }
         // The words that named no capability rank as text; the named
         // capabilities as ids (their words would count twice). With a
@@ -137,20 +156,45 @@ impl Registry {
         if let Some(d) = &dense {
             fill_by_meaning(store, d, (&attempts, u.min_trust), now, q.limit, &mut out)?;
         }
-        settle(&mut out);
-        Ok((out, None))
+        settle(store, &mut out)?;
+        let explained = if q.explain {
+            explain::all(store, &out, &u, dense.as_ref())?
+        } else {
+            Vec::new()
+        };
+        Ok(Picked {
+            placed: out,
+            next_after: None,
+            explained,
+        })
     }
 
     /// The filter walk, in order of first arrival, from `q.after`; with
-    /// `min_trust`, only the agents at that level or above.
+    /// `min_trust`, only the agents at that level or above. `u` is what
+    /// was understood of a query with no word to rank with.
     fn walk(
         &self,
         store: &BlockingStore,
         q: &SearchQuery,
         min_trust: Option<TrustLevel>,
+        u: Option<&Understood>,
     ) -> Result<Picked, RegistryError> {
         let (found, next_after) = store.walk(&q.filter, min_trust, q.after.as_deref(), q.limit)?;
-        Ok((found.into_iter().map(|a| (None, a)).collect(), next_after))
+        let placed: Scored = found
+            .into_iter()
+            .map(|a| Placed::new(None, a, Pass::Filters, None))
+            .collect();
+        let explained = if q.explain {
+            let none = Understood::default();
+            explain::all(store, &placed, u.unwrap_or(&none), None)?
+        } else {
+            Vec::new()
+        };
+        Ok(Picked {
+            placed,
+            next_after,
+            explained,
+        })
     }
 }
 
@@ -182,10 +226,15 @@ fn rank_by_words(
     limit: usize,
     out: &mut Scored,
 ) -> Result<(), RegistryError> {
-    for filter in attempts {
+    for (i, filter) in attempts.iter().enumerate() {
         if out.len() >= limit {
             break;
         }
+        let pass = if i == 0 {
+            Pass::Words
+        } else {
+            Pass::WordsAnyLanguage
+        };
         let ranked = store
             .text_search(&TextQuery {
                 text: &by.u.rest,
@@ -198,10 +247,12 @@ fn rank_by_words(
             })?
             .unwrap_or_default();
         let mut candidates = Vec::with_capacity(ranked.len());
+        let mut bm25 = std::collections::HashMap::with_capacity(ranked.len());
         for (id, score) in ranked {
-            if out.iter().any(|(_, a)| a.id == id) {
+            if out.iter().any(|p| p.agent.id == id) {
                 continue;
             }
+            bm25.insert(id.clone(), score);
             // The index may run a commit behind the store: what it
             // ranks is read back (its compact record), and only live
             // descriptors answered.
@@ -213,12 +264,10 @@ fn rank_by_words(
             candidates = d.rank(candidates);
         }
         let room = limit - out.len();
-        out.extend(
-            candidates
-                .into_iter()
-                .take(room)
-                .map(|(agent, score)| (Some(score), agent)),
-        );
+        out.extend(candidates.into_iter().take(room).map(|(agent, score)| {
+            let text = bm25.get(&agent.id).copied();
+            Placed::new(Some(score), agent, pass, text)
+        }));
     }
     Ok(())
 }
@@ -249,11 +298,11 @@ fn fill_by_text(
         })?
         .unwrap_or_default();
     for (id, score) in ranked {
-        if out.len() >= limit || out.iter().any(|(_, a)| a.id == id) {
+        if out.len() >= limit || out.iter().any(|p| p.agent.id == id) {
             continue;
         }
         if let Some(agent) = store.compact(&id)? {
-            out.push((Some(score), agent));
+            out.push(Placed::new(Some(score), agent, Pass::AllWords, Some(score)));
         }
     }
     Ok(())
@@ -280,43 +329,46 @@ fn fill_by_meaning(
             (filter, min_trust),
             now,
             (limit - out.len(), out.len()),
-            |id| out.iter().any(|(_, a)| a.id == id),
+            |id| out.iter().any(|p| p.agent.id == id),
         )?;
-        out.extend(near.into_iter().map(|(agent, score)| (Some(score), agent)));
+        out.extend(
+            near.into_iter()
+                .map(|(agent, score)| Placed::new(Some(score), agent, Pass::Meaning, None)),
+        );
     }
     Ok(())
 }
 
-/// How an agent's declared status (AIDIP's `status`, lower-cased) weighs
-/// on its place: one that says it is not serving ranks after every other,
-/// one under maintenance keeps its place at a lower score.
-fn status_weight(status: Option<&str>) -> (u8, f64) {
-    match status {
-        Some(
-            "inactive" | "offline" | "deprecated" | "retired" | "disabled" | "deleted"
-            | "suspended" | "decommissioned",
-        ) => (1, 0.25),
-        Some("maintenance" | "degraded") => (0, 0.75),
-        _ => (0, 1.0),
-    }
-}
-
 /// Settles a ranked page, so the scores returned mean what the order
-/// says: each score weighted by the agent's declared status, the agents
-/// that say they are not serving moved after the others (each group kept
-/// in the order the passes placed it), then each score capped by the one
-/// above it. The passes rank inside narrower filters first, so a later
-/// pass may score an agent higher than an earlier one placed above it;
-/// capped, the scores never rise down the page, all in 0..1, and a
-/// client that sorts by score gets the node's order.
-pub(super) fn settle(out: &mut Scored) {
-    for (score, agent) in out.iter_mut() {
-        if let Some(s) = score {
-            *s *= status_weight(agent.status.as_deref()).1;
+/// says: each score weighted by the agent's [`Signals`] (declared status,
+/// counted trust, liveness, freshness), the agents that say they are not
+/// serving moved after the others, each pass's agents re-ordered by their
+/// weighted scores (the passes themselves keep their order: the query's
+/// languages before the rest, words before meaning), then each score
+/// capped by the one above it. The passes rank inside narrower filters
+/// first, so a later pass may score an agent higher than an earlier one
+/// placed above it; capped, the scores never rise down the page, all in
+/// 0..1, and a client that sorts by score gets the node's order.
+///
+/// # Errors
+/// [`RegistryError::Store`] from reading an agent's signals.
+pub(super) fn settle(store: &BlockingStore, out: &mut Scored) -> Result<(), RegistryError> {
+    for p in out.iter_mut() {
+        let signals = Signals::of(store, &p.agent)?;
+        if let Some(s) = &mut p.score {
+            *s *= signals.weight();
         }
+        p.signals = Some(signals);
     }
-    out.sort_by_key(|(_, agent)| status_weight(agent.status.as_deref()).0);
-    never_rising(out.iter_mut().map(|(score, _)| score));
+    out.sort_by(|a, b| {
+        let serving = |p: &Placed| p.signals.as_ref().is_some_and(Signals::not_serving);
+        serving(a)
+            .cmp(&serving(b))
+            .then(a.pass.cmp(&b.pass))
+            .then(b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)))
+    });
+    never_rising(out.iter_mut().map(|p| &mut p.score));
+    Ok(())
 }
 
 /// Caps each score of a ranked list by the one above it, within 0..1 (a

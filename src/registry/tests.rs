@@ -8,20 +8,12 @@ async fn summaries_show_the_reasons_of_the_latest_crawl() {
     let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
     let registry = Registry::new(issuer.clone());
     let id = "agent:a.test";
-    issuer
-        .descriptor(crate::issuer::DescriptorIssue {
-            descriptor: crate::record::tests::sample_descriptor(id),
-            document: "{}".into(),
-            evidence: Evidence {
-                fingerprint: true,
-                ..Evidence::default()
-            },
-            origin: Origin::Remote,
-            expect: Expect::Any,
-            durability: Durability::Periodic,
-        })
-        .await
-        .unwrap();
+    let evidence = Evidence {
+        fingerprint: true,
+        ..Evidence::default()
+    };
+    let descriptor = crate::record::tests::sample_descriptor(id);
+    issue(&issuer, descriptor, evidence, Origin::Remote).await;
     store
         .put_report(id, b"{}".to_vec(), vec![Reason::ChallengeNoAnswer])
         .await
@@ -40,12 +32,17 @@ async fn summaries_show_the_reasons_of_the_latest_crawl() {
 /// Issues `descriptor` as a registration of this node's, with no
 /// evidence.
 async fn register(issuer: &Issuer, descriptor: Descriptor) {
+    issue(issuer, descriptor, Evidence::default(), Origin::Local).await;
+}
+
+/// Issues `descriptor` with `evidence`, from `origin`.
+async fn issue(issuer: &Issuer, descriptor: Descriptor, evidence: Evidence, origin: Origin) {
     issuer
         .descriptor(crate::issuer::DescriptorIssue {
             descriptor,
             document: "{}".into(),
-            evidence: Evidence::default(),
-            origin: Origin::Local,
+            evidence,
+            origin,
             expect: Expect::Any,
             durability: Durability::Periodic,
         })
@@ -91,6 +88,7 @@ async fn capability_words_also_find_records_without_capability_ids() {
             query: Some(text.into()),
             after: None,
             limit: 10,
+            explain: false,
         };
         async move {
             let page = registry.search_local(&q).await.unwrap();
@@ -109,6 +107,7 @@ async fn capability_words_also_find_records_without_capability_ids() {
         query: Some("generate images".into()),
         after: None,
         limit: 1,
+        explain: false,
     };
     let page = registry.search_local(&one).await.unwrap();
     assert_eq!(page.items.len(), 1);
@@ -180,6 +179,7 @@ mod score_order {
                 query: Some(query.into()),
                 after: None,
                 limit: 20,
+                explain: true,
             };
             registry.search_local(&q).await.unwrap().items
         })
@@ -209,6 +209,141 @@ mod score_order {
                 prop_assert!(items[at..].iter().all(|s| !serving(s)), "{:?}",
                     items.iter().map(|s| (&s.id, &s.status)).collect::<Vec<_>>());
             }
+            // Each explanation adds up: the score answered is the
+            // weighted one unless capped by the one above, and within
+            // each group the passes keep their order.
+            for s in &items {
+                let e = s.explain.as_ref().expect("asked to explain");
+                let weighted = e.weighted.expect("a ranked result");
+                prop_assert!((weighted - e.ranked.unwrap() * e.signals.weight()).abs() < 1e-9);
+                prop_assert_eq!(e.capped, s.score.unwrap() + 1e-12 < weighted, "{:?}", e);
+                prop_assert!(s.score.unwrap() <= weighted + 1e-9);
+            }
+            for pair in items.windows(2) {
+                let pass = |s: &Summary| s.explain.as_ref().map(|e| e.placed_by);
+                if serving(&pair[0]) == serving(&pair[1]) {
+                    prop_assert!(pass(&pair[0]) <= pass(&pair[1]), "{:?}", pair);
+                }
+            }
         }
     }
+}
+
+/// Trust and liveness weigh agents whose words match alike: an agent this
+/// node proved comes before one nothing proves, one its probe found
+/// unreachable after both; a better match by words still comes before a
+/// proven weaker one, and a weak one after a strong match found
+/// unreachable (a weight, not a filter). `explain` says what weighed each.
+#[tokio::test]
+async fn trust_and_liveness_weigh_equal_matches_and_explain_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), 8 << 20).unwrap();
+    let key = Arc::new(ed25519_dalek::SigningKey::from_bytes(&[6u8; 32]));
+    let issuer = Issuer::new(store.clone(), key, std::time::Duration::from_secs(3600));
+    let registry = Registry::new(issuer.clone());
+    let legal = |id: &str, description: &str| Descriptor {
+        name: "Clerk".into(),
+        description: description.into(),
+        capabilities: vec!["summarization".into()],
+        ..crate::record::tests::sample_descriptor(id)
+    };
+    let full = "Summarizes legal contracts";
+    for id in ["agent-unproven", "agent-unreachable"] {
+        register(&issuer, legal(id, full)).await;
+    }
+    for (id, description) in [
+        ("agent-verified", full),
+        ("agent-verified-weak", "Summaries"),
+    ] {
+        let evidence = Evidence {
+            dnssec: true,
+            ..Evidence::default()
+        };
+        issue(&issuer, legal(id, description), evidence, Origin::Remote).await;
+    }
+    let now = crate::record::unix_now();
+    store
+        .set_freshness(
+            "agent-unreachable",
+            crate::store::Freshness {
+                state: crate::store::FreshState::Fresh,
+                checked_at: now,
+                seen_at: None,
+                endpoint_ok: None,
+                next_check_at: now + 3600,
+                liveness: Some(crate::store::Liveness {
+                    state: crate::store::LiveState::Unreachable,
+                    checked_at: now,
+                    rtt_ms: 5000,
+                    protocol: crate::store::ProbeProtocol::Aidip,
+                }),
+            },
+        )
+        .await
+        .unwrap();
+    store.flush().await.unwrap();
+    let q = SearchQuery {
+        filter: Filter::default(),
+        query: Some("summarize legal contracts".into()),
+        after: None,
+        limit: 10,
+        explain: true,
+    };
+    let items = registry.search_local(&q).await.unwrap().items;
+    let ids: Vec<&str> = items.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "agent-verified",
+            "agent-unproven",
+            "agent-unreachable",
+            "agent-verified-weak"
+        ],
+        "{items:#?}"
+    );
+    let why = |id: &str| {
+        items
+            .iter()
+            .find(|s| s.id == id)
+            .and_then(|s| s.explain.clone())
+            .expect("every result explained")
+    };
+    let proven = why("agent-verified");
+    assert_eq!(proven.placed_by, Pass::Words);
+    assert_eq!(proven.signals.trust, TrustLevel::DnsVerified);
+    assert_eq!(proven.signals.trust_weight, 0.94);
+    assert_eq!(
+        proven.matched["description"],
+        ["summar", "legal", "contract"]
+    );
+    assert_eq!(proven.matched["capabilities"], ["summar"]);
+    assert!(proven.unmatched.is_empty(), "{proven:?}");
+    assert!(proven
+        .rules
+        .iter()
+        .any(|r| r.contains("capability summarization: the agent offers it")));
+    let down = why("agent-unreachable");
+    assert_eq!(
+        down.signals.liveness,
+        Some(crate::store::LiveState::Unreachable)
+    );
+    assert_eq!(down.signals.liveness_weight, 0.5);
+    let weak = why("agent-verified-weak");
+    assert!(weak.unmatched.contains(&"contract".to_owned()), "{weak:?}");
+    for s in &items {
+        let e = s.explain.as_ref().unwrap();
+        let (score, ranked, weighted) = (s.score.unwrap(), e.ranked.unwrap(), e.weighted.unwrap());
+        assert!(
+            (weighted - ranked * e.signals.weight()).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert!(score <= weighted + 1e-9 && (e.capped == (score + 1e-12 < weighted)));
+    }
+    // Asked without `explain`, the same page says nothing more.
+    let plain = SearchQuery {
+        explain: false,
+        ..q
+    };
+    let items = registry.search_local(&plain).await.unwrap().items;
+    assert!(items.iter().all(|s| s.explain.is_none()));
 }

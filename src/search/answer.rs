@@ -35,6 +35,7 @@ pub async fn answer(registry: &Registry, request: &SearchRequest) -> SearchRespo
         query: request.query.clone(),
         after: None,
         limit: limit + known.len() + 1,
+        explain: false,
     };
     // The registry walks and ranks on a blocking thread.
     let Ok((found, _)) = registry.find(&query).await else {

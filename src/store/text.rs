@@ -44,6 +44,20 @@ mod writer;
 pub(super) use opening::Text;
 pub use opening::TextIndexOpen;
 pub use query::{TextQuery, MAX_QUERY_TERMS};
+
+/// The names and descriptions of a document's operations (AIDIP
+/// `operations`, A2A `skills`), as the index reads them.
+pub fn operation_texts(document: &str) -> Vec<String> {
+    writer::operations(document)
+}
+
+/// The terms `text` is indexed and searched as (words and CJK bigrams,
+/// lower-cased, folded, stop words dropped, stemmed), distinct, in order,
+/// at most `limit`: what an explanation compares a query's words with a
+/// field's by.
+pub fn terms(text: &str, limit: usize) -> Vec<String> {
+    analysis::analyse(&mut analysis::analyzer(), text, limit)
+}
 #[cfg(test)]
 pub(super) use schema::tie_order;
 

@@ -120,6 +120,7 @@ pub(crate) async fn current(registry: &Registry, q: &Query) -> Vec<String> {
         query: Some(q.text.clone()),
         after: None,
         limit: TOP,
+        explain: false,
     };
     search_ids(registry, &search).await
 }

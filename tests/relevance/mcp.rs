@@ -327,6 +327,7 @@ pub(crate) async fn node(registry: &Registry, q: &Query, limit: usize) -> Vec<St
         query: Some(q.text.clone()),
         after: None,
         limit,
+        explain: false,
     };
     search_ids(registry, &search).await
 }

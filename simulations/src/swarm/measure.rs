@@ -151,6 +151,7 @@ pub(super) async fn search_once(
         query: None,
         after: None,
         limit,
+        explain: false,
     };
     let before = node.mesh.stats();
     let t0 = Instant::now();

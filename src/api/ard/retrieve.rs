@@ -204,6 +204,7 @@ pub(super) async fn referrals(
         query: None,
         after: None,
         limit: MAX_REFERRALS * 4,
+        explain: false,
     };
     let page = state.registry().search_local(&query).await?;
     Ok(page

@@ -182,6 +182,7 @@ async fn every_imported_line_is_searchable_by_text_when_the_import_answers() {
                 query: Some(i.to_string()),
                 after: None,
                 limit: 3,
+                explain: false,
             })
             .await
             .unwrap();
