@@ -71,6 +71,33 @@ use crate::dnssec::chain::{self, expires_in};
 /// How soon a zone whose priming failed is primed again.
 pub const RETRY_PRIMING: Duration = Duration::from_secs(30);
 
+/// What a priming's outcome is worth saying in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reporting {
+    /// Nothing changed since it was last said (at debug only).
+    Quiet,
+    /// Primed after a failure that was said.
+    Primed,
+    /// The root's built-in anchor starts no chain: usual on a private DNS
+    /// server, said once at info.
+    BuiltinUnprimed,
+    /// A configured anchor failed, or failed otherwise: a warning.
+    Unprimed,
+}
+
+/// What to say of a zone's priming: `said` is the failure last said of
+/// it (none when it was primed, or never failed), `failed` why this one
+/// failed, `builtin` whether only the built-in anchor names the zone.
+fn reporting(said: Option<&str>, failed: Option<&str>, builtin: bool) -> Reporting {
+    match (said, failed) {
+        (None, None) => Reporting::Quiet,
+        (Some(_), None) => Reporting::Primed,
+        (Some(before), Some(now)) if before == now => Reporting::Quiet,
+        (_, Some(_)) if builtin => Reporting::BuiltinUnprimed,
+        (_, Some(_)) => Reporting::Unprimed,
+    }
+}
+
 /// The validating half of [`super::Dns`].
 pub(super) struct Validator {
     servers: Vec<SocketAddr>,
@@ -80,6 +107,10 @@ pub(super) struct Validator {
     /// The crawler's non-validating resolver (the first priming lookup).
     plain: Arc<TokioResolver>,
     primed: Mutex<Option<Arc<Primed>>>,
+    /// The reason each zone's priming last failed, as last logged: a
+    /// failure is logged when it starts or its reason changes, not at
+    /// every retry.
+    reported: std::sync::Mutex<Vec<(Name, String)>>,
 }
 
 /// The anchored zones as last primed, and the resolver validating from
@@ -117,6 +148,7 @@ impl Validator {
             anchors,
             plain,
             primed: Mutex::new(None),
+            reported: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -321,10 +353,11 @@ impl Validator {
                         trusted.insert_with_name(key.public_key(), (&zone).into());
                     }
                     valid_for = valid_for.min(primed.valid_for);
+                    self.report(&zone, None);
                     zones.push((zone, Ok(())));
                 }
                 Err(reason) => {
-                    tracing::warn!(zone = %zone, reason = %reason, "DNSSEC trust anchor not primed");
+                    self.report(&zone, Some(&reason));
                     valid_for = valid_for.min(RETRY_PRIMING);
                     zones.push((zone, Err(reason)));
                 }
@@ -347,6 +380,47 @@ impl Validator {
             resolver,
             zones,
             until: Instant::now() + valid_for,
+        }
+    }
+
+    /// Logs how `zone`'s priming went (`failed`: why it failed) when that
+    /// changed since it was last logged ([`Reporting`]).
+    fn report(&self, zone: &Name, failed: Option<&str>) {
+        let mut reported = self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = reported.iter().position(|(z, _)| z == zone);
+        let said = before.map(|i| reported[i].1.as_str());
+        match reporting(said, failed, self.anchors.is_builtin_zone(zone)) {
+            Reporting::Quiet => {
+                tracing::debug!(zone = %zone, reason = ?failed, "DNSSEC trust anchor priming: unchanged");
+                return;
+            }
+            Reporting::Primed => {
+                tracing::info!(zone = %zone, "DNSSEC trust anchor primed again");
+            }
+            Reporting::BuiltinUnprimed => tracing::info!(
+                zone = %zone,
+                reason = failed.unwrap_or_default(),
+                "the resolvers serve no root keys signed by the root's built-in anchor: \
+                 DNSSEC evidence is not earned and no chain is chased (usual with a private \
+                 DNS server; retried every 30 s, said again only if it changes)"
+            ),
+            Reporting::Unprimed => tracing::warn!(
+                zone = %zone,
+                reason = failed.unwrap_or_default(),
+                "DNSSEC trust anchor not primed: answers under it are bogus until it is \
+                 (retried every 30 s, said again only if the reason changes)"
+            ),
+        }
+        match (before, failed) {
+            (Some(i), None) => {
+                reported.remove(i);
+            }
+            (Some(i), Some(reason)) => reported[i].1 = reason.to_owned(),
+            (None, Some(reason)) => reported.push((zone.clone(), reason.to_owned())),
+            (None, None) => {}
         }
     }
 
@@ -482,5 +556,37 @@ fn is_bogus(e: &hickory_resolver::net::NetError) -> bool {
         NetError::Dns(DnsError::DnssecBogus) => true,
         NetError::Dns(DnsError::Nsec { proof, .. }) => *proof == Proof::Bogus,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{reporting, Reporting};
+
+    /// A failure is said when it starts and when its reason changes,
+    /// never at each retry; the root's built-in anchor failing (a private
+    /// DNS server) is information, a configured anchor's a warning; being
+    /// primed again is said only after a failure was.
+    #[test]
+    fn a_priming_failure_is_said_once_until_it_changes() {
+        assert_eq!(
+            reporting(None, Some("refused"), true),
+            Reporting::BuiltinUnprimed
+        );
+        assert_eq!(
+            reporting(Some("refused"), Some("refused"), true),
+            Reporting::Quiet
+        );
+        assert_eq!(
+            reporting(Some("refused"), Some("timed out"), true),
+            Reporting::BuiltinUnprimed
+        );
+        assert_eq!(reporting(None, Some("refused"), false), Reporting::Unprimed);
+        assert_eq!(
+            reporting(Some("refused"), Some("refused"), false),
+            Reporting::Quiet
+        );
+        assert_eq!(reporting(Some("refused"), None, false), Reporting::Primed);
+        assert_eq!(reporting(None, None, false), Reporting::Quiet);
     }
 }
