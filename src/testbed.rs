@@ -385,6 +385,12 @@ impl Testbed {
         self.sites.other_requests()
     }
 
+    /// Connections the sites' server accepted so far (over TLS, each a
+    /// handshake completed), the chat's included.
+    pub fn web_connections(&self) -> u64 {
+        self.sites.connections()
+    }
+
     /// DNS queries answered so far.
     pub fn dns_queries(&self) -> u64 {
         self.dns.as_ref().map_or(0, |d| d.queries())

@@ -737,3 +737,66 @@ async fn a_domain_gets_at_most_32_dns_aid_agents_followed() {
         "the index's name comes after the protocol names"
     );
 }
+
+/// A domain's documents ride one TLS connection: the card, a path where
+/// nothing is published (a 404), and the card again, fetched one after
+/// the other by one crawler's fetcher, connect to the domain's server
+/// once (a client of its own per fetch connected three times); another
+/// domain on the same address gets its own connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_domains_documents_share_a_connection() {
+    use agentmesh::crawl::fetch::{FetchOptions, Fetcher, A2A_CARD};
+    use agentmesh::crawl::polite::{self, HostLimiter, Politeness};
+    use url::Url;
+
+    let rig = rig().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    rig.testbed.write_ca(&ca_file).unwrap();
+    let options = CrawlerOptions {
+        ca_files: vec![ca_file],
+        ..CrawlerOptions::default()
+    };
+    let port = rig.testbed.https_port();
+    let fetcher = Fetcher::new(FetchOptions {
+        policy: AddressPolicy {
+            allow_private: true,
+        },
+        tls: options.tls_config().unwrap(),
+        connect_timeout: Duration::from_secs(3),
+        timeout: Duration::from_secs(5),
+        limiter: HostLimiter::new(Politeness::default()),
+        user_agent: polite::user_agent(None),
+        allowed_ports: AllowedPorts::new([port]),
+    });
+    let ip = std::net::IpAddr::V4(rig.testbed.advertise());
+    let url =
+        |domain: &str, path: &str| Url::parse(&format!("https://{domain}:{port}{path}")).unwrap();
+    let card = url(A2A_ANCHORED_DOMAIN, "/.well-known/agent-card.json");
+    let nothing = url(A2A_ANCHORED_DOMAIN, "/.well-known/nothing-here.json");
+    let before = rig.testbed.web_connections();
+    let first = fetcher.fetch_kind(&card, &[ip], None, A2A_CARD).await;
+    assert!(matches!(first, Ok(Some(_))), "{first:?}");
+    let missing = fetcher.fetch_kind(&nothing, &[ip], None, A2A_CARD).await;
+    assert!(
+        matches!(
+            missing,
+            Err(agentmesh::crawl::CrawlError::HttpStatus { status: 404, .. })
+        ),
+        "{missing:?}"
+    );
+    let again = fetcher.fetch_kind(&card, &[ip], None, A2A_CARD).await;
+    assert!(matches!(again, Ok(Some(_))), "{again:?}");
+    assert_eq!(
+        rig.testbed.web_connections() - before,
+        1,
+        "three documents of one domain, one after the other, on one connection"
+    );
+    let other = url(A2A_OTHER_KEY_DOMAIN, "/.well-known/agent-card.json");
+    let _ = fetcher.fetch_kind(&other, &[ip], None, A2A_CARD).await;
+    assert_eq!(
+        rig.testbed.web_connections() - before,
+        2,
+        "another domain, its own"
+    );
+}

@@ -5,9 +5,13 @@
 //! exchange. The other formats' documents (A2A cards, ARD catalogs, JSON
 //! Web Key Sets, DNS-AID capability documents, MCP server cards) are fetched the same way, each [`DocumentKind`] with its
 //! media types and size bounds. The caller resolves and checks the host's addresses (the SSRF
-//! guard); each fetch builds a client pinned to exactly those addresses,
-//! whose resolver refuses every other name, so the checked address is the
-//! one connected to and a redirect can never reach an unchecked host.
+//! guard); each fetch uses a client pinned to exactly one of those
+//! addresses, whose resolver refuses every other name, so the checked
+//! address is the one connected to and a redirect can never reach an
+//! unchecked host. The client for a host, port and address is kept a
+//! few seconds (`fetch/clients.rs`), so a domain's documents in every
+//! format share its connection; the liveness probe's exchanges build one
+//! of their own each.
 //! The addresses are tried one at a time, each attempt pinned to one
 //! address and holding that address's politeness slot as well as the
 //! host's ([`super::polite`]); the next address is tried only when the
@@ -28,6 +32,7 @@ use super::error::CrawlError;
 use super::polite::{self, HostLimiter};
 use crate::adp::check::DocumentError;
 use crate::net::AddressPolicy;
+use clients::Clients;
 
 /// Largest `agent.json` accepted, bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -210,6 +215,23 @@ pub fn allowed(
     }
 }
 
+/// Most bytes of an answer's unused body (an error status, a redirect)
+/// read so its connection can serve the next fetch.
+const DRAIN_BYTES: usize = 16 * 1024;
+
+/// Reads and drops the body of an answer not used, up to [`DRAIN_BYTES`]
+/// (within the fetch's own timeout): read to its end, its connection goes
+/// back to the client's pool; a longer body is dropped with it.
+async fn drain(mut response: reqwest::Response) {
+    let mut read = 0;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        read += chunk.len();
+        if read > DRAIN_BYTES {
+            break;
+        }
+    }
+}
+
 /// How a [`Fetcher`] connects and what it accepts.
 #[derive(Debug, Clone)]
 pub struct FetchOptions {
@@ -229,34 +251,64 @@ pub struct FetchOptions {
     pub allowed_ports: super::options::AllowedPorts,
 }
 
-/// Fetches `agent.json` documents. Cheap to clone.
+/// Fetches `agent.json` documents. Cheap to clone (clones share their
+/// kept clients).
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     options: FetchOptions,
+    clients: Arc<Clients>,
 }
 
 impl Fetcher {
     /// A fetcher with these options.
     pub fn new(options: FetchOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            clients: Arc::default(),
+        }
     }
 
+    /// A client of its own for `host` on `port`, pinned to `ips`, that
+    /// keeps no connection: what the liveness probe's exchanges use, so
+    /// each measures a connection of its own.
     fn client(&self, host: &str, port: u16, ips: &[IpAddr]) -> Result<reqwest::Client, CrawlError> {
+        self.build(host, port, ips, None)
+    }
+
+    /// The client kept for `host` on `port` at `ip` ([`Clients`]): a
+    /// domain's documents share its connection.
+    fn shared(&self, host: &str, port: u16, ip: IpAddr) -> Result<reqwest::Client, CrawlError> {
+        self.clients.get((host, port, ip), || {
+            self.build(host, port, &[ip], Some(clients::IDLE))
+        })
+    }
+
+    /// A client pinned to `ips`, keeping one idle connection for `idle`
+    /// (none without).
+    fn build(
+        &self,
+        host: &str,
+        port: u16,
+        ips: &[IpAddr],
+        idle: Option<Duration>,
+    ) -> Result<reqwest::Client, CrawlError> {
         let addrs: Vec<SocketAddr> = ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
-        reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .use_preconfigured_tls((*self.options.tls).clone())
             .dns_resolver(Arc::new(RefuseAll))
             .resolve_to_addrs(host, &addrs)
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(self.options.connect_timeout)
             .timeout(self.options.timeout)
-            .pool_max_idle_per_host(0)
             .no_proxy()
-            .user_agent(self.options.user_agent.as_str())
-            .build()
-            .map_err(|e| CrawlError::Setup {
-                message: e.to_string(),
-            })
+            .user_agent(self.options.user_agent.as_str());
+        let builder = match idle {
+            Some(idle) => builder.pool_max_idle_per_host(1).pool_idle_timeout(idle),
+            None => builder.pool_max_idle_per_host(0),
+        };
+        builder.build().map_err(|e| CrawlError::Setup {
+            message: e.to_string(),
+        })
     }
 
     /// Fetches `url` from the checked addresses `ips` of its host,
@@ -291,7 +343,7 @@ impl Fetcher {
         let timeout = self.options.timeout;
         let mut unreached = None;
         for ip in targets(url, ips) {
-            let client = self.client(&host, port, &[ip])?;
+            let client = self.shared(&host, port, ip)?;
             // One slot per attempt, held until its body is read; its
             // redirects stay on the host and the address, so they ride the
             // same slot. Waiting for the slot does not count against the
@@ -375,6 +427,7 @@ impl Fetcher {
                 if hop == MAX_REDIRECTS {
                     break;
                 }
+                drain(response).await;
                 url = next;
                 continue;
             }
@@ -382,6 +435,9 @@ impl Fetcher {
                 return Ok(None);
             }
             if !status.is_success() {
+                // Nothing published here: the next document of the
+                // domain (another format's) rides the same connection.
+                drain(response).await;
                 return Err(CrawlError::HttpStatus {
                     url: url.to_string(),
                     status: status.as_u16(),
@@ -643,6 +699,7 @@ pub fn check_json_bounds(
     Ok(())
 }
 
+mod clients;
 mod event_stream;
 mod exchange;
 

@@ -451,6 +451,9 @@ pub struct Sites {
     fetches: std::sync::Mutex<HashMap<(String, String), u64>>,
     /// Requests for any other path (served or 404).
     other_requests: AtomicU64,
+    /// Connections accepted (TCP, and the TLS handshake when served over
+    /// TLS).
+    connections: AtomicU64,
     shutdown: CancellationToken,
 }
 
@@ -468,6 +471,7 @@ impl Sites {
             documents: HashMap::new(),
             fetches: std::sync::Mutex::default(),
             other_requests: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             shutdown,
         }
     }
@@ -493,6 +497,17 @@ impl Sites {
             .get(&(host.to_owned(), path.to_owned()))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Connections accepted so far, all sites together (with TLS, each a
+    /// handshake completed).
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection accepted.
+    pub(super) fn connected(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests for paths other than the agents' well-known documents,
@@ -530,6 +545,7 @@ impl Sites {
             documents: HashMap::new(),
             fetches: std::sync::Mutex::default(),
             other_requests: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             shutdown,
         }
     }

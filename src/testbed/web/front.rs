@@ -102,10 +102,16 @@ async fn connection(
 ) {
     let _ = tcp.set_nodelay(true);
     let mut transport: Transport = match tls {
-        None => Either::Left(tcp),
+        None => {
+            sites.connected();
+            Either::Left(tcp)
+        }
         Some(acceptor) => {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => Either::Right(Box::new(stream)),
+                Ok(Ok(stream)) => {
+                    sites.connected();
+                    Either::Right(Box::new(stream))
+                }
                 Ok(Err(error)) => return debug!(%error, "TLS handshake failed"),
                 Err(_) => return debug!("TLS handshake timed out"),
             }
