@@ -61,6 +61,21 @@ async fn rig() -> Rig {
 /// A crawler of the testbed, which is on loopback: `allow_private` as a
 /// test rig sets it, or as a node's default (refused).
 fn crawler(testbed: &Testbed, dir: &std::path::Path, allow_private: bool) -> Crawler {
+    crawler_of(
+        testbed,
+        dir,
+        allow_private,
+        CrawlerOptions::default().formats,
+    )
+}
+
+/// As [`crawler`], reading only `formats`.
+fn crawler_of(
+    testbed: &Testbed,
+    dir: &std::path::Path,
+    allow_private: bool,
+    formats: Vec<DocumentFormat>,
+) -> Crawler {
     let ca_file = dir.join("ca.pem");
     testbed.write_ca(&ca_file).unwrap();
     let options = CrawlerOptions {
@@ -71,6 +86,7 @@ fn crawler(testbed: &Testbed, dir: &std::path::Path, allow_private: bool) -> Cra
         challenge_timeout: Duration::from_secs(2),
         https_port: testbed.https_port(),
         allowed_ports: AllowedPorts::new([testbed.https_port()]),
+        formats,
         ..CrawlerOptions::default()
     };
     let key = agentmesh::identity::generate();
@@ -798,5 +814,46 @@ async fn one_domains_documents_share_a_connection() {
         rig.testbed.web_connections() - before,
         2,
         "another domain, its own"
+    );
+}
+
+/// Every DNS-AID name lives under `_agents.{domain}`: for a domain where
+/// DNS says that name does not exist, one query settles DNS-AID (the
+/// index's TXT, the two protocol names and the index's SVCB are not
+/// asked: four queries before); a domain that publishes DNS-AID records
+/// still has them read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_without_an_agents_name_costs_dns_aid_one_query() {
+    let rig = rig().await;
+    let dir = tempfile::tempdir().unwrap();
+    let crawler = crawler_of(&rig.testbed, dir.path(), true, vec![DocumentFormat::DnsAid]);
+    let plain = rig
+        .testbed
+        .population()
+        .healthy_agents()
+        .next()
+        .expect("a healthy ADP agent")
+        .domain
+        .clone();
+    let before = rig.testbed.dns_queries();
+    let reports = crawler
+        .crawl_many(&rig.issuer, vec![plain], false, 10, |_| {})
+        .await;
+    assert!(reports.is_empty(), "{reports:?}");
+    assert_eq!(rig.testbed.dns_queries() - before, 1);
+    let reports = crawler
+        .crawl_many(
+            &rig.issuer,
+            vec![DNS_AID_CARD_DOMAIN.to_owned()],
+            false,
+            10,
+            |_| {},
+        )
+        .await;
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.agent_id.starts_with("dns-aid:") && r.stored),
+        "{reports:?}"
     );
 }

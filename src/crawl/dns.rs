@@ -154,6 +154,20 @@ impl Dns {
         Ok((out, ttl))
     }
 
+    /// Whether the name `name` exists: `false` only when DNS says
+    /// NXDOMAIN, which holds for every name below it too (RFC 8020); a
+    /// name with no records of its own (an empty non-terminal) exists.
+    ///
+    /// # Errors
+    /// [`DnsError::Failed`].
+    pub async fn exists(&self, name: &str) -> Result<bool, DnsError> {
+        match self.lookup(name, RecordType::TXT).await {
+            Ok(_) | Err(DnsError::NoRecords { .. }) => Ok(true),
+            Err(DnsError::NxDomain { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The preferred SRV target and port at `name`, if any.
     ///
     /// # Errors

@@ -37,6 +37,11 @@
 //! A -02 SVCB index at `_index._agents.{domain}` leads to the ARD
 //! catalog on the host it names ([`OtherFormats::svcb_index`]).
 //!
+//! Every name read is under `_agents.{domain}`; it is asked for first,
+//! and when DNS says it does not exist (NXDOMAIN, which covers every name
+//! below it: RFC 8020) nothing else is: a domain without DNS-AID costs
+//! one query.
+//!
 //! The document kept with the record is the card when one was read, else
 //! the capability document, else the SVCB record's presentation text.
 
@@ -75,6 +80,13 @@ impl OtherFormats<'_> {
     /// index lists, each SVCB record one agent (an AliasMode record is
     /// followed one hop), each followed to what its target serves.
     pub(super) async fn dns_aid(&self, domain: &str) -> Vec<CrawlOutcome> {
+        // Every DNS-AID name is under `_agents.{domain}`: when DNS says
+        // that name does not exist, nothing below it does (RFC 8020), and
+        // the protocol names, the index and its SVCB are not asked.
+        let agents_name = format!("{}.{}", dns_aid::AGENTS_LABEL, domain.trim_end_matches('.'));
+        if matches!(self.dns.exists(&agents_name).await, Ok(false)) {
+            return Vec::new();
+        }
         let mut names = dns_aid::protocol_names(domain);
         if let Ok((index, _)) = self.dns.txt(&dns_aid::index_name(domain)).await {
             if let Ok(agents) = dns_aid::parse_index(&index) {
