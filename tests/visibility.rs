@@ -392,16 +392,14 @@ async fn hidden_agents_never_reach_another_node_until_made_public() {
         holds(&b, "secret-tides").await
     })
     .await;
-    let r = api_b
-        .post(
-            "/agents/search",
-            &json!({"filters": {"capabilities": [CAPABILITY]}, "scope": "local"}),
-        )
-        .await;
-    assert_eq!(
-        set(r.expect(200)),
-        BTreeSet::from(["open-tides".to_owned(), "secret-tides".to_owned()])
-    );
+    // A record held is in the filter postings a moment after its write
+    // commits (store/write.rs): the search is waited for, not assumed.
+    let search = json!({"filters": {"capabilities": [CAPABILITY]}, "scope": "local"});
+    let both = BTreeSet::from(["open-tides".to_owned(), "secret-tides".to_owned()]);
+    wait_until("B's search finds the agent made public", || async {
+        set(api_b.post("/agents/search", &search).await.expect(200)) == both
+    })
+    .await;
     assert!(!holds(&b, "quiet-tides").await);
     b.shutdown().await.unwrap();
     a.shutdown().await.unwrap();
