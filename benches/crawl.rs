@@ -86,6 +86,7 @@ fn main() {
             ca_files: vec![ca],
             policy: AddressPolicy { allow_private: true },
             concurrency,
+            https_port: testbed.https_port(),
             allowed_ports: AllowedPorts::new([testbed.https_port()]),
             // Every testbed agent is on one address: this measures the
             // crawl, not the per-address politeness budget.

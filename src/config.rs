@@ -396,6 +396,12 @@ impl Config {
         if c.per_host_interval > Duration::from_secs(60) {
             return invalid("crawl.per_host_interval", "must be at most 60 s");
         }
+        if c.per_host_burst == 0 || c.per_host_burst > 64 {
+            return invalid("crawl.per_host_burst", "must be between 1 and 64");
+        }
+        if c.per_address_burst == 0 || c.per_address_burst > 256 {
+            return invalid("crawl.per_address_burst", "must be between 1 and 256");
+        }
         if c.per_address_concurrency == 0 || c.per_address_concurrency > 256 {
             return invalid("crawl.per_address_concurrency", "must be between 1 and 256");
         }

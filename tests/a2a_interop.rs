@@ -208,8 +208,10 @@ async fn probe(cards: &[(&'static str, Value)], port: u16, ca_file: &Path, dir: 
         politeness: Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 8,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         },
         allowed_ports: AllowedPorts::new([port]),
         ..CrawlerOptions::default()

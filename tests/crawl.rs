@@ -1039,8 +1039,10 @@ async fn many_names_on_one_address_are_crawled_one_at_a_time() {
         politeness: Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 1,
             per_address_interval: Duration::from_millis(1),
+            per_address_burst: 1,
         },
         ..CrawlerOptions::default()
     };

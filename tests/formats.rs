@@ -94,6 +94,17 @@ fn crawler_of(
     Crawler::new(options, Arc::new(key), verifier).expect("the crawler builds")
 }
 
+/// The domain of the testbed's first healthy ADP agent.
+fn healthy_domain(testbed: &Testbed) -> String {
+    testbed
+        .population()
+        .healthy_agents()
+        .next()
+        .expect("a healthy ADP agent")
+        .domain
+        .clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_format_is_reported_with_its_source_format_trust_and_reasons() {
     let rig = rig().await;
@@ -827,14 +838,7 @@ async fn a_domain_without_an_agents_name_costs_dns_aid_one_query() {
     let rig = rig().await;
     let dir = tempfile::tempdir().unwrap();
     let crawler = crawler_of(&rig.testbed, dir.path(), true, vec![DocumentFormat::DnsAid]);
-    let plain = rig
-        .testbed
-        .population()
-        .healthy_agents()
-        .next()
-        .expect("a healthy ADP agent")
-        .domain
-        .clone();
+    let plain = healthy_domain(&rig.testbed);
     let before = rig.testbed.dns_queries();
     let reports = crawler
         .crawl_many(&rig.issuer, vec![plain], false, 10, |_| {})
@@ -856,4 +860,25 @@ async fn a_domain_without_an_agents_name_costs_dns_aid_one_query() {
             .any(|r| r.agent_id.starts_with("dns-aid:") && r.stored),
         "{reports:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adp_document_is_fetched_once_when_every_format_is_read() {
+    let rig = rig().await;
+    let domain = healthy_domain(&rig.testbed);
+    let site = rig.testbed.site(&domain).expect("its site").clone();
+    let before = site.counts().well_known;
+    let reports = rig
+        .crawler
+        .crawl_many(&rig.issuer, vec![domain.clone()], false, 10, |_| {})
+        .await;
+    assert!(
+        reports.iter().any(
+            |r| r.agent_id == format!("agent:{domain}") && r.level() >= TrustLevel::KeyVerified
+        ),
+        "{reports:?}"
+    );
+    // The A2A reader's 0.2 path is the URL the ADP record names: the ADP
+    // chain's fetch is the only one.
+    assert_eq!(site.counts().well_known - before, 1);
 }

@@ -101,8 +101,10 @@ impl Rig {
         let quick = Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         };
         Scheduler::load(
             self.crawler(quick, None),
@@ -321,8 +323,10 @@ async fn nxdomain_is_not_asked_again_before_the_soa_minimum() {
     let quick = Politeness {
         per_host_concurrency: 2,
         per_host_interval: Duration::from_millis(1),
+        per_host_burst: 1,
         per_address_concurrency: 64,
         per_address_interval: Duration::ZERO,
+        per_address_burst: 1,
     };
     let scheduler = Scheduler::load(
         rig.crawler(quick, None),
@@ -452,8 +456,10 @@ async fn one_host_is_asked_at_its_rate_with_a_user_agent_naming_agentmesh() {
         Politeness {
             per_host_concurrency: 1,
             per_host_interval: interval,
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         },
         Some("https://ops.example/crawler"),
     );
@@ -634,8 +640,10 @@ async fn registered_endpoints_are_probed_at_their_interval_and_never_past_the_ad
     let quick = Politeness {
         per_host_concurrency: 2,
         per_host_interval: Duration::from_millis(1),
+        per_host_burst: 1,
         per_address_concurrency: 64,
         per_address_interval: Duration::ZERO,
+        per_address_burst: 1,
     };
     let hour = Duration::from_secs(3600);
     let prober = Prober::new(

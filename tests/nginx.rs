@@ -147,8 +147,10 @@ async fn nginx_etags_answer_304_and_its_retry_after_holds_the_host() {
         limiter: HostLimiter::new(Politeness {
             per_host_concurrency: 1,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         }),
         user_agent: polite::user_agent(None),
         allowed_ports: AllowedPorts::new([port]),

@@ -190,8 +190,10 @@ async fn each_class_comes_from_a_server_behaving_that_way() {
         politeness: Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         },
         allowed_ports: AllowedPorts::new([port, closed]),
         ..CrawlerOptions::default()
@@ -457,8 +459,10 @@ async fn probes_run_at_once_but_waiting_for_a_busy_host_is_not_a_timeout() {
         politeness: Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(1),
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         },
         allowed_ports: AllowedPorts::new([a.agents.addr().port()]),
         ..CrawlerOptions::default()

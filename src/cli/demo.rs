@@ -96,7 +96,7 @@ pub(super) async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
 /// A node's configuration: loopback p2p, the testbed as its DNS and CA,
 /// private addresses allowed (everything here is on 127.0.0.1), the
-/// testbed's HTTPS port allowed, and no following of peers (each node crawls exactly its organisation).
+/// testbed's HTTPS port allowed and read for the other formats, and no following of peers (each node crawls exactly its organisation).
 fn node_config(data_dir: PathBuf, listen: SocketAddr, testbed: &Testbed, ca_file: &Path) -> Config {
     let mut config = Config {
         data_dir,
@@ -108,6 +108,7 @@ fn node_config(data_dir: PathBuf, listen: SocketAddr, testbed: &Testbed, ca_file
     config.crawl.resolvers = vec![testbed.dns_addr()];
     config.crawl.ca_files = vec![ca_file.to_owned()];
     config.crawl.allow_private_addresses = true;
+    config.crawl.https_port = testbed.https_port();
     config.crawl.allowed_ports = vec![testbed.https_port()];
     // The testbed serves every organisation from one address: the demo's
     // crawls are not paced as one shared host (crawl::polite).

@@ -448,17 +448,23 @@ pub struct CrawlConfig {
     pub evict_after_failures: u32,
     /// Requests in flight to one host at once.
     pub per_host_concurrency: usize,
-    /// Least time between two request starts to one host.
+    /// One request start to one host per this, sustained.
     #[serde(with = "humantime_serde")]
     pub per_host_interval: Duration,
+    /// Request starts to one host that may come at once after it was
+    /// idle (a visit in every format); 1 spaces every start.
+    pub per_host_burst: u32,
     /// Requests in flight to one IP address at once, whatever host names
     /// they were asked under (`crawl::polite`: many names on one address
     /// share this budget; looser than a host's by default, as shared
     /// hosting serves many honest domains from one address).
     pub per_address_concurrency: usize,
-    /// Least time between two request starts to one IP address.
+    /// One request start to one IP address per this, sustained.
     #[serde(with = "humantime_serde")]
     pub per_address_interval: Duration,
+    /// Request starts to one IP address that may come at once after it
+    /// was idle.
+    pub per_address_burst: u32,
     /// How publishers reach this node's operator (a URL or mail address),
     /// sent in the crawler's User-Agent.
     pub contact: Option<String>,
@@ -519,8 +525,10 @@ impl Default for CrawlConfig {
             evict_after_failures: 10,
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
+            per_host_burst: 8,
             per_address_concurrency: 4,
             per_address_interval: Duration::from_millis(100),
+            per_address_burst: 16,
             contact: None,
             probe_registered: false,
             probe_crawled: false,

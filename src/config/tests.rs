@@ -102,9 +102,13 @@ fn per_address_limits_are_read_and_checked() {
         env(&[
             ("AGENTMESH_CRAWL__PER_ADDRESS_CONCURRENCY", "16"),
             ("AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL", "20ms"),
+            ("AGENTMESH_CRAWL__PER_ADDRESS_BURST", "32"),
+            ("AGENTMESH_CRAWL__PER_HOST_BURST", "1"),
         ]),
     )
     .unwrap();
+    assert_eq!(c.crawl.per_address_burst, 32);
+    assert_eq!(c.crawl.per_host_burst, 1);
     assert_eq!(c.crawl.per_address_concurrency, 16);
     assert_eq!(c.crawl.per_address_interval, Duration::from_millis(20));
     for (key, bad, named) in [
@@ -122,6 +126,21 @@ fn per_address_limits_are_read_and_checked() {
             "AGENTMESH_CRAWL__PER_ADDRESS_INTERVAL",
             "61s",
             "crawl.per_address_interval",
+        ),
+        (
+            "AGENTMESH_CRAWL__PER_ADDRESS_BURST",
+            "0",
+            "crawl.per_address_burst",
+        ),
+        (
+            "AGENTMESH_CRAWL__PER_HOST_BURST",
+            "0",
+            "crawl.per_host_burst",
+        ),
+        (
+            "AGENTMESH_CRAWL__PER_HOST_BURST",
+            "65",
+            "crawl.per_host_burst",
         ),
     ] {
         let err = Config::load(None, env(&[(key, bad)])).unwrap_err();

@@ -133,6 +133,42 @@ impl OtherFormats<'_> {
         }
     }
 
+    /// `https://{domain}{path}` on the HTTPS port.
+    fn published_url(&self, domain: &str, path: &str) -> Result<Url, CrawlError> {
+        let text = match self.options.https_port {
+            443 => format!("https://{domain}{path}"),
+            port => format!("https://{domain}:{port}{path}"),
+        };
+        Url::parse(&text).map_err(|e| CrawlError::BadUrl {
+            url: text,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Whether this crawl reads ADP and the domain's ADP record names
+    /// `https://{domain}{path}` as its document: that document is then
+    /// ADP's, fetched by the ADP chain, and not asked for again. The
+    /// record comes from the resolver's cache (the ADP chain asked for it
+    /// at the same time).
+    async fn adp_document_at(&self, domain: &str, path: &str) -> bool {
+        if !self.options.formats.contains(&DocumentFormat::Adp) {
+            return false;
+        }
+        let Ok((records, _)) = self.dns.txt(&format!("_agent.{domain}")).await else {
+            return false;
+        };
+        let Ok(record) = crate::adp::txt::parse(domain, &records) else {
+            return false;
+        };
+        match (
+            Url::parse(&record.well_known),
+            self.published_url(domain, path),
+        ) {
+            (Ok(named), Ok(here)) => named == here,
+            _ => false,
+        }
+    }
+
     /// GETs `https://{domain}{path}`: `None` when nothing is published
     /// there; a JSON document that is served but breaks a limit is an
     /// error.
@@ -143,18 +179,9 @@ impl OtherFormats<'_> {
         path: &str,
         kind: DocumentKind,
     ) -> Option<Result<Fetched, CrawlError>> {
-        let text = match self.options.https_port {
-            443 => format!("https://{domain}{path}"),
-            port => format!("https://{domain}:{port}{path}"),
-        };
-        let url = match Url::parse(&text) {
+        let url = match self.published_url(domain, path) {
             Ok(u) => u,
-            Err(e) => {
-                return Some(Err(CrawlError::BadUrl {
-                    url: text,
-                    reason: e.to_string(),
-                }))
-            }
+            Err(e) => return Some(Err(e)),
         };
         match self.fetcher.fetch_kind(&url, ips, None, kind).await {
             Ok(Some(fetched)) => Some(Ok(fetched)),
@@ -172,8 +199,9 @@ impl OtherFormats<'_> {
     }
 
     /// The domain's A2A Agent Card: `/.well-known/agent-card.json`, else
-    /// a 0.2 card at `/.well-known/agent.json` (an ADP document there is
-    /// ADP's, and left alone).
+    /// a 0.2 card at `/.well-known/agent.json`, unless the domain's ADP
+    /// record names that URL (an ADP document there is ADP's, and left
+    /// alone; one that is not an A2A card is too).
     async fn card(&self, domain: &str) -> Option<CrawlOutcome> {
         let agent_id = format!("a2a:{domain}");
         let mut run = Run::new(domain, agent_id.clone(), DocumentFormat::A2a);
@@ -190,6 +218,12 @@ impl OtherFormats<'_> {
             .await
         {
             Some(r) => (r, false),
+            None if self
+                .adp_document_at(domain, a2a::LEGACY_WELL_KNOWN_PATH)
+                .await =>
+            {
+                return None;
+            }
             None => (
                 self.get_published(domain, &ips, a2a::LEGACY_WELL_KNOWN_PATH, A2A_CARD)
                     .await?,

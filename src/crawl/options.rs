@@ -147,8 +147,10 @@ impl CrawlerOptions {
             politeness: polite::Politeness {
                 per_host_concurrency: c.per_host_concurrency,
                 per_host_interval: c.per_host_interval,
+                per_host_burst: c.per_host_burst,
                 per_address_concurrency: c.per_address_concurrency,
                 per_address_interval: c.per_address_interval,
+                per_address_burst: c.per_address_burst,
             },
             contact: c.contact.clone(),
             allowed_ports: AllowedPorts::new(

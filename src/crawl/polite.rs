@@ -1,14 +1,29 @@
 //! The crawler as a polite client: at most
 //! `per_host_concurrency` requests to one host at a time, request starts
-//! to one host at least `per_host_interval` apart, a host's `Retry-After`
-//! honoured (nothing is asked of it until it runs out), and a User-Agent
-//! that names agentmesh, its version and, when configured, how to reach
-//! the operator.
+//! to one host paced to one per `per_host_interval` with a burst of
+//! `per_host_burst`, a host's `Retry-After` honoured (nothing is asked of
+//! it until it runs out), and a User-Agent that names agentmesh, its
+//! version and, when configured, how to reach the operator.
 //!
 //! A host is the URL's host name, lowercased: every HTTPS GET (each
 //! redirect hop too) and every challenge connection takes a
 //! [`HostPermit`] first. Several names on one shared server are several
 //! hosts; the rate is per name, as publishers see it in their logs.
+//!
+//! # The pace: a token bucket
+//!
+//! Starts are paced by the generic cell rate algorithm, a token bucket
+//! kept as one instant: a host (or address) idle long enough may start
+//! `burst` requests at once, and after that one per interval. A visit to
+//! a domain in every format is several requests (the ADP document and
+//! challenge, the A2A card, the ARD manifest, `robots.txt` and the home
+//! page); with a burst they start as soon as the concurrency lets them,
+//! where spacing each from the last made every visit wait over a second
+//! and the ADP document wait behind the other formats. The sustained
+//! rate is the interval's, whatever the burst; a burst of 1 spaces every
+//! start.
+//!
+//! # Addresses
 //!
 //! The address is limited too, so that hostile peers cannot aim the
 //! crawler at one address: a thousand names that all resolve to one
@@ -17,20 +32,23 @@
 //! address ([`super::fetch`] and [`super::challenge`] try a host's
 //! addresses one at a time), and its [`HostPermit`] holds a slot of that
 //! address as well: at most `per_address_concurrency` requests in flight
-//! to one address, their starts `per_address_interval` apart, whatever
-//! names they were asked under. The address limits are their own knobs
-//! (`crawl.per_address_concurrency`, `crawl.per_address_interval`), by
-//! default looser than a host's (4 at a time and 10 starts a second,
-//! against 2 and 4): a shared hosting provider serves many honest
-//! domains from one address, and a crawl of them should not be paced as
-//! one host. Where both limits apply the tighter one wins. IPv4-mapped
-//! IPv6 addresses count as their IPv4 address.
+//! to one address, their starts paced to one per `per_address_interval`
+//! (with a burst of `per_address_burst`), whatever names they were asked
+//! under. The address limits are their own knobs
+//! (`crawl.per_address_*`), by default looser than a host's (4 at a time
+//! and 10 starts a second, against 2 and 4): a shared hosting provider
+//! serves many honest domains from one address, and a crawl of them
+//! should not be paced as one host. Where both limits apply the tighter
+//! one wins. IPv4-mapped IPv6 addresses count as their IPv4 address.
 //!
-//! A request takes its host's slot first, then its address's, always in
-//! that order and never holding one address's slot while it waits for
-//! another's, so two requests cannot each hold what the other waits for.
-//! Its start is then put off until both the host's and the address's
-//! spacing allow it, and both are advanced from that start. A host's
+//! A request takes its host's slot and waits for its host's pace first,
+//! then takes its address's slot and waits for the address's pace:
+//! always in that order, and never holding an address's slot while it
+//! waits on its host, so neither two requests can each hold what the
+//! other waits for, nor one host's pace hold up the other names on its
+//! address. (A host's start is reserved before the address is waited
+//! for; after a wait at the address, at most its concurrency of its
+//! requests start closer together than its pace.) A host's
 //! `Retry-After` holds that host only, never the other names on its
 //! address. Idle hosts and addresses (nothing in flight or waiting, no
 //! hold, unused for [`IDLE`]) are forgotten once [`MAX_ENTRIES`] of
@@ -83,24 +101,33 @@ pub fn user_agent(contact: Option<&str>) -> String {
 pub struct Politeness {
     /// Requests in flight to one host at once (at least 1).
     pub per_host_concurrency: usize,
-    /// Least time between the starts of two requests to one host.
+    /// One request start to one host per this, sustained.
     pub per_host_interval: Duration,
+    /// Request starts to one host that may come at once after it was
+    /// idle (at least 1: every start spaced).
+    pub per_host_burst: u32,
     /// Requests in flight to one IP address at once, whatever host names
     /// they were asked under (at least 1).
     pub per_address_concurrency: usize,
-    /// Least time between the starts of two requests to one IP address.
+    /// One request start to one IP address per this, sustained.
     pub per_address_interval: Duration,
+    /// Request starts to one IP address that may come at once after it
+    /// was idle (at least 1).
+    pub per_address_burst: u32,
 }
 
 impl Default for Politeness {
-    /// Two at a time and four request starts a second per host; four at a
-    /// time and ten starts a second per address.
+    /// Two at a time and four request starts a second per host, a visit
+    /// of eight starting at once; four at a time and ten starts a second
+    /// per address, sixteen at once.
     fn default() -> Self {
         Self {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_millis(250),
+            per_host_burst: 8,
             per_address_concurrency: 4,
             per_address_interval: Duration::from_millis(100),
+            per_address_burst: 16,
         }
     }
 }
@@ -109,8 +136,10 @@ impl Default for Politeness {
 #[derive(Debug)]
 struct Slot {
     permits: Arc<Semaphore>,
-    /// When the next request may start.
-    next_start: Instant,
+    /// The bucket, as one instant (the cell rate algorithm's theoretical
+    /// arrival time): a request may start once `burst - 1` intervals
+    /// before it have passed.
+    paced_to: Instant,
     /// Nothing is asked before this (a host's `Retry-After`; never set on
     /// an address).
     hold_until: Option<Instant>,
@@ -121,10 +150,23 @@ impl Slot {
     fn new(concurrency: usize, now: Instant) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(concurrency)),
-            next_start: now,
+            paced_to: now,
             hold_until: None,
             last_used: now,
         }
+    }
+
+    /// Reserves a start at `now` or later under a pace of one per
+    /// `interval` with a burst of `burst`, and returns it.
+    fn reserve(&mut self, now: Instant, interval: Duration, burst: u32) -> Instant {
+        let tolerance = interval.saturating_mul(burst.max(1) - 1);
+        let start = self
+            .paced_to
+            .checked_sub(tolerance)
+            .map_or(now, |earliest| earliest.max(now));
+        self.paced_to = self.paced_to.max(now) + interval;
+        self.last_used = start;
+        start
     }
 
     /// Whether the slot can be forgotten: no request holds or waits for
@@ -184,7 +226,9 @@ impl HostLimiter {
             state: Arc::default(),
             limits: Politeness {
                 per_host_concurrency: limits.per_host_concurrency.max(1),
+                per_host_burst: limits.per_host_burst.max(1),
                 per_address_concurrency: limits.per_address_concurrency.max(1),
+                per_address_burst: limits.per_address_burst.max(1),
                 ..limits
             },
         }
@@ -196,8 +240,7 @@ impl HostLimiter {
     }
 
     /// Waits for a slot to `host` at the address `ip` the request is
-    /// pinned to: the host's concurrency, then the address's, then the
-    /// later of the two spacings.
+    /// pinned to: the host's concurrency and pace, then the address's.
     ///
     /// # Errors
     /// [`CrawlError::HostBackoff`] while the host's `Retry-After` holds.
@@ -205,41 +248,47 @@ impl HostLimiter {
         let host = host_key(host);
         let ip = ip.to_canonical();
         let limits = self.limits;
-        let (host_permits, address_permits) = {
+        let host_permits = {
             let mut state = self.state.lock().expect("host limiter lock");
             check_hold(&mut state.hosts, &host)?;
-            let h = slot(&mut state.hosts, &host, limits.per_host_concurrency)
+            slot(&mut state.hosts, &host, limits.per_host_concurrency)
                 .permits
-                .clone();
-            let a = slot(&mut state.addresses, &ip, limits.per_address_concurrency)
-                .permits
-                .clone();
-            (h, a)
+                .clone()
         };
         // The fixed order: host, then address.
         let host_permit = host_permits
             .acquire_owned()
             .await
             .expect("the limiter never closes a semaphore");
+        let host_start = {
+            let mut state = self.state.lock().expect("host limiter lock");
+            // A hold may have come while this request waited its turn.
+            check_hold(&mut state.hosts, &host)?;
+            slot(&mut state.hosts, &host, limits.per_host_concurrency).reserve(
+                Instant::now(),
+                limits.per_host_interval,
+                limits.per_host_burst,
+            )
+        };
+        tokio::time::sleep_until(host_start).await;
+        let address_permits = {
+            let mut state = self.state.lock().expect("host limiter lock");
+            slot(&mut state.addresses, &ip, limits.per_address_concurrency)
+                .permits
+                .clone()
+        };
         let address_permit = address_permits
             .acquire_owned()
             .await
             .expect("the limiter never closes a semaphore");
         let start = {
             let mut state = self.state.lock().expect("host limiter lock");
-            // A hold may have come while this request waited its turn.
             check_hold(&mut state.hosts, &host)?;
-            let now = Instant::now();
-            let h_next = slot(&mut state.hosts, &host, limits.per_host_concurrency).next_start;
-            let a_next = slot(&mut state.addresses, &ip, limits.per_address_concurrency).next_start;
-            let start = now.max(h_next).max(a_next);
-            let h = slot(&mut state.hosts, &host, limits.per_host_concurrency);
-            h.next_start = start + limits.per_host_interval;
-            h.last_used = start;
-            let a = slot(&mut state.addresses, &ip, limits.per_address_concurrency);
-            a.next_start = start + limits.per_address_interval;
-            a.last_used = start;
-            start
+            slot(&mut state.addresses, &ip, limits.per_address_concurrency).reserve(
+                Instant::now(),
+                limits.per_address_interval,
+                limits.per_address_burst,
+            )
         };
         tokio::time::sleep_until(start).await;
         Ok(HostPermit {
@@ -359,8 +408,10 @@ mod tests {
         let limiter = HostLimiter::new(Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::from_secs(1),
+            per_host_burst: 1,
             per_address_concurrency: 64,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         });
         let t0 = Instant::now();
         let a = limiter.acquire("a.test", A).await.unwrap();
@@ -464,8 +515,10 @@ mod tests {
         let limiter = HostLimiter::new(Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::ZERO,
+            per_host_burst: 1,
             per_address_concurrency: 3,
             per_address_interval: Duration::from_secs(1),
+            per_address_burst: 1,
         });
         let t0 = Instant::now();
         let (peak, starts) = many_names_at(&limiter, 30, A, Duration::from_secs(5)).await;
@@ -488,8 +541,10 @@ mod tests {
         let limiter = HostLimiter::new(Politeness {
             per_host_concurrency: 2,
             per_host_interval: Duration::ZERO,
+            per_host_burst: 1,
             per_address_concurrency: 1,
             per_address_interval: Duration::from_secs(10),
+            per_address_burst: 1,
         });
         let t0 = Instant::now();
         let at_a = limiter.acquire("a.test", A).await.unwrap();
@@ -532,8 +587,10 @@ mod tests {
         let limiter = HostLimiter::new(Politeness {
             per_host_concurrency: 1,
             per_host_interval: Duration::ZERO,
+            per_host_burst: 1,
             per_address_concurrency: 1,
             per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
         });
         let busy = limiter.acquire("busy.test", A).await.unwrap();
         for i in 1..MAX_ENTRIES as u32 {
@@ -555,5 +612,86 @@ mod tests {
         assert_eq!(limiter.remembered().1, 2);
         drop(busy);
         assert!(limiter.acquire("busy.test", A).await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_host_starts_its_burst_at_once_then_one_per_interval() {
+        let limiter = HostLimiter::new(Politeness {
+            per_host_concurrency: 64,
+            per_host_interval: Duration::from_secs(1),
+            per_host_burst: 4,
+            per_address_concurrency: 64,
+            per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
+        });
+        let t0 = Instant::now();
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(limiter.acquire("a.test", A).await.unwrap());
+        }
+        assert_eq!(Instant::now(), t0, "a burst of four waits for nothing");
+        for n in 1..=3 {
+            held.push(limiter.acquire("a.test", A).await.unwrap());
+            assert_eq!(
+                Instant::now() - t0,
+                Duration::from_secs(n),
+                "after the burst, one start per interval"
+            );
+        }
+        // Idle for the time of a burst, the bucket is full again.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let t1 = Instant::now();
+        for _ in 0..4 {
+            held.push(limiter.acquire("a.test", A).await.unwrap());
+        }
+        assert_eq!(Instant::now(), t1);
+        // A burst of one spaces every start.
+        let strict = HostLimiter::new(Politeness {
+            per_host_burst: 1,
+            per_host_interval: Duration::from_secs(1),
+            per_address_interval: Duration::ZERO,
+            ..Politeness::default()
+        });
+        let t2 = Instant::now();
+        drop(strict.acquire("a.test", A).await.unwrap());
+        drop(strict.acquire("a.test", A).await.unwrap());
+        assert_eq!(Instant::now() - t2, Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_host_waiting_for_its_pace_does_not_hold_up_another_name_on_its_address() {
+        // The address has room for both and no spacing of its own.
+        let limiter = HostLimiter::new(Politeness {
+            per_host_concurrency: 2,
+            per_host_interval: Duration::from_secs(10),
+            per_host_burst: 1,
+            per_address_concurrency: 2,
+            per_address_interval: Duration::ZERO,
+            per_address_burst: 1,
+        });
+        let t0 = Instant::now();
+        let first = limiter.acquire("slow.test", A).await.unwrap();
+        drop(first);
+        // slow.test's second request waits ten seconds for its pace...
+        let paced = tokio::spawn({
+            let limiter = limiter.clone();
+            async move {
+                let p = limiter.acquire("slow.test", A).await.unwrap();
+                (Instant::now(), p)
+            }
+        });
+        tokio::task::yield_now().await;
+        // ...holding none of A's slots: two other names start now.
+        let soon = Duration::from_secs(1);
+        let b = tokio::time::timeout(soon, limiter.acquire("b.test", A)).await;
+        let c = tokio::time::timeout(soon, limiter.acquire("c.test", A)).await;
+        assert!(
+            b.is_ok() && c.is_ok(),
+            "other names at A wait for no host's pace"
+        );
+        assert_eq!(Instant::now(), t0);
+        drop(b);
+        let (started, _p) = paced.await.unwrap();
+        assert_eq!(started - t0, Duration::from_secs(10));
     }
 }
