@@ -436,8 +436,13 @@ fn sign_all(items: Vec<ToSign>) -> Vec<Result<(SignedRecord, RecordBody), IssueE
         let (seq, transfer, sign) = item?;
         sign(seq, transfer).map_err(IssueError::TooLarge)
     };
+    // A crawl signs a record or two at a time: asking for the cores
+    // reads the cgroup's files, so a small batch does not ask.
+    if items.len() < PARALLEL_SIGNING {
+        return items.into_iter().map(sign_one).collect();
+    }
     let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if items.len() < PARALLEL_SIGNING || parts < 2 {
+    if parts < 2 {
         return items.into_iter().map(sign_one).collect();
     }
     let per_part = items.len().div_ceil(parts);

@@ -863,11 +863,12 @@ async fn a_domain_without_an_agents_name_costs_dns_aid_one_query() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_adp_document_is_fetched_once_when_every_format_is_read() {
+async fn a_visit_in_every_format_fetches_the_adp_document_once_on_two_connections() {
     let rig = rig().await;
     let domain = healthy_domain(&rig.testbed);
     let site = rig.testbed.site(&domain).expect("its site").clone();
     let before = site.counts().well_known;
+    let connections = rig.testbed.web_connections();
     let reports = rig
         .crawler
         .crawl_many(&rig.issuer, vec![domain.clone()], false, 10, |_| {})
@@ -881,4 +882,8 @@ async fn an_adp_document_is_fetched_once_when_every_format_is_read() {
     // The A2A reader's 0.2 path is the URL the ADP record names: the ADP
     // chain's fetch is the only one.
     assert_eq!(site.counts().well_known - before, 1);
+    // Its seven documents ride at most as many connections as requests
+    // may be in flight to the host (two); the challenge has its own.
+    let opened = rig.testbed.web_connections() - connections;
+    assert!(opened <= 3, "{opened} connections for one domain's visit");
 }

@@ -283,8 +283,8 @@ impl Fetcher {
         })
     }
 
-    /// A client pinned to `ips`, keeping one idle connection for `idle`
-    /// (none without).
+    /// A client pinned to `ips`, keeping idle connections for `idle` (as
+    /// many as requests may be in flight to one host; none without).
     fn build(
         &self,
         host: &str,
@@ -303,7 +303,10 @@ impl Fetcher {
             .no_proxy()
             .user_agent(self.options.user_agent.as_str());
         let builder = match idle {
-            Some(idle) => builder.pool_max_idle_per_host(1).pool_idle_timeout(idle),
+            // As many as may be in flight to the host at once.
+            Some(idle) => builder
+                .pool_max_idle_per_host(self.options.limiter.limits().per_host_concurrency)
+                .pool_idle_timeout(idle),
             None => builder.pool_max_idle_per_host(0),
         };
         builder.build().map_err(|e| CrawlError::Setup {

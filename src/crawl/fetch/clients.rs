@@ -3,8 +3,10 @@
 //! ARD catalog, JWKS, ...) ride one TLS connection instead of a handshake
 //! each. Each client stays pinned to its one checked address (its
 //! resolver refuses every other name), so sharing it changes nothing the
-//! address policy decided; it keeps at most one idle connection, for
-//! [`IDLE`].
+//! address policy decided; it keeps as many idle connections as
+//! requests may be in flight to one host (`crawl.per_host_concurrency`),
+//! for [`IDLE`]. Two fetches of a host that ask for its client at once
+//! get the same one.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -47,6 +49,12 @@ impl Clients {
         }
         let client = make()?;
         let mut held = self.lock();
+        // Another fetch of the host made one meanwhile (a domain's first
+        // documents are asked at once): theirs is kept and shared.
+        if let Some((kept, used)) = held.get_mut(&key) {
+            *used = now;
+            return Ok(kept.clone());
+        }
         // Clients unused for longer than their idle connections live hold
         // nothing worth keeping; then the least recently used.
         held.retain(|_, (_, used)| now.duration_since(*used) < IDLE * 2);
@@ -98,6 +106,18 @@ mod tests {
         for i in 0..MAX_CLIENTS + 8 {
             clients.get((&format!("h{i}.test"), 443, ip), make).unwrap();
         }
+        assert_eq!(clients.len(), MAX_CLIENTS);
+        // Two that ask at once share the first one kept: the second
+        // made is dropped.
+        let before = made.get();
+        let second = clients.get(("d.test", 443, ip), || {
+            clients.get(("d.test", 443, ip), make)?;
+            make()
+        });
+        assert!(second.is_ok());
+        assert_eq!(made.get(), before + 2, "made twice");
+        clients.get(("d.test", 443, ip), make).unwrap();
+        assert_eq!(made.get(), before + 2, "and one kept");
         assert_eq!(clients.len(), MAX_CLIENTS);
         // A failure to make one keeps nothing.
         let failed = clients.get(("c.test", 443, ip), || Err::<reqwest::Client, _>("no"));
