@@ -277,7 +277,7 @@ impl Fetcher {
 
     /// The client kept for `host` on `port` at `ip` ([`Clients`]): a
     /// domain's documents share its connection.
-    fn shared(&self, host: &str, port: u16, ip: IpAddr) -> Result<reqwest::Client, CrawlError> {
+    fn shared(&self, host: &str, port: u16, ip: IpAddr) -> Result<clients::Shared, CrawlError> {
         self.clients.get((host, port, ip), || {
             self.build(host, port, &[ip], Some(clients::IDLE))
         })
@@ -346,7 +346,11 @@ impl Fetcher {
         let timeout = self.options.timeout;
         let mut unreached = None;
         for ip in targets(url, ips) {
-            let client = self.shared(&host, port, ip)?;
+            let shared = self.shared(&host, port, ip)?;
+            // A new client's first request goes alone, before anyone
+            // else takes a slot of the host (`clients`).
+            shared.opened().await;
+            let client = &shared.client;
             // One slot per attempt, held until its body is read; its
             // redirects stay on the host and the address, so they ride the
             // same slot. Waiting for the slot does not count against the
@@ -354,7 +358,7 @@ impl Fetcher {
             let _permit = self.options.limiter.acquire(&host, ip).await?;
             match tokio::time::timeout(
                 timeout,
-                self.fetch_following(&client, url.clone(), &host, etag, kind),
+                self.fetch_following(client, url.clone(), &host, etag, kind),
             )
             .await
             {

@@ -7,11 +7,19 @@
 //! requests may be in flight to one host (`crawl.per_host_concurrency`),
 //! for [`IDLE`]. Two fetches of a host that ask for its client at once
 //! get the same one.
+//!
+//! A new client's first request goes alone ([`Shared::opening`]): the
+//! others wait for it, so the TLS session its handshake got is there to
+//! resume when a second connection opens, instead of two full handshakes
+//! (a server signature and a certificate chain checked each) started at
+//! the same moment.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 
 /// How long an idle connection is kept for the next fetch of its host.
 pub(super) const IDLE: Duration = Duration::from_secs(5);
@@ -21,15 +29,46 @@ pub(super) const MAX_CLIENTS: usize = 256;
 /// A client's key: the host it is for, the port and the one address.
 type Key = (String, u16, IpAddr);
 
-/// The clients kept, with when each was last handed out.
+/// A client kept: when it was last handed out, and its first request's
+/// gate (held for writing while that request runs).
+#[derive(Debug)]
+struct Kept {
+    client: reqwest::Client,
+    used: Instant,
+    opened: Arc<RwLock<()>>,
+}
+
+/// The client handed out, with what its first request holds.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// The host's client.
+    pub(super) client: reqwest::Client,
+    /// For the fetch that made the client: held while its first request
+    /// runs.
+    pub(super) opening: Option<OwnedRwLockWriteGuard<()>>,
+    opened: Arc<RwLock<()>>,
+}
+
+impl Shared {
+    /// Waits until the client's first request is done (at once for that
+    /// request itself, and for every one after it).
+    pub(super) async fn opened(&self) {
+        if self.opening.is_none() {
+            drop(self.opened.read().await);
+        }
+    }
+}
+
+/// The clients kept.
 #[derive(Debug, Default)]
 pub(super) struct Clients {
-    held: Mutex<HashMap<Key, (reqwest::Client, Instant)>>,
+    held: Mutex<HashMap<Key, Kept>>,
 }
 
 impl Clients {
     /// The client for `host`, `port` and `ip`: the one kept, else one
-    /// `make` builds, kept from now on.
+    /// `make` builds, kept from now on (and then [`Shared::opening`] is
+    /// the caller's).
     ///
     /// # Errors
     /// What `make` fails with.
@@ -37,35 +76,46 @@ impl Clients {
         &self,
         (host, port, ip): (&str, u16, IpAddr),
         make: impl FnOnce() -> Result<reqwest::Client, E>,
-    ) -> Result<reqwest::Client, E> {
+    ) -> Result<Shared, E> {
         let now = Instant::now();
         let key = (host.to_owned(), port, ip);
-        {
-            let mut held = self.lock();
-            if let Some((client, used)) = held.get_mut(&key) {
-                *used = now;
-                return Ok(client.clone());
-            }
+        if let Some(kept) = self.lock().get_mut(&key) {
+            return Ok(kept.hand_out(now));
         }
         let client = make()?;
         let mut held = self.lock();
         // Another fetch of the host made one meanwhile (a domain's first
         // documents are asked at once): theirs is kept and shared.
-        if let Some((kept, used)) = held.get_mut(&key) {
-            *used = now;
-            return Ok(kept.clone());
+        if let Some(kept) = held.get_mut(&key) {
+            return Ok(kept.hand_out(now));
         }
         // Clients unused for longer than their idle connections live hold
         // nothing worth keeping; then the least recently used.
-        held.retain(|_, (_, used)| now.duration_since(*used) < IDLE * 2);
+        held.retain(|_, kept| now.duration_since(kept.used) < IDLE * 2);
         if held.len() >= MAX_CLIENTS {
-            if let Some(oldest) = held.iter().min_by_key(|(_, (_, used))| *used) {
+            if let Some(oldest) = held.iter().min_by_key(|(_, kept)| kept.used) {
                 let oldest = oldest.0.clone();
                 held.remove(&oldest);
             }
         }
-        held.insert(key, (client.clone(), now));
-        Ok(client)
+        let opened = Arc::new(RwLock::new(()));
+        let opening = opened
+            .clone()
+            .try_write_owned()
+            .expect("a new lock is free");
+        held.insert(
+            key,
+            Kept {
+                client: client.clone(),
+                used: now,
+                opened: opened.clone(),
+            },
+        );
+        Ok(Shared {
+            client,
+            opening: Some(opening),
+            opened,
+        })
     }
 
     /// How many clients are kept.
@@ -74,10 +124,21 @@ impl Clients {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (reqwest::Client, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Kept>> {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Kept {
+    fn hand_out(&mut self, now: Instant) -> Shared {
+        self.used = now;
+        Shared {
+            client: self.client.clone(),
+            opening: None,
+            opened: self.opened.clone(),
+        }
     }
 }
 
@@ -97,9 +158,12 @@ mod tests {
             made.set(made.get() + 1);
             Ok(reqwest::Client::new())
         };
-        clients.get(("a.test", 443, ip), make).unwrap();
-        clients.get(("a.test", 443, ip), make).unwrap();
+        let first = clients.get(("a.test", 443, ip), make).unwrap();
+        let again = clients.get(("a.test", 443, ip), make).unwrap();
         assert_eq!(made.get(), 1);
+        assert!(first.opening.is_some(), "the maker's first request opens");
+        assert!(again.opening.is_none());
+        drop((first, again));
         clients.get(("a.test", 8443, ip), make).unwrap();
         clients.get(("b.test", 443, ip), make).unwrap();
         assert_eq!(made.get(), 3);
@@ -122,5 +186,26 @@ mod tests {
         // A failure to make one keeps nothing.
         let failed = clients.get(("c.test", 443, ip), || Err::<reqwest::Client, _>("no"));
         assert_eq!(failed.unwrap_err(), "no");
+    }
+
+    /// The fetches after a new client's first wait for it to be done,
+    /// and then for nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_clients_first_request_goes_alone() {
+        let clients = Clients::default();
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        let make = || Ok::<_, ()>(reqwest::Client::new());
+        let first = clients.get(("a.test", 443, ip), make).unwrap();
+        let second = clients.get(("a.test", 443, ip), make).unwrap();
+        let soon = Duration::from_secs(1);
+        first.opened().await;
+        assert!(
+            tokio::time::timeout(soon, second.opened()).await.is_err(),
+            "the second waits while the first runs"
+        );
+        drop(first);
+        assert!(tokio::time::timeout(soon, second.opened()).await.is_ok());
+        let third = clients.get(("a.test", 443, ip), make).unwrap();
+        assert!(tokio::time::timeout(soon, third.opened()).await.is_ok());
     }
 }
