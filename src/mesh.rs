@@ -88,7 +88,8 @@ mod unsent;
 pub mod wire;
 
 pub use client::{
-    DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, Publishing, SearchOutcome,
+    DhtOutcome, MeshClient, MeshStatus, PeerInfo, PublishReport, Publishing, SearchEnd,
+    SearchOutcome,
 };
 #[doc(hidden)]
 pub use codec::{read_request, read_response};

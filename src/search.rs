@@ -81,6 +81,9 @@ pub struct MeshAsk {
     pub trusted: HashSet<PeerId>,
     /// The whole mesh search, end to end (`p2p.search_timeout`).
     pub budget: Duration,
+    /// Stop waiting for peers once the answer is full
+    /// (`p2p.search_ends_when_full`, [`SearchEnd::WhenFull`]).
+    pub ends_when_full: bool,
 }
 
 impl std::fmt::Debug for MeshAsk {
@@ -88,6 +91,7 @@ impl std::fmt::Debug for MeshAsk {
         f.debug_struct("MeshAsk")
             .field("fanout", &self.fanout)
             .field("budget", &self.budget)
+            .field("ends_when_full", &self.ends_when_full)
             .finish_non_exhaustive()
     }
 }
@@ -150,6 +154,10 @@ pub struct MeshReport {
     pub answered: usize,
     /// The asked peers that did not answer, and why.
     pub unanswered: Vec<(PeerId, Unanswered)>,
+    /// Asked peers not waited for: the answer was full before they
+    /// answered (`p2p.search_ends_when_full`). Not a failure: the answer
+    /// is not partial for them.
+    pub not_waited: usize,
     /// Records the answers carried.
     pub records_received: usize,
     /// Of those, records the judge stored (new or newer than held).
@@ -175,6 +183,7 @@ impl MeshReport {
             asked: 0,
             answered: 0,
             unanswered: Vec::new(),
+            not_waited: 0,
             records_received: 0,
             records_stored: 0,
             records_unjudged: 0,

@@ -475,6 +475,26 @@ fn capabilities(caps: &[&str]) -> Filter {
     Filter::new(caps.iter().copied(), [], []).unwrap()
 }
 
+/// Waits until `asker` finds `helper` and `rogue` providing `capability`
+/// and is connected to the rogue (so the search asks it, and it is silent).
+async fn knows_both_providers(
+    asker: &Node,
+    capability: &str,
+    helper: libp2p::PeerId,
+    rogue: libp2p::PeerId,
+) {
+    wait_until("the asker finds both providers", || async {
+        let found = asker.mesh().providers(capability).await.unwrap();
+        found.contains(&helper) && found.contains(&rogue)
+    })
+    .await;
+    wait_until("the asker is connected to the rogue", || async {
+        let peers = asker.mesh().peers().await.unwrap();
+        peers.iter().any(|p| p.peer_id == rogue)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_provider_costs_a_search_no_more_than_its_budget() {
     // The compose case: a provider that never answers (there, a killed
@@ -499,16 +519,7 @@ async fn a_silent_provider_costs_a_search_no_more_than_its_budget() {
         .await
         .unwrap();
     let (helper_id, rogue_id) = (helper.mesh().peer_id(), rogue.peer_id());
-    wait_until("the asker finds both providers", || async {
-        let found = asker.mesh().providers("budgeting").await.unwrap();
-        found.contains(&helper_id) && found.contains(&rogue_id)
-    })
-    .await;
-    wait_until("the asker is connected to the rogue", || async {
-        let peers = asker.mesh().peers().await.unwrap();
-        peers.iter().any(|p| p.peer_id == rogue_id)
-    })
-    .await;
+    knows_both_providers(&asker, "budgeting", helper_id, rogue_id).await;
 
     let query = SearchQuery {
         filter: capabilities(&["budgeting"]),
@@ -534,6 +545,115 @@ async fn a_silent_provider_costs_a_search_no_more_than_its_budget() {
     );
     let ids: Vec<&str> = outcome.page.items.iter().map(|s| s.id.as_str()).collect();
     assert!(ids.contains(&"counted"), "{ids:?}");
+    cancel.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_whose_answer_is_full_does_not_wait_for_a_silent_provider() {
+    // Two askers, one stopping once its answer is full (the default), one
+    // waiting for every peer asked; a helper holding a page of matches
+    // and a provider that never answers. No node keeps what it only saw
+    // gossiped, so the askers must ask for the helper's agents.
+    let budget = Duration::from_secs(2);
+    let lookups = |c: &mut Config| {
+        c.p2p.search_timeout = budget;
+        c.p2p.replication = Replication::Lookups;
+    };
+    let (when_full, _d1) = node_with(&[], lookups).await;
+    let boot = when_full.listen_addrs().to_vec();
+    let (all_answered, _d2) = node_with(&boot, |c| {
+        lookups(c);
+        c.p2p.search_ends_when_full = false;
+    })
+    .await;
+    let (helper, _d3) = node_with(&boot, lookups).await;
+    let both: Vec<String> = boot
+        .iter()
+        .chain(all_answered.listen_addrs())
+        .cloned()
+        .collect();
+    let (rogue, key, cancel) = spawn_rogue(&both).await;
+    for name in ["page-1", "page-2", "page-3"] {
+        register(&helper, &agent(name, "quorum")).await;
+    }
+    rogue
+        .publish(
+            aidip_record("rogue-agent", "quorum", 1, &key),
+            "rogue-agent".into(),
+            vec!["quorum".into()],
+        )
+        .await
+        .unwrap();
+    let (helper_id, rogue_id) = (helper.mesh().peer_id(), rogue.peer_id());
+    for asker in [&when_full, &all_answered] {
+        knows_both_providers(asker, "quorum", helper_id, rogue_id).await;
+    }
+
+    let query = SearchQuery {
+        filter: capabilities(&["quorum"]),
+        limit: 3,
+        ..SearchQuery::default()
+    };
+    // A mesh search from `asker`: its report, and the page's ids in order.
+    let search = |asker: &Node| {
+        let (search, query) = (asker.search().clone(), query.clone());
+        async move {
+            let outcome = search.search(&query, Scope::Mesh).await.unwrap();
+            let report = outcome.mesh.expect("a mesh search reports on the mesh");
+            let mut ids: Vec<String> = outcome.page.items.into_iter().map(|s| s.id).collect();
+            ids.sort();
+            (report, ids)
+        }
+    };
+    // Each asker asks both providers and, of its own choice, the other
+    // asker. Two of the three answered, one with a page: the rogue is not
+    // waited for, and the answer is whole.
+    let (report, ids) = search(&when_full).await;
+    assert_eq!((report.asked, report.answered), (3, 2), "{report:?}");
+    assert_eq!(report.not_waited, 1, "{report:?}");
+    assert!(report.unanswered.is_empty(), "{report:?}");
+    assert!(!report.partial && !report.budget_exhausted, "{report:?}");
+    assert_eq!(ids, ["page-1", "page-2", "page-3"]);
+
+    // The node that waits for everyone waits for the rogue until the
+    // fan-out's share of the budget ends.
+    let (report, ids) = search(&all_answered).await;
+    assert_eq!((report.asked, report.answered), (3, 2), "{report:?}");
+    assert_eq!(report.not_waited, 0, "{report:?}");
+    assert_eq!(report.unanswered, [(rogue_id, Unanswered::TimedOut)]);
+    assert!(report.partial && report.budget_exhausted, "{report:?}");
+    assert_eq!(ids, ["page-1", "page-2", "page-3"]);
+
+    // Over HTTP, on a fresh query (the first asker now holds the page):
+    // the header counts the peer not waited for.
+    register(&helper, &agent("page-4", "quorum-http")).await;
+    wait_until(
+        "the asker finds the helper for the new capability",
+        || async {
+            let found = when_full.mesh().providers("quorum-http").await.unwrap();
+            found.contains(&helper_id)
+        },
+    )
+    .await;
+    let r = reqwest::Client::new()
+        .post(url(&when_full, "/agents/search"))
+        .json(&json!({"filters": {"capabilities": ["quorum-http"]}, "top": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-agentmesh-partial"], "false");
+    let not_waited: usize = r.headers()["x-agentmesh-peers-not-waited"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let asked: usize = r.headers()["x-agentmesh-peers-asked"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(not_waited < asked, "{:?}", r.headers());
     cancel.cancel();
 }
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use agentmesh::mesh::{
     agent_key, shard_of, DhtOutcome, Mesh, MeshClient, MeshConfig, MeshError, MeshHandler,
-    MeshTransport, Multiaddr, PeerId, RecordOrigin, SearchRequest, SearchResponse, Verdict,
-    KAD_PROTOCOL, SEARCH_PROTOCOL,
+    MeshTransport, Multiaddr, PeerId, RecordOrigin, SearchEnd, SearchRequest, SearchResponse,
+    Verdict, KAD_PROTOCOL, SEARCH_PROTOCOL,
 };
 use futures_util::future::BoxFuture;
 use libp2p::identity::Keypair;
@@ -502,7 +502,12 @@ async fn a_search_request_to_an_unreachable_peer_fails_as_a_dial_failure() {
     };
     let outcome = nodes[0]
         .client
-        .search(vec![stranger], request, Duration::from_secs(5))
+        .search(
+            vec![stranger],
+            request,
+            Duration::from_secs(5),
+            SearchEnd::AllAnswered,
+        )
         .await
         .unwrap();
     assert_eq!(outcome.failed.len(), 1, "{outcome:?}");
@@ -518,8 +523,10 @@ async fn a_search_request_to_an_unreachable_peer_fails_as_a_dial_failure() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn search_fan_out_returns_at_the_deadline() {
+/// Node 1 and four peers connected to it, each holding `agent-i` (a
+/// `search` record) and what `more(i)` adds; the fifth never answers a
+/// search.
+async fn three_answer_and_one_is_silent(more: impl Fn(usize) -> Vec<u8>) -> Vec<TestNode> {
     init_tracing();
     let mut handlers: Vec<TestHandler> = (0..4).map(|_| TestHandler::default()).collect();
     handlers.push(TestHandler {
@@ -534,9 +541,15 @@ async fn search_fan_out_returns_at_the_deadline() {
         .await;
         node.handler
             .insert(record("ok", &format!("agent-{i}"), &["search"]));
-        node.handler
-            .insert(record("ok", &format!("other-{i}"), &["other"]));
+        node.handler.insert(more(i));
     }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_fan_out_returns_at_the_deadline() {
+    let nodes =
+        three_answer_and_one_is_silent(|i| record("ok", &format!("other-{i}"), &["other"])).await;
 
     let peers: Vec<PeerId> = nodes[1..].iter().map(TestNode::peer).collect();
     let request = SearchRequest {
@@ -548,7 +561,7 @@ async fn search_fan_out_returns_at_the_deadline() {
     let started = Instant::now();
     let outcome = nodes[0]
         .client
-        .search(peers, request, deadline)
+        .search(peers, request, deadline, SearchEnd::AllAnswered)
         .await
         .unwrap();
     let took = started.elapsed();
@@ -577,6 +590,55 @@ async fn search_fan_out_returns_at_the_deadline() {
             .all(|n| n.client.stats().searches_served == 1)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_fan_out_ends_once_half_the_peers_answered_with_a_page() {
+    // Besides its own, the same record, byte for byte, at every peer.
+    let nodes = three_answer_and_one_is_silent(|_| record("ok", "everywhere", &["dup"])).await;
+    let peers: Vec<PeerId> = nodes[1..].iter().map(TestNode::peer).collect();
+    let deadline = Duration::from_secs(20);
+    let ask = |capability: &str, limit: u32| {
+        let request = SearchRequest {
+            capabilities: vec![capability.into()],
+            limit,
+            ..SearchRequest::default()
+        };
+        nodes[0]
+            .client
+            .search(peers.clone(), request, deadline, SearchEnd::WhenFull)
+    };
+
+    // Three of the four answer with a record each: a page of three; the
+    // silent peer is not waited for.
+    let outcome = ask("search", 3).await.unwrap();
+    assert_eq!(outcome.responses.len(), 3, "{outcome:?}");
+    assert_eq!(outcome.not_waited, [nodes[4].peer()]);
+    assert!(outcome.timed_out.is_empty() && outcome.failed.is_empty());
+
+    // A page of one is full at the first answer, but half of the peers
+    // asked must have answered: two answers, the rest not waited for.
+    let outcome = ask("search", 1).await.unwrap();
+    assert_eq!(outcome.responses.len(), 2, "{outcome:?}");
+    assert_eq!(outcome.not_waited.len(), 2, "{outcome:?}");
+    assert!(outcome.not_waited.contains(&nodes[4].peer()));
+
+    // Three copies of one record are one record: a page of two is never
+    // full, and the search waits for the silent peer until its deadline.
+    let short = Duration::from_millis(1500);
+    let request = SearchRequest {
+        capabilities: vec!["dup".into()],
+        limit: 2,
+        ..SearchRequest::default()
+    };
+    let outcome = nodes[0]
+        .client
+        .search(peers.clone(), request, short, SearchEnd::WhenFull)
+        .await
+        .unwrap();
+    assert_eq!(outcome.responses.len(), 3, "{outcome:?}");
+    assert!(outcome.not_waited.is_empty(), "{outcome:?}");
+    assert_eq!(outcome.timed_out, [nodes[4].peer()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -836,7 +898,12 @@ async fn b_publishes_and_c_finds_it(nodes: &[TestNode; 3], agent: &str, capabili
     };
     let outcome = nodes[2]
         .client
-        .search(want, request, Duration::from_secs(5))
+        .search(
+            want,
+            request,
+            Duration::from_secs(5),
+            SearchEnd::AllAnswered,
+        )
         .await
         .unwrap();
     assert_eq!(outcome.responses.len(), 1, "{outcome:?}");

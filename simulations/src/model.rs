@@ -102,6 +102,9 @@ pub struct SwarmParams {
     pub limit: usize,
     /// Deadline of one search.
     pub search_timeout: std::time::Duration,
+    /// Whether a search stops waiting once its answer is full
+    /// (`p2p.search_ends_when_full`).
+    pub search_ends_when_full: bool,
     /// Established connections per node (`MeshLimits::max_connections`);
     /// `None`: the node's default. The trimming marks follow it
     /// (`MeshLimits::set_max_connections`).

@@ -268,6 +268,7 @@ impl Population {
             revoke_at: Duration::from_micros(self.revoke_at_us),
             limit: scenario.limit,
             search_timeout: Duration::from_millis(node.search_timeout_ms),
+            search_ends_when_full: node.search_ends_when_full,
             max_connections: scenario.swarm.max_connections,
             trim_connections: scenario.swarm.trim_connections.unwrap_or(true),
             security: node.security.unwrap_or_default(),

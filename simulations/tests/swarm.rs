@@ -60,6 +60,7 @@ fn params(
         revoke_at: Duration::ZERO,
         limit: 50,
         search_timeout: Duration::from_secs(2),
+        search_ends_when_full: true,
         max_connections: None,
         trim_connections: true,
         security: Security::Noise,
@@ -216,6 +217,7 @@ fn under_churn_a_down_home_hides_its_agents_until_it_starts_again() {
         // more than 2 s (seen at a load average of 20 on 2 cores). The
         // outage is applied between searches, so no search overlaps it.
         search_timeout: Duration::from_secs(6),
+        search_ends_when_full: true,
         max_connections: None,
         trim_connections: true,
         security: Security::Noise,
@@ -301,6 +303,7 @@ fn under_churn_probes_go_out_on_the_timeline_and_wait_for_a_down_home() {
         revoke_at: at(2000),
         limit: 50,
         search_timeout: Duration::from_secs(2),
+        search_ends_when_full: true,
         max_connections: None,
         trim_connections: true,
         security: Security::Noise,

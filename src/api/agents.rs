@@ -570,6 +570,7 @@ const MAX_FILTER_TERMS: usize = 32;
                 ("x-agentmesh-peers-asked" = u32, description = "Mesh scope: peers asked"),
                 ("x-agentmesh-peers-answered" = u32, description = "Mesh scope: peers that answered in time"),
                 ("x-agentmesh-records-received" = u32, description = "Mesh scope: records peers sent"),
+                ("x-agentmesh-peers-not-waited" = u32, description = "Mesh scope: peers asked but not waited for, the answer being full first"),
                 ("x-agentmesh-partial" = bool, description = "Mesh scope: whether someone did not answer"),
                 ("x-agentmesh-unanswered" = String, description = "Mesh scope: peer ids that did not answer, comma-separated"),
                 ("x-agentmesh-budget-exhausted" = bool, description = "Mesh scope: whether the deadline ran out"),

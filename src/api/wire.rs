@@ -137,6 +137,10 @@ pub(super) fn write_mesh_headers(report: &MeshReport, elapsed: Duration, headers
         "x-agentmesh-records-received",
         report.records_received.to_string(),
     );
+    put(
+        "x-agentmesh-peers-not-waited",
+        report.not_waited.to_string(),
+    );
     put("x-agentmesh-partial", report.partial.to_string());
     if !report.unanswered.is_empty() {
         let peers: Vec<String> = report

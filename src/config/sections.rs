@@ -297,6 +297,11 @@ pub struct P2pConfig {
     /// answered by 70 % of it is not waited for).
     #[serde(with = "humantime_serde")]
     pub search_timeout: Duration,
+    /// Whether a mesh search stops waiting once its answer is full: the
+    /// answers hold a page (`limit`) of records this node did not hold,
+    /// and at least half the peers asked have answered. Off: it waits for
+    /// every peer asked, up to its budget (docs/protocol.md#mesh-search).
+    pub search_ends_when_full: bool,
     /// How often this node publishes its log's checkpoint for witnesses
     /// when it changed (and every ten times as long anyway); it witnesses
     /// its peers' checkpoints as they come (docs/protocol.md#witnessing).
@@ -358,6 +363,7 @@ impl Default for P2pConfig {
             trusted_peers: Vec::new(),
             search_fanout: 16,
             search_timeout: Duration::from_secs(2),
+            search_ends_when_full: true,
             witness_interval: Duration::from_secs(60),
             ping_interval: Duration::from_secs(10),
             on_equivocation: OnEquivocation::Distrust,

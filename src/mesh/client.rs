@@ -137,6 +137,22 @@ pub struct SearchOutcome {
     pub failed: Vec<(PeerId, String)>,
     /// Peers that had not answered by the deadline.
     pub timed_out: Vec<PeerId>,
+    /// Peers not waited for: the answer was full first ([`SearchEnd::WhenFull`]).
+    pub not_waited: Vec<PeerId>,
+}
+
+/// When a search fan-out answers, besides its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchEnd {
+    /// When every peer asked has answered or failed.
+    AllAnswered,
+    /// As [`SearchEnd::AllAnswered`], or sooner, once the answer is full:
+    /// the answers hold `limit` distinct records and at least half of the
+    /// peers asked have answered. The ones still out are not waited for
+    /// (their answers, when they come, are dropped). What the first
+    /// answers hold is a page of the mesh's matches, not always its best
+    /// page: the price of not waiting for the slowest peer.
+    WhenFull,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, MeshError>>;
@@ -183,6 +199,7 @@ pub(crate) enum Command {
         peers: Vec<PeerId>,
         request: SearchRequest,
         deadline: Duration,
+        end: SearchEnd,
         reply: Reply<SearchOutcome>,
     },
     Dial {
@@ -453,9 +470,10 @@ impl MeshClient {
     }
 
     /// Sends `request` to `peers` at once (duplicates and our own id
-    /// dropped, at most `max_search_fanout`) and returns when all answered
-    /// or `deadline` passed, whichever is first; every peer ends up in
-    /// exactly one of `responses`, `failed`, `timed_out`.
+    /// dropped, at most `max_search_fanout`) and returns when `end` says
+    /// (all answered, or the answer full) or `deadline` passed, whichever
+    /// is first; every peer ends up in exactly one of `responses`,
+    /// `failed`, `timed_out`, `not_waited`.
     ///
     /// # Errors
     /// [`MeshError::Shutdown`] when the mesh has stopped.
@@ -464,11 +482,13 @@ impl MeshClient {
         peers: Vec<PeerId>,
         request: SearchRequest,
         deadline: Duration,
+        end: SearchEnd,
     ) -> Result<SearchOutcome, MeshError> {
         self.ask(|reply| Command::Search {
             peers,
             request,
             deadline,
+            end,
             reply,
         })
         .await

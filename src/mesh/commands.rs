@@ -15,7 +15,9 @@ use tokio::sync::oneshot;
 use tracing::warn;
 
 use super::behaviour::records_topic;
-use super::client::{Command, DhtOutcome, MeshStatus, PeerInfo, PublishReport, SearchOutcome};
+use super::client::{
+    Command, DhtOutcome, MeshStatus, PeerInfo, PublishReport, SearchEnd, SearchOutcome,
+};
 use super::event_loop::EventLoop;
 use super::pending::{Deadline, PendingPublish, Slot};
 use super::wire::{SearchRequest, MAX_TERM_BYTES};
@@ -81,8 +83,9 @@ impl EventLoop {
                 peers,
                 request,
                 deadline,
+                end,
                 reply,
-            } => self.search(peers, request, deadline, reply),
+            } => self.search(peers, request, deadline, end, reply),
             Command::PublishCheckpoint { message, reply } => {
                 let _ = reply.send(Ok(self.publish_checkpoint(message)));
             }
@@ -275,6 +278,7 @@ impl EventLoop {
         peers: Vec<PeerId>,
         request: SearchRequest,
         deadline: Duration,
+        end: SearchEnd,
         reply: oneshot::Sender<Result<SearchOutcome, MeshError>>,
     ) {
         if let Err(e) = request.check() {
@@ -310,7 +314,10 @@ impl EventLoop {
         }
         self.stats.requests_sent(waiting.len() as u64);
         let id = self.pending.next_id();
-        if self.pending.add_search(id, waiting, outcome, limit, reply) {
+        if self
+            .pending
+            .add_search(id, waiting, outcome, (limit, end), reply)
+        {
             self.schedule(deadline, Deadline::Search(id));
         }
     }

@@ -14,7 +14,7 @@ use libp2p::request_response::OutboundRequestId;
 use libp2p::PeerId;
 use tokio::sync::oneshot;
 
-use super::client::{DhtOutcome, PublishReport, SearchOutcome};
+use super::client::{DhtOutcome, PublishReport, SearchEnd, SearchOutcome};
 use super::stats::MeshStats;
 use super::wire::SearchResponse;
 use super::MeshError;
@@ -99,6 +99,28 @@ struct PendingSearch {
     waiting: HashMap<OutboundRequestId, PeerId>,
     outcome: SearchOutcome,
     limit: u32,
+    end: SearchEnd,
+    /// Peers the request went to.
+    asked: usize,
+    /// The distinct records the answers carried so far, by a hash of
+    /// their bytes (a record relayed by two peers is the same bytes),
+    /// keyed per search so no peer can aim collisions at it.
+    records: HashSet<u64>,
+    hasher: std::hash::RandomState,
+}
+
+impl PendingSearch {
+    /// Whether the fan-out may answer now: everyone asked has, or (when
+    /// its end says so) the answer is full.
+    fn settled(&self) -> bool {
+        if self.waiting.is_empty() {
+            return true;
+        }
+        let answered = self.outcome.responses.len();
+        self.end == SearchEnd::WhenFull
+            && self.records.len() >= self.limit as usize
+            && 2 * answered >= self.asked
+    }
 }
 
 /// Every in-flight call.
@@ -333,7 +355,7 @@ impl Pending {
         id: u64,
         waiting: HashMap<OutboundRequestId, PeerId>,
         outcome: SearchOutcome,
-        limit: u32,
+        (limit, end): (u32, SearchEnd),
         reply: Reply<SearchOutcome>,
     ) -> bool {
         if waiting.is_empty() {
@@ -345,9 +367,13 @@ impl Pending {
         }
         let s = PendingSearch {
             reply,
+            asked: waiting.len(),
             waiting,
             outcome,
             limit,
+            end,
+            records: HashSet::new(),
+            hasher: std::hash::RandomState::new(),
         };
         self.searches.insert(id, s);
         true
@@ -356,7 +382,7 @@ impl Pending {
     fn search_settle(
         &mut self,
         request: OutboundRequestId,
-        settle: impl FnOnce(&mut SearchOutcome, PeerId, u32),
+        settle: impl FnOnce(&mut PendingSearch, PeerId),
     ) -> bool {
         let Some(id) = self.search_requests.remove(&request) else {
             return false;
@@ -365,10 +391,16 @@ impl Pending {
             return false;
         };
         if let Some(peer) = s.waiting.remove(&request) {
-            settle(&mut s.outcome, peer, s.limit);
+            settle(s, peer);
         }
-        if s.waiting.is_empty() {
-            if let Some(s) = self.searches.remove(&id) {
+        if s.settled() {
+            if let Some(mut s) = self.searches.remove(&id) {
+                // The answer is full: the peers still out are not waited
+                // for; their answers, should they come, are dropped.
+                for (request, peer) in s.waiting.drain() {
+                    self.search_requests.remove(&request);
+                    s.outcome.not_waited.push(peer);
+                }
                 let _ = s.reply.send(Ok(s.outcome));
             }
         }
@@ -381,14 +413,18 @@ impl Pending {
         request: OutboundRequestId,
         response: SearchResponse,
     ) -> bool {
-        self.search_settle(request, |o, peer, limit| {
-            o.responses.push((peer, response.bound(limit)));
+        self.search_settle(request, |s, peer| {
+            use std::hash::BuildHasher;
+            let response = response.bound(s.limit);
+            let hashes = response.records.iter().map(|r| s.hasher.hash_one(r));
+            s.records.extend(hashes);
+            s.outcome.responses.push((peer, response));
         })
     }
 
     /// A request failed (true if it belonged to a pending search).
     pub(super) fn search_failure(&mut self, request: OutboundRequestId, reason: String) -> bool {
-        self.search_settle(request, |o, peer, _| o.failed.push((peer, reason)))
+        self.search_settle(request, |s, peer| s.outcome.failed.push((peer, reason)))
     }
 
     /// Deadline of a search: the unanswered peers time out (counted in

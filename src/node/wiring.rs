@@ -144,6 +144,7 @@ pub async fn start_mesh(w: MeshWiring<'_>) -> Result<MeshParts, NodeError> {
             fanout: p2p.search_fanout,
             trusted: trusted_peer_ids(&p2p.trusted_peers),
             budget: p2p.search_timeout,
+            ends_when_full: p2p.search_ends_when_full,
         }),
     );
     Ok(MeshParts {

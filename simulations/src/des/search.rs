@@ -3,7 +3,10 @@
 //! shard query ends at its first network answer with providers; the call
 //! answers once `fanout` providers are known, all shard queries ended, or
 //! at 30 % of the budget), the `known` list, the fan-out to at most
-//! `fanout` peers until 70 % of the budget ([`choose`]: a quarter of them
+//! `fanout` peers until all answered, the answer is full (a page of
+//! distinct records from half the peers asked: `p2p.search_ends_when_full`,
+//! unless `node.search_ends_when_full = false`) or 70 % of the budget
+//! ([`choose`]: a quarter of them
 //! connected peers, the rest providers in random order, as the node does
 //! today; or, `node.search_choice = "providers_first"`, the providers as
 //! found and connected peers only without any, as before), answers from
@@ -54,6 +57,8 @@ pub(super) struct SearchState {
     asked_providers: bool,
     /// What the answers carried, in arrival order: (agent, a forger's version).
     received: Vec<(u32, bool)>,
+    /// The distinct records among them (a forger's version is another).
+    distinct: HashSet<(u32, bool)>,
     search_messages: u32,
     bytes: u64,
     expected: usize,
@@ -96,6 +101,7 @@ impl Sim<'_> {
             answered: 0,
             asked_providers: false,
             received: Vec::new(),
+            distinct: HashSet::new(),
             search_messages: 0,
             bytes: 0,
             expected,
@@ -317,7 +323,17 @@ impl Sim<'_> {
         st.bytes += bytes;
         st.search_messages += 1;
         st.answered += 1;
+        st.distinct.extend(records.iter().copied());
         st.received.extend(records);
+        if self.np.search_ends_when_full
+            && st.distinct.len() >= limit
+            && 2 * st.answered >= st.asked
+        {
+            // The answer is full (`SearchEnd::WhenFull`): the peers still
+            // out are not waited for.
+            self.finish_search(now, search);
+            return;
+        }
         self.fanout_settled(now, search);
     }
 

@@ -20,6 +20,9 @@ pub struct NodeParams {
     pub fanout: usize,
     /// One search's deadline (`p2p.search_timeout`).
     pub search_timeout_ms: u64,
+    /// Whether a search stops waiting once its answer is full
+    /// (`p2p.search_ends_when_full`).
+    pub search_ends_when_full: bool,
     /// Whom a search asks of its providers and connected peers (the
     /// swarm engine runs the node's own, `mixed`).
     pub search_choice: SearchChoice,
@@ -82,6 +85,10 @@ impl Scenario {
                 .node
                 .search_timeout_ms
                 .unwrap_or(p2p.search_timeout.as_millis() as u64),
+            search_ends_when_full: self
+                .node
+                .search_ends_when_full
+                .unwrap_or(p2p.search_ends_when_full),
             search_choice: self.node.search_choice.unwrap_or_default(),
             k: libp2p::kad::K_VALUE.get(),
             alpha: libp2p::kad::ALPHA_VALUE.get(),

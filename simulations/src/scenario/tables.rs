@@ -337,6 +337,10 @@ pub struct NodeOverrides {
     pub search_fanout: Option<usize>,
     /// One search's deadline, ms (`p2p.search_timeout`).
     pub search_timeout_ms: Option<u64>,
+    /// Whether a search stops waiting once its answer is full
+    /// (`p2p.search_ends_when_full`; false: the node before, which waited
+    /// for every peer asked).
+    pub search_ends_when_full: Option<bool>,
     /// Whom a search asks (DES only): `"mixed"`, the node's since issue
     /// 44 (default), or `"providers_first"`, the node's before.
     pub search_choice: Option<SearchChoice>,

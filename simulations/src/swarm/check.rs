@@ -136,6 +136,7 @@ mod tests {
             revoke_at: Duration::ZERO,
             limit: 10,
             search_timeout: Duration::from_secs(2),
+            search_ends_when_full: true,
             max_connections: None,
             trim_connections: true,
             security: Security::Noise,

@@ -151,6 +151,7 @@ pub(super) async fn run_node(
     let p2p = P2pConfig {
         replication: params.replication,
         search_timeout: params.search_timeout,
+        search_ends_when_full: params.search_ends_when_full,
         ..node_defaults.p2p
     };
     let parts = start_mesh(MeshWiring {
