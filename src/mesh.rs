@@ -26,6 +26,8 @@
 //!
 //! Files, one idea each:
 //! - `mesh/admission.rs`: who may connect (incoming connections per IP).
+//! - `mesh/backoff.rs`: a peer whose dial failed is not dialled again at
+//!   once (exponential back-off, for every dial that names it).
 //! - `mesh/behaviour.rs`: the swarm and its combined behaviour, with every
 //!   limit chosen there.
 //! - `mesh/client.rs`: [`MeshClient`], the handle, and the commands it sends.
@@ -67,6 +69,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub mod admission;
+pub mod backoff;
 pub mod behaviour;
 mod client;
 mod codec;

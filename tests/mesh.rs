@@ -523,6 +523,53 @@ async fn a_search_request_to_an_unreachable_peer_fails_as_a_dial_failure() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_dial_failed_is_not_dialled_again_at_once() {
+    init_tracing();
+    let hub = TestNode::start(Vec::new(), TestHandler::default()).await;
+    let mut gone = TestNode::start(vec![hub.addr().await], TestHandler::default()).await;
+    wait_until("the peer to connect to the hub", || async {
+        hub.connected_to(&gone).await
+    })
+    .await;
+    let at = gone.addr().await;
+    gone.cancel.cancel();
+    tokio::time::timeout(DEADLINE, gone.task.take().unwrap())
+        .await
+        .expect("the loop stops on cancel")
+        .unwrap();
+    wait_until("the hub to see the peer go", || async {
+        !hub.connected_to(&gone).await
+    })
+    .await;
+
+    // The hub dials the peer at its last address, and the port refuses
+    // (the hub may have dialled it already, on its own): after that, it
+    // is held back.
+    let held_back = |e: &MeshError| e.to_string().contains("not dialled again");
+    wait_until("the hub to hold the peer back", || async {
+        hub.client
+            .dial(at.clone())
+            .await
+            .is_err_and(|e| held_back(&e))
+    })
+    .await;
+    let before = hub.client.stats();
+    assert!(before.dial_failures >= 1, "a dial failed first: {before:?}");
+    assert!(before.dials_backed_off >= 1);
+
+    // Dialled again at once, as lookups running side by side would be,
+    // each having met the address: refused here, before any connection.
+    let again = hub.client.dial(at).await.expect_err("held back");
+    assert!(held_back(&again), "{again}");
+    let after = hub.client.stats();
+    assert_eq!(after.dials_backed_off, before.dials_backed_off + 1);
+    assert_eq!(
+        after.dial_failures, before.dial_failures,
+        "no second dial went out"
+    );
+}
+
 /// Node 1 and four peers connected to it, each holding `agent-i` (a
 /// `search` record) and what `more(i)` adds; the fifth never answers a
 /// search.

@@ -113,6 +113,9 @@ pub struct MeshBehaviour {
     pub limits: connection_limits::Behaviour,
     /// Incoming connections per IP address (`mesh/admission.rs`).
     pub per_ip: super::admission::PerIp,
+    /// Peers whose dial failed are not dialled again at once
+    /// (`mesh/backoff.rs`).
+    pub backoff: super::backoff::DialBackoff,
     /// Peer information exchange; feeds Kademlia addresses.
     pub identify: identify::Behaviour,
     /// Liveness: a connection whose pings fail twice in a row is closed.
@@ -298,6 +301,12 @@ impl MeshBehaviour {
         Ok(Self {
             limits,
             per_ip: super::admission::PerIp::new(l.max_connections_per_ip, l.cap_loopback_per_ip),
+            backoff: super::backoff::DialBackoff::new(
+                config.timeouts.dial_backoff_min,
+                config.timeouts.dial_backoff_max,
+                config.vouched_peers().into_iter().collect(),
+                stats.clone(),
+            ),
             identify,
             ping: ping::Behaviour::new(
                 ping::Config::new()

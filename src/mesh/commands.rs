@@ -97,7 +97,7 @@ impl EventLoop {
             Command::Dial { addr, reply } => {
                 let r = self.swarm.dial(addr.clone()).map_err(|e| MeshError::Dial {
                     addr: addr.to_string(),
-                    reason: e.to_string(),
+                    reason: dial_reason(&e),
                 });
                 let _ = reply.send(r);
             }
@@ -320,5 +320,17 @@ impl EventLoop {
         {
             self.schedule(deadline, Deadline::Search(id));
         }
+    }
+}
+
+/// Why a dial failed, in words: a denial says by whom and why (libp2p
+/// prints only "Dial error" for it).
+fn dial_reason(error: &libp2p::swarm::DialError) -> String {
+    match error {
+        libp2p::swarm::DialError::Denied { cause } => match std::error::Error::source(cause) {
+            Some(why) => format!("denied: {why}"),
+            None => format!("denied: {cause}"),
+        },
+        other => other.to_string(),
     }
 }

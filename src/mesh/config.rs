@@ -208,6 +208,11 @@ pub struct MeshTimeouts {
     pub bootstrap_backoff_min: Duration,
     /// Largest re-dial delay of an unreachable bootstrap peer.
     pub bootstrap_backoff_max: Duration,
+    /// How long any other peer whose dial failed is not dialled again
+    /// (doubles with each failure in a row; `mesh/backoff.rs`).
+    pub dial_backoff_min: Duration,
+    /// The longest such wait.
+    pub dial_backoff_max: Duration,
     /// How often a connection is pinged, and how long a ping waits; two
     /// failures in a row close the connection.
     pub ping: Duration,
@@ -233,6 +238,8 @@ impl Default for MeshTimeouts {
             bootstrap_interval: Duration::from_secs(300),
             bootstrap_backoff_min: Duration::from_secs(1),
             bootstrap_backoff_max: Duration::from_secs(60),
+            dial_backoff_min: Duration::from_secs(2),
+            dial_backoff_max: Duration::from_secs(60),
             ping: Duration::from_secs(10),
         }
     }
@@ -360,6 +367,9 @@ impl MeshConfig {
         }
         if t.bootstrap_backoff_min.is_zero() || t.bootstrap_backoff_min > t.bootstrap_backoff_max {
             return fail("need 0 < bootstrap_backoff_min <= bootstrap_backoff_max");
+        }
+        if t.dial_backoff_min.is_zero() || t.dial_backoff_min > t.dial_backoff_max {
+            return fail("need 0 < dial_backoff_min <= dial_backoff_max");
         }
         for d in [
             t.request,

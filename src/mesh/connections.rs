@@ -71,7 +71,8 @@ impl EventLoop {
     }
 
     /// A dial of ours failed: counted, and a bootstrap dial it ends is no
-    /// longer in progress.
+    /// longer in progress. (A dial the back-off held back fails before it
+    /// starts, with no event here: `mesh/backoff.rs` counts it.)
     pub(super) fn on_outgoing_error(
         &mut self,
         peer_id: Option<PeerId>,

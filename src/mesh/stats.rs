@@ -86,6 +86,7 @@ struct Inner {
     incoming_refused: Mutex<BTreeMap<&'static str, u64>>,
     connections_trimmed: AtomicU64,
     connections_dead: AtomicU64,
+    dials_backed_off: AtomicU64,
     search_wire: WireCounts,
     log_wire: WireCounts,
     checkpoint_wire: WireCounts,
@@ -209,6 +210,9 @@ pub struct StatsSnapshot {
     /// Connections closed because their pings failed twice in a row (a
     /// peer cut off, or stalled).
     pub connections_dead: u64,
+    /// Dials not made because the peer's last dial failed and its
+    /// back-off had not passed (`mesh/backoff.rs`); not in `dial_failures`.
+    pub dials_backed_off: u64,
     /// Search requests and responses on the wire (`/agentmesh/search/1.0.0`,
     /// CBOR payload bytes as the codec wrote and read them).
     pub search_wire: WireSnapshot,
@@ -333,6 +337,10 @@ impl MeshStats {
         self.inner.connections_dead.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn dial_backed_off(&self) {
+        self.inner.dials_backed_off.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// One search message written (`sent`) or read, of `bytes` bytes.
     pub(crate) fn search_wire(&self, sent: bool, bytes: u64) {
         self.inner.search_wire.add(sent, bytes);
@@ -437,6 +445,7 @@ impl MeshStats {
             incoming_refused_by: copy(&i.incoming_refused),
             connections_trimmed: i.connections_trimmed.load(Ordering::Relaxed),
             connections_dead: i.connections_dead.load(Ordering::Relaxed),
+            dials_backed_off: i.dials_backed_off.load(Ordering::Relaxed),
             search_wire: i.search_wire.snapshot(),
             log_wire: i.log_wire.snapshot(),
             checkpoint_wire: i.checkpoint_wire.snapshot(),

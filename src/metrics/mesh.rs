@@ -106,6 +106,15 @@ impl Collector for MeshCollector {
         }
         {
             let counter = encoder.encode_descriptor(
+                "mesh_dials_backed_off",
+                "Dials not made because the peer's last dial failed and its back-off had not passed.",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(snap.dials_backed_off).encode(counter)?;
+        }
+        {
+            let counter = encoder.encode_descriptor(
                 "mesh_connections_trimmed",
                 "Peers disconnected because more than the high-water mark were connected.",
                 None,
