@@ -90,6 +90,51 @@ impl PerIp {
     }
 }
 
+/// What a behaviour that only admits or denies connections has to say of
+/// the rest: no connection handler of its own (libp2p's `dummy`), no
+/// events. [`PerIp`] and `backoff::DialBackoff` share it.
+macro_rules! gate_plumbing {
+    () => {
+        fn handle_established_inbound_connection(
+            &mut self,
+            _connection_id: ConnectionId,
+            _peer: PeerId,
+            _local_addr: &Multiaddr,
+            _remote_addr: &Multiaddr,
+        ) -> Result<THandler<Self>, ConnectionDenied> {
+            Ok(dummy::ConnectionHandler)
+        }
+
+        fn handle_established_outbound_connection(
+            &mut self,
+            _connection_id: ConnectionId,
+            _peer: PeerId,
+            _addr: &Multiaddr,
+            _role_override: Endpoint,
+            _port_use: PortUse,
+        ) -> Result<THandler<Self>, ConnectionDenied> {
+            Ok(dummy::ConnectionHandler)
+        }
+
+        fn on_connection_handler_event(
+            &mut self,
+            _peer: PeerId,
+            _connection: ConnectionId,
+            event: THandlerOutEvent<Self>,
+        ) {
+            libp2p::core::util::unreachable(event)
+        }
+
+        fn poll(
+            &mut self,
+            _: &mut Context<'_>,
+        ) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
+            Poll::Pending
+        }
+    };
+}
+pub(super) use gate_plumbing;
+
 impl NetworkBehaviour for PerIp {
     type ConnectionHandler = dummy::ConnectionHandler;
     type ToSwarm = Infallible;
@@ -112,27 +157,6 @@ impl NetworkBehaviour for PerIp {
         Ok(())
     }
 
-    fn handle_established_inbound_connection(
-        &mut self,
-        _connection_id: ConnectionId,
-        _peer: PeerId,
-        _local_addr: &Multiaddr,
-        _remote_addr: &Multiaddr,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        Ok(dummy::ConnectionHandler)
-    }
-
-    fn handle_established_outbound_connection(
-        &mut self,
-        _connection_id: ConnectionId,
-        _peer: PeerId,
-        _addr: &Multiaddr,
-        _role_override: Endpoint,
-        _port_use: PortUse,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        Ok(dummy::ConnectionHandler)
-    }
-
     fn on_swarm_event(&mut self, event: FromSwarm) {
         match event {
             // Counted from the pending handshake until the connection
@@ -146,18 +170,7 @@ impl NetworkBehaviour for PerIp {
         }
     }
 
-    fn on_connection_handler_event(
-        &mut self,
-        _peer: PeerId,
-        _connection: ConnectionId,
-        event: THandlerOutEvent<Self>,
-    ) {
-        libp2p::core::util::unreachable(event)
-    }
-
-    fn poll(&mut self, _: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
-        Poll::Pending
-    }
+    gate_plumbing!();
 }
 
 #[cfg(test)]

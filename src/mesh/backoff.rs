@@ -33,6 +33,7 @@ use libp2p::swarm::{
 };
 use libp2p::PeerId;
 
+use super::admission::gate_plumbing;
 use super::MeshStats;
 
 /// Peers held back at once, at most: a node meets many peers, and a
@@ -167,27 +168,6 @@ impl NetworkBehaviour for DialBackoff {
         Ok(Vec::new())
     }
 
-    fn handle_established_inbound_connection(
-        &mut self,
-        _connection_id: ConnectionId,
-        _peer: PeerId,
-        _local_addr: &Multiaddr,
-        _remote_addr: &Multiaddr,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        Ok(dummy::ConnectionHandler)
-    }
-
-    fn handle_established_outbound_connection(
-        &mut self,
-        _connection_id: ConnectionId,
-        _peer: PeerId,
-        _addr: &Multiaddr,
-        _role_override: Endpoint,
-        _port_use: PortUse,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        Ok(dummy::ConnectionHandler)
-    }
-
     fn on_swarm_event(&mut self, event: FromSwarm) {
         match event {
             FromSwarm::DialFailure(DialFailure {
@@ -202,18 +182,7 @@ impl NetworkBehaviour for DialBackoff {
         }
     }
 
-    fn on_connection_handler_event(
-        &mut self,
-        _peer: PeerId,
-        _connection: ConnectionId,
-        event: THandlerOutEvent<Self>,
-    ) {
-        libp2p::core::util::unreachable(event)
-    }
-
-    fn poll(&mut self, _: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
-        Poll::Pending
-    }
+    gate_plumbing!();
 }
 
 #[cfg(test)]

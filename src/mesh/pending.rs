@@ -416,8 +416,12 @@ impl Pending {
         self.search_settle(request, |s, peer| {
             use std::hash::BuildHasher;
             let response = response.bound(s.limit);
-            let hashes = response.records.iter().map(|r| s.hasher.hash_one(r));
-            s.records.extend(hashes);
+            // Counted only while the count can still end the search: this
+            // runs in the swarm loop, and an answer may be 2 MiB.
+            if s.end == SearchEnd::WhenFull && s.records.len() < s.limit as usize {
+                let hashes = response.records.iter().map(|r| s.hasher.hash_one(r));
+                s.records.extend(hashes);
+            }
             s.outcome.responses.push((peer, response));
         })
     }
